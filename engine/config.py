@@ -1,0 +1,159 @@
+"""Topic configuration: every key, its type, default, bounds and meaning, in one table.
+
+Values are stored as strings (like Kafka) and validated on the way in; ``TopicConfig`` is the
+typed view the engine reads. Durations are milliseconds, sizes are bytes.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Callable
+
+from .codecs import NAMES as CODEC_NAMES
+from .errors import InvalidConfig
+
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: str
+    doc: str
+    parse: Callable[[str], object]
+
+
+def _int(lo: int, hi: int, allow_minus_one: bool = False) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            v = int(text.strip())
+        except ValueError:
+            raise ValueError(f"must be an integer between {lo} and {hi}") from None
+        if allow_minus_one and v == -1:
+            return v
+        if not lo <= v <= hi:
+            extra = " (or -1 for unlimited)" if allow_minus_one else ""
+            raise ValueError(f"must be between {lo} and {hi}{extra}")
+        return v
+
+    return parse
+
+
+def _ratio(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError("must be a number between 0 and 1") from None
+    if not 0.0 <= v <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return v
+
+
+def _policy(text: str) -> str:
+    parts = sorted({p.strip().lower() for p in text.split(",") if p.strip()})
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError("must be delete, compact or compact,delete")
+    return ",".join(parts)
+
+
+def _compression(text: str) -> str:
+    v = text.strip().lower()
+    if v == "uncompressed":
+        v = "none"
+    if v != "producer" and v not in CODEC_NAMES:
+        raise ValueError(f"must be one of producer, {', '.join(CODEC_NAMES)}")
+    return v
+
+
+KEYS: dict[str, Key] = {k.name: k for k in (
+    Key("cleanup.policy", "delete", "delete (retention), compact, or compact,delete", _policy),
+    Key("compression.type", "producer",
+        "codec for new batches: producer (the call's choice, else none), none, gzip, snappy, lz4, zstd",
+        _compression),
+    Key("delete.retention.ms", "86400000",
+        "how long a tombstone survives compaction after the pass that first kept it",
+        _int(0, INT64_MAX)),
+    Key("index.interval.bytes", "4096", "bytes of log between two offset/time index entries",
+        _int(0, INT32_MAX)),
+    Key("max.message.bytes", "1048576", "largest record batch accepted, in bytes",
+        _int(128, INT32_MAX - 1024)),
+    Key("min.cleanable.dirty.ratio", "0.5",
+        "dirty share of a log below which compaction skips it", _ratio),
+    Key("min.compaction.lag.ms", "0", "records younger than this are never compacted",
+        _int(0, INT64_MAX)),
+    Key("retention.bytes", "-1", "size above which old segments are deleted (-1: no limit)",
+        _int(0, INT64_MAX, allow_minus_one=True)),
+    Key("retention.ms", "604800000", "age after which old segments are deleted (-1: forever)",
+        _int(0, INT64_MAX, allow_minus_one=True)),
+    Key("segment.bytes", "1073741824", "size at which the active segment is rolled",
+        _int(128, INT32_MAX)),
+    Key("segment.index.bytes", "10485760", "size of an offset index before the segment rolls",
+        _int(64, INT32_MAX)),
+    Key("segment.ms", "604800000", "age at which the active segment is rolled",
+        _int(1, INT64_MAX)),
+)}
+
+
+def validate(updates: dict[str, str]) -> dict[str, str]:
+    """Check keys and values; returns the normalized string values. Raises InvalidConfig."""
+    out: dict[str, str] = {}
+    for k, v in updates.items():
+        key = KEYS.get(k)
+        if key is None:
+            hint = difflib.get_close_matches(k, KEYS, n=1)
+            more = f" (did you mean {hint[0]}?)" if hint else ""
+            raise InvalidConfig(
+                f"unknown topic config {k!r}{more}; valid keys: {', '.join(sorted(KEYS))}"
+            )
+        try:
+            parsed = key.parse(str(v))
+        except ValueError as e:
+            raise InvalidConfig(f"invalid value {str(v)!r} for {k}: {e}") from None
+        out[k] = str(parsed)
+    return out
+
+
+def parse_pairs(pairs: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` (CLI form) to a dict; raises InvalidConfig on a malformed pair."""
+    out = {}
+    for p in pairs:
+        k, eq, v = p.partition("=")
+        if not eq or not k.strip():
+            raise InvalidConfig(f"config {p!r} is not in key=value form, e.g. retention.ms=86400000")
+        out[k.strip()] = v.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    cleanup_policy: str
+    compression_type: str
+    delete_retention_ms: int
+    index_interval_bytes: int
+    max_message_bytes: int
+    min_cleanable_dirty_ratio: float
+    min_compaction_lag_ms: int
+    retention_bytes: int
+    retention_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    segment_ms: int
+
+    @classmethod
+    def from_overrides(cls, overrides: dict[str, str]) -> "TopicConfig":
+        values = {}
+        for name, key in KEYS.items():
+            values[name.replace(".", "_")] = key.parse(overrides.get(name, key.default))
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+
+def effective(overrides: dict[str, str]) -> list[tuple[str, str, str]]:
+    """``(key, value, source)`` for every key, source being ``topic`` or ``default``."""
+    return [(k, overrides.get(k, key.default), "topic" if k in overrides else "default")
+            for k, key in sorted(KEYS.items())]

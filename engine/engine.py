@@ -1,0 +1,568 @@
+"""``Engine``: opens a data dir and is the public API over topics, partitions and records."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from bisect import bisect_left
+from collections import defaultdict
+from operator import attrgetter
+from typing import Any, Iterable, Iterator, Sequence
+
+from . import codecs, files
+from .arrow import batch_to_arrow, empty_table, schema
+from .catalog import Catalog, TopicMeta, check_topic_name
+from .config import KEYS, TopicConfig, effective, validate
+from .errors import (DataDirError, InvalidArgument, OffsetOutOfRange, ReadOnlyError,
+                     RecordTooLarge, TopicExists, UnknownPartition, UnknownTopic)
+from .locks import flocked, open_lock_file
+from .log import PartitionLog, now_ms
+from .partitioner import StickyPartitioner, partition_for_key
+from .records import HEADER_SIZE, Record, body_of, decode_columns, decode_records, encode_batch, layout
+from .segment import BatchRef
+
+FORMAT_VERSION = 1
+MARKER = "rivven.json"
+MAX_PARTITIONS = 10_000
+_offset_of = attrgetter("offset")
+
+
+class Engine:
+    """An open data dir. Thread-safe; many processes may open the same dir at once.
+
+    >>> import tempfile
+    >>> with Engine.open(tempfile.mkdtemp()) as eng:
+    ...     eng.create_topic("orders", partitions=1)
+    ...     eng.produce("orders", [Record(key=b"k1", value=b"v1")])
+    ...     [r.value for r in eng.read("orders", partition=0, offset=0)]
+    [(0, 0)]
+    [b'v1']
+    """
+
+    def __init__(self, path: str, read_only: bool = False, sync: bool = True) -> None:
+        self.path = os.path.abspath(path)
+        self.read_only = read_only
+        self.sync = sync
+        self._check_data_dir()
+        self.catalog = Catalog(self.path)
+        self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
+        self._logs_mutex = threading.Lock()
+        self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
+        self.closed = False
+        if not read_only:
+            self._empty_trash()
+
+    @classmethod
+    def open(cls, path: str, read_only: bool = False, sync: bool = True) -> "Engine":
+        """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
+
+        ``sync=False`` skips the fsync of each produce call (benchmarks, bulk loads): data
+        survives a process crash but not a machine crash.
+        """
+        return cls(path, read_only=read_only, sync=sync)
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._logs_mutex:
+            for _, log in self._logs.values():
+                log.close()
+            self._logs.clear()
+        self.closed = True
+
+    # ---------------------------------------------------------------- data dir
+    def _check_data_dir(self) -> None:
+        p = self.path
+        marker = os.path.join(p, MARKER)
+        if os.path.exists(p) and not os.path.isdir(p):
+            raise DataDirError(f"data dir {p} is a file, not a directory; pass a directory path")
+        if self.read_only:
+            if not os.path.isfile(marker):
+                raise DataDirError(f"{p} is not a rivven data dir (no {MARKER}); check --data-dir")
+        else:
+            try:
+                os.makedirs(p, exist_ok=True)
+                if not os.path.isfile(marker):
+                    if [f for f in os.listdir(p) if not f.startswith(".")]:
+                        raise DataDirError(
+                            f"{p} is not a rivven data dir (it has files but no {MARKER}); "
+                            "pass an empty or new directory with --data-dir"
+                        )
+                    os.makedirs(os.path.join(p, "topics"), exist_ok=True)
+                    files.write_atomic(marker, json.dumps({"format": FORMAT_VERSION}).encode())
+                probe = os.path.join(p, ".write-probe")
+                fd = os.open(probe, os.O_WRONLY | os.O_CREAT, 0o644)
+                os.close(fd)
+            except PermissionError as e:
+                raise DataDirError(f"data dir {p} is not writable ({e.strerror}); "
+                                   "fix its permissions or choose another --data-dir") from None
+            except OSError as e:
+                if isinstance(e, DataDirError):
+                    raise
+                raise DataDirError(f"cannot use data dir {p}: {e.strerror or e}") from None
+        try:
+            with open(marker, "rb") as f:
+                fmt = json.loads(f.read()).get("format")
+        except (OSError, ValueError, AttributeError) as e:
+            raise DataDirError(f"{marker} is unreadable ({e}); is {p} a rivven data dir?") from None
+        if fmt != FORMAT_VERSION:
+            raise DataDirError(f"{p} has data format {fmt}; this rivven reads format "
+                               f"{FORMAT_VERSION} — upgrade rivven")
+
+    def _empty_trash(self) -> None:
+        trash = os.path.join(self.path, "trash")
+        if os.path.isdir(trash):
+            for name in os.listdir(trash):
+                shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError("this engine was opened read-only; open it without read_only")
+
+    # ---------------------------------------------------------------- topics
+    def topic(self, name: str) -> TopicMeta:
+        """Metadata of an existing topic (raises UnknownTopic)."""
+        meta = self.catalog.get(name)
+        if meta is None:
+            check_topic_name(name)
+            raise UnknownTopic(f"topic {name!r} does not exist; create it with "
+                               f"'rivven topic create {name}'")
+        return meta
+
+    def topics(self) -> list[TopicMeta]:
+        self.catalog.refresh()
+        return [self.catalog.topics[n] for n in sorted(self.catalog.topics)]
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                     if_not_exists: bool = False) -> TopicMeta:
+        self._writable()
+        check_topic_name(name)
+        if not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidArgument(
+                f"invalid partition count {partitions}: use 1 to {MAX_PARTITIONS}")
+        cfg = validate(config or {})
+        with self.catalog.mutate() as topics:
+            if name in topics:
+                if if_not_exists:
+                    return topics[name]
+                raise TopicExists(f"topic {name!r} already exists; use --if-not-exists to ignore")
+            meta = TopicMeta.new(name, partitions, cfg)
+            tdir = os.path.join(self.path, "topics", name)
+            if os.path.exists(tdir):  # debris of a create that crashed before the catalog write
+                self._trash(tdir, name)
+            for p in range(partitions):
+                self._make_partition(name, p)
+            files.fsync_dir(os.path.join(self.path, "topics"))
+            topics[name] = meta
+        return meta
+
+    def _make_partition(self, topic: str, p: int) -> None:
+        d = files.partition_dir(self.path, topic, p)
+        os.makedirs(d, exist_ok=True)
+        os.close(open_lock_file(os.path.join(d, files.LOCK_FILE)))
+        for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):
+            os.close(os.open(files.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT, 0o644))
+        files.fsync_dir(d)
+
+    def _trash(self, tdir: str, name: str) -> None:
+        trash = os.path.join(self.path, "trash")
+        os.makedirs(trash, exist_ok=True)
+        target = os.path.join(trash, f"{name}-{time.time_ns()}")
+        os.rename(tdir, target)
+        shutil.rmtree(target, ignore_errors=True)
+
+    def delete_topic(self, name: str) -> None:
+        """Remove a topic and all its files; producers to it get UnknownTopic from then on."""
+        self._writable()
+        with self.catalog.mutate() as topics:
+            meta = topics.pop(name, None)
+            if meta is None:
+                self.topic(name)  # raises the usual error
+            tdir = os.path.join(self.path, "topics", name)
+            for p in range(meta.partitions):
+                lock = os.path.join(files.partition_dir(self.path, name, p), files.LOCK_FILE)
+                try:
+                    fd = os.open(lock, os.O_RDWR)
+                except FileNotFoundError:
+                    continue
+                try:
+                    with flocked(fd):  # waits for an append in flight, then marks it gone
+                        os.unlink(lock)
+                finally:
+                    os.close(fd)
+            if os.path.exists(tdir):
+                self._trash(tdir, name)
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        with self._logs_mutex:
+            for key in [k for k in self._logs if k[0] == name]:
+                self._logs.pop(key)[1].close()
+
+    def alter_topic_config(self, name: str, set: dict[str, str] | None = None,
+                           delete: Sequence[str] = ()) -> TopicMeta:
+        self._writable()
+        updates = validate(set or {})
+        validate({k: KEYS[k].default if k in KEYS else "" for k in delete})  # unknown keys
+        with self.catalog.mutate() as topics:
+            meta = topics.get(name)
+            if meta is None:
+                self.topic(name)
+            cfg = dict(meta.config)
+            cfg.update(updates)
+            for k in delete:
+                cfg.pop(k, None)
+            topics[name] = TopicMeta(name, meta.id, meta.partitions, cfg, meta.created_ms)
+        return self.topic(name)
+
+    def add_partitions(self, name: str, total: int) -> TopicMeta:
+        self._writable()
+        with self.catalog.mutate() as topics:
+            meta = topics.get(name)
+            if meta is None:
+                self.topic(name)
+            if not isinstance(total, int) or total <= meta.partitions or total > MAX_PARTITIONS:
+                raise InvalidArgument(
+                    f"topic {name!r} has {meta.partitions} partitions; --total must be larger "
+                    f"(at most {MAX_PARTITIONS}), partitions can never be removed")
+            for p in range(meta.partitions, total):
+                self._make_partition(name, p)
+            topics[name] = TopicMeta(name, meta.id, total, meta.config, meta.created_ms)
+        return self.topic(name)
+
+    def describe_topic(self, name: str) -> dict[str, Any]:
+        meta = self.topic(name)
+        parts = []
+        for p in range(meta.partitions):
+            log = self._log(meta, p)
+            segs = log.all_segments()
+            parts.append({
+                "partition": p,
+                "start_offset": log.start_offset(),
+                "end_offset": log.end_offset(),
+                "segments": len(segs),
+                "bytes": sum(s.size for s in segs),
+            })
+        return {
+            "topic": name,
+            "id": meta.id,
+            "partitions": meta.partitions,
+            "config": [{"key": k, "value": v, "source": s} for k, v, s in effective(meta.config)],
+            "partition_info": parts,
+        }
+
+    # ---------------------------------------------------------------- partitions
+    def _log(self, meta: TopicMeta, partition: int) -> PartitionLog:
+        if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
+            raise UnknownPartition(
+                f"partition {partition} does not exist in topic {meta.name!r} "
+                f"(it has partitions 0..{meta.partitions - 1})")
+        key = (meta.name, partition)
+        entry = self._logs.get(key)
+        if entry is not None and entry[0] == meta.id:
+            entry[1].config = meta.typed
+            return entry[1]
+        with self._logs_mutex:
+            entry = self._logs.get(key)
+            if entry is not None and entry[0] == meta.id:
+                return entry[1]
+            if entry is not None:
+                entry[1].close()
+            d = files.partition_dir(self.path, meta.name, partition)
+            if not os.path.isdir(d):
+                if self.read_only:
+                    raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition}")
+                self._make_partition(meta.name, partition)
+            log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only)
+            self._logs[key] = (meta.id, log)
+            return log
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        return self._log(self.topic(topic), partition)
+
+    # ---------------------------------------------------------------- produce
+    def produce(self, topic: str, records: Iterable[Record], partition: int | None = None,
+                compression: str | None = None) -> list[tuple[int, int]]:
+        """Append records; returns one ``(partition, offset)`` per record once durable."""
+        recs = records if isinstance(records, list) else list(records)
+        if not recs:
+            return []
+        cols = list(zip(*recs))
+        if len(cols) != 6:
+            recs = [r if isinstance(r, Record) else Record(*r) for r in recs]
+            cols = list(zip(*recs))
+        keys, values, headers, timestamps, _, parts = cols
+        return self.produce_batch(topic, values, keys=keys, headers=headers,
+                                  timestamps=timestamps, partition=partition,
+                                  partitions=parts, compression=compression)
+
+    def produce_batch(self, topic: str, values: Sequence[bytes | None],
+                      keys: Sequence[bytes | None] | None = None,
+                      headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+                      timestamps: Sequence[int | None] | int | None = None,
+                      partition: int | None = None,
+                      partitions: Sequence[int | None] | None = None,
+                      compression: str | None = None) -> list[tuple[int, int]]:
+        """Columnar produce: the fast path behind ``produce`` (no Record objects needed)."""
+        self._writable()
+        n = len(values)
+        if n == 0:
+            return []
+        if keys is None:
+            keys = [None] * n
+        if len(keys) != n:
+            raise InvalidArgument("keys and values must have the same length")
+        meta = self.topic(topic)
+        cfg = meta.typed
+        codec = self._codec(cfg, compression)
+        ts = self._timestamps(timestamps, n)
+        if headers is not None and not any(headers):
+            headers = None
+        if cfg.compacted and None in keys:
+            raise InvalidArgument(
+                f"topic {topic!r} is compacted (cleanup.policy={cfg.cleanup_policy}): every "
+                "record needs a key")
+        groups = self._assign_partitions(meta, keys, partition, partitions)
+        acks: list[tuple[int, int]] = [None] * n if len(groups) > 1 else []  # type: ignore[list-item]
+        for p, idx in groups.items():
+            log = self._log(meta, p)
+            if idx is None:
+                base_offsets = self._append(log, keys, values, headers, ts, codec, cfg)
+                for base, count in base_offsets:
+                    acks.extend(zip([p] * count, range(base, base + count)))
+            else:
+                def sub(seq: Sequence) -> list:
+                    return [seq[i] for i in idx]
+
+                bases = self._append(log, sub(keys), sub(values),
+                                     sub(headers) if headers is not None else None,
+                                     ts if isinstance(ts, int) else sub(ts), codec, cfg)
+                it = iter(idx)
+                for base, count in bases:
+                    for off in range(base, base + count):
+                        acks[next(it)] = (p, off)
+        return acks
+
+    def _codec(self, cfg: TopicConfig, compression: str | None) -> int:
+        if compression is not None:
+            return codecs.codec_id(compression)
+        if cfg.compression_type in ("producer", "none"):
+            return codecs.NONE
+        return codecs.codec_id(cfg.compression_type)
+
+    @staticmethod
+    def _timestamps(timestamps: Any, n: int) -> int | list[int]:
+        if timestamps is None or isinstance(timestamps, int):
+            return now_ms() if timestamps is None else timestamps
+        if len(timestamps) != n:
+            raise InvalidArgument("timestamps and values must have the same length")
+        nones = timestamps.count(None) if hasattr(timestamps, "count") else 0
+        if nones == n:
+            return now_ms()
+        if nones:
+            now = now_ms()
+            timestamps = [now if t is None else t for t in timestamps]
+        if not all(isinstance(t, int) and 0 <= t < 1 << 62 for t in timestamps):
+            raise InvalidArgument("record timestamps must be non-negative integers (ms since epoch)")
+        return list(timestamps)
+
+    def _assign_partitions(self, meta: TopicMeta, keys: Sequence[bytes | None],
+                           partition: int | None, partitions: Sequence[int | None] | None
+                           ) -> dict[int, list[int] | None]:
+        """Partition -> record indexes (None: every record)."""
+        count = meta.partitions
+        if partition is not None:
+            self._check_partition(meta, partition)
+            return {partition: None}
+        if partitions is not None and any(p is not None for p in partitions):
+            per = list(partitions)
+        elif count == 1:
+            return {0: None}
+        else:
+            per = [None] * len(keys)
+        sticky = None
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, (k, p) in enumerate(zip(keys, per)):
+            if p is None:
+                if k is not None:
+                    p = partition_for_key(k, count)
+                else:
+                    if sticky is None:
+                        sticky = self._sticky[meta.name].next(count)
+                    p = sticky
+            else:
+                self._check_partition(meta, p)
+            groups[p].append(i)
+        if len(groups) == 1:
+            return {next(iter(groups)): None}
+        return dict(groups)
+
+    @staticmethod
+    def _check_partition(meta: TopicMeta, p: Any) -> None:
+        if not isinstance(p, int) or not 0 <= p < meta.partitions:
+            raise UnknownPartition(f"partition {p} does not exist in topic {meta.name!r} "
+                                   f"(it has partitions 0..{meta.partitions - 1})")
+
+    def _append(self, log: PartitionLog, keys: Sequence, values: Sequence,
+                headers: Sequence | None, ts: int | list[int], codec: int, cfg: TopicConfig,
+                ) -> list[tuple[int, int]]:
+        """Encode (splitting at max.message.bytes) and append; ``[(base_offset, count)]``."""
+        limit = cfg.max_message_bytes
+        batch = encode_batch(keys, values, ts, headers, codec)
+        if len(batch) <= limit:
+            return [(log.append(batch, self.sync), batch.count)]
+        chunks = self._split(keys, values, headers, limit)
+        batches = []
+        for a, b in chunks:
+            t = ts if isinstance(ts, int) else ts[a:b]
+            h = headers[a:b] if headers is not None else None
+            enc = encode_batch(keys[a:b], values[a:b], t, h, codec)
+            if len(enc) > limit:
+                if b - a == 1:
+                    raise RecordTooLarge(
+                        f"record {a} is {len(enc)} bytes as a batch, over max.message.bytes="
+                        f"{limit} of topic {log.topic!r}; raise it with 'rivven topic "
+                        f"alter-config {log.topic} --set max.message.bytes=N'", )
+                mid = (a + b) // 2
+                chunks.extend([(a, mid), (mid, b)])
+                continue
+            batches.append((a, enc))
+        batches.sort(key=lambda x: x[0])
+        return [(log.append(enc, self.sync), enc.count) for _, enc in batches]
+
+    @staticmethod
+    def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: int
+               ) -> list[tuple[int, int]]:
+        chunks = []
+        start, size = 0, HEADER_SIZE + 64
+        for i, (k, v) in enumerate(zip(keys, values)):
+            rec = 24 + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
+            if headers is not None:
+                rec += sum(12 + len(hk) + (len(hv) if hv is not None else 0)
+                           for hk, hv in headers[i])
+            if HEADER_SIZE + 64 + rec > limit:
+                err = RecordTooLarge(
+                    f"record {i} is about {rec} bytes, over max.message.bytes={limit}; raise "
+                    "it with 'rivven topic alter-config TOPIC --set max.message.bytes=N'")
+                err.index = i  # type: ignore[attr-defined]
+                raise err
+            if size + rec > limit and i > start:
+                chunks.append((start, i))
+                start, size = i, HEADER_SIZE + 64
+            size += rec
+        chunks.append((start, len(values)))
+        return chunks
+
+    # ---------------------------------------------------------------- read
+    def read(self, topic: str, partition: int, offset: int, max_records: int = 1000
+             ) -> list[Record]:
+        """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log)."""
+        out: list[Record] = []
+        for ref, body, lay in self._batches(topic, partition, offset, max_records):
+            recs = decode_records(body, ref.header, lay, partition, self._where(ref))
+            if recs and recs[0].offset < offset:
+                recs = recs[bisect_left(recs, offset, key=_offset_of):]
+            out.extend(recs)
+            if len(out) >= max_records:
+                del out[max_records:]
+                break
+        return out
+
+    def read_columns(self, topic: str, partition: int, offset: int, max_records: int = 1000
+                     ) -> Iterator[tuple[Any, Any, list, list, Any]]:
+        """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``.
+
+        The first batch may start before ``offset`` and the last may run past ``max_records``:
+        the cheapest way to stream (used by ``rivven consume``).
+        """
+        for ref, body, lay in self._batches(topic, partition, offset, max_records):
+            yield decode_columns(body, ref.header, lay, self._where(ref))
+
+    def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62
+                   ) -> Any:
+        """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
+        parts = []
+        count = 0
+        for ref, body, lay in self._batches(topic, partition, offset, max_records):
+            rb = batch_to_arrow(body, ref.header, lay, self._where(ref))
+            if ref.header.base_offset < offset:
+                first = rb.column(0)
+                import pyarrow.compute as pc
+
+                skip = pc.sum(pc.less(first, offset)).as_py() or 0
+                rb = rb.slice(skip)
+            parts.append(rb)
+            count += rb.num_rows
+            if count >= max_records:
+                break
+        if not parts:
+            return empty_table()
+        import pyarrow as pa
+
+        table = pa.Table.from_batches(parts, schema())
+        return table.slice(0, max_records) if count > max_records else table
+
+    def _batches(self, topic: str, partition: int, offset: int, max_records: int
+                 ) -> Iterator[tuple[BatchRef, Any, Any]]:
+        if not isinstance(offset, int) or offset < 0:
+            raise InvalidArgument(f"offset must be a non-negative integer, not {offset!r}")
+        if max_records <= 0:
+            return
+        log = self._log(self.topic(topic), partition)
+        seen = 0
+        for ref in log.batches(offset, max_bytes=1 << 62):
+            h = ref.header
+            where = self._where(ref)
+            body = body_of(ref.buf, ref.start, h, where)
+            lay = layout(body, h, where)
+            yield ref, body, lay
+            seen += h.next_offset - max(offset, h.base_offset)
+            if seen >= max_records:
+                return
+
+    @staticmethod
+    def _where(ref: BatchRef) -> str:
+        return f" at position {ref.position} (offsets {ref.header.base_offset}.." \
+               f"{ref.header.last_offset})"
+
+    # ---------------------------------------------------------------- offsets
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        meta = self.topic(topic)
+        return {p: self._log(meta, p).offsets()[1] for p in range(meta.partitions)}
+
+    def start_offsets(self, topic: str) -> dict[int, int]:
+        meta = self.topic(topic)
+        return {p: self._log(meta, p).offsets()[0] for p in range(meta.partitions)}
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp`` (None if none is)."""
+        log = self._log(self.topic(topic), partition)
+        for seg in log.all_segments():
+            if log.segment_max_timestamp(seg) < timestamp:
+                continue
+            pos = seg.position_for_time(timestamp)
+            for ref in seg.iter_batches(pos, seg.size):
+                h = ref.header
+                if h.max_timestamp < timestamp:
+                    continue
+                body = body_of(ref.buf, ref.start, h)
+                offsets, tss, *_ = decode_columns(body, h, layout(body, h))
+                for off, t in zip(offsets, tss):
+                    if t >= timestamp:
+                        return off
+        return None
+
+    def check_offset(self, topic: str, partition: int, offset: int) -> None:
+        start, end = self._log(self.topic(topic), partition).offsets()
+        if not start <= offset <= end:
+            raise OffsetOutOfRange(f"offset {offset} is out of range for {topic}-{partition}: "
+                                   f"valid offsets are {start}..{end}")
+
+

@@ -1,0 +1,64 @@
+"""One exception hierarchy. Every error says what went wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+
+class RivvenError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    exit_code = 1
+
+
+class InvalidArgument(RivvenError):
+    """A caller passed a value the engine cannot accept."""
+
+
+class InvalidTopicName(InvalidArgument):
+    pass
+
+
+class InvalidConfig(InvalidArgument):
+    pass
+
+
+class UnknownTopic(RivvenError):
+    pass
+
+
+class TopicExists(RivvenError):
+    pass
+
+
+class UnknownPartition(RivvenError):
+    pass
+
+
+class RecordTooLarge(InvalidArgument):
+    pass
+
+
+class OffsetOutOfRange(RivvenError):
+    pass
+
+
+class DataDirError(RivvenError):
+    """The data dir is missing, not a rivven data dir, not writable, or from a newer version."""
+
+
+class ReadOnlyError(RivvenError):
+    pass
+
+
+class CorruptRecordError(RivvenError):
+    """Bytes on disk fail a checksum or a structural check; names file, position and offsets."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, path: str | None = None, position: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.position = position
+
+
+class StorageError(RivvenError):
+    """The operating system refused a write, an fsync or a rename (EIO, ENOSPC, EACCES ...)."""

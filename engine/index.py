@@ -1,0 +1,136 @@
+"""Sparse indexes of a segment: one fixed-width sorted entry file, two kinds of entry.
+
+Shared mechanics (load, search, append, trim, validate) live in ``Index``; ``OffsetIndex`` and
+``TimeIndex`` only define their entry. Index files are not checksummed: an entry is appended only
+after the log bytes it points to are durable, a torn trailing entry is ignored, and any index
+that fails ``check`` is rebuilt from the log (``Segment.rebuild_indexes``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+
+
+class Index:
+    """Entries ``(key, value)`` with strictly increasing keys, stored little-endian."""
+
+    ENTRY: struct.Struct
+
+    def __init__(self, path: str, writable: bool) -> None:
+        self.path = path
+        self.writable = writable
+        self.keys = array("q")
+        self.values = array("q")
+        self.fd = -1
+        self.loaded = 0  # bytes of the file already parsed
+        if writable:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        else:
+            try:
+                self.fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                self.fd = -1
+        self.reload()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def reload(self) -> None:
+        self.keys = array("q")
+        self.values = array("q")
+        self.loaded = 0
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Parse entries appended by another process since the last look."""
+        if self.fd < 0:
+            return
+        size = os.fstat(self.fd).st_size
+        width = self.ENTRY.size
+        if size < self.loaded:
+            self.keys = array("q")
+            self.values = array("q")
+            self.loaded = 0
+        end = size - size % width  # a torn trailing entry is not an entry
+        if end <= self.loaded:
+            return
+        data = os.pread(self.fd, end - self.loaded, self.loaded)
+        end = self.loaded + len(data) - len(data) % width
+        for k, v in self.ENTRY.iter_unpack(data[: end - self.loaded]):
+            self.keys.append(k)
+            self.values.append(v)
+        self.loaded = end
+
+    def append(self, key: int, value: int) -> None:
+        if self.keys and key <= self.keys[-1]:
+            return
+        entry = self.ENTRY.pack(key, value)
+        os.pwrite(self.fd, entry, self.loaded)
+        self.loaded += len(entry)
+        self.keys.append(key)
+        self.values.append(value)
+
+    def floor(self, key: int) -> int:
+        """Position of the last entry with entry key <= ``key``, or -1."""
+        return bisect_right(self.keys, key) - 1
+
+    def lower(self, key: int) -> int:
+        """Position of the last entry with entry key < ``key``, or -1."""
+        return bisect_left(self.keys, key) - 1
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep only the first ``count`` entries."""
+        if count >= len(self.keys) and self.loaded == count * self.ENTRY.size:
+            return
+        del self.keys[count:]
+        del self.values[count:]
+        self.loaded = count * self.ENTRY.size
+        if self.writable:
+            os.ftruncate(self.fd, self.loaded)
+
+    def write_all(self, entries: list[tuple[int, int]]) -> None:
+        """Replace the whole file with ``entries`` (used by rebuilds)."""
+        data = b"".join(self.ENTRY.pack(k, v) for k, v in entries)
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data, 0)
+        self.keys = array("q", [k for k, _ in entries])
+        self.values = array("q", [v for _, v in entries])
+        self.loaded = len(data)
+
+    def sync(self) -> None:
+        if self.fd >= 0:
+            os.fsync(self.fd)
+
+    def file_entries(self) -> int:
+        return self.loaded // self.ENTRY.size
+
+
+class OffsetIndex(Index):
+    """Entry: ``relative_offset int32, position int32`` (8 bytes).
+
+    Maps the base offset of a batch (relative to the segment's base offset) to the byte position
+    of that batch in the ``.log``. One entry per ``index.interval.bytes`` of log; positions and
+    offsets strictly increase.
+    """
+
+    ENTRY = struct.Struct("<ii")
+
+
+class TimeIndex(Index):
+    """Entry: ``timestamp int64, relative_offset int32`` (12 bytes).
+
+    ``timestamp`` is the largest record timestamp *before* the batch at ``relative_offset``, so
+    every record that precedes that batch has a timestamp <= the entry's. A search for the first
+    record at or after time T starts from the last entry whose timestamp is < T. Entries are
+    written at the same points as offset index entries, only when the timestamp grows.
+    """
+
+    ENTRY = struct.Struct("<qi")

@@ -1,0 +1,300 @@
+"""One segment: a ``.log`` of record batches plus its sparse ``.index`` and ``.timeindex``.
+
+The log is append-only. ``size`` is the length of the prefix known to hold complete, CRC-valid
+batches; everything a reader returns lies inside it. Bytes past it are either a batch being
+written by another process (readers stop there) or a torn tail left by a writer that died
+(the next writer truncates it, holding the partition lock).
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_left, bisect_right
+from typing import Iterator, NamedTuple
+
+from . import files
+from .errors import CorruptRecordError, StorageError
+from .index import OffsetIndex, TimeIndex
+from .records import HEADER_SIZE, BatchHeader, check_crc, read_header
+
+READ_CHUNK = 1 << 20
+
+
+class TornTail(Exception):
+    """Internal: the batch at ``position`` is incomplete (a write in flight or a dead writer)."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(reason)
+        self.position = position
+        self.reason = reason
+
+
+class BatchRef(NamedTuple):
+    """A batch found in a buffer: ``buf[start:start + header.size]`` is at file ``position``."""
+
+    position: int
+    header: BatchHeader
+    buf: bytes
+    start: int
+
+
+class Segment:
+    def __init__(self, directory: str, base_offset: int, writable: bool) -> None:
+        self.directory = directory
+        self.base = base_offset
+        self.writable = writable
+        self.path = files.path(directory, base_offset, files.LOG)
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self.fd = os.open(self.path, flags, 0o644)
+        self.index = OffsetIndex(files.path(directory, base_offset, files.INDEX), writable)
+        self.timeindex = TimeIndex(files.path(directory, base_offset, files.TIMEINDEX), writable)
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.first_batch_timestamp: int | None = None
+        self.bytes_since_index = 0
+        self.loaded = False
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path}, size={self.size}, next={self.next_offset})"
+
+    def where(self, position: int) -> str:
+        return f" in {self.path} at position {position}"
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.index.close()
+        self.timeindex.close()
+
+    def file_size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    # ---------------------------------------------------------------- scanning
+    def iter_batches(self, start: int, end: int, crc: bool = True) -> Iterator[BatchRef]:
+        """Complete batches in ``[start, end)``; raises TornTail or CorruptRecordError."""
+        pos = start
+        while pos < end:
+            want = min(end - pos, READ_CHUNK)
+            if want < HEADER_SIZE:
+                raise TornTail(pos, f"{want} trailing bytes, less than a batch header")
+            buf = os.pread(self.fd, want, pos)
+            if len(buf) < want:
+                raise TornTail(pos + len(buf), "file shorter than expected")
+            p = 0
+            while p + HEADER_SIZE <= len(buf):
+                h = self._header(buf, p, pos + p, end)
+                if p + h.size > len(buf):
+                    if pos + p + h.size > end:
+                        raise TornTail(pos + p, f"batch of {h.size} bytes runs past the end")
+                    if p == 0:  # one batch larger than a chunk: read it whole
+                        buf = os.pread(self.fd, h.size, pos)
+                        if len(buf) < h.size:
+                            raise TornTail(pos, "file shorter than expected")
+                    else:
+                        break
+                if crc:
+                    check_crc(buf, p, h, self.where(pos + p))
+                yield BatchRef(pos + p, h, buf, p)
+                p += h.size
+            if p == 0:
+                raise TornTail(pos, "incomplete batch header")
+            pos += p
+
+    def _header(self, buf: bytes, p: int, position: int, end: int) -> BatchHeader:
+        try:
+            return read_header(buf, p, self.where(position))
+        except CorruptRecordError:
+            if self._zeros_from(position, end):
+                raise TornTail(position, "zero-filled tail") from None
+            raise
+
+    def _zeros_from(self, position: int, end: int) -> bool:
+        while position < end:
+            chunk = os.pread(self.fd, min(READ_CHUNK, end - position), position)
+            if not chunk or chunk.count(0) != len(chunk):
+                return not chunk
+            position += len(chunk)
+        return True
+
+    # ---------------------------------------------------------------- loading
+    def load(self, repair: bool) -> None:
+        """Establish ``size``/``next_offset``/``max_timestamp`` from the indexes and the log tail.
+
+        Trusts the log up to the last index entry (an entry is written only after the bytes it
+        points to are durable) when the indexes pass their checks; otherwise rebuilds them
+        (writers) or scans the whole segment (readers).
+        """
+        start_pos = 0
+        if not self._indexes_ok():
+            if repair:
+                self.rebuild_indexes(truncate_torn=True)
+                self.loaded = True
+                return
+            self.index.truncate_entries(0)
+            self.timeindex.truncate_entries(0)
+        n = len(self.index)
+        self.size = 0
+        self.next_offset = self.base
+        self.max_timestamp = self.timeindex.keys[-1] if len(self.timeindex) else -1
+        if n:
+            start_pos = self.index.values[-1]
+            self.size = start_pos
+            self.next_offset = self.base + self.index.keys[-1]
+        self.bytes_since_index = 0
+        first = os.pread(self.fd, HEADER_SIZE, 0)
+        self.first_batch_timestamp = None
+        if len(first) == HEADER_SIZE:
+            try:
+                self.first_batch_timestamp = read_header(first, 0).max_timestamp
+            except CorruptRecordError:
+                pass
+        self.catch_up(repair, from_index=start_pos)
+        self.loaded = True
+
+    def _indexes_ok(self) -> bool:
+        idx = self.index
+        keys, vals = idx.keys, idx.values
+        if any(b <= a for a, b in zip(keys, keys[1:])) or any(b <= a for a, b in zip(vals, vals[1:])):
+            return False
+        if len(idx):
+            if keys[0] <= 0 or vals[0] <= 0:
+                return False
+            pos = vals[-1]
+            raw = os.pread(self.fd, HEADER_SIZE, pos)
+            if len(raw) < HEADER_SIZE:
+                return False
+            try:
+                h = read_header(raw, 0)
+            except CorruptRecordError:
+                return False
+            if h.base_offset != self.base + keys[-1]:
+                return False
+        t = self.timeindex
+        tk, tv = t.keys, t.values
+        if any(b <= a for a, b in zip(tk, tk[1:])) or any(b < a for a, b in zip(tv, tv[1:])):
+            return False
+        if len(t) and (not len(idx) or tv[-1] > keys[-1] or tv[0] <= 0):
+            return False
+        return True
+
+    def catch_up(self, repair: bool, from_index: int | None = None) -> int:
+        """Scan batches past ``size`` (appended by another process); returns how many.
+
+        With ``repair`` (the caller holds the partition lock) a torn tail is truncated;
+        without it, the view simply stops before it. Mid-log corruption always raises.
+        """
+        end = self.file_size()
+        start = self.size if from_index is None else from_index
+        count = 0
+        if from_index is None and end != start:
+            self.index.refresh()
+            self.timeindex.refresh()
+        if end <= start:
+            if end < start and repair:  # another writer cut a torn tail we never saw
+                self.size = end
+            return 0
+        try:
+            for ref in self.iter_batches(start, end):
+                h = ref.header
+                self._account(ref.position, h.base_offset, h.size, h.next_offset,
+                              h.max_timestamp, index=from_index is None)
+                count += 1
+        except TornTail as t:
+            if repair:
+                self.truncate(t.position)
+        return count
+
+    def _index_due(self, position: int) -> bool:
+        return self.bytes_since_index > self.index_interval and position > 0
+
+    def _account(self, position: int, base_offset: int, size: int, next_offset: int,
+                 max_ts: int, index: bool) -> None:
+        """Update in-memory state for a durable batch at ``position`` (indexing it if due)."""
+        if self._index_due(position):
+            if index and self.writable:
+                rel = base_offset - self.base
+                self.index.append(rel, position)
+                if self.max_timestamp >= 0:
+                    self.timeindex.append(self.max_timestamp, rel)
+            self.bytes_since_index = 0
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_ts
+        self.bytes_since_index += size
+        self.size = position + size
+        self.next_offset = next_offset
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+
+    index_interval = 4096
+
+    # ---------------------------------------------------------------- writing
+    def write(self, data: bytes | bytearray, position: int) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.pwrite(self.fd, view, position)
+                view = view[n:]
+                position += n
+        except OSError as e:
+            raise StorageError(f"cannot write {self.path}: {e.strerror} (errno {e.errno})") from e
+
+    def sync(self) -> None:
+        try:
+            os.fdatasync(self.fd)
+        except OSError as e:
+            raise StorageError(f"cannot fsync {self.path}: {e.strerror} (errno {e.errno})") from e
+
+    def appended(self, position: int, base_offset: int, size: int, next_offset: int,
+                 max_ts: int) -> None:
+        """Account a batch written at ``position`` once it is durable."""
+        self._account(position, base_offset, size, next_offset, max_ts, index=True)
+
+    def truncate(self, position: int) -> None:
+        """Cut the log at ``position`` (a batch boundary) and drop index entries past it."""
+        os.ftruncate(self.fd, position)
+        self.index.truncate_entries(bisect_left(self.index.values, position))
+        keep = self.index.keys[-1] if len(self.index) else 0
+        self.timeindex.truncate_entries(bisect_right(self.timeindex.values, keep))
+        if self.size > position:
+            self.size = position
+
+    def rebuild_indexes(self, truncate_torn: bool) -> int:
+        """Rebuild both indexes from the log (same rule as appends); returns the valid end."""
+        self.size = 0
+        self.next_offset = self.base
+        self.max_timestamp = -1
+        self.bytes_since_index = 0
+        self.first_batch_timestamp = None
+        offs: list[tuple[int, int]] = []
+        times: list[tuple[int, int]] = []
+        try:
+            for ref in self.iter_batches(0, self.file_size()):
+                h = ref.header
+                if self._index_due(ref.position):
+                    rel = h.base_offset - self.base
+                    offs.append((rel, ref.position))
+                    if self.max_timestamp >= 0 and (not times or self.max_timestamp > times[-1][0]):
+                        times.append((self.max_timestamp, rel))
+                self._account(ref.position, h.base_offset, h.size, h.next_offset,
+                              h.max_timestamp, index=False)
+        except TornTail as t:
+            if truncate_torn and self.writable:
+                os.ftruncate(self.fd, t.position)
+        if self.writable:
+            self.index.write_all(offs)
+            self.timeindex.write_all(times)
+        return self.size
+
+    # ---------------------------------------------------------------- reading
+    def position_for(self, offset: int) -> int:
+        """Byte position from which to scan for ``offset`` (an index lookup)."""
+        i = self.index.floor(offset - self.base)
+        return self.index.values[i] if i >= 0 else 0
+
+    def position_for_time(self, timestamp: int) -> int:
+        i = self.timeindex.lower(timestamp)
+        if i < 0:
+            return 0
+        return self.position_for(self.base + self.timeindex.values[i])
