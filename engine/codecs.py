@@ -8,11 +8,7 @@ to produce more, so a damaged or hostile batch cannot make the reader allocate w
 from __future__ import annotations
 
 import zlib
-from typing import Callable
-
-import lz4.frame
-import snappy
-import zstandard
+from typing import Any, Callable
 
 from .errors import CorruptRecordError, InvalidArgument
 
@@ -20,8 +16,25 @@ NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 NAMES = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 IDS = {v: k for k, v in NAMES.items()}
 
-_zstd_c = zstandard.ZstdCompressor(level=3)
-_zstd_d = zstandard.ZstdDecompressor()
+# The codec libraries are imported on first use: ``rivven topic list`` never pays for them.
+
+
+def _lz4() -> Any:
+    import lz4.frame
+
+    return lz4.frame
+
+
+def _snappy() -> Any:
+    import snappy
+
+    return snappy
+
+
+def _zstd() -> Any:
+    import zstandard
+
+    return zstandard
 
 
 def codec_id(name: str | None) -> int:
@@ -52,7 +65,7 @@ def _snappy_d(data: bytes, size: int) -> bytes:
     declared = _snappy_declared_len(data)
     if declared != size:
         raise ValueError(f"snappy stream declares {declared} bytes, header says {size}")
-    return snappy.uncompress(data)
+    return _snappy().uncompress(data)
 
 
 def _snappy_declared_len(data: bytes) -> int:
@@ -67,22 +80,23 @@ def _snappy_declared_len(data: bytes) -> int:
 
 
 def _lz4_d(data: bytes, size: int) -> bytes:
-    d = lz4.frame.LZ4FrameDecompressor()
+    d = _lz4().LZ4FrameDecompressor()
     return d.decompress(data, max_length=size + 1)
 
 
 def _zstd_d_bounded(data: bytes, size: int) -> bytes:
-    declared = zstandard.frame_content_size(data)
+    zstd = _zstd()
+    declared = zstd.frame_content_size(data)
     if declared != size:
         raise ValueError(f"zstd frame declares {declared} bytes, header says {size}")
-    return _zstd_d.decompress(data)
+    return zstd.ZstdDecompressor().decompress(data)
 
 
 _COMPRESS: dict[int, Callable[[bytes], bytes]] = {
     GZIP: _gzip_c,
-    SNAPPY: snappy.compress,
-    LZ4: lambda b: lz4.frame.compress(b, store_size=True),
-    ZSTD: _zstd_c.compress,
+    SNAPPY: lambda b: _snappy().compress(b),
+    LZ4: lambda b: _lz4().compress(b, store_size=True),
+    ZSTD: lambda b: _zstd().ZstdCompressor(level=3).compress(b),
 }
 _DECOMPRESS: dict[int, Callable[[bytes, int], bytes]] = {
     GZIP: _gzip_d,

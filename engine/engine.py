@@ -426,10 +426,12 @@ class Engine:
             enc = encode_batch(keys[a:b], values[a:b], t, h, codec)
             if len(enc) > limit:
                 if b - a == 1:
-                    raise RecordTooLarge(
+                    err = RecordTooLarge(
                         f"record {a} is {len(enc)} bytes as a batch, over max.message.bytes="
                         f"{limit} of topic {log.topic!r}; raise it with 'rivven topic "
-                        f"alter-config {log.topic} --set max.message.bytes=N'", )
+                        f"alter-config {log.topic} --set max.message.bytes=N'")
+                    err.index = a  # type: ignore[attr-defined]
+                    raise err
                 mid = (a + b) // 2
                 chunks.extend([(a, mid), (mid, b)])
                 continue

@@ -24,8 +24,6 @@ import struct
 from itertools import accumulate, repeat
 from typing import Any, NamedTuple, Sequence
 
-from crc32c import crc32c
-
 from . import codecs
 from .errors import CorruptRecordError, InvalidArgument
 
@@ -50,6 +48,16 @@ ATTR_KNOWN = 0x0FF7
 MAX_BATCH_BYTES = (1 << 31) - 1 - 64
 
 _ZEROS = bytes(8)
+
+
+def crc32c(data: Any, value: int = 0) -> int:
+    """CRC32C; the first call imports the library and rebinds this name to it."""
+    global crc32c
+    from crc32c import crc32c as real
+
+    crc32c = real
+    return real(data, value)
+
 _I32 = struct.Struct("<i")
 _BASE_CRC = struct.Struct("<q")
 

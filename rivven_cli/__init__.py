@@ -1,0 +1,1 @@
+"""The ``rivven`` command: a thin layer that parses, calls the engine and renders."""

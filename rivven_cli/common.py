@@ -1,0 +1,79 @@
+"""What every command shares: options defined once, the engine opener, and error mapping."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from engine.errors import RivvenError
+
+DEFAULT_DATA_DIR = "./rivven-data"
+STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False}
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
+PartitionOpt = Annotated[
+    int | None, typer.Option("--partition", "-p", min=0, help="Only this partition.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+def open_engine(read_only: bool = False, sync: bool = True) -> Any:
+    from engine import Engine
+
+    return Engine.open(STATE["data_dir"], read_only=read_only, sync=sync)
+
+
+def fail(message: str, code: int = 1) -> None:
+    """Print one red line on stderr and exit."""
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"[bold red]error:[/bold red] {message}", markup=True)
+    raise typer.Exit(code)
+
+
+def confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"{question} needs confirmation: pass --yes when not at a terminal")
+    if not typer.confirm(question, default=False, err=True):
+        fail("aborted, nothing was changed")
+
+
+class RivvenGroup(TyperGroup):
+    """Root group: engine errors cross into the CLI here, once, as a red line and an exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RivvenError as e:
+            if STATE["debug"]:
+                raise
+            fail(_escape(str(e)), getattr(e, "exit_code", 1))
+        except BrokenPipeError:
+            # the reader went away (e.g. `| head`): stop quietly like other Unix tools
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except OSError:
+                pass
+            raise typer.Exit(0) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+        except Exception as e:
+            # usage errors and exits belong to click/typer; anything else is a bug: still one
+            # line, unless --debug
+            if STATE["debug"] or type(e).__module__.startswith(("click", "typer")):
+                raise
+            fail(_escape(f"internal error: {type(e).__name__}: {e} (rerun with --debug for "
+                         "the traceback, and please report it)"))
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -1,0 +1,216 @@
+"""``rivven consume``: read records to stdout, as a format string or JSON lines."""
+
+from __future__ import annotations
+
+import base64
+import json as jsonlib
+import sys
+import time
+from enum import Enum
+from typing import Annotated, Any, Callable
+
+import typer
+
+from .common import open_engine
+from .positions import resolve_offset
+from .render import info
+
+CHUNK = 5000
+POLL_S = 0.1
+
+
+class Encoding(str, Enum):
+    utf8 = "utf8"
+    base64 = "base64"
+    hex = "hex"
+
+
+def _encoder(enc: Encoding, for_json: bool) -> Callable[[bytes | None], Any]:
+    warned = []
+
+    if enc is Encoding.base64:
+        return lambda b: None if b is None else (
+            base64.b64encode(b).decode() if for_json else base64.b64encode(b))
+    if enc is Encoding.hex:
+        return lambda b: None if b is None else (b.hex() if for_json else b.hex().encode())
+    if not for_json:
+        return lambda b: b"" if b is None else b
+
+    def utf8(b: bytes | None) -> str | None:
+        if b is None:
+            return None
+        try:
+            return b.decode()
+        except UnicodeDecodeError:
+            if not warned:
+                warned.append(1)
+                info("warning: some bytes are not UTF-8 and were replaced; use "
+                     "--key-encoding/--value-encoding base64 for binary data")
+            return b.decode(errors="replace")
+
+    return utf8
+
+
+def _unescape(fmt: str) -> str:
+    return fmt.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").replace("\\\\", "\\")
+
+
+def _formatter(fmt: str, topic: str, kenc: Callable, venc: Callable
+               ) -> Callable[[int, Any, Any, list, list, Any], bytes]:
+    """Compile a %-format into a function over one batch's columns."""
+    tokens: list[str | None] = []
+    i = 0
+    lit = ""
+    fmt = _unescape(fmt)
+    while i < len(fmt):
+        c = fmt[i]
+        if c == "%" and i + 1 < len(fmt):
+            t = fmt[i + 1]
+            if t == "%":
+                lit += "%"
+            elif t in "tpokvTh":
+                if lit:
+                    tokens.append(lit)
+                    lit = ""
+                tokens.append(None)
+                tokens.append(t)
+            else:
+                raise typer.BadParameter(f"unknown format token %{t}: use %t %p %o %k %v %T %h",
+                                         param_hint="--format")
+            i += 2
+            continue
+        lit += c
+        i += 1
+    if lit:
+        tokens.append(lit)
+    if tokens == [None, "v", "\n"]:  # the common '%v\n': one join per batch
+        def fast(p: int, offs: Any, ts: Any, keys: list, values: list, hs: Any) -> bytes:
+            return b"\n".join([venc(v) for v in values]) + b"\n" if values else b""
+        return fast
+    parts: list[Callable[..., bytes]] = []
+    it = iter(tokens)
+    for tok in it:
+        if tok is None:
+            t = next(it)
+            parts.append({
+                "t": lambda p, o, ts, k, v, h, _t=topic.encode(): _t,
+                "p": lambda p, o, ts, k, v, h: str(p).encode(),
+                "o": lambda p, o, ts, k, v, h: str(o).encode(),
+                "k": lambda p, o, ts, k, v, h: kenc(k),
+                "v": lambda p, o, ts, k, v, h: venc(v),
+                "T": lambda p, o, ts, k, v, h: str(ts).encode(),
+                "h": lambda p, o, ts, k, v, h: ",".join(
+                    f"{hk}={'' if hv is None else hv.decode(errors='replace')}"
+                    for hk, hv in h).encode(),
+            }[t])
+        else:
+            b = tok.encode()
+            parts.append(lambda p, o, ts, k, v, h, _b=b: _b)
+
+    def generic(p: int, offs: Any, ts: Any, keys: list, values: list, hs: Any) -> bytes:
+        return b"".join([b"".join([f(p, o, t, k, v, h) for f in parts])
+                         for o, t, k, v, h in zip(offs, ts, keys, values, hs)])
+    return generic
+
+
+def consume(
+    topic: Annotated[str, typer.Argument(help="Topic to read.")],
+    partition: Annotated[list[int] | None, typer.Option(
+        "--partition", "-p", min=0, help="Only these partitions (repeatable).")] = None,
+    offset: Annotated[str, typer.Option(
+        "--offset", "-o", help="beginning, end, N, -N (N before the end) or @TIMESTAMP "
+        "(epoch ms, RFC 3339, or relative like -2h).")] = "beginning",
+    num: Annotated[int | None, typer.Option("--num", "-n", min=1, help="Stop after N records.")
+                   ] = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="Keep reading records as they are appended (Ctrl-C to stop).")] = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", help="Output format with %t %p %o %k %v %T %h, e.g. '%k=%v\\n'.")
+    ] = None,
+    json: Annotated[bool, typer.Option(
+        "--json", help="One JSON object per line: topic partition offset timestamp key value "
+        "headers.")] = False,
+    key_encoding: Annotated[Encoding, typer.Option(
+        "--key-encoding", help="utf8, base64 or hex.")] = Encoding.utf8,
+    value_encoding: Annotated[Encoding, typer.Option(
+        "--value-encoding", help="utf8, base64 or hex.")] = Encoding.utf8,
+) -> None:
+    """Read records from the beginning (or --offset) to the end offsets taken at start."""
+    if json and fmt is not None:
+        raise typer.BadParameter("use either --json or --format, not both")
+    kenc = _encoder(key_encoding, json)
+    venc = _encoder(value_encoding, json)
+    out = sys.stdout.buffer
+    if json:
+        def emit(p: int, offs: Any, ts: Any, keys: list, values: list, hs: Any) -> bytes:
+            return "".join([
+                jsonlib.dumps({"topic": topic, "partition": p, "offset": o, "timestamp": t,
+                               "key": kenc(k), "value": venc(v),
+                               "headers": [[hk, None if hv is None else venc(hv)]
+                                           for hk, hv in h]},
+                              separators=(",", ":")) + "\n"
+                for o, t, k, v, h in zip(offs, ts, keys, values, hs)]).encode()
+    else:
+        emit = _formatter(fmt if fmt is not None else "%v\n", topic, kenc, venc)
+
+    with open_engine(read_only=True) as eng:
+        meta = eng.topic(topic)
+        parts = partition if partition else list(range(meta.partitions))
+        now = int(time.time() * 1000)
+        pos: dict[int, int] = {}
+        stop: dict[int, int | None] = {}
+        for p in parts:
+            log = eng.partition_log(topic, p)
+            start, end = log.offsets()
+            pos[p] = resolve_offset(offset, start, end,
+                                    lambda ts, p=p: eng.offset_for_time(topic, p, ts), now)
+            stop[p] = None if follow else end
+        left = num
+        while True:
+            progressed = False
+            for p in parts:
+                limit = stop[p]
+                if limit is not None and pos[p] >= limit:
+                    continue
+                want = CHUNK if left is None else min(CHUNK, left)
+                if limit is not None:
+                    want = min(want, limit - pos[p])
+                for offs, ts, keys, values, hs in eng.read_columns(topic, p, pos[p], want):
+                    offs, ts, keys, values, hs = _trim(offs, ts, keys, values, hs, pos[p],
+                                                       limit, left)
+                    if not keys:
+                        continue
+                    out.write(emit(p, offs, ts, keys, values, hs))
+                    pos[p] = offs[-1] + 1
+                    progressed = True
+                    if left is not None:
+                        left -= len(keys)
+                        if left <= 0:
+                            out.flush()
+                            return
+                if follow:
+                    pos[p] = max(pos[p], 0)
+            if not progressed:
+                if not follow:
+                    break
+                out.flush()
+                time.sleep(POLL_S)
+        out.flush()
+
+
+def _trim(offs: Any, ts: Any, keys: list, values: list, hs: Any, start: int,
+          limit: int | None, left: int | None) -> tuple:
+    """Cut one batch's columns to offsets in [start, limit) and to ``left`` records."""
+    offs = list(offs)
+    lo = 0
+    while lo < len(offs) and offs[lo] < start:
+        lo += 1
+    hi = len(offs)
+    if limit is not None:
+        while hi > lo and offs[hi - 1] >= limit:
+            hi -= 1
+    if left is not None:
+        hi = min(hi, lo + left)
+    if lo == 0 and hi == len(offs):
+        return offs, list(ts), keys, values, list(hs)
+    return offs[lo:hi], list(ts)[lo:hi], keys[lo:hi], values[lo:hi], list(hs)[lo:hi]

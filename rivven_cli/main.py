@@ -1,0 +1,49 @@
+"""The ``rivven`` command: ``rivven [--data-dir DIR] NOUN VERB ...``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from . import bench, consume, offsets, produce, topic
+from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup
+
+app = typer.Typer(
+    cls=RivvenGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="rivven: an embedded event log. Topics, partitions, segments — and the tools to run them.",
+)
+app.add_typer(topic.app, name="topic", help="Create, list, describe, alter and delete topics.")
+app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
+app.command("produce")(produce.produce)
+app.command("consume")(consume.consume)
+app.command("offsets")(offsets.offsets)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from engine import __version__
+
+        typer.echo(f"rivven {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    data_dir: Annotated[str, typer.Option(
+        "--data-dir", "-d", envvar="RIVVEN_DATA_DIR", help="The data directory.")
+    ] = DEFAULT_DATA_DIR,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    STATE["data_dir"] = data_dir
+    STATE["debug"] = debug
+
+
+def main() -> None:
+    app()

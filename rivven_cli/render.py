@@ -1,0 +1,41 @@
+"""The one place that prints data: Rich tables for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Sequence
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def print_json_line(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, separators=(",", ":"), default=str) + "\n")
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
+                right: Sequence[str] = ()) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, box=None, header_style="bold", pad_edge=False)
+    for c in columns:
+        table.add_column(c, justify="right" if c in right else "left", no_wrap=True)
+    for r in rows:
+        table.add_row(*["-" if v is None else str(v) for v in r])
+    Console(highlight=False).print(table)
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def info(message: str) -> None:
+    """A status line on stderr (never on stdout, which belongs to data)."""
+    sys.stderr.write(message + "\n")

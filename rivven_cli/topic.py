@@ -1,0 +1,108 @@
+"""``rivven topic ...``: create, list, describe, alter-config, add-partitions, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, YesOpt, confirm, open_engine
+from .render import human_bytes, info, print_json, print_table
+
+app = typer.Typer(no_args_is_help=True)
+NameArg = Annotated[str, typer.Argument(help="Topic name.")]
+
+
+@app.command()
+def create(
+    name: NameArg,
+    partitions: Annotated[int, typer.Option("--partitions", "-p", help="Partition count.")] = 1,
+    config: Annotated[list[str] | None, typer.Option(
+        "--config", "-c", help="Topic config key=value (repeatable).")] = None,
+    if_not_exists: Annotated[bool, typer.Option(
+        "--if-not-exists", help="Succeed quietly when the topic exists.")] = False,
+) -> None:
+    """Create a topic."""
+    from engine.config import parse_pairs
+
+    with open_engine() as eng:
+        meta = eng.create_topic(name, partitions, parse_pairs(config or []),
+                                if_not_exists=if_not_exists)
+    info(f"topic {name} ready ({meta.partitions} partition{'s' * (meta.partitions != 1)})")
+
+
+@app.command("list")
+def list_(json: JsonOpt = False) -> None:
+    """List topics with their partitions and sizes."""
+    with open_engine(read_only=True) as eng:
+        rows = []
+        for t in eng.topics():
+            ends = eng.end_offsets(t.name)
+            starts = eng.start_offsets(t.name)
+            rows.append({"topic": t.name, "partitions": t.partitions,
+                         "records": sum(ends[p] - starts[p] for p in ends),
+                         "end_offsets": sum(ends.values()), "config": t.config})
+    if json:
+        print_json(rows)
+    else:
+        print_table(["TOPIC", "PARTITIONS", "RECORDS", "CONFIG"],
+                    [(r["topic"], r["partitions"], r["records"],
+                      ",".join(f"{k}={v}" for k, v in sorted(r["config"].items())))
+                     for r in rows], right=("PARTITIONS", "RECORDS"))
+
+
+@app.command()
+def describe(name: NameArg, json: JsonOpt = False) -> None:
+    """Configs (with their source) and per-partition offsets, segments and bytes."""
+    with open_engine(read_only=True) as eng:
+        d = eng.describe_topic(name)
+    if json:
+        print_json(d)
+        return
+    print_table(["CONFIG", "VALUE", "SOURCE"],
+                [(c["key"], c["value"], c["source"]) for c in d["config"]],
+                title=f"topic {name} (id {d['id']})")
+    print_table(["PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"],
+                [(p["partition"], p["start_offset"], p["end_offset"], p["segments"],
+                  human_bytes(p["bytes"])) for p in d["partition_info"]],
+                right=("PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"))
+
+
+@app.command("alter-config")
+def alter_config(
+    name: NameArg,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="key=value to set (repeatable).")] = None,
+    delete: Annotated[list[str] | None, typer.Option(
+        "--delete", help="Key to reset to its default (repeatable).")] = None,
+) -> None:
+    """Change topic configs while producers keep running."""
+    from engine.config import parse_pairs
+
+    if not set_ and not delete:
+        raise typer.BadParameter("give at least one --set key=value or --delete key")
+    with open_engine() as eng:
+        meta = eng.alter_topic_config(name, parse_pairs(set_ or []), delete or [])
+    info(f"topic {name} config: " + (", ".join(f"{k}={v}" for k, v in sorted(meta.config.items()))
+                                     or "all defaults"))
+
+
+@app.command("add-partitions")
+def add_partitions(
+    name: NameArg,
+    total: Annotated[int, typer.Option("--total", help="New total partition count.")],
+) -> None:
+    """Grow a topic to --total partitions (keyed records may then map elsewhere)."""
+    with open_engine() as eng:
+        meta = eng.add_partitions(name, total)
+    info(f"topic {name} now has {meta.partitions} partitions")
+
+
+@app.command()
+def delete(name: NameArg, yes: YesOpt = False) -> None:
+    """Delete a topic and all its data."""
+    with open_engine() as eng:
+        eng.topic(name)
+        confirm(f"delete topic {name} and all its data?", yes)
+        eng.delete_topic(name)
+    info(f"topic {name} deleted")
