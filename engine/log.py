@@ -46,9 +46,16 @@ class PartitionLog:
                 self.lock_fd = open_lock_file(os.path.join(directory, files.LOCK_FILE))
             except FileNotFoundError:
                 raise UnknownTopic(f"partition {partition} of topic {topic!r} is gone") from None
-        self._relist()
-        self.active = self._open(self.bases[-1])
-        self.active.load(repair=False)
+        if writable:
+            with flocked(self.lock_fd):  # a writer's first look repairs what it finds
+                self._check_alive()
+                self._relist()
+                self.active = self._open(self.bases[-1])
+                self.active.load(repair=True)
+        else:
+            self._relist()
+            self.active = self._open(self.bases[-1])
+            self.active.load(repair=False)
 
     def close(self) -> None:
         with self.mutex:

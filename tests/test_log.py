@@ -1,0 +1,141 @@
+import os
+
+import pytest
+
+from engine import CorruptRecordError, Engine, OffsetOutOfRange, Record
+from engine.files import segment_bases
+
+SMALL = {"segment.bytes": "4096", "index.interval.bytes": "512"}
+
+
+def fill(eng, topic, batches, per_batch=7, ts=None):
+    acks = []
+    for b in range(batches):
+        recs = [Record(key=b"k%d" % (b * per_batch + i), value=b"value-%06d" % (b * per_batch + i),
+                       timestamp=None if ts is None else ts + b)
+                for i in range(per_batch)]
+        acks += eng.produce("t", recs)
+    return acks
+
+
+def pdir(data_dir):
+    return os.path.join(data_dir, "topics", "t", "partition-0")
+
+
+def test_reads_from_every_offset_across_rolls(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, SMALL)
+        acks = fill(eng, "t", 60)
+        assert [o for _, o in acks] == list(range(420))
+        assert len(segment_bases(pdir(data_dir))) >= 4
+        for off in range(0, 421):
+            recs = eng.read("t", 0, off, max_records=25)
+            assert [r.offset for r in recs] == list(range(off, min(off + 25, 420)))
+            assert all(r.value == b"value-%06d" % r.offset for r in recs)
+
+
+def test_reopen_continues_offsets_and_indexes_are_used(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, SMALL)
+        fill(eng, "t", 30)
+    idx = [f for f in os.listdir(pdir(data_dir)) if f.endswith(".index")]
+    assert any(os.path.getsize(os.path.join(pdir(data_dir), f)) > 0 for f in idx)
+    with Engine.open(data_dir) as eng:
+        assert eng.end_offsets("t") == {0: 210}
+        acks = eng.produce("t", [Record(value=b"x")])
+        assert acks == [(0, 210)]
+        assert eng.read("t", 0, 210)[0].value == b"x"
+
+
+def test_offset_out_of_range(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        fill(eng, "t", 1)
+        assert eng.read("t", 0, 7) == []
+        with pytest.raises(OffsetOutOfRange, match="valid offsets are 0..7"):
+            eng.read("t", 0, 8)
+
+
+def test_offset_for_time_across_segments(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, SMALL)
+        fill(eng, "t", 40, ts=1_000_000)  # batch b has timestamp 1_000_000 + b
+        for b in (0, 1, 17, 39):
+            assert eng.offset_for_time("t", 0, 1_000_000 + b) == b * 7
+        assert eng.offset_for_time("t", 0, 0) == 0
+        assert eng.offset_for_time("t", 0, 2_000_000) is None
+
+
+def test_torn_tail_is_invisible_then_truncated_by_next_writer(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        fill(eng, "t", 3)
+    log_path = os.path.join(pdir(data_dir), "00000000000000000000.log")
+    size = os.path.getsize(log_path)
+    with open(log_path, "ab") as f:  # half a batch, as a writer killed mid-write leaves it
+        from engine.records import encode_batch
+        f.write(bytes(encode_batch([b"k"], [b"torn"], 1).assign(21))[:50])
+    with Engine.open(data_dir, read_only=True) as ro:
+        assert ro.end_offsets("t") == {0: 21}
+        assert len(ro.read("t", 0, 0, 100)) == 21
+    with Engine.open(data_dir) as eng:
+        assert eng.produce("t", [Record(value=b"after")]) == [(0, 21)]
+        assert [r.value for r in eng.read("t", 0, 20)] == [b"value-000020", b"after"]
+    assert os.path.getsize(log_path) > size
+
+
+def test_every_truncation_point_of_the_last_batch(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        fill(eng, "t", 2)
+    log_path = os.path.join(pdir(data_dir), "00000000000000000000.log")
+    data = open(log_path, "rb").read()
+    with Engine.open(data_dir, read_only=True) as ro:
+        last_start = [r.offset for r in ro.read("t", 0, 0)].index(7)
+    first_size = len(data) // 2
+    assert last_start == 7
+    for cut in range(first_size, len(data)):
+        with open(log_path, "wb") as f:
+            f.write(data[:cut])
+        with Engine.open(data_dir) as eng:
+            assert eng.end_offsets("t") == {0: 7}
+            assert eng.produce("t", [Record(value=b"n")]) == [(0, 7)]
+
+
+def test_corrupt_sealed_batch_is_reported_not_skipped(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, SMALL)
+        fill(eng, "t", 30)
+    first = os.path.join(pdir(data_dir), "00000000000000000000.log")
+    with open(first, "r+b") as f:
+        f.seek(200)
+        b = f.read(1)
+        f.seek(200)
+        f.write(bytes([b[0] ^ 0x10]))
+    with Engine.open(data_dir, read_only=True) as ro:
+        with pytest.raises(CorruptRecordError, match="00000000000000000000.log"):
+            ro.read("t", 0, 0)
+        assert len(ro.read("t", 0, 100)) > 0  # later segments still readable
+
+
+def test_damaged_index_is_rebuilt(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, {"index.interval.bytes": "100"})
+        fill(eng, "t", 20)
+    idx = os.path.join(pdir(data_dir), "00000000000000000000.index")
+    good = open(idx, "rb").read()
+    assert len(good) >= 16
+    with open(idx, "r+b") as f:
+        f.write(b"\xff" * 8)
+    with Engine.open(data_dir) as eng:
+        eng.produce("t", [Record(value=b"z")])
+        assert [r.offset for r in eng.read("t", 0, 50, 5)] == list(range(50, 55))
+    assert open(idx, "rb").read()[: len(good)] == good
+
+
+def test_segment_ms_rolls_by_age(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, {"segment.ms": "1000"})
+        eng.produce("t", [Record(value=b"old", timestamp=1)])
+        eng.produce("t", [Record(value=b"new")])
+    assert segment_bases(pdir(data_dir)) == [0, 1]
