@@ -86,6 +86,11 @@ class Index:
         """Position of the last entry with entry key < ``key``, or -1."""
         return bisect_left(self.keys, key) - 1
 
+    def forget(self) -> None:
+        """Drop the entries from memory only (the file is left for a writer to rebuild)."""
+        self.keys = array("q")
+        self.values = array("q")
+
     def truncate_entries(self, count: int) -> None:
         """Keep only the first ``count`` entries."""
         if count >= len(self.keys) and self.loaded == count * self.ENTRY.size:

@@ -106,6 +106,8 @@ class PartitionLog:
     def _refresh(self, repair: bool) -> None:
         """Bring the view up to date with what other processes wrote (caller holds mutex)."""
         act = self.active
+        if repair and act.needs_repair:
+            act.load(repair=True)
         if act.file_size() != act.size:
             act.catch_up(repair)
         while act.next_offset > act.base and os.path.exists(

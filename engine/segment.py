@@ -17,7 +17,7 @@ from .errors import CorruptRecordError, StorageError
 from .index import OffsetIndex, TimeIndex
 from .records import HEADER_SIZE, BatchHeader, check_crc, read_header
 
-READ_CHUNK = 1 << 20
+READ_CHUNK = 1 << 18  # a read of one batch should not drag in much more
 
 
 class TornTail(Exception):
@@ -54,6 +54,7 @@ class Segment:
         self.first_batch_timestamp: int | None = None
         self.bytes_since_index = 0
         self.loaded = False
+        self.needs_repair = False
 
     def __repr__(self) -> str:
         return f"Segment({self.path}, size={self.size}, next={self.next_offset})"
@@ -127,13 +128,16 @@ class Segment:
         (writers) or scans the whole segment (readers).
         """
         start_pos = 0
+        self.needs_repair = False
         if not self._indexes_ok():
             if repair:
                 self.rebuild_indexes(truncate_torn=True)
                 self.loaded = True
                 return
-            self.index.truncate_entries(0)
-            self.timeindex.truncate_entries(0)
+            # forget them in memory only; a writer rebuilds them under the lock
+            self.index.forget()
+            self.timeindex.forget()
+            self.needs_repair = True
         n = len(self.index)
         self.size = 0
         self.next_offset = self.base
@@ -199,7 +203,7 @@ class Segment:
             for ref in self.iter_batches(start, end):
                 h = ref.header
                 self._account(ref.position, h.base_offset, h.size, h.next_offset,
-                              h.max_timestamp, index=from_index is None)
+                              h.max_timestamp, index=from_index is None and repair)
                 count += 1
         except TornTail as t:
             if repair:

@@ -1,0 +1,170 @@
+"""Many processes on one data dir, through real subprocesses."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import ROOT, RIVVEN, run_rivven
+
+from engine import Engine, Record
+
+
+def env_for(data_dir):
+    return dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
+
+
+def test_two_producer_processes_on_one_topic(data_dir, tmp_path):
+    run_rivven(data_dir, "topic", "create", "t", "-p", "2", check=True)
+    procs = []
+    for name in ("a", "b"):
+        f = tmp_path / f"{name}.txt"
+        f.write_text("".join(f"{name}-{i}\n" for i in range(20000)))
+        procs.append(subprocess.Popen([*RIVVEN, "produce", "t", "--file", str(f), "--print-offsets",
+                                       "--batch-records", "500"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env=env_for(data_dir), cwd=ROOT))
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    acked = [tuple(map(int, line.split())) for o in outs for line in o[0].decode().splitlines()]
+    assert len(acked) == 40000 and len(set(acked)) == 40000
+    with Engine.open(data_dir, read_only=True) as ro:
+        values = []
+        for p, end in ro.end_offsets("t").items():
+            recs = ro.read("t", p, 0, end)
+            assert [r.offset for r in recs] == list(range(end))
+            values += [r.value for r in recs]
+    assert sorted(values) == sorted(f"{n}-{i}".encode() for n in "ab" for i in range(20000))
+
+
+PRODUCER = """
+import sys, time
+from engine import Engine, Record
+with Engine.open(sys.argv[1]) as eng:
+    i = 0
+    while True:
+        eng.produce("app", [Record(value=b"%d" % (i + j)) for j in range(50)])
+        i += 50
+        print(i, flush=True)
+"""
+
+
+def test_admin_commands_while_an_application_produces(data_dir):
+    run_rivven(data_dir, "topic", "create", "app", check=True)
+    app = subprocess.Popen([sys.executable, "-c", PRODUCER, data_dir], stdout=subprocess.PIPE,
+                           env=env_for(data_dir), cwd=ROOT)
+    try:
+        app.stdout.readline()
+        for args in (["topic", "create", "other", "-p", "3"],
+                     ["topic", "alter-config", "app", "--set", "segment.bytes=65536"],
+                     ["topic", "add-partitions", "other", "--total", "4"],
+                     ["topic", "delete", "other", "--yes"],
+                     ["topic", "describe", "app"]):
+            t = time.monotonic()
+            r = run_rivven(data_dir, *args, timeout=30)
+            assert r.returncode == 0, r.stderr
+            assert time.monotonic() - t < 20
+        time.sleep(0.5)  # the producer picks up segment.bytes and rolls
+        assert len([f for f in os.listdir(os.path.join(data_dir, "topics/app/partition-0"))
+                    if f.endswith(".log")]) > 1
+    finally:
+        app.kill()
+        app.wait()
+    with Engine.open(data_dir) as eng:
+        end = eng.end_offsets("app")[0]
+        assert [r.value for r in eng.read("app", 0, 0, end)] == [b"%d" % i for i in range(end)]
+
+
+def test_deleting_a_topic_stops_its_producer_cleanly(data_dir):
+    run_rivven(data_dir, "topic", "create", "app", check=True)
+    app = subprocess.Popen([sys.executable, "-c", PRODUCER, data_dir], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=env_for(data_dir), cwd=ROOT)
+    app.stdout.readline()
+    run_rivven(data_dir, "topic", "delete", "app", "--yes", check=True)
+    _, err = app.communicate(timeout=30)
+    assert app.returncode != 0 and b"UnknownTopic" in err
+    run_rivven(data_dir, "topic", "create", "app", check=True)
+    with Engine.open(data_dir) as eng:
+        assert eng.end_offsets("app") == {0: 0}
+
+
+def test_idle_stdin_producer_blocks_nobody(data_dir):
+    run_rivven(data_dir, "topic", "create", "t", check=True)
+    idle = subprocess.Popen([*RIVVEN, "produce", "t", "--print-offsets"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_for(data_dir),
+                            cwd=ROOT)
+    idle.stdin.write(b"first\n")
+    idle.stdin.flush()
+    assert idle.stdout.readline() == b"0 0\n"  # streamed: durable before stdin closes
+    r = run_rivven(data_dir, "produce", "t", input=b"second\n", timeout=30)
+    assert r.returncode == 0
+    r = run_rivven(data_dir, "consume", "t", timeout=30)
+    assert r.stdout == b"first\nsecond\n"
+    idle.stdin.write(b"third\n")
+    idle.stdin.close()
+    assert idle.wait(timeout=30) == 0
+    assert run_rivven(data_dir, "consume", "t").stdout == b"first\nsecond\nthird\n"
+
+
+def test_kill_9_producer_at_random_moments(data_dir):
+    run_rivven(data_dir, "topic", "create", "t", "-c", "segment.bytes=20000", check=True)
+    rng = random.Random(7)
+    acked: list[tuple[int, bytes]] = []
+    for round_ in range(6):
+        lines = b"".join(b"r%d-%d\n" % (round_, i) for i in range(200000))
+        p = subprocess.Popen([*RIVVEN, "produce", "t", "--print-offsets", "--batch-records", "100"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=env_for(data_dir), cwd=ROOT)
+        p.stdin.write(lines[:2_000_000])
+        p.stdin.flush()
+        time.sleep(rng.uniform(0.3, 1.5))
+        p.send_signal(signal.SIGKILL)
+        out = p.stdout.read()
+        p.wait()
+        got = out.decode().splitlines()
+        if got and not out.endswith(b"\n"):
+            got.pop()
+        start = len([a for a in acked])
+        for i, line in enumerate(got):
+            acked.append((int(line.split()[1]), b"r%d-%d" % (round_, i)))
+        assert len(acked) >= start
+    with Engine.open(data_dir) as eng:
+        end = eng.end_offsets("t")[0]
+        recs = {r.offset: r.value for r in eng.read("t", 0, 0, end)}
+        assert list(recs) == list(range(end))
+        for off, value in acked:
+            assert recs[off] == value
+        assert eng.produce("t", [Record(value=b"after")]) == [(0, end)]
+    assert len(acked) > 0
+
+
+LOCK_AND_DIE = """
+import fcntl, os, sys, time
+from engine.records import encode_batch
+d = sys.argv[1]
+fd = os.open(os.path.join(d, ".lock"), os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+with open(os.path.join(d, "00000000000000000000.log"), "ab") as f:
+    f.write(bytes(encode_batch([b"k"], [b"half"], 1).assign(3))[:40])
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_writer_killed_holding_the_lock(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        eng.produce("t", [Record(value=b"a")] * 3)
+    pdir = os.path.join(data_dir, "topics", "t", "partition-0")
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_AND_DIE, pdir], stdout=subprocess.PIPE,
+                              env=env_for(data_dir), cwd=ROOT)
+    assert holder.stdout.readline() == b"locked\n"
+    with Engine.open(data_dir, read_only=True) as ro:  # readers never wait for the lock
+        assert ro.end_offsets("t") == {0: 3}
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    r = run_rivven(data_dir, "produce", "t", "--print-offsets", input=b"b\n", timeout=30)
+    assert r.stdout == b"0 3\n"
+    assert run_rivven(data_dir, "consume", "t").stdout == b"a\na\na\nb\n"
