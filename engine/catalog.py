@@ -11,9 +11,9 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from . import files
 from .config import TopicConfig
@@ -54,7 +54,7 @@ class TopicMeta:
                 "created_ms": self.created_ms}
 
     @classmethod
-    def new(cls, name: str, partitions: int, config: dict[str, str]) -> "TopicMeta":
+    def new(cls, name: str, partitions: int, config: dict[str, str]) -> TopicMeta:
         return cls(name, uuid.uuid4().hex, partitions, dict(config), int(time.time() * 1000))
 
 

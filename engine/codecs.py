@@ -8,7 +8,8 @@ to produce more, so a damaged or hostile batch cannot make the reader allocate w
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import CorruptRecordError, InvalidArgument
 

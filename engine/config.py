@@ -7,8 +7,8 @@ typed view the engine reads. Durations are milliseconds, sizes are bytes.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .codecs import NAMES as CODEC_NAMES
 from .errors import InvalidConfig
@@ -142,7 +142,7 @@ class TopicConfig:
     segment_ms: int
 
     @classmethod
-    def from_overrides(cls, overrides: dict[str, str]) -> "TopicConfig":
+    def from_overrides(cls, overrides: dict[str, str]) -> TopicConfig:
         values = {}
         for name, key in KEYS.items():
             values[name.replace(".", "_")] = key.parse(overrides.get(name, key.default))

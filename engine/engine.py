@@ -10,19 +10,36 @@ import threading
 import time
 from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from . import codecs, files
 from .arrow import batch_to_arrow, empty_table, schema
 from .catalog import Catalog, TopicMeta, check_topic_name
 from .config import KEYS, TopicConfig, effective, validate
-from .errors import (DataDirError, InvalidArgument, OffsetOutOfRange, ReadOnlyError,
-                     RecordTooLarge, TopicExists, UnknownPartition, UnknownTopic)
+from .errors import (
+    DataDirError,
+    InvalidArgument,
+    OffsetOutOfRange,
+    ReadOnlyError,
+    RecordTooLarge,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
 from .locks import flocked, open_lock_file
 from .log import PartitionLog, now_ms
 from .partitioner import StickyPartitioner, partition_for_key
-from .records import HEADER_SIZE, Record, body_of, decode_columns, decode_records, encode_batch, layout
+from .records import (
+    HEADER_SIZE,
+    Record,
+    body_of,
+    decode_columns,
+    decode_records,
+    encode_batch,
+    layout,
+)
 from .segment import BatchRef
 
 FORMAT_VERSION = 1
@@ -57,7 +74,7 @@ class Engine:
             self._empty_trash()
 
     @classmethod
-    def open(cls, path: str, read_only: bool = False, sync: bool = True) -> "Engine":
+    def open(cls, path: str, read_only: bool = False, sync: bool = True) -> Engine:
         """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
 
         ``sync=False`` skips the fsync of each produce call (benchmarks, bulk loads): data
@@ -65,7 +82,7 @@ class Engine:
         """
         return cls(path, read_only=read_only, sync=sync)
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -339,7 +356,7 @@ class Engine:
                 for base, count in base_offsets:
                     acks.extend(zip([p] * count, range(base, base + count)))
             else:
-                def sub(seq: Sequence) -> list:
+                def sub(seq: Sequence, idx: list[int] = idx) -> list:
                     return [seq[i] for i in idx]
 
                 bases = self._append(log, sub(keys), sub(values),

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 def open_lock_file(path: str) -> int:

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
-from typing import Iterator
+from collections.abc import Iterator
 
 from . import files
 from .config import TopicConfig

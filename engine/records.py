@@ -21,8 +21,9 @@ body becomes pyarrow arrays without copying.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from itertools import accumulate, repeat
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from . import codecs
 from .errors import CorruptRecordError, InvalidArgument
@@ -50,7 +51,7 @@ MAX_BATCH_BYTES = (1 << 31) - 1 - 64
 _ZEROS = bytes(8)
 
 
-def crc32c(data: Any, value: int = 0) -> int:
+def crc32c(data: Any, value: int = 0) -> int:  # noqa: F811
     """CRC32C; the first call imports the library and rebinds this name to it."""
     global crc32c
     from crc32c import crc32c as real
@@ -437,19 +438,3 @@ def decode_records(body: bytes, h: BatchHeader, lay: Layout, partition: int | No
     offsets, ts, keys, values, headers = decode_columns(body, h, lay, where)
     return list(map(_new_tuple, repeat(Record),
                     zip(keys, values, headers, ts, offsets, repeat(partition))))
-
-
-def iter_headers(buf: Any, start: int, end: int, where: str = "") -> tuple[list[tuple[int, BatchHeader]], int]:
-    """Headers of the complete batches in ``buf[start:end]`` and the position after the last.
-
-    Stops (without error) at a batch that does not fit; CRCs are not checked here.
-    """
-    out = []
-    pos = start
-    while pos + HEADER_SIZE <= end:
-        h = read_header(buf, pos, f"{where} at position {pos}" if where else "")
-        if pos + h.size > end:
-            break
-        out.append((pos, h))
-        pos += h.size
-    return out, pos

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left, bisect_right
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from . import files
 from .errors import CorruptRecordError, StorageError

@@ -6,8 +6,9 @@ import base64
 import json as jsonlib
 import sys
 import time
+from collections.abc import Callable
 from enum import Enum
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -28,11 +29,12 @@ class Encoding(str, Enum):
 def _encoder(enc: Encoding, for_json: bool) -> Callable[[bytes | None], Any]:
     warned = []
 
+    null = None if for_json else b""  # a format string prints null as nothing
     if enc is Encoding.base64:
-        return lambda b: None if b is None else (
+        return lambda b: null if b is None else (
             base64.b64encode(b).decode() if for_json else base64.b64encode(b))
     if enc is Encoding.hex:
-        return lambda b: None if b is None else (b.hex() if for_json else b.hex().encode())
+        return lambda b: null if b is None else (b.hex() if for_json else b.hex().encode())
     if not for_json:
         return lambda b: b"" if b is None else b
 

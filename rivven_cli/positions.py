@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import typer
 
@@ -29,7 +29,7 @@ def parse_time(text: str, now_ms: int) -> int:
             f"cannot read time {text!r}: use epoch ms, RFC 3339 like 2026-01-31T12:00:00Z, "
             "or relative like -2h") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, RIVVEN, run_rivven
+from conftest import RIVVEN, ROOT, run_rivven
 
 from engine import Engine, Record
 

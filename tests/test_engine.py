@@ -3,9 +3,19 @@ import sys
 
 import pytest
 
-from engine import (DataDirError, Engine, InvalidArgument, InvalidConfig, InvalidTopicName,
-                    ReadOnlyError, Record, RecordTooLarge, TopicExists, UnknownPartition,
-                    UnknownTopic)
+from engine import (
+    DataDirError,
+    Engine,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidTopicName,
+    ReadOnlyError,
+    Record,
+    RecordTooLarge,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
 from engine.partitioner import partition_for_key
 
 

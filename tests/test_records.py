@@ -6,8 +6,15 @@ from hypothesis import strategies as st
 
 from engine import codecs
 from engine.errors import CorruptRecordError, InvalidArgument
-from engine.records import (HEADER_SIZE, body_of, check_crc, decode_records, encode_batch, layout,
-                            read_header)
+from engine.records import (
+    HEADER_SIZE,
+    body_of,
+    check_crc,
+    decode_records,
+    encode_batch,
+    layout,
+    read_header,
+)
 
 blobs = st.one_of(st.none(), st.binary(max_size=300))
 header_lists = st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))),
