@@ -100,14 +100,23 @@ class Catalog:
         return self.topics.get(name)
 
     @contextmanager
-    def mutate(self) -> Iterator[dict[str, TopicMeta]]:
-        """Lock, reload, let the caller change the dict, write it back atomically."""
+    def locked(self) -> Iterator[dict[str, TopicMeta]]:
+        """Hold ``catalog.lock``; yields a fresh copy of the topics to change and ``write``."""
         with lock_path(self.lock_path):
             self._stamp = None
             self.refresh()
-            topics = dict(self.topics)
+            yield dict(self.topics)
+
+    def write(self, topics: dict[str, TopicMeta]) -> None:
+        """Replace the catalog atomically (the caller holds ``locked()``)."""
+        doc = {"format": 1, "topics": {n: t.to_json() for n, t in sorted(topics.items())}}
+        files.write_atomic(self.path, json.dumps(doc, indent=1).encode())
+        self._stamp = None
+        self.refresh()
+
+    @contextmanager
+    def mutate(self) -> Iterator[dict[str, TopicMeta]]:
+        """Lock, reload, let the caller change the dict, write it back atomically."""
+        with self.locked() as topics:
             yield topics
-            doc = {"format": 1, "topics": {n: t.to_json() for n, t in sorted(topics.items())}}
-            files.write_atomic(self.path, json.dumps(doc, indent=1).encode())
-            self._stamp = None
-            self.refresh()
+            self.write(topics)

@@ -15,7 +15,8 @@ from operator import attrgetter
 from typing import Any
 
 from . import codecs, files
-from .arrow import batch_to_arrow, empty_table, schema
+from .arrow import batch_columns
+from .arrow import table as arrow_table
 from .catalog import Catalog, TopicMeta, check_topic_name
 from .config import KEYS, TopicConfig, effective, validate
 from .errors import (
@@ -53,7 +54,7 @@ class Engine:
 
     >>> import tempfile
     >>> with Engine.open(tempfile.mkdtemp()) as eng:
-    ...     eng.create_topic("orders", partitions=1)
+    ...     _ = eng.create_topic("orders", partitions=1)
     ...     eng.produce("orders", [Record(key=b"k1", value=b"v1")])
     ...     [r.value for r in eng.read("orders", partition=0, offset=0)]
     [(0, 0)]
@@ -188,6 +189,7 @@ class Engine:
         for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):
             os.close(os.open(files.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT, 0o644))
         files.fsync_dir(d)
+        files.fsync_dir(os.path.dirname(d))
 
     def _trash(self, tdir: str, name: str) -> None:
         trash = os.path.join(self.path, "trash")
@@ -199,10 +201,13 @@ class Engine:
     def delete_topic(self, name: str) -> None:
         """Remove a topic and all its files; producers to it get UnknownTopic from then on."""
         self._writable()
-        with self.catalog.mutate() as topics:
+        with self.catalog.locked() as topics:
             meta = topics.pop(name, None)
             if meta is None:
                 self.topic(name)  # raises the usual error
+            # The catalog goes first: a crash after it leaves only files, which the next
+            # create of this name (under this same lock) moves to trash.
+            self.catalog.write(topics)
             tdir = os.path.join(self.path, "topics", name)
             for p in range(meta.partitions):
                 lock = os.path.join(files.partition_dir(self.path, name, p), files.LOCK_FILE)
@@ -294,10 +299,9 @@ class Engine:
             if entry is not None:
                 entry[1].close()
             d = files.partition_dir(self.path, meta.name, partition)
-            if not os.path.isdir(d):
-                if self.read_only:
-                    raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition}")
-                self._make_partition(meta.name, partition)
+            if not os.path.isdir(d):  # create/add-partitions make dirs before the catalog names them
+                raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition} "
+                                   "(deleted meanwhile?)")
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only)
             self._logs[key] = (meta.id, log)
             return log
@@ -312,6 +316,17 @@ class Engine:
         recs = records if isinstance(records, list) else list(records)
         if not recs:
             return []
+        paused = gc.isenabled()  # transposing allocates many tuples; no cycles are made
+        if paused:
+            gc.disable()
+        try:
+            return self._produce(topic, recs, partition, compression)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _produce(self, topic: str, recs: list, partition: int | None, compression: str | None
+                 ) -> list[tuple[int, int]]:
         cols = list(zip(*recs))
         if len(cols) != 6:
             recs = [r if isinstance(r, Record) else Record(*r) for r in recs]
@@ -522,25 +537,23 @@ class Engine:
                    ) -> Any:
         """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
         parts = []
-        count = 0
+        count = skip = 0
         for ref, body, lay in self._batches(topic, partition, offset, max_records):
-            rb = batch_to_arrow(body, ref.header, lay, self._where(ref))
-            if ref.header.base_offset < offset:
-                first = rb.column(0)
-                import pyarrow.compute as pc
-
-                skip = pc.sum(pc.less(first, offset)).as_py() or 0
-                rb = rb.slice(skip)
-            parts.append(rb)
-            count += rb.num_rows
-            if count >= max_records:
+            h = ref.header
+            cols = batch_columns(body, h, lay, self._where(ref))
+            if not parts and h.base_offset < offset:
+                if cols[0] is None:
+                    skip = offset - h.base_offset
+                else:
+                    skip = bisect_left(cols[0].to_pylist(), offset - h.base_offset)
+            parts.append((h.base_offset, h.record_count, cols))
+            count += h.record_count
+            if count - skip >= max_records:
                 break
-        if not parts:
-            return empty_table()
-        import pyarrow as pa
-
-        table = pa.Table.from_batches(parts, schema())
-        return table.slice(0, max_records) if count > max_records else table
+        result = arrow_table(parts)
+        if skip or count - skip > max_records:
+            result = result.slice(skip, max_records)
+        return result
 
     def _batches(self, topic: str, partition: int, offset: int, max_records: int
                  ) -> Iterator[tuple[BatchRef, Any, Any]]:
