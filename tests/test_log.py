@@ -139,3 +139,45 @@ def test_segment_ms_rolls_by_age(data_dir):
         eng.produce("t", [Record(value=b"old", timestamp=1)])
         eng.produce("t", [Record(value=b"new")])
     assert segment_bases(pdir(data_dir)) == [0, 1]
+
+
+def test_reads_skip_offset_gaps(data_dir):
+    from engine.records import encode_batch
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, {"segment.bytes": "600"})
+        log = eng.partition_log("t", 0)
+        # batches with holes, as compaction leaves them: offsets 0,2,5 | 6,9 | 10 | 11
+        for deltas, vals in (([0, 2, 5], [b"a", b"b", b"c"]), ([0, 3], [b"d", b"e"]),
+                             ([0], [b"f"])):
+            log.append(encode_batch([b"k"] * len(vals), vals, 1, offset_deltas=deltas))
+        log.append(encode_batch([b"k"], [b"g"], 1, offset_deltas=[0]))
+        assert eng.end_offsets("t") == {0: 12}
+        got = {o: [r.offset for r in eng.read("t", 0, o, 100)] for o in range(12)}
+        assert got[0] == [0, 2, 5, 6, 9, 10, 11]
+        assert got[3] == [5, 6, 9, 10, 11]
+        assert got[7] == [9, 10, 11]
+        assert [r.value for r in eng.read("t", 0, 1, 2)] == [b"b", b"c"]
+        table = eng.read_arrow("t", 0, 1)
+        assert table.column("offset").to_pylist() == [2, 5, 6, 9, 10, 11]
+        assert table.column("value").to_pylist() == [b"b", b"c", b"d", b"e", b"f", b"g"]
+
+
+def test_threads_share_a_partition(data_dir):
+    import threading
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, SMALL)
+        acks: list = []
+
+        def work(n):
+            for i in range(50):
+                acks.extend(eng.produce("t", [Record(value=b"%d-%d" % (n, i))] * 3))
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(o for _, o in acks) == list(range(600))
+        assert [r.offset for r in eng.read("t", 0, 0, 1000)] == list(range(600))
