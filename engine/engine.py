@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -604,6 +605,83 @@ class Engine:
                     if t >= timestamp:
                         return off
         return None
+
+    # ---------------------------------------------------------------- segment admin
+    def segment_list(self, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
+        """Per segment: file, base/last offset, records, bytes, time range (header scan)."""
+        meta = self.topic(topic)
+        parts = range(meta.partitions) if partition is None else [partition]
+        rows = []
+        for p in parts:
+            for seg in self._log(meta, p).all_segments():
+                records = 0
+                last = lo = hi = None
+                for ref in seg.iter_batches(0, seg.size, crc=False):
+                    h = ref.header
+                    records += h.record_count
+                    last = h.last_offset
+                    lo = h.first_timestamp if lo is None else min(lo, h.first_timestamp)
+                    hi = h.max_timestamp if hi is None else max(hi, h.max_timestamp)
+                rows.append({"partition": p, "file": seg.path, "base_offset": seg.base,
+                             "last_offset": last, "records": records, "bytes": seg.size,
+                             "min_timestamp": lo, "max_timestamp": hi})
+        return rows
+
+    def recover(self, targets: Sequence[str], truncate_corrupt: bool = False,
+                dry_run: bool = False) -> list[dict[str, Any]]:
+        """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
+        of the targeted segments, each partition under its lock."""
+        from .verify import recover_segment, resolve_targets
+
+        if not dry_run:
+            self._writable()
+        out = []
+        for d, only in resolve_targets(self.path, list(targets)):
+            logs = only or [files.path(d, b, files.LOG) for b in files.segment_bases(d)]
+            with contextlib.ExitStack() as stack:
+                lock = os.path.join(d, files.LOCK_FILE)
+                if os.path.exists(lock):  # a live writer waits while its files are mended
+                    fd = os.open(lock, os.O_RDWR)
+                    stack.callback(os.close, fd)
+                    stack.enter_context(flocked(fd))
+                for path in logs:
+                    base = files.parse(os.path.basename(path))[0]
+                    out.append(recover_segment(path, base, truncate_corrupt, dry_run))
+        self._forget_all()
+        return out
+
+    def reindex(self, path: str) -> dict[str, Any]:
+        """Rebuild the ``.index`` and ``.timeindex`` of one ``.log`` from its bytes."""
+        from .segment import Segment
+
+        self._writable()
+        d = os.path.dirname(os.path.abspath(path))
+        parsed = files.parse(os.path.basename(path))
+        if parsed is None or parsed[1] != files.LOG:
+            raise InvalidArgument(f"{path} is not a segment .log file")
+        with contextlib.ExitStack() as stack:
+            lock = os.path.join(d, files.LOCK_FILE)
+            if os.path.exists(lock):
+                fd = os.open(lock, os.O_RDWR)
+                stack.callback(os.close, fd)
+                stack.enter_context(flocked(fd))
+            seg = Segment(d, parsed[0], writable=True)
+            try:
+                seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True)
+                seg.index.sync()
+                seg.timeindex.sync()
+                result = {"path": path, "index_entries": len(seg.index),
+                          "timeindex_entries": len(seg.timeindex), "valid_bytes": seg.size}
+            finally:
+                seg.close()
+        self._forget_all()
+        return result
+
+    def _forget_all(self) -> None:
+        with self._logs_mutex:
+            for _, log in self._logs.values():
+                log.close()
+            self._logs.clear()
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
         start, end = self._log(self.topic(topic), partition).offsets()

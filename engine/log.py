@@ -157,7 +157,8 @@ class PartitionLog:
         cfg = self.config
         first_ts = seg.first_batch_timestamp
         if (seg.size + nbytes > cfg.segment_bytes
-                or (first_ts is not None and now_ms() - first_ts > cfg.segment_ms)
+                or (first_ts is not None
+                    and now_ms() - max(first_ts, seg.opened_ms) > cfg.segment_ms)
                 or len(seg.index) >= cfg.segment_index_bytes // 8
                 or seg.next_offset + count - seg.base > MAX_RELATIVE_OFFSET):
             return self.roll()

@@ -9,6 +9,7 @@ written by another process (readers stop there) or a torn tail left by a writer 
 from __future__ import annotations
 
 import os
+import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -53,6 +54,10 @@ class Segment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.first_batch_timestamp: int | None = None
+        # wall-clock ms when this process created or first opened the segment: segment.ms
+        # counts from the later of this and the first batch's timestamp, so records produced
+        # with old timestamps (a replay) do not roll a segment per batch
+        self.opened_ms = int(time.time() * 1000)
         self.bytes_since_index = 0
         self.loaded = False
         self.needs_repair = False
@@ -265,8 +270,12 @@ class Segment:
         if self.size > position:
             self.size = position
 
-    def rebuild_indexes(self, truncate_torn: bool) -> int:
-        """Rebuild both indexes from the log (same rule as appends); returns the valid end."""
+    def rebuild_indexes(self, truncate_torn: bool, tolerate_corruption: bool = False) -> int:
+        """Rebuild both indexes from the log (same rule as appends); returns the valid end.
+
+        With ``tolerate_corruption`` the indexes cover the log up to the first corrupt batch
+        (the operator chose to leave it); otherwise corruption raises.
+        """
         self.size = 0
         self.next_offset = self.base
         self.max_timestamp = -1
@@ -287,6 +296,9 @@ class Segment:
         except TornTail as t:
             if truncate_torn and self.writable:
                 os.ftruncate(self.fd, t.position)
+        except CorruptRecordError:
+            if not tolerate_corruption:
+                raise
         if self.writable:
             self.index.write_all(offs)
             self.timeindex.write_all(times)

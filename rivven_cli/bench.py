@@ -114,11 +114,12 @@ def bench_consume(records: RecordsOpt = 1_000_000, record_size: SizeOpt = 100,
             keys, vals = make_data(records, record_size, key_size, batch_size)
             run_produce(eng, "bench", records, keys, vals, compression)
             size = record_size + key_size
-            for name, fn in (("read", eng.read), ("read_arrow", eng.read_arrow)):
+            for name, fn, per_call in (("read", eng.read, batch_size),
+                                       ("read_arrow", eng.read_arrow, max(batch_size, 100_000))):
                 t0 = time.perf_counter()
                 off = n = 0
                 while off < records:
-                    got = fn("bench", 0, off, batch_size * 10)
+                    got = fn("bench", 0, off, per_call)
                     k = len(got)
                     if not k:
                         break

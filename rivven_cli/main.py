@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from . import bench, consume, offsets, produce, topic
+from . import bench, consume, offsets, produce, segment, topic
 from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup
 
 app = typer.Typer(
@@ -17,6 +17,7 @@ app = typer.Typer(
     help="rivven: an embedded event log. Topics, partitions, segments — and the tools to run them.",
 )
 app.add_typer(topic.app, name="topic", help="Create, list, describe, alter and delete topics.")
+app.add_typer(segment.app, name="segment", help="List, inspect, verify and repair segment files.")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)

@@ -26,7 +26,8 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
         table.add_column(c, justify="right" if c in right else "left", no_wrap=True)
     for r in rows:
         table.add_row(*["-" if v is None else str(v) for v in r])
-    Console(highlight=False).print(table)
+    # piped output must not be cut to 80 columns
+    Console(highlight=False, width=None if sys.stdout.isatty() else 4096).print(table)
 
 
 def human_bytes(n: int) -> str:

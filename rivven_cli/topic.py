@@ -59,9 +59,9 @@ def describe(name: NameArg, json: JsonOpt = False) -> None:
     if json:
         print_json(d)
         return
+    typer.echo(f"topic: {name}  partitions: {d['partitions']}  id: {d['id']}")
     print_table(["CONFIG", "VALUE", "SOURCE"],
-                [(c["key"], c["value"], c["source"]) for c in d["config"]],
-                title=f"topic {name} (id {d['id']})")
+                [(c["key"], c["value"], c["source"]) for c in d["config"]])
     print_table(["PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"],
                 [(p["partition"], p["start_offset"], p["end_offset"], p["segments"],
                   human_bytes(p["bytes"])) for p in d["partition_info"]],

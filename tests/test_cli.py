@@ -49,10 +49,19 @@ def test_readme_tour_runs(tmp_path):
     steps = []
     for i, line in enumerate(block):
         if line.startswith("$ "):
-            nxt = block[i + 1] if i + 1 < len(block) else ""
-            steps.append((line[2:], 1 if nxt.startswith("error:") else 0))
+            shown = []
+            for later in block[i + 1:]:
+                if later.startswith("$ "):
+                    break
+                shown.append(later)
+            code = 0
+            if shown and shown[0].startswith("error:"):
+                code = 1
+            elif any("problem(s) found" in x for x in shown):
+                code = 3
+            steps.append((line[2:], code))
     assert len(steps) > 15
-    env = dict(os.environ, RIVVEN_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, RIVVEN_DATA_DIR="rivven-data", PYTHONPATH=str(ROOT))
     prelude = f'rivven() {{ "{sys.executable}" -m rivven_cli "$@"; }}\n'
     for command, code in steps:
         r = subprocess.run(["bash", "-c", prelude + command], env=env, capture_output=True,

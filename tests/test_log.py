@@ -133,12 +133,18 @@ def test_damaged_index_is_rebuilt(data_dir):
     assert open(idx, "rb").read()[: len(good)] == good
 
 
-def test_segment_ms_rolls_by_age(data_dir):
+def test_segment_ms_rolls_by_age(data_dir, monkeypatch):
+    import engine.log
+
     with Engine.open(data_dir) as eng:
-        eng.create_topic("t", 1, {"segment.ms": "1000"})
-        eng.produce("t", [Record(value=b"old", timestamp=1)])
-        eng.produce("t", [Record(value=b"new")])
-    assert segment_bases(pdir(data_dir)) == [0, 1]
+        eng.create_topic("t", 1, {"segment.ms": "60000"})
+        eng.produce("t", [Record(value=b"a")])
+        eng.produce("t", [Record(value=b"b", timestamp=1)])  # old timestamps alone don't roll
+        assert segment_bases(pdir(data_dir)) == [0]
+        later = engine.log.now_ms() + 61_000
+        monkeypatch.setattr(engine.log, "now_ms", lambda: later)
+        eng.produce("t", [Record(value=b"c")])
+    assert segment_bases(pdir(data_dir)) == [0, 2]
 
 
 def test_reads_skip_offset_gaps(data_dir):

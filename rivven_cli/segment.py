@@ -1,0 +1,172 @@
+"""``rivven segment ...``: list, inspect, verify, recover and reindex segment files."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import os
+import sys
+from datetime import UTC
+from typing import Annotated
+
+import typer
+
+from .common import STATE, JsonOpt, PartitionOpt, YesOpt, confirm, fail, open_engine
+from .progress import bytes_progress
+from .render import human_bytes, info, print_json, print_table
+
+app = typer.Typer(no_args_is_help=True)
+TargetsArg = Annotated[list[str] | None, typer.Argument(
+    help="Topics, partition directories, .log files or a data dir (default: the whole data dir).")]
+
+
+def _ts(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+@app.command("list")
+def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: PartitionOpt = None,
+          json: JsonOpt = False) -> None:
+    """Segments of a topic: files, base/last offsets, records, bytes, time range."""
+    with open_engine(read_only=True) as eng:
+        rows = eng.segment_list(topic, partition)
+    if json:
+        print_json(rows)
+        return
+    print_table(["PARTITION", "FILE", "BASE", "LAST", "RECORDS", "SIZE", "FIRST-TIME", "LAST-TIME"],
+                [(r["partition"], os.path.basename(r["file"]), r["base_offset"], r["last_offset"],
+                  r["records"], human_bytes(r["bytes"]), _ts(r["min_timestamp"]),
+                  _ts(r["max_timestamp"])) for r in rows],
+                right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"))
+
+
+@app.command()
+def inspect(
+    file: Annotated[str, typer.Argument(help="A .log segment file.")],
+    records: Annotated[bool, typer.Option("--records", help="Print the records too.")] = False,
+    max_: Annotated[int | None, typer.Option("--max", min=1, help="At most N records.")] = None,
+    json: JsonOpt = False,
+) -> None:
+    """One row per batch: position, offsets, count, codec, sizes, timestamps, CRC."""
+    from engine.inspect import inspect_segment
+
+    left = max_
+    rows = []
+    for batch in inspect_segment(file, records=records):
+        recs = batch.pop("records", None)
+        if json:
+            sys.stdout.write(jsonlib.dumps(batch) + "\n")
+        else:
+            rows.append(batch)
+        if recs is not None:
+            for r in recs[: left if left is not None else None]:
+                if json:
+                    sys.stdout.write(jsonlib.dumps(r) + "\n")
+                else:
+                    rows.append({"record": r})
+            if left is not None:
+                left -= min(left, len(recs))
+                if left == 0:
+                    break
+    if json:
+        return
+    batch_cols = ["POSITION", "BASE", "LAST", "COUNT", "CODEC", "SIZE", "BODY", "FIRST-TIME",
+                  "MAX-TIME", "CRC"]
+    keys = ("position", "base_offset", "last_offset", "count", "codec", "bytes", "body_bytes",
+            "first_timestamp", "max_timestamp", "crc_ok")
+    if records:  # kafka-dump-log style: a batch line, then its records indented
+        for r in rows:
+            if "record" in r:
+                rec = r["record"]
+                hs = f" headers={rec['headers']}" if rec["headers"] else ""
+                typer.echo(f"| offset: {rec['offset']} timestamp: {rec['timestamp']} "
+                           f"key: {rec['key']} value: {rec['value']}{hs}")
+            elif "error" in r:
+                typer.echo(f"position: {r['position']} error: {r['error']}")
+            else:
+                typer.echo(" ".join(f"{c.lower()}: {r[k]}" for c, k in zip(batch_cols, keys)))
+        return
+    table = [[r["position"], "error: " + r["error"]] + [""] * 8 if "error" in r
+             else [r[k] for k in keys] for r in rows]
+    print_table(batch_cols, table, title=file,
+                right=("POSITION", "BASE", "LAST", "COUNT", "SIZE", "BODY"))
+
+
+@app.command()
+def verify(targets: TargetsArg = None, json: JsonOpt = False) -> None:
+    """Check every batch CRC, offsets, indexes, gaps/overlaps and torn tails (exit 3 on damage)."""
+    from engine.verify import resolve_targets, verify_partition
+
+    data_dir = STATE["data_dir"]
+    parts = resolve_targets(data_dir, targets or [])
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _ in parts for f in os.listdir(d)
+                if f.endswith(".log"))
+    reports = []
+    with bytes_progress("verifying", total) as advance:
+        for d, only in parts:
+            for rep in verify_partition(d, advance):
+                if not only or rep.path in only:
+                    reports.append(rep)
+    findings = [f for r in reports for f in r.findings]
+    if json:
+        print_json({"segments": len(reports), "batches": sum(r.batches for r in reports),
+                    "records": sum(r.records for r in reports),
+                    "bytes": sum(r.bytes for r in reports),
+                    "ok": not findings, "findings": [f.to_json() for f in findings]})
+    else:
+        for f in findings:
+            where = "" if f.path in f.message else f"{f.path} at position {f.position}: "
+            typer.echo(f"{f.kind}: {where}{f.message}")
+        info(f"verified {len(reports)} segment(s), {sum(r.batches for r in reports)} batches, "
+             f"{sum(r.records for r in reports)} records, {human_bytes(sum(r.bytes for r in reports))}"
+             f": {'OK' if not findings else f'{len(findings)} problem(s) found'}")
+    if findings:
+        raise typer.Exit(3)
+
+
+@app.command()
+def recover(
+    targets: TargetsArg = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be done.")] = False,
+    truncate_corrupt: Annotated[bool, typer.Option(
+        "--truncate-corrupt", help="Also cut a segment at mid-file corruption (drops records).")
+    ] = False,
+    yes: YesOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """Truncate torn tails and rebuild indexes (under each partition's lock)."""
+    with open_engine() as eng:
+        if truncate_corrupt and not dry_run:
+            plan = eng.recover(targets or [], truncate_corrupt=True, dry_run=True)
+            drop = sum(r["records_removed"] for r in plan)
+            if drop:
+                confirm(f"cut corrupt segments, dropping {drop} record(s)?", yes)
+        results = eng.recover(targets or [], truncate_corrupt=truncate_corrupt, dry_run=dry_run)
+    if json:
+        print_json(results)
+    else:
+        verb = "would" if dry_run else "did"
+        for r in results:
+            if r["truncate_at"] is not None:
+                typer.echo(f"{r['path']}: {verb} truncate at {r['truncate_at']} "
+                           f"({r['bytes_removed']} bytes, {r['records_removed']} records dropped)")
+            for u in r["unrepaired"]:
+                typer.echo(f"{r['path']}: corrupt, left alone (use --truncate-corrupt): "
+                           f"{u['message']}")
+        info(f"{len(results)} segment(s) checked{' (dry run: nothing changed)' if dry_run else ''}")
+    if any(r["unrepaired"] for r in results):
+        raise typer.Exit(3)
+
+
+@app.command()
+def reindex(path: Annotated[str, typer.Argument(help="A .log segment file.")]) -> None:
+    """Rebuild a segment's .index and .timeindex from its log."""
+    if not path.endswith(".log") or not os.path.isfile(path):
+        fail(f"{path} is not a .log segment file")
+    with open_engine() as eng:
+        r = eng.reindex(path)
+    info(f"rebuilt indexes of {path}: {r['index_entries']} offset and {r['timeindex_entries']} "
+         "time entries")
