@@ -120,6 +120,9 @@ def produce(
     batch_records: Annotated[int, typer.Option(
         "--batch-records", min=1, help="Most records per produce call.")] = 10_000,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
+    json: Annotated[bool, typer.Option(
+        "--json", help="--print-offsets as JSON lines, and the summary as JSON on stderr.")
+    ] = False,
 ) -> None:
     """Produce records: one per line from stdin (or --file), written as lines arrive."""
     if key is not None and key_separator is not None:
@@ -181,7 +184,8 @@ def produce(
                              "batch are stored, none after")
                     raise
                 if print_offsets:
-                    out.write("".join(f"{p} {o}\n" for p, o in acks).encode())
+                    fmt = '{{"partition":{},"offset":{}}}\n' if json else "{} {}\n"
+                    out.write("".join([fmt.format(p, o) for p, o in acks]).encode())
                     out.flush()
                 count += len(values)
                 nbytes += sum(len(v) for v in values if v is not None)
@@ -205,7 +209,10 @@ def produce(
                 send(lines[i: i + batch_records])
         if pending:
             send([pending])
-    if not quiet:
-        el = time.perf_counter() - started
+    el = time.perf_counter() - started
+    if json and not quiet:
+        info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
+                            "seconds": round(el, 3)}))
+    elif not quiet:
         info(f"produced {count} records ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
              f"({count / el if el else 0:,.0f} records/s)")

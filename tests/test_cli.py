@@ -193,3 +193,11 @@ def test_bench_json(data_dir):
     row = json.loads(r.stdout)["produce"]
     assert row["records"] == 5000 and row["records_per_s"] > 0
     assert re.match(r"\d", str(row["latency_ms_p99"]))
+
+
+def test_produce_json_output(data_dir):
+    run_rivven(data_dir, "topic", "create", "t", check=True)
+    r = run_rivven(data_dir, "produce", "t", "--print-offsets", "--json", input=b"a\nb\n")
+    assert [json.loads(x) for x in r.stdout.decode().splitlines()] == [
+        {"partition": 0, "offset": 0}, {"partition": 0, "offset": 1}]
+    assert json.loads(r.stderr)["records"] == 2
