@@ -16,6 +16,7 @@ from operator import attrgetter
 from typing import Any
 
 from . import codecs, files
+from . import wal as wal_mod
 from .arrow import batch_columns
 from .arrow import table as arrow_table
 from .catalog import Catalog, TopicMeta, check_topic_name
@@ -26,6 +27,7 @@ from .errors import (
     OffsetOutOfRange,
     ReadOnlyError,
     RecordTooLarge,
+    RivvenError,
     TopicExists,
     UnknownPartition,
     UnknownTopic,
@@ -41,8 +43,11 @@ from .records import (
     decode_records,
     encode_batch,
     layout,
+    read_header,
 )
 from .segment import BatchRef
+from .settings import Settings
+from .wal import WalStream
 
 FORMAT_VERSION = 1
 MARKER = "rivven.json"
@@ -62,11 +67,21 @@ class Engine:
     [b'v1']
     """
 
-    def __init__(self, path: str, read_only: bool = False, sync: bool = True) -> None:
+    def __init__(self, path: str, read_only: bool = False, sync: bool = True,
+                 settings: dict[str, str] | None = None) -> None:
         self.path = os.path.abspath(path)
         self.read_only = read_only
-        self.sync = sync
+        merged = dict(settings or {})
+        if not sync:
+            merged.setdefault("wal.sync", "none")
+        self.settings = Settings.parse(merged)
         self._check_data_dir()
+        self.wal: WalStream | None = None
+        self._wal_mutex = threading.Lock()
+        self._ckpt_lock = threading.Lock()
+        self._ckpt_at = 0
+        self._ckpt_time = time.monotonic()
+        self._syncer: threading.Thread | None = None
         self.catalog = Catalog(self.path)
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
         self._logs_mutex = threading.Lock()
@@ -91,11 +106,128 @@ class Engine:
         self.close()
 
     def close(self) -> None:
+        """Checkpoint what this process wrote, delete its WAL, release every file."""
+        if self.closed:
+            return
+        clean = True
+        if self.wal is not None:
+            try:
+                self.checkpoint()
+            except RivvenError:
+                clean = False  # keep the WAL: the next open replays it
         with self._logs_mutex:
             for _, log in self._logs.values():
                 log.close()
             self._logs.clear()
+        if self.wal is not None:
+            self.wal.close(delete=clean)
         self.closed = True
+
+    # ---------------------------------------------------------------- WAL and checkpoints
+    def _wal_stream(self) -> WalStream:
+        if self.wal is None:
+            with self._wal_mutex:
+                if self.wal is None:
+                    self.wal = WalStream(self.path, self.settings.wal_segment_bytes)
+                    if self.settings.wal_sync == "interval":
+                        self._syncer = threading.Thread(target=self._sync_loop, daemon=True,
+                                                        name="rivven-wal-sync")
+                        self._syncer.start()
+        return self.wal
+
+    def _sync_loop(self) -> None:
+        wal = self.wal
+        while wal is not None and not wal.closed:
+            time.sleep(self.settings.wal_sync_interval_ms / 1000)
+            try:
+                if not wal.closed:
+                    wal.sync(wal.written)
+            except (RivvenError, OSError):
+                pass  # the next produce or checkpoint reports it
+
+    def checkpoint(self) -> list[dict[str, Any]]:
+        """fsync every partition this process wrote, record recovery points, and delete the
+        WAL files wholly below them. Also replays WAL streams of dead processes."""
+        self._writable()
+        with self._ckpt_lock:
+            done = []
+            wal = self.wal
+            if wal is not None:
+                wal.rotate()
+            for (name, p), (_, log) in list(self._logs.items()):
+                if log.dirty and log.writable:
+                    try:
+                        done.append({"topic": name, "partition": p, **log.checkpoint()})
+                    except UnknownTopic:
+                        pass  # deleted meanwhile: its WAL records are moot
+            if wal is not None:
+                for f in wal.older_files():
+                    os.unlink(f)
+                self._ckpt_at = wal.written
+            self._ckpt_time = time.monotonic()
+            return done
+
+    def _maybe_checkpoint(self) -> None:
+        wal = self.wal
+        if wal is None:
+            return
+        st = self.settings
+        if (wal.written - self._ckpt_at >= st.checkpoint_bytes
+                or (time.monotonic() - self._ckpt_time) * 1000 >= st.checkpoint_ms):
+            if self._ckpt_lock.acquire(blocking=False):
+                self._ckpt_lock.release()
+                self.checkpoint()
+
+    def recover_wal(self, dry_run: bool = False) -> dict[str, Any]:
+        """Replay the WAL streams whose process is gone: batches past a partition's log end
+        go back into its segments (merged across streams by offset, idempotent), then those
+        partitions are checkpointed and the streams deleted."""
+        own = self.wal.id if self.wal is not None else None
+        dead = wal_mod.dead_streams(self.path, own)
+        report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
+                                  "applied": 0, "skipped": 0, "torn_tails": []}
+        if not dead:
+            return report
+        try:
+            found: dict[tuple[bytes, int], list] = defaultdict(list)
+            for d, _ in dead:
+                for f in wal_mod.stream_files(d):
+                    try:
+                        for rec in wal_mod.scan_file(f):
+                            h = read_header(rec.batch, 0)
+                            found[(rec.topic_id, rec.partition)].append(
+                                (rec.write_ns, h.base_offset, h.record_count,
+                                 h.last_offset_delta, h.max_timestamp, bytes(rec.batch)))
+                    except wal_mod.WalTail as t:
+                        if not t.zero:
+                            report["torn_tails"].append({"file": f, "position": t.position,
+                                                         "reason": t.reason})
+            by_id = {bytes.fromhex(m.id): m for m in self.topics()}
+            for (tid, p), recs in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+                meta = by_id.get(tid)
+                if meta is None or p >= meta.partitions:
+                    continue  # the topic was deleted since
+                plan = wal_mod.merge_by_offset(recs)
+                log = self._log(meta, p)
+                if dry_run:
+                    end = log.end_offset()
+                    todo = [r for r in plan if r[0] >= end]
+                    applied, skipped = len(todo), len(plan) - len(todo)
+                else:
+                    applied, skipped = log.replay(plan)
+                    if applied:
+                        log.checkpoint()
+                report["partitions"].append({"topic": meta.name, "partition": p,
+                                             "applied": applied, "skipped": skipped})
+                report["applied"] += applied
+                report["skipped"] += skipped
+            if not dry_run:
+                for d, _ in dead:
+                    shutil.rmtree(d, ignore_errors=True)
+        finally:
+            for _, fd in dead:
+                os.close(fd)
+        return report
 
     # ---------------------------------------------------------------- data dir
     def _check_data_dir(self) -> None:
@@ -303,7 +435,10 @@ class Engine:
             if not os.path.isdir(d):  # create/add-partitions make dirs before the catalog names them
                 raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition} "
                                    "(deleted meanwhile?)")
-            log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only)
+            wal = None if self.read_only else self._wal_stream()
+            log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only,
+                               wal=wal, topic_id=bytes.fromhex(meta.id),
+                               wal_sync=self.settings.wal_sync)
             self._logs[key] = (meta.id, log)
             return log
 
@@ -364,6 +499,14 @@ class Engine:
                 f"topic {topic!r} is compacted (cleanup.policy={cfg.cleanup_policy}): every "
                 "record needs a key")
         groups = self._assign_partitions(meta, keys, partition, partitions)
+        try:
+            return self._produce_groups(meta, groups, keys, values, headers, ts, codec, cfg, n)
+        finally:
+            self._maybe_checkpoint()
+
+    def _produce_groups(self, meta: TopicMeta, groups: dict, keys: Sequence, values: Sequence,
+                        headers: Sequence | None, ts: Any, codec: int, cfg: TopicConfig, n: int
+                        ) -> list[tuple[int, int]]:
         acks: list[tuple[int, int]] = [None] * n if len(groups) > 1 else []  # type: ignore[list-item]
         for p, idx in groups.items():
             log = self._log(meta, p)
@@ -451,7 +594,7 @@ class Engine:
         limit = cfg.max_message_bytes
         batch = encode_batch(keys, values, ts, headers, codec)
         if len(batch) <= limit:
-            return [(log.append(batch, self.sync), batch.count)]
+            return [(log.append(batch), batch.count)]
         chunks = self._split(keys, values, headers, limit)
         batches = []
         for a, b in chunks:
@@ -471,7 +614,7 @@ class Engine:
                 continue
             batches.append((a, enc))
         batches.sort(key=lambda x: x[0])
-        return [(log.append(enc, self.sync), enc.count) for _, enc in batches]
+        return [(log.append(enc), enc.count) for _, enc in batches]
 
     @staticmethod
     def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: int

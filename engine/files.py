@@ -7,6 +7,7 @@ import os
 LOG, INDEX, TIMEINDEX = ".log", ".index", ".timeindex"
 CLEANED, SWAP, DELETED = ".cleaned", ".swap", ".deleted"
 LOCK_FILE = ".lock"
+CHECKPOINT = ".checkpoint"
 
 
 def name(base_offset: int, suffix: str) -> str:

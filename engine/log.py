@@ -9,6 +9,7 @@ that finds its lock file unlinked knows the partition is gone.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -21,6 +22,7 @@ from .errors import CorruptRecordError, OffsetOutOfRange, StorageError, UnknownT
 from .locks import flocked, open_lock_file
 from .records import EncodedBatch
 from .segment import BatchRef, Segment, TornTail
+from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
@@ -29,9 +31,31 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _Request:
+    __slots__ = ("batch", "base", "error", "done")
+
+    def __init__(self, batch: EncodedBatch) -> None:
+        self.batch = batch
+        self.base: int | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+def read_checkpoint(directory: str) -> dict | None:
+    """The partition's recovery point, or None when there is none (or it is unreadable)."""
+    try:
+        with open(os.path.join(directory, files.CHECKPOINT), "rb") as f:
+            point = json.loads(f.read())
+        return {k: int(point[k]) for k in ("segment", "position", "recovery_point",
+                                            "log_start_offset")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
-                 writable: bool) -> None:
+                 writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
+                 wal_sync: str = "always") -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -41,6 +65,12 @@ class PartitionLog:
         self.lock_fd = -1
         self.segments: dict[int, Segment] = {}
         self.bases: list[int] = []
+        self.wal = wal
+        self.topic_id = topic_id
+        self.wal_sync = wal_sync
+        self.dirty = False
+        self._queue: list[_Request] = []
+        self._qlock = threading.Lock()
         if writable:
             try:
                 self.lock_fd = open_lock_file(os.path.join(directory, files.LOCK_FILE))
@@ -51,7 +81,7 @@ class PartitionLog:
                 self._check_alive()
                 self._relist()
                 self.active = self._open(self.bases[-1])
-                self.active.load(repair=True)
+                self.active.load(repair=True, checkpoint=read_checkpoint(directory))
         else:
             self._relist()
             self.active = self._open(self.bases[-1])
@@ -122,25 +152,110 @@ class PartitionLog:
             raise UnknownTopic(f"topic {self.topic!r} was deleted")
 
     # ---------------------------------------------------------------- writing
-    def append(self, batch: EncodedBatch, sync: bool = True) -> int:
-        """Assign offsets to ``batch``, write it, make it durable; returns its base offset."""
+    def append(self, batch: EncodedBatch) -> int:
+        """Assign offsets to ``batch`` and store it durably; returns its base offset.
+
+        Threads appending to this partition queue up; whoever holds the mutex takes the whole
+        queue, writes every batch to the WAL, syncs once, then writes the segment (group commit).
+        """
+        req = _Request(batch)
+        with self._qlock:
+            self._queue.append(req)
+        with self.mutex:
+            if not req.done:
+                with self._qlock:
+                    reqs, self._queue = self._queue, []
+                self._append_all(reqs)
+        if req.error is not None:
+            raise req.error
+        return req.base
+
+    def _append_all(self, reqs: list[_Request]) -> None:
+        try:
+            with flocked(self.lock_fd):
+                self._check_alive()
+                self._refresh(repair=True)
+                wal = self.wal
+                base = self.active.next_offset
+                todo = []
+                end = 0
+                for r in reqs:
+                    buf = r.batch.assign(base)
+                    if wal is not None:
+                        try:
+                            end = wal.append(encode_batch_record(self.topic_id, self.partition,
+                                                                 self.topic, buf))
+                        except StorageError as e:
+                            r.error = e
+                            continue
+                    todo.append((r, buf, base))
+                    base += r.batch.last_offset_delta + 1
+                if wal is not None and todo and self.wal_sync == "always":
+                    wal.sync(end)  # only now may the batches become visible
+                for r, buf, b in todo:
+                    self._write(buf, b, r.batch.count, r.batch.last_offset_delta,
+                                r.batch.max_timestamp, sync=wal is None and self.wal_sync == "always")
+                    r.base = b
+                self.dirty = True
+        except Exception as e:  # noqa: BLE001 - every waiter must hear about it
+            for r in reqs:
+                if r.base is None and r.error is None:
+                    r.error = e
+        finally:
+            for r in reqs:
+                r.done = True
+
+    def _write(self, buf: bytes | bytearray, base: int, count: int, last_delta: int,
+               max_ts: int, sync: bool) -> None:
+        """Write one batch (offsets assigned) at the end of the log (caller holds the lock)."""
+        seg = self._maybe_roll(len(buf), count)
+        if base != seg.next_offset:
+            raise StorageError(f"{self.topic}-{self.partition}: batch at offset {base} does not "
+                               f"follow the log end {seg.next_offset}")
+        pos = seg.size
+        try:
+            seg.write(buf, pos)
+            if sync:
+                seg.sync()
+        except StorageError:
+            self._undo(seg, pos)
+            raise
+        seg.appended(pos, base, len(buf), base + last_delta + 1, max_ts)
+
+    def replay(self, batches: list[tuple[int, int, int, int, bytes]]) -> tuple[int, int]:
+        """Append WAL batches ``(base, count, last_delta, max_ts, bytes)`` that continue the log,
+        in offset order; ones already in the log are skipped. Returns (applied, skipped)."""
+        applied = skipped = 0
         with self.mutex, flocked(self.lock_fd):
             self._check_alive()
             self._refresh(repair=True)
-            seg = self._maybe_roll(len(batch), batch.count)
-            base = seg.next_offset
-            buf = batch.assign(base)
-            pos = seg.size
-            try:
-                seg.write(buf, pos)
-                if sync:
-                    seg.sync()
-            except StorageError:
-                self._undo(seg, pos)
-                raise
-            seg.appended(pos, base, len(buf), base + batch.last_offset_delta + 1,
-                         batch.max_timestamp)
-            return base
+            for base, count, last_delta, max_ts, buf in batches:
+                end = self.active.next_offset
+                if base < end:
+                    skipped += 1
+                    continue
+                if base > end:
+                    break  # a hole: what follows cannot be placed
+                self._write(buf, base, count, last_delta, max_ts, sync=False)
+                applied += 1
+            self.dirty = self.dirty or applied > 0
+        return applied, skipped
+
+    def checkpoint(self) -> dict:
+        """fsync the active segment and its indexes, then record the recovery point."""
+        with self.mutex, flocked(self.lock_fd):
+            self._check_alive()
+            self._refresh(repair=True)
+            act = self.active
+            act.sync()
+            act.index.sync()
+            act.timeindex.sync()
+            point = {"segment": act.base, "position": act.size,
+                     "recovery_point": act.next_offset, "log_start_offset": self.bases[0]}
+            files.write_atomic(os.path.join(self.dir, files.CHECKPOINT),
+                               json.dumps(point).encode())
+            self.dirty = False
+            return point
 
     def _undo(self, seg: Segment, pos: int) -> None:
         # Not acknowledged: cut what may have reached the file so no reader ever sees it.

@@ -61,6 +61,8 @@ class Segment:
         self.bytes_since_index = 0
         self.loaded = False
         self.needs_repair = False
+        self.durable = 0  # bytes known fsynced (from the checkpoint), set by load
+        self.cut_reason = ""
 
     def __repr__(self) -> str:
         return f"Segment({self.path}, size={self.size}, next={self.next_offset})"
@@ -126,29 +128,39 @@ class Segment:
         return True
 
     # ---------------------------------------------------------------- loading
-    def load(self, repair: bool) -> None:
+    def load(self, repair: bool, checkpoint: dict | None = None) -> None:
         """Establish ``size``/``next_offset``/``max_timestamp`` from the indexes and the log tail.
 
-        Trusts the log up to the last index entry (an entry is written only after the bytes it
-        points to are durable) when the indexes pass their checks; otherwise rebuilds them
-        (writers) or scans the whole segment (readers).
+        A reader trusts the log up to the last index entry and scans the rest. A writer
+        (``repair``, holding the partition lock) trusts only what the partition's checkpoint
+        says was fsynced: index entries past that point are dropped and rebuilt, and a damaged
+        or torn tail past it is cut (the WAL replay puts acknowledged batches back).
         """
-        start_pos = 0
         self.needs_repair = False
+        self.durable = self.file_size()
+        if repair:
+            if checkpoint is None or checkpoint["segment"] < self.base:
+                self.durable = 0
+            elif checkpoint["segment"] == self.base:
+                self.durable = min(checkpoint["position"], self.durable)
+            keep = bisect_left(self.index.values, self.durable)
+            self.index.truncate_entries(keep)
+            last = self.index.keys[keep - 1] if keep else 0
+            self.timeindex.truncate_entries(bisect_right(self.timeindex.values, last))
         if not self._indexes_ok():
             if repair:
-                self.rebuild_indexes(truncate_torn=True)
+                self.rebuild_indexes(truncate_torn=True, durable=self.durable)
                 self.loaded = True
                 return
             # forget them in memory only; a writer rebuilds them under the lock
             self.index.forget()
             self.timeindex.forget()
             self.needs_repair = True
-        n = len(self.index)
+        start_pos = 0
         self.size = 0
         self.next_offset = self.base
         self.max_timestamp = self.timeindex.keys[-1] if len(self.timeindex) else -1
-        if n:
+        if len(self.index):
             start_pos = self.index.values[-1]
             self.size = start_pos
             self.next_offset = self.base + self.index.keys[-1]
@@ -193,7 +205,7 @@ class Segment:
         """Scan batches past ``size`` (appended by another process); returns how many.
 
         With ``repair`` (the caller holds the partition lock) a torn tail is truncated;
-        without it, the view simply stops before it. Mid-log corruption always raises.
+        without it, the view simply stops before it.
         """
         end = self.file_size()
         start = self.size if from_index is None else from_index
@@ -209,12 +221,37 @@ class Segment:
             for ref in self.iter_batches(start, end):
                 h = ref.header
                 self._account(ref.position, h.base_offset, h.size, h.next_offset,
-                              h.max_timestamp, index=from_index is None and repair)
+                              h.max_timestamp, index=repair)
                 count += 1
         except TornTail as t:
             if repair:
                 self.truncate(t.position)
+        except CorruptRecordError as e:
+            if not repair or not self._cuttable(self.size, end):
+                raise
+            self.truncate(self.size)  # not yet durable when the machine went down
+            self.cut_reason = str(e)
         return count
+
+    def _cuttable(self, position: int, end: int) -> bool:
+        """May a damaged batch at ``position`` be cut as an unfinished tail? Only past the
+        checkpoint, and only when no intact batch follows it (never cut good data)."""
+        if position < self.durable:
+            return False
+        raw = os.pread(self.fd, HEADER_SIZE, position)
+        try:
+            h = read_header(raw, 0)
+        except CorruptRecordError:
+            return True
+        nxt = position + h.size
+        if nxt + HEADER_SIZE > end:
+            return True
+        try:
+            for _ in self.iter_batches(nxt, min(end, nxt + (64 << 20))):
+                return False
+        except (TornTail, CorruptRecordError):
+            return True
+        return True
 
     def _index_due(self, position: int) -> bool:
         return self.bytes_since_index > self.index_interval and position > 0
@@ -270,7 +307,8 @@ class Segment:
         if self.size > position:
             self.size = position
 
-    def rebuild_indexes(self, truncate_torn: bool, tolerate_corruption: bool = False) -> int:
+    def rebuild_indexes(self, truncate_torn: bool, tolerate_corruption: bool = False,
+                        durable: int | None = None) -> int:
         """Rebuild both indexes from the log (same rule as appends); returns the valid end.
 
         With ``tolerate_corruption`` the indexes cover the log up to the first corrupt batch
@@ -297,7 +335,9 @@ class Segment:
             if truncate_torn and self.writable:
                 os.ftruncate(self.fd, t.position)
         except CorruptRecordError:
-            if not tolerate_corruption:
+            if durable is not None and truncate_torn and self._cuttable(self.size, self.file_size()):
+                os.ftruncate(self.fd, self.size)
+            elif not tolerate_corruption:
                 raise
         if self.writable:
             self.index.write_all(offs)

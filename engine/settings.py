@@ -1,0 +1,59 @@
+"""Engine settings (per process, not per topic), with their units, in one place.
+
+Passed as ``Engine.open(path, settings={...})``; ``sync=False`` is shorthand for
+``{"wal.sync": "none"}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidConfig
+
+DEFAULTS: dict[str, str] = {
+    # when a produce call returns: "always" = after its WAL bytes are fdatasync'ed (one fsync
+    # shared by every thread waiting meanwhile); "interval:<ms>" = a background fsync every
+    # <ms> milliseconds (a machine crash loses at most that window); "none" = the OS decides
+    "wal.sync": "always",
+    "wal.segment.bytes": str(64 << 20),  # bytes per WAL file before rotating
+    "checkpoint.interval.bytes": str(64 << 20),  # WAL bytes between checkpoints
+    "checkpoint.interval.ms": "60000",  # ms between checkpoints
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    wal_sync: str
+    wal_sync_interval_ms: int
+    wal_segment_bytes: int
+    checkpoint_bytes: int
+    checkpoint_ms: int
+
+    @classmethod
+    def parse(cls, overrides: dict[str, str] | None) -> Settings:
+        values = dict(DEFAULTS)
+        for k, v in (overrides or {}).items():
+            if k not in DEFAULTS:
+                raise InvalidConfig(f"unknown engine setting {k!r}; valid: {', '.join(DEFAULTS)}")
+            values[k] = str(v)
+        mode = values["wal.sync"].strip().lower()
+        interval = 0
+        if mode.startswith("interval:"):
+            interval = _int("wal.sync", mode.partition(":")[2], 1)
+            mode = "interval"
+        elif mode not in ("always", "none"):
+            raise InvalidConfig(f"invalid wal.sync {values['wal.sync']!r}: use always, "
+                                "interval:<ms> or none")
+        return cls(mode, interval, _int("wal.segment.bytes", values["wal.segment.bytes"], 4096),
+                   _int("checkpoint.interval.bytes", values["checkpoint.interval.bytes"], 1),
+                   _int("checkpoint.interval.ms", values["checkpoint.interval.ms"], 1))
+
+
+def _int(name: str, text: str, lo: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise InvalidConfig(f"invalid {name} {text!r}: must be an integer >= {lo}") from None
+    if v < lo:
+        raise InvalidConfig(f"invalid {name} {text!r}: must be an integer >= {lo}")
+    return v

@@ -1,0 +1,280 @@
+"""Write-ahead log: one stream per writing process, group commit, scan/verify, replay.
+
+Layout: ``wal/<stream>/stream.lock`` (flock held while the process lives) and WAL files named
+by the stream position of their first byte (20 digits, ``.wal``). A record is
+
+    0  length  uint32   bytes of payload
+    4  type    uint8    1 = record batch
+    5  reserved 3 bytes (0)
+    8  crc     uint32   CRC32C of bytes [4, 8) and the payload
+    12 payload, then zero padding to a multiple of 8
+
+A batch payload is ``topic id (16 bytes) | partition uint32 | write time ns uint64 |
+name length uint16 | topic name | batch bytes`` — the batch exactly as it goes to the segment,
+offsets assigned. A zero length ends a file (zero-filled or preallocated tails are never
+records); a record that runs past the end or fails its CRC is a torn tail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import files
+from .errors import CorruptRecordError, StorageError
+from .locks import open_lock_file, try_lock
+from .records import crc32c
+
+SUFFIX = ".wal"
+LOCK = "stream.lock"
+FRAME = struct.Struct("<IB3xI")
+FRAME_SIZE = FRAME.size  # 12
+TYPE_BATCH = 1
+PAYLOAD = struct.Struct("<16sIQH")
+MAX_RECORD = 1 << 31
+
+
+def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
+                        ) -> bytes:
+    nb = name.encode()
+    head = PAYLOAD.pack(topic_id, partition, time.time_ns(), len(nb)) + nb
+    crc = crc32c(batch, crc32c(head, crc32c(bytes([TYPE_BATCH, 0, 0, 0]))))
+    length = len(head) + len(batch)
+    pad = -(FRAME_SIZE + length) & 7
+    return b"".join((FRAME.pack(length, TYPE_BATCH, crc), head, batch, bytes(pad)))
+
+
+@dataclass
+class WalRecord:
+    path: str
+    position: int
+    type: int
+    topic_id: bytes
+    partition: int
+    write_ns: int
+    topic: str
+    batch: memoryview
+
+    @property
+    def size(self) -> int:
+        n = FRAME_SIZE + PAYLOAD.size + len(self.topic.encode()) + len(self.batch)
+        return n + (-n & 7)
+
+
+class WalTail(Exception):
+    def __init__(self, position: int, reason: str, zero: bool) -> None:
+        super().__init__(reason)
+        self.position = position
+        self.reason = reason
+        self.zero = zero
+
+
+def scan_file(path: str) -> Iterator[WalRecord]:
+    """Records of one WAL file; raises WalTail where the valid records end (not at EOF)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    mv = memoryview(data)
+    pos = 0
+    size = len(data)
+    while pos < size:
+        if pos + FRAME_SIZE > size:
+            raise WalTail(pos, f"{size - pos} trailing bytes, less than a record frame",
+                          not any(data[pos:]))
+        length, rtype, crc = FRAME.unpack_from(data, pos)
+        if length == 0:
+            if any(data[pos:]):
+                raise WalTail(pos, "zero length followed by non-zero bytes", False)
+            return
+        end = pos + FRAME_SIZE + length
+        if length > MAX_RECORD or end > size:
+            raise WalTail(pos, f"record of {length} bytes runs past the end of the file", False)
+        payload = mv[pos + FRAME_SIZE:end]
+        if crc32c(payload, crc32c(data[pos + 4:pos + 8])) != crc:
+            raise WalTail(pos, "CRC mismatch", False)
+        if rtype != TYPE_BATCH or length < PAYLOAD.size:
+            raise WalTail(pos, f"unknown record type {rtype}", False)
+        tid, part, wns, nlen = PAYLOAD.unpack_from(payload, 0)
+        name = bytes(payload[PAYLOAD.size:PAYLOAD.size + nlen]).decode("utf-8", "replace")
+        yield WalRecord(path, pos, rtype, tid, part, wns, name,
+                        payload[PAYLOAD.size + nlen:])
+        pos = end + (-(FRAME_SIZE + length) & 7)
+
+
+def stream_files(stream_dir: str) -> list[str]:
+    names = sorted(f for f in os.listdir(stream_dir) if f.endswith(SUFFIX))
+    return [os.path.join(stream_dir, f) for f in names]
+
+
+class WalStream:
+    """This process's WAL: appends from any thread, group-committed fdatasync."""
+
+    def __init__(self, data_dir: str, segment_bytes: int) -> None:
+        self.root = os.path.join(data_dir, "wal")
+        os.makedirs(self.root, exist_ok=True)
+        self.id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.dir = os.path.join(self.root, self.id)
+        os.makedirs(self.dir)
+        self.lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
+        if not try_lock(self.lock_fd):
+            raise StorageError(f"cannot lock new WAL stream {self.dir}")
+        files.fsync_dir(self.root)
+        self.segment_bytes = segment_bytes
+        self.write_mutex = threading.Lock()
+        self.sync_cond = threading.Condition()
+        self.syncing = False
+        self.written = 0  # stream position after the last appended byte
+        self.synced = 0
+        self.file_start = 0
+        self.fd = -1
+        self.fsyncs = 0
+        self.closed = False
+        self._open_file(0)
+
+    def _open_file(self, start: int) -> None:
+        path = os.path.join(self.dir, f"{start:020d}{SUFFIX}")
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.file_start = start
+        files.fsync_dir(self.dir)
+
+    def append(self, record: bytes) -> int:
+        """Write a framed record; returns the stream position its durability needs."""
+        with self.write_mutex:
+            if self.written - self.file_start >= self.segment_bytes:
+                self._rotate()
+            try:
+                n = os.write(self.fd, record)
+                if n != len(record):
+                    raise OSError(28, "short write")
+            except OSError as e:
+                # leave no partial record behind: cut the file back to where it was
+                try:
+                    os.ftruncate(self.fd, self.written - self.file_start)
+                except OSError:
+                    pass
+                raise StorageError(f"cannot write WAL {self.dir}: {e.strerror or e} "
+                                   f"(errno {e.errno})") from e
+            self.written += len(record)
+            return self.written
+
+    def _rotate(self) -> None:
+        """Start a new file (caller holds write_mutex); the old one is synced first."""
+        self._fsync(self.fd)
+        with self.sync_cond:
+            self.synced = max(self.synced, self.written)
+        os.close(self.fd)
+        self._open_file(self.written)
+
+    def rotate(self) -> None:
+        with self.write_mutex:
+            if self.written > self.file_start:
+                self._rotate()
+
+    def _fsync(self, fd: int) -> None:
+        try:
+            os.fdatasync(fd)
+            self.fsyncs += 1
+        except OSError as e:
+            raise StorageError(f"cannot fsync WAL {self.dir}: {e.strerror} (errno {e.errno})") from e
+
+    def sync(self, position: int) -> None:
+        """Return once bytes up to ``position`` are durable. One fdatasync serves every
+        thread waiting meanwhile (group commit)."""
+        with self.sync_cond:
+            while self.synced < position:
+                if self.syncing:
+                    self.sync_cond.wait()
+                    continue
+                self.syncing = True
+                target = self.written
+                fd = self.fd
+                self.sync_cond.release()
+                try:
+                    self._fsync(fd)
+                finally:
+                    self.sync_cond.acquire()
+                    self.syncing = False
+                    self.sync_cond.notify_all()
+                self.synced = max(self.synced, target)
+
+    def older_files(self) -> list[str]:
+        """WAL files before the current one (all their records are in older positions)."""
+        with self.write_mutex:
+            current = os.path.join(self.dir, f"{self.file_start:020d}{SUFFIX}")
+        return [p for p in stream_files(self.dir) if p < current]
+
+    def close(self, delete: bool) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        os.close(self.fd)
+        if delete:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        os.close(self.lock_fd)
+
+
+def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]:
+    """``(stream_dir, lock_fd)`` for streams whose lock could be taken: their process is gone.
+    The caller holds those locks until it closes the fds."""
+    root = os.path.join(data_dir, "wal")
+    out = []
+    if not os.path.isdir(root):
+        return out
+    for name in sorted(os.listdir(root)):
+        d = os.path.join(root, name)
+        if name == own or not os.path.isdir(d):
+            continue
+        try:
+            fd = os.open(os.path.join(d, LOCK), os.O_RDWR)
+        except FileNotFoundError:
+            if not stream_files(d):
+                shutil.rmtree(d, ignore_errors=True)  # half-made or half-removed stream
+            continue
+        if try_lock(fd):
+            out.append((d, fd))
+        else:
+            os.close(fd)
+    return out
+
+
+def all_streams(data_dir: str) -> list[str]:
+    root = os.path.join(data_dir, "wal")
+    if not os.path.isdir(root):
+        return []
+    return [os.path.join(root, n) for n in sorted(os.listdir(root))
+            if os.path.isdir(os.path.join(root, n))]
+
+
+def check_record_batch(rec: WalRecord) -> None:
+    """The batch inside a WAL record must itself be whole and CRC-valid."""
+    from .records import check_crc, read_header
+
+    h = read_header(rec.batch, 0, f" in WAL {rec.path} at position {rec.position}")
+    if h.size != len(rec.batch):
+        raise CorruptRecordError(f"WAL record at {rec.path}:{rec.position} holds a batch of "
+                                 f"{len(rec.batch)} bytes, its header says {h.size}")
+    check_crc(rec.batch, 0, h, f" in WAL {rec.path} at position {rec.position}")
+
+
+def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]:
+    """``(write_ns, base, count, last_delta, max_ts, bytes)`` from any number of streams to
+    ``(base, count, last_delta, max_ts, bytes)`` in offset order.
+
+    Two records can claim the same offsets only when a writer died after logging a batch it
+    never acknowledged and a later writer reused the offsets; the later write wins.
+    """
+    chosen: list[tuple] = []
+    taken: list[tuple[int, int]] = []
+    for r in sorted(recs, key=lambda r: -r[0]):
+        lo, hi = r[1], r[1] + r[3]
+        if any(lo <= b and a <= hi for a, b in taken):
+            continue
+        taken.append((lo, hi))
+        chosen.append(r)
+    chosen.sort(key=lambda r: r[1])
+    return [(r[1], r[2], r[3], r[4], r[5]) for r in chosen]
