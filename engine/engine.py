@@ -87,17 +87,21 @@ class Engine:
         self._logs_mutex = threading.Lock()
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         self.closed = False
+        self.last_recovery: dict[str, Any] = {}
         if not read_only:
             self._empty_trash()
+            self.last_recovery = self.recover_wal()
 
     @classmethod
-    def open(cls, path: str, read_only: bool = False, sync: bool = True) -> Engine:
+    def open(cls, path: str, read_only: bool = False, sync: bool = True,
+             settings: dict[str, str] | None = None) -> Engine:
         """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
 
-        ``sync=False`` skips the fsync of each produce call (benchmarks, bulk loads): data
-        survives a process crash but not a machine crash.
+        A writable open first replays the WAL streams of processes that died (crash recovery).
+        ``sync=False`` (= ``settings={"wal.sync": "none"}``) skips fsyncs (benchmarks, bulk
+        loads): data survives a process crash but not a machine crash. See engine.settings.
         """
-        return cls(path, read_only=read_only, sync=sync)
+        return cls(path, read_only=read_only, sync=sync, settings=settings)
 
     def __enter__(self) -> Engine:
         return self
