@@ -68,7 +68,7 @@ class Engine:
     """
 
     def __init__(self, path: str, read_only: bool = False, sync: bool = True,
-                 settings: dict[str, str] | None = None) -> None:
+                 settings: dict[str, str] | None = None, recover: bool = True) -> None:
         self.path = os.path.abspath(path)
         self.read_only = read_only
         merged = dict(settings or {})
@@ -90,18 +90,20 @@ class Engine:
         self.last_recovery: dict[str, Any] = {}
         if not read_only:
             self._empty_trash()
-            self.last_recovery = self.recover_wal()
+            if recover:
+                self.last_recovery = self.recover_wal()
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
-             settings: dict[str, str] | None = None) -> Engine:
+             settings: dict[str, str] | None = None, recover: bool = True) -> Engine:
         """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
 
         A writable open first replays the WAL streams of processes that died (crash recovery).
         ``sync=False`` (= ``settings={"wal.sync": "none"}``) skips fsyncs (benchmarks, bulk
         loads): data survives a process crash but not a machine crash. See engine.settings.
+        ``recover=False`` skips the replay (for tools that mend WAL files first).
         """
-        return cls(path, read_only=read_only, sync=sync, settings=settings)
+        return cls(path, read_only=read_only, sync=sync, settings=settings, recover=recover)
 
     def __enter__(self) -> Engine:
         return self
@@ -170,6 +172,48 @@ class Engine:
                 self._ckpt_at = wal.written
             self._ckpt_time = time.monotonic()
             return done
+
+    def checkpoint_all(self) -> dict[str, Any]:
+        """Replay dead WAL streams, then checkpoint every partition of every topic."""
+        self._writable()
+        replay = self.recover_wal()
+        done = []
+        for meta in self.topics():
+            for p in range(meta.partitions):
+                try:
+                    done.append({"topic": meta.name, "partition": p,
+                                 **self._log(meta, p).checkpoint()})
+                except UnknownTopic:
+                    pass
+        return {"replayed": replay, "checkpoints": done}
+
+    def wal_streams(self) -> list[dict[str, Any]]:
+        return [wal_mod.stream_info(d) for d in wal_mod.all_streams(self.path)]
+
+    def wal_recover(self, dry_run: bool = False) -> list[dict[str, Any]]:
+        """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
+        out = []
+        own = self.wal.id if self.wal is not None else None
+        dead = wal_mod.dead_streams(self.path, own)
+        try:
+            for d, _ in dead:
+                for f in wal_mod.stream_files(d):
+                    torn = None
+                    try:
+                        for _ in wal_mod.scan_file(f):
+                            pass
+                    except wal_mod.WalTail as t:
+                        if not t.zero:
+                            torn = t.position
+                    if torn is not None:
+                        out.append({"file": f, "truncate_at": torn,
+                                    "bytes_removed": os.path.getsize(f) - torn})
+                        if not dry_run:
+                            wal_mod.truncate_torn_tail(f)
+        finally:
+            for _, fd in dead:
+                os.close(fd)
+        return out
 
     def _maybe_checkpoint(self) -> None:
         wal = self.wal

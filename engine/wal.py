@@ -278,3 +278,70 @@ def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]
         chosen.append(r)
     chosen.sort(key=lambda r: r[1])
     return [(r[1], r[2], r[3], r[4], r[5]) for r in chosen]
+
+
+def stream_info(stream_dir: str) -> dict:
+    """One stream: files, bytes, records, whether its process is alive (its lock is held)."""
+    live = True
+    try:
+        fd = os.open(os.path.join(stream_dir, LOCK), os.O_RDWR)
+        try:
+            if try_lock(fd):
+                live = False
+        finally:
+            os.close(fd)  # closing the fd drops a lock we took
+    except FileNotFoundError:
+        live = False
+    fs = stream_files(stream_dir)
+    records = 0
+    parts: set[tuple[str, int]] = set()
+    torn = None
+    for f in fs:
+        try:
+            for rec in scan_file(f):
+                records += 1
+                parts.add((rec.topic, rec.partition))
+        except WalTail as t:
+            if not t.zero:
+                torn = {"file": f, "position": t.position, "reason": t.reason}
+    return {"stream": os.path.basename(stream_dir), "path": stream_dir, "live": live,
+            "files": len(fs), "bytes": sum(os.path.getsize(f) for f in fs), "records": records,
+            "partitions": sorted(f"{t}-{p}" for t, p in parts), "torn_tail": torn}
+
+
+def inspect_file(path: str) -> Iterator[dict]:
+    """One row per WAL record (and a final row for a torn tail)."""
+    from .records import read_header
+
+    try:
+        for rec in scan_file(path):
+            row = {"position": rec.position, "topic": rec.topic, "partition": rec.partition,
+                   "topic_id": rec.topic_id.hex(), "write_time_ns": rec.write_ns,
+                   "bytes": rec.size, "crc_ok": True}
+            try:
+                h = read_header(rec.batch, 0)
+                check_record_batch(rec)
+                row |= {"base_offset": h.base_offset, "last_offset": h.last_offset,
+                        "count": h.record_count}
+            except CorruptRecordError as e:
+                row |= {"crc_ok": False, "error": str(e)}
+            row["_record"] = rec
+            yield row
+    except WalTail as t:
+        if not t.zero:
+            yield {"position": t.position, "error": f"torn tail: {t.reason}"}
+
+
+def truncate_torn_tail(path: str) -> int | None:
+    """Cut a file of a dead stream where its valid records end; returns the cut position."""
+    try:
+        for _ in scan_file(path):
+            pass
+    except WalTail as t:
+        if t.zero:
+            return None
+        with open(path, "r+b") as f:
+            f.truncate(t.position)
+            os.fsync(f.fileno())
+        return t.position
+    return None

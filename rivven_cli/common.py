@@ -20,10 +20,10 @@ PartitionOpt = Annotated[
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
-def open_engine(read_only: bool = False, sync: bool = True) -> Any:
+def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True) -> Any:
     from engine import Engine
 
-    return Engine.open(STATE["data_dir"], read_only=read_only, sync=sync)
+    return Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover)
 
 
 def fail(message: str, code: int = 1) -> None:

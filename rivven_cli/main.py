@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from . import bench, consume, offsets, produce, segment, topic
+from . import bench, consume, offsets, produce, segment, topic, wal
 from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup
 
 app = typer.Typer(
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.add_typer(topic.app, name="topic", help="Create, list, describe, alter and delete topics.")
 app.add_typer(segment.app, name="segment", help="List, inspect, verify and repair segment files.")
+app.add_typer(wal.app, name="wal", help="Inspect, verify, replay and checkpoint the write-ahead log.")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)

@@ -35,6 +35,14 @@ COMMANDS = [
     "rivven segment recover --dry-run",
     "rivven segment recover",
     f"rivven segment reindex {LOG0}",
+    "python -c 'import os; from engine import Engine, Record; e = Engine.open(\"rivven-data\"); "
+    "e.produce(\"orders\", [Record(value=b\"unclean\")]); os._exit(0)'  # dies without close()",
+    "rivven wal list",
+    "rivven wal inspect",
+    "rivven wal verify",
+    "rivven wal recover --dry-run",
+    "rivven wal replay --dry-run",
+    "rivven wal checkpoint",
     "rivven consume nope",
     "rivven topic delete orders --yes",
     "rivven bench produce --records 200000",
@@ -44,8 +52,9 @@ COMMANDS = [
 
 def main() -> None:
     tmp = tempfile.mkdtemp()
-    env = dict(os.environ, RIVVEN_DATA_DIR="rivven-data", COLUMNS="100")
-    prelude = f'rivven() {{ "{sys.executable}" -m rivven_cli "$@"; }}\n'
+    env = dict(os.environ, RIVVEN_DATA_DIR="rivven-data", COLUMNS="100", PYTHONPATH=str(ROOT))
+    prelude = (f'rivven() {{ "{sys.executable}" -m rivven_cli "$@"; }}\n'
+               f'python() {{ "{sys.executable}" "$@"; }}\n')
     out = []
     for c in COMMANDS:
         r = subprocess.run(["bash", "-c", prelude + c + " 2>&1"], env=env, cwd=tmp,

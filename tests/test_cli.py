@@ -62,7 +62,8 @@ def test_readme_tour_runs(tmp_path):
             steps.append((line[2:], code))
     assert len(steps) > 15
     env = dict(os.environ, RIVVEN_DATA_DIR="rivven-data", PYTHONPATH=str(ROOT))
-    prelude = f'rivven() {{ "{sys.executable}" -m rivven_cli "$@"; }}\n'
+    prelude = (f'rivven() {{ "{sys.executable}" -m rivven_cli "$@"; }}\n'
+               f'python() {{ "{sys.executable}" "$@"; }}\n')
     for command, code in steps:
         r = subprocess.run(["bash", "-c", prelude + command], env=env, capture_output=True,
                            cwd=tmp_path, timeout=300)

@@ -235,3 +235,33 @@ def test_enospc_on_write(data_dir, monkeypatch):
         assert eng.produce("t", [Record(value=b"c")]) == [(0, 1)]
     with Engine.open(data_dir) as eng:
         assert [r.value for r in eng.read("t", 0, 0)] == [b"a", b"c"]
+
+
+def test_wal_commands(data_dir, tmp_path):
+    import json
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+    out = tmp_path / "out"
+    assert start_producer(data_dir, out, threads=1, limit=40).wait(timeout=60) == 0
+    streams = json.loads(run_rivven(data_dir, "wal", "list", "--json").stdout)
+    assert len(streams) == 1 and not streams[0]["live"] and streams[0]["records"] == 2
+    rows = [json.loads(x) for x in
+            run_rivven(data_dir, "wal", "inspect", "--json").stdout.decode().splitlines()]
+    assert [(r["base_offset"], r["count"]) for r in rows] == [(0, 20), (20, 20)]
+    wal_file = rows[0]["file"]
+    with open(wal_file, "ab") as f:
+        f.write(b"\x05" * 20)  # a torn tail of the dead stream
+    assert run_rivven(data_dir, "wal", "verify").returncode == 3
+    r = run_rivven(data_dir, "wal", "recover", "--dry-run", "--json")
+    assert json.loads(r.stdout)[0]["bytes_removed"] == 20
+    lose_unsynced_segment_tail(data_dir)
+    r = run_rivven(data_dir, "wal", "replay", "--dry-run", "--json")
+    assert json.loads(r.stdout)["applied"] >= 1
+    r = run_rivven(data_dir, "wal", "replay", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["partitions"][0]["topic"] == "t"
+    assert json.loads(run_rivven(data_dir, "wal", "list", "--json").stdout) == []
+    assert run_rivven(data_dir, "wal", "verify").returncode == 0
+    r = run_rivven(data_dir, "wal", "checkpoint", "--json")
+    assert json.loads(r.stdout)["checkpoints"][0]["recovery_point"] == 40
+    assert run_rivven(data_dir, "consume", "t").stdout.count(b"\n") == 40

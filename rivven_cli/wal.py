@@ -1,0 +1,160 @@
+"""``rivven wal ...``: list, inspect, verify, recover, replay and checkpoint the WAL."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, fail, open_engine
+from .render import human_bytes, info, print_json, print_table
+
+app = typer.Typer(no_args_is_help=True)
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Only say what would be done.")]
+
+
+@app.command("list")
+def list_(json: JsonOpt = False) -> None:
+    """WAL streams: live or dead (left by a process that died), files, bytes, records."""
+    with open_engine(read_only=True) as eng:
+        rows = eng.wal_streams()
+    if json:
+        print_json(rows)
+        return
+    print_table(["STREAM", "STATE", "FILES", "SIZE", "RECORDS", "PARTITIONS", "TORN-TAIL"],
+                [(r["stream"], "live" if r["live"] else "dead (replay pending)", r["files"],
+                  human_bytes(r["bytes"]), r["records"], ",".join(r["partitions"]),
+                  "yes" if r["torn_tail"] else "no") for r in rows],
+                right=("FILES", "SIZE", "RECORDS"))
+
+
+def _files(file: str | None) -> list[str]:
+    from engine import wal as wal_mod
+
+    if file is not None:
+        if not os.path.isfile(file):
+            fail(f"{file} is not a WAL file")
+        return [file]
+    with open_engine(read_only=True) as eng:
+        return [f for d in wal_mod.all_streams(eng.path) for f in wal_mod.stream_files(d)]
+
+
+@app.command()
+def inspect(
+    file: Annotated[str | None, typer.Argument(help="A .wal file (default: every WAL file).")
+                    ] = None,
+    records: Annotated[bool, typer.Option("--records", help="Print the records too.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """One row per WAL record: position, topic, partition, offsets, count, bytes, CRC ok."""
+    from engine import wal as wal_mod
+    from engine.records import body_of, decode_records, layout, read_header
+
+    rows = []
+    for f in _files(file):
+        for row in wal_mod.inspect_file(f):
+            rec = row.pop("_record", None)
+            row = {"file": f, **row}
+            recs = []
+            if records and rec is not None and row.get("crc_ok"):
+                h = read_header(rec.batch, 0)
+                body = body_of(rec.batch, 0, h)
+                recs = [{"offset": r.offset, "timestamp": r.timestamp,
+                         "key": None if r.key is None else r.key.decode("utf-8", "replace"),
+                         "value": None if r.value is None else r.value.decode("utf-8", "replace")}
+                        for r in decode_records(body, h, layout(body, h))]
+            if json:
+                sys.stdout.write(jsonlib.dumps(row) + "\n")
+                for r in recs:
+                    sys.stdout.write(jsonlib.dumps(r) + "\n")
+            else:
+                rows.append(row)
+                rows.extend({"record": r} for r in recs)
+    if json:
+        return
+    for r in rows:
+        if "record" in r:
+            x = r["record"]
+            typer.echo(f"| offset: {x['offset']} timestamp: {x['timestamp']} key: {x['key']} "
+                       f"value: {x['value']}")
+        elif "base_offset" in r:
+            typer.echo(f"{os.path.basename(r['file'])} position: {r['position']} topic: "
+                       f"{r['topic']} partition: {r['partition']} offsets: {r['base_offset']}.."
+                       f"{r['last_offset']} count: {r['count']} bytes: {r['bytes']} "
+                       f"crc: {r['crc_ok']}")
+        else:
+            typer.echo(f"{os.path.basename(r['file'])} position: {r['position']} error: "
+                       f"{r['error']}")
+
+
+@app.command()
+def verify(json: JsonOpt = False) -> None:
+    """Check every WAL record's framing and CRC (exit 3 on damage; a dead stream's torn tail
+    counts, a live stream's is a write in flight)."""
+    with open_engine(read_only=True) as eng:
+        streams = eng.wal_streams()
+    from engine import wal as wal_mod
+
+    findings = []
+    for s in streams:
+        for f in wal_mod.stream_files(s["path"]):
+            for row in wal_mod.inspect_file(f):
+                if "error" in row and (not s["live"] or "torn" not in row["error"]):
+                    findings.append({"file": f, "position": row["position"],
+                                     "stream": s["stream"], "message": row["error"]})
+    if json:
+        print_json({"streams": len(streams), "records": sum(s["records"] for s in streams),
+                    "ok": not findings, "findings": findings})
+    else:
+        for x in findings:
+            typer.echo(f"{x['file']} at position {x['position']}: {x['message']}")
+        info(f"verified {len(streams)} WAL stream(s), {sum(s['records'] for s in streams)} "
+             f"records: {'OK' if not findings else f'{len(findings)} problem(s) found'}")
+    if findings:
+        raise typer.Exit(3)
+
+
+@app.command()
+def recover(dry_run: DryRun = False, json: JsonOpt = False) -> None:
+    """Truncate the torn tails of WAL streams whose process is gone (no replay)."""
+    with open_engine(recover=False) as eng:
+        rows = eng.wal_recover(dry_run=dry_run)
+    if json:
+        print_json(rows)
+        return
+    for r in rows:
+        typer.echo(f"{r['file']}: {'would truncate' if dry_run else 'truncated'} at "
+                   f"{r['truncate_at']} ({r['bytes_removed']} bytes)")
+    info(f"{len(rows)} torn tail(s){' (dry run: nothing changed)' if dry_run else ''}")
+
+
+@app.command()
+def replay(dry_run: DryRun = False, json: JsonOpt = False) -> None:
+    """Apply outstanding records of dead WAL streams to the segments (what a writable open
+    does); --dry-run reports what it would do."""
+    with open_engine(read_only=dry_run) as eng:
+        rep = eng.recover_wal(dry_run=True) if dry_run else eng.last_recovery
+    if json:
+        print_json(rep)
+        return
+    for p in rep["partitions"]:
+        typer.echo(f"{p['topic']}-{p['partition']}: {'would apply' if dry_run else 'applied'} "
+                   f"{p['applied']} batch(es), {p['skipped']} already in the log")
+    info(f"{len(rep['streams'])} dead stream(s), {rep['applied']} batch(es) "
+         f"{'to apply' if dry_run else 'applied'}, {rep['skipped']} already present")
+
+
+@app.command()
+def checkpoint(json: JsonOpt = False) -> None:
+    """Replay dead streams, fsync every partition and record its recovery point."""
+    with open_engine(recover=False) as eng:
+        rep = eng.checkpoint_all()
+    if json:
+        print_json(rep)
+        return
+    info(f"checkpointed {len(rep['checkpoints'])} partition(s); replayed "
+         f"{rep['replayed']['applied']} batch(es) from {len(rep['replayed']['streams'])} dead "
+         "stream(s)")
