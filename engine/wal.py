@@ -68,11 +68,15 @@ class WalRecord:
 
 
 class WalTail(Exception):
-    def __init__(self, position: int, reason: str, zero: bool) -> None:
+    """Where a WAL file's valid records end: ``zero`` (clean zero fill), ``incomplete`` (a
+    record that runs past the end: a write in flight or torn by a crash) or damage."""
+
+    def __init__(self, position: int, reason: str, zero: bool, incomplete: bool = False) -> None:
         super().__init__(reason)
         self.position = position
         self.reason = reason
         self.zero = zero
+        self.incomplete = incomplete
 
 
 def scan_file(path: str) -> Iterator[WalRecord]:
@@ -85,25 +89,31 @@ def scan_file(path: str) -> Iterator[WalRecord]:
     while pos < size:
         if pos + FRAME_SIZE > size:
             raise WalTail(pos, f"{size - pos} trailing bytes, less than a record frame",
-                          not any(data[pos:]))
+                          not any(data[pos:]), incomplete=True)
         length, rtype, crc = FRAME.unpack_from(data, pos)
         if length == 0:
             if any(data[pos:]):
                 raise WalTail(pos, "zero length followed by non-zero bytes", False)
             return
         end = pos + FRAME_SIZE + length
-        if length > MAX_RECORD or end > size:
-            raise WalTail(pos, f"record of {length} bytes runs past the end of the file", False)
+        if length > MAX_RECORD:
+            raise WalTail(pos, f"impossible record length {length}", False)
+        if end > size:
+            raise WalTail(pos, f"record of {length} bytes runs past the end of the file", False,
+                          incomplete=True)
         payload = mv[pos + FRAME_SIZE:end]
         if crc32c(payload, crc32c(data[pos + 4:pos + 8])) != crc:
             raise WalTail(pos, "CRC mismatch", False)
         if rtype != TYPE_BATCH or length < PAYLOAD.size:
             raise WalTail(pos, f"unknown record type {rtype}", False)
+        pad_end = end + (-(FRAME_SIZE + length) & 7)
+        if any(data[end:pad_end]):
+            raise WalTail(pos, "non-zero padding after the record", False)
         tid, part, wns, nlen = PAYLOAD.unpack_from(payload, 0)
         name = bytes(payload[PAYLOAD.size:PAYLOAD.size + nlen]).decode("utf-8", "replace")
         yield WalRecord(path, pos, rtype, tid, part, wns, name,
                         payload[PAYLOAD.size + nlen:])
-        pos = end + (-(FRAME_SIZE + length) & 7)
+        pos = pad_end
 
 
 def stream_files(stream_dir: str) -> list[str]:
@@ -329,7 +339,7 @@ def inspect_file(path: str) -> Iterator[dict]:
             yield row
     except WalTail as t:
         if not t.zero:
-            yield {"position": t.position, "error": f"torn tail: {t.reason}"}
+            yield {"position": t.position, "error": t.reason, "incomplete": t.incomplete}
 
 
 def truncate_torn_tail(path: str) -> int | None:

@@ -102,7 +102,7 @@ def verify(json: JsonOpt = False) -> None:
     for s in streams:
         for f in wal_mod.stream_files(s["path"]):
             for row in wal_mod.inspect_file(f):
-                if "error" in row and (not s["live"] or "torn" not in row["error"]):
+                if "error" in row and not (s["live"] and row.get("incomplete")):
                     findings.append({"file": f, "position": row["position"],
                                      "stream": s["stream"], "message": row["error"]})
     if json:

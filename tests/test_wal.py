@@ -265,3 +265,28 @@ def test_wal_commands(data_dir, tmp_path):
     r = run_rivven(data_dir, "wal", "checkpoint", "--json")
     assert json.loads(r.stdout)["checkpoints"][0]["recovery_point"] == 40
     assert run_rivven(data_dir, "consume", "t").stdout.count(b"\n") == 40
+
+
+def test_flipped_bits_in_wal_are_found(data_dir, tmp_path):
+    import json
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+    assert start_producer(data_dir, tmp_path / "out", threads=1, limit=100).wait(timeout=60) == 0
+    (stream,) = os.listdir(os.path.join(data_dir, "wal"))
+    (wal_file,) = wal_mod.stream_files(os.path.join(data_dir, "wal", stream))
+    data = open(wal_file, "rb").read()
+    starts = [r.position for r in wal_mod.scan_file(wal_file)]
+    rng = random.Random(5)
+    for pos in rng.sample(range(len(data)), 25) + [s - 1 for s in starts[1:]]:
+        bad = bytearray(data)
+        bad[pos] ^= 1 << rng.randrange(8)
+        with open(wal_file, "wb") as f:
+            f.write(bad)
+        r = run_rivven(data_dir, "wal", "verify", "--json")
+        assert r.returncode == 3, pos
+        found = json.loads(r.stdout)["findings"][0]
+        assert found["position"] == max(s for s in starts if s <= pos), (pos, found)
+    with open(wal_file, "wb") as f:
+        f.write(data)
+    assert run_rivven(data_dir, "wal", "verify").returncode == 0
