@@ -32,7 +32,7 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from .locks import flocked, open_lock_file
+from .locks import flocked, lock_path, open_lock_file
 from .log import PartitionLog, now_ms
 from .partitioner import StickyPartitioner, partition_for_key
 from .records import (
@@ -229,7 +229,19 @@ class Engine:
     def recover_wal(self, dry_run: bool = False) -> dict[str, Any]:
         """Replay the WAL streams whose process is gone: batches past a partition's log end
         go back into its segments (merged across streams by offset, idempotent), then those
-        partitions are checkpointed and the streams deleted."""
+        partitions are checkpointed and the streams deleted.
+
+        Holds ``wal/recovery.lock`` throughout: a process opening the data dir meanwhile waits
+        here, so nobody appends to a partition before the acknowledged batches of a crashed
+        writer are back in it.
+        """
+        if dry_run:
+            return self._recover_wal(True)
+        os.makedirs(os.path.join(self.path, "wal"), exist_ok=True)
+        with lock_path(os.path.join(self.path, "wal", wal_mod.RECOVERY_LOCK)):
+            return self._recover_wal(False)
+
+    def _recover_wal(self, dry_run: bool) -> dict[str, Any]:
         own = self.wal.id if self.wal is not None else None
         dead = wal_mod.dead_streams(self.path, own)
         report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],

@@ -33,6 +33,7 @@ from .records import crc32c
 
 SUFFIX = ".wal"
 LOCK = "stream.lock"
+RECOVERY_LOCK = "recovery.lock"
 FRAME = struct.Struct("<IB3xI")
 FRAME_SIZE = FRAME.size  # 12
 TYPE_BATCH = 1
@@ -237,7 +238,7 @@ def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]
         return out
     for name in sorted(os.listdir(root)):
         d = os.path.join(root, name)
-        if name == own or not os.path.isdir(d):
+        if name == own or not os.path.isdir(d) or name == RECOVERY_LOCK:
             continue
         try:
             fd = os.open(os.path.join(d, LOCK), os.O_RDWR)

@@ -290,3 +290,47 @@ def test_flipped_bits_in_wal_are_found(data_dir, tmp_path):
     with open(wal_file, "wb") as f:
         f.write(data)
     assert run_rivven(data_dir, "wal", "verify").returncode == 0
+
+
+def test_two_producer_processes_killed_together(data_dir, tmp_path):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, {"segment.bytes": "100000"})
+    rng = random.Random(11)
+    all_acks = []
+    for round_ in range(4):
+        outs = [tmp_path / f"out-{round_}-{k}" for k in range(2)]
+        procs = [start_producer(data_dir, o, threads=2, tag=f"r{round_}p{k}t")
+                 for k, o in enumerate(outs)]
+        time.sleep(rng.uniform(0.5, 1.5))
+        for p in procs:
+            p.send_signal(signal.SIGKILL)
+        for p in procs:
+            p.wait()
+        lose_unsynced_segment_tail(data_dir)  # and the machine went down with them
+        for o in outs:
+            all_acks += acked(o)
+    assert len(all_acks) > 100
+    check_all_acked(data_dir, all_acks)
+
+
+def test_active_segment_cut_at_every_byte_of_the_last_batch(data_dir, tmp_path):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+    assert start_producer(data_dir, tmp_path / "out", threads=1, limit=60).wait(timeout=60) == 0
+    acks = acked(tmp_path / "out")
+    log = os.path.join(data_dir, "topics", "t", "partition-0", "00000000000000000000.log")
+    size = os.path.getsize(log)
+    from engine.verify import scan_segment
+
+    last = scan_segment(log, 0).batch_starts[-1]
+    base = tmp_path / "base"
+    shutil.copytree(data_dir, base)
+    for cut in range(last, size + 1, 3):
+        d = tmp_path / "try"
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(base, d)
+        with open(os.path.join(d, "topics", "t", "partition-0", "00000000000000000000.log"),
+                  "r+b") as f:
+            f.truncate(cut)
+        with Engine.open(str(d)) as eng:
+            assert [(r.offset, r.value) for r in eng.read("t", 0, 0, 100)] == acks, cut
