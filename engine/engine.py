@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
@@ -15,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from . import codecs, files
+from . import admin, codecs, files
 from . import wal as wal_mod
 from .arrow import batch_columns
 from .arrow import table as arrow_table
@@ -43,8 +42,8 @@ from .records import (
     decode_records,
     encode_batch,
     layout,
-    read_header,
 )
+from .recovery import cut_dead_tails, replay_dead_streams
 from .segment import BatchRef
 from .settings import Settings
 from .wal import WalStream
@@ -190,31 +189,6 @@ class Engine:
     def wal_streams(self) -> list[dict[str, Any]]:
         return [wal_mod.stream_info(d) for d in wal_mod.all_streams(self.path)]
 
-    def wal_recover(self, dry_run: bool = False) -> list[dict[str, Any]]:
-        """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
-        out = []
-        own = self.wal.id if self.wal is not None else None
-        dead = wal_mod.dead_streams(self.path, own)
-        try:
-            for d, _ in dead:
-                for f in wal_mod.stream_files(d):
-                    torn = None
-                    try:
-                        for _ in wal_mod.scan_file(f):
-                            pass
-                    except wal_mod.WalTail as t:
-                        if not t.zero:
-                            torn = t.position
-                    if torn is not None:
-                        out.append({"file": f, "truncate_at": torn,
-                                    "bytes_removed": os.path.getsize(f) - torn})
-                        if not dry_run:
-                            wal_mod.truncate_torn_tail(f)
-        finally:
-            for _, fd in dead:
-                os.close(fd)
-        return out
-
     def _maybe_checkpoint(self) -> None:
         wal = self.wal
         if wal is None:
@@ -236,58 +210,14 @@ class Engine:
         writer are back in it.
         """
         if dry_run:
-            return self._recover_wal(True)
+            return replay_dead_streams(self, True)
         os.makedirs(os.path.join(self.path, "wal"), exist_ok=True)
         with lock_path(os.path.join(self.path, "wal", wal_mod.RECOVERY_LOCK)):
-            return self._recover_wal(False)
+            return replay_dead_streams(self, False)
 
-    def _recover_wal(self, dry_run: bool) -> dict[str, Any]:
-        own = self.wal.id if self.wal is not None else None
-        dead = wal_mod.dead_streams(self.path, own)
-        report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
-                                  "applied": 0, "skipped": 0, "torn_tails": []}
-        if not dead:
-            return report
-        try:
-            found: dict[tuple[bytes, int], list] = defaultdict(list)
-            for d, _ in dead:
-                for f in wal_mod.stream_files(d):
-                    try:
-                        for rec in wal_mod.scan_file(f):
-                            h = read_header(rec.batch, 0)
-                            found[(rec.topic_id, rec.partition)].append(
-                                (rec.write_ns, h.base_offset, h.record_count,
-                                 h.last_offset_delta, h.max_timestamp, bytes(rec.batch)))
-                    except wal_mod.WalTail as t:
-                        if not t.zero:
-                            report["torn_tails"].append({"file": f, "position": t.position,
-                                                         "reason": t.reason})
-            by_id = {bytes.fromhex(m.id): m for m in self.topics()}
-            for (tid, p), recs in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-                meta = by_id.get(tid)
-                if meta is None or p >= meta.partitions:
-                    continue  # the topic was deleted since
-                plan = wal_mod.merge_by_offset(recs)
-                log = self._log(meta, p)
-                if dry_run:
-                    end = log.end_offset()
-                    todo = [r for r in plan if r[0] >= end]
-                    applied, skipped = len(todo), len(plan) - len(todo)
-                else:
-                    applied, skipped = log.replay(plan)
-                    if applied:
-                        log.checkpoint()
-                report["partitions"].append({"topic": meta.name, "partition": p,
-                                             "applied": applied, "skipped": skipped})
-                report["applied"] += applied
-                report["skipped"] += skipped
-            if not dry_run:
-                for d, _ in dead:
-                    shutil.rmtree(d, ignore_errors=True)
-        finally:
-            for _, fd in dead:
-                os.close(fd)
-        return report
+    def wal_recover(self, dry_run: bool = False) -> list[dict[str, Any]]:
+        """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
+        return cut_dead_tails(self, dry_run)
 
     # ---------------------------------------------------------------- data dir
     def _check_data_dir(self) -> None:
@@ -812,73 +742,17 @@ class Engine:
     # ---------------------------------------------------------------- segment admin
     def segment_list(self, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
         """Per segment: file, base/last offset, records, bytes, time range (header scan)."""
-        meta = self.topic(topic)
-        parts = range(meta.partitions) if partition is None else [partition]
-        rows = []
-        for p in parts:
-            for seg in self._log(meta, p).all_segments():
-                records = 0
-                last = lo = hi = None
-                for ref in seg.iter_batches(0, seg.size, crc=False):
-                    h = ref.header
-                    records += h.record_count
-                    last = h.last_offset
-                    lo = h.first_timestamp if lo is None else min(lo, h.first_timestamp)
-                    hi = h.max_timestamp if hi is None else max(hi, h.max_timestamp)
-                rows.append({"partition": p, "file": seg.path, "base_offset": seg.base,
-                             "last_offset": last, "records": records, "bytes": seg.size,
-                             "min_timestamp": lo, "max_timestamp": hi})
-        return rows
+        return admin.segment_list(self, topic, partition)
 
     def recover(self, targets: Sequence[str], truncate_corrupt: bool = False,
                 dry_run: bool = False) -> list[dict[str, Any]]:
         """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
         of the targeted segments, each partition under its lock."""
-        from .verify import recover_segment, resolve_targets
-
-        if not dry_run:
-            self._writable()
-        out = []
-        for d, only in resolve_targets(self.path, list(targets)):
-            logs = only or [files.path(d, b, files.LOG) for b in files.segment_bases(d)]
-            with contextlib.ExitStack() as stack:
-                lock = os.path.join(d, files.LOCK_FILE)
-                if os.path.exists(lock):  # a live writer waits while its files are mended
-                    fd = os.open(lock, os.O_RDWR)
-                    stack.callback(os.close, fd)
-                    stack.enter_context(flocked(fd))
-                for path in logs:
-                    base = files.parse(os.path.basename(path))[0]
-                    out.append(recover_segment(path, base, truncate_corrupt, dry_run))
-        self._forget_all()
-        return out
+        return admin.recover_segments(self, targets, truncate_corrupt, dry_run)
 
     def reindex(self, path: str) -> dict[str, Any]:
         """Rebuild the ``.index`` and ``.timeindex`` of one ``.log`` from its bytes."""
-        from .segment import Segment
-
-        self._writable()
-        d = os.path.dirname(os.path.abspath(path))
-        parsed = files.parse(os.path.basename(path))
-        if parsed is None or parsed[1] != files.LOG:
-            raise InvalidArgument(f"{path} is not a segment .log file")
-        with contextlib.ExitStack() as stack:
-            lock = os.path.join(d, files.LOCK_FILE)
-            if os.path.exists(lock):
-                fd = os.open(lock, os.O_RDWR)
-                stack.callback(os.close, fd)
-                stack.enter_context(flocked(fd))
-            seg = Segment(d, parsed[0], writable=True)
-            try:
-                seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True)
-                seg.index.sync()
-                seg.timeindex.sync()
-                result = {"path": path, "index_entries": len(seg.index),
-                          "timeindex_entries": len(seg.timeindex), "valid_bytes": seg.size}
-            finally:
-                seg.close()
-        self._forget_all()
-        return result
+        return admin.reindex(self, path)
 
     def _forget_all(self) -> None:
         with self._logs_mutex:

@@ -343,16 +343,21 @@ def inspect_file(path: str) -> Iterator[dict]:
             yield {"position": t.position, "error": t.reason, "incomplete": t.incomplete}
 
 
-def truncate_torn_tail(path: str) -> int | None:
-    """Cut a file of a dead stream where its valid records end; returns the cut position."""
+def torn_tail(path: str) -> int | None:
+    """Where the valid records of a WAL file end, when non-zero bytes follow them."""
     try:
         for _ in scan_file(path):
             pass
     except WalTail as t:
-        if t.zero:
-            return None
-        with open(path, "r+b") as f:
-            f.truncate(t.position)
-            os.fsync(f.fileno())
-        return t.position
+        return None if t.zero else t.position
     return None
+
+
+def truncate_torn_tail(path: str) -> int | None:
+    """Cut a file of a dead stream where its valid records end; returns the cut position."""
+    pos = torn_tail(path)
+    if pos is not None:
+        with open(path, "r+b") as f:
+            f.truncate(pos)
+            os.fsync(f.fileno())
+    return pos

@@ -124,10 +124,10 @@ def test_machine_crash_loses_nothing_acknowledged(data_dir, tmp_path):
     assert p.wait(timeout=120) == 0
     acks = acked(out)
     assert len(acks) == 6000
-    assert os.listdir(os.path.join(data_dir, "wal"))  # the dead process's stream
+    assert wal_mod.all_streams(data_dir)  # the dead process's stream
     lose_unsynced_segment_tail(data_dir)
     check_all_acked(data_dir, acks)
-    assert not os.listdir(os.path.join(data_dir, "wal"))  # replayed, checkpointed, deleted
+    assert not wal_mod.all_streams(data_dir)  # replayed, checkpointed, deleted
 
 
 def test_wal_torn_at_every_byte_of_the_last_record(data_dir, tmp_path):
@@ -137,8 +137,9 @@ def test_wal_torn_at_every_byte_of_the_last_record(data_dir, tmp_path):
     assert start_producer(data_dir, out, threads=1, limit=60).wait(timeout=60) == 0
     acks = acked(out)
     lose_unsynced_segment_tail(data_dir)
-    (stream,) = os.listdir(os.path.join(data_dir, "wal"))
-    (wal_file,) = wal_mod.stream_files(os.path.join(data_dir, "wal", stream))
+    (stream_dir,) = wal_mod.all_streams(data_dir)
+    stream = os.path.basename(stream_dir)
+    (wal_file,) = wal_mod.stream_files(stream_dir)
     records = list(wal_mod.scan_file(wal_file))
     assert len(records) == 3
     last = records[-1].position
@@ -164,8 +165,8 @@ def test_clean_close_leaves_no_wal(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
         eng.produce("t", [Record(value=b"x")])
-        assert len(os.listdir(os.path.join(data_dir, "wal"))) == 1
-    assert os.listdir(os.path.join(data_dir, "wal")) == []
+        assert len(wal_mod.all_streams(data_dir)) == 1
+    assert wal_mod.all_streams(data_dir) == []
     pdir = os.path.join(data_dir, "topics", "t", "partition-0")
     assert os.path.exists(os.path.join(pdir, ".checkpoint"))
 
@@ -273,8 +274,9 @@ def test_flipped_bits_in_wal_are_found(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
     assert start_producer(data_dir, tmp_path / "out", threads=1, limit=100).wait(timeout=60) == 0
-    (stream,) = os.listdir(os.path.join(data_dir, "wal"))
-    (wal_file,) = wal_mod.stream_files(os.path.join(data_dir, "wal", stream))
+    (stream_dir,) = wal_mod.all_streams(data_dir)
+    stream = os.path.basename(stream_dir)
+    (wal_file,) = wal_mod.stream_files(stream_dir)
     data = open(wal_file, "rb").read()
     starts = [r.position for r in wal_mod.scan_file(wal_file)]
     rng = random.Random(5)
