@@ -81,6 +81,7 @@ class Engine:
         self._ckpt_at = 0
         self._ckpt_time = time.monotonic()
         self._syncer: threading.Thread | None = None
+        self.checkpoint_error: RivvenError | None = None
         self.catalog = Catalog(self.path)
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
         self._logs_mutex = threading.Lock()
@@ -152,7 +153,7 @@ class Engine:
 
     def checkpoint(self) -> list[dict[str, Any]]:
         """fsync every partition this process wrote, record recovery points, and delete the
-        WAL files wholly below them. Also replays WAL streams of dead processes."""
+        WAL files wholly below them."""
         self._writable()
         with self._ckpt_lock:
             done = []
@@ -198,7 +199,12 @@ class Engine:
                 or (time.monotonic() - self._ckpt_time) * 1000 >= st.checkpoint_ms):
             if self._ckpt_lock.acquire(blocking=False):
                 self._ckpt_lock.release()
-                self.checkpoint()
+                try:
+                    self.checkpoint()
+                except RivvenError as e:
+                    # the produce itself succeeded; the WAL keeps everything until a later
+                    # checkpoint (or close) succeeds
+                    self.checkpoint_error = e
 
     def recover_wal(self, dry_run: bool = False) -> dict[str, Any]:
         """Replay the WAL streams whose process is gone: batches past a partition's log end
@@ -489,10 +495,9 @@ class Engine:
                 f"topic {topic!r} is compacted (cleanup.policy={cfg.cleanup_policy}): every "
                 "record needs a key")
         groups = self._assign_partitions(meta, keys, partition, partitions)
-        try:
-            return self._produce_groups(meta, groups, keys, values, headers, ts, codec, cfg, n)
-        finally:
-            self._maybe_checkpoint()
+        acks = self._produce_groups(meta, groups, keys, values, headers, ts, codec, cfg, n)
+        self._maybe_checkpoint()
+        return acks
 
     def _produce_groups(self, meta: TopicMeta, groups: dict, keys: Sequence, values: Sequence,
                         headers: Sequence | None, ts: Any, codec: int, cfg: TopicConfig, n: int
@@ -755,6 +760,8 @@ class Engine:
         return admin.reindex(self, path)
 
     def _forget_all(self) -> None:
+        if self.wal is not None:
+            self.checkpoint()  # nothing this process wrote may be dropped unsynced
         with self._logs_mutex:
             for _, log in self._logs.values():
                 log.close()

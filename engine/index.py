@@ -1,9 +1,10 @@
 """Sparse indexes of a segment: one fixed-width sorted entry file, two kinds of entry.
 
-Shared mechanics (load, search, append, trim, validate) live in ``Index``; ``OffsetIndex`` and
-``TimeIndex`` only define their entry. Index files are not checksummed: an entry is appended only
-after the log bytes it points to are durable, a torn trailing entry is ignored, and any index
-that fails ``check`` is rebuilt from the log (``Segment.rebuild_indexes``).
+Shared mechanics (load, search, append, trim) live in ``Index``; ``OffsetIndex`` and
+``TimeIndex`` only define their entry. Index files are not checksummed and are fsynced only at
+checkpoints and rolls: a writer opening a partition trusts entries only up to the checkpoint's
+position and rebuilds the rest from the log; a torn trailing entry is ignored, and an index that
+fails ``Segment._indexes_ok`` is rebuilt (``Segment.rebuild_indexes``).
 """
 
 from __future__ import annotations

@@ -137,14 +137,14 @@ class PartitionLog:
         """Bring the view up to date with what other processes wrote (caller holds mutex)."""
         act = self.active
         if repair and act.needs_repair:
-            act.load(repair=True)
+            act.load(repair=True, checkpoint=read_checkpoint(self.dir))
         if act.file_size() != act.size:
             act.catch_up(repair)
         while act.next_offset > act.base and os.path.exists(
                 files.path(self.dir, act.next_offset, files.LOG)):
             self._relist()
             act = self._open(act.next_offset)
-            act.load(repair=repair)
+            act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
             self.active = act
 
     def _check_alive(self) -> None:
@@ -171,6 +171,9 @@ class PartitionLog:
         return req.base
 
     def _append_all(self, reqs: list[_Request]) -> None:
+        # dirty before any WAL write: a checkpoint that rotates the WAL after our record then
+        # sees this partition and fsyncs it before deleting the file holding the record
+        self.dirty = True
         try:
             with flocked(self.lock_fd):
                 self._check_alive()
@@ -196,7 +199,6 @@ class PartitionLog:
                     self._write(buf, b, r.batch.count, r.batch.last_offset_delta,
                                 r.batch.max_timestamp, sync=wal is None and self.wal_sync == "always")
                     r.base = b
-                self.dirty = True
         except Exception as e:  # noqa: BLE001 - every waiter must hear about it
             for r in reqs:
                 if r.base is None and r.error is None:

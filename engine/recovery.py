@@ -51,8 +51,9 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
                 applied, skipped = len(todo), len(plan) - len(todo)
             else:
                 applied, skipped = log.replay(plan)
-                if applied:
-                    log.checkpoint()
+                # even batches "already present" may sit in unsynced pages of the segment:
+                # fsync before the only other copy (the dead stream) goes
+                log.checkpoint()
             report["partitions"].append({"topic": meta.name, "partition": p,
                                          "applied": applied, "skipped": skipped})
             report["applied"] += applied

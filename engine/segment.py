@@ -242,7 +242,7 @@ class Segment:
         try:
             h = read_header(raw, 0)
         except CorruptRecordError:
-            return True
+            return not self._intact_batch_after(position + 8, end)
         nxt = position + h.size
         if nxt + HEADER_SIZE > end:
             return True
@@ -252,6 +252,26 @@ class Segment:
         except (TornTail, CorruptRecordError):
             return True
         return True
+
+    def _intact_batch_after(self, position: int, end: int) -> bool:
+        """Is there a whole, CRC-valid batch at any 8-byte boundary in [position, end)?
+        (Batches are 8-byte aligned, so a damaged header cannot hide one elsewhere.)"""
+        limit = min(end, position + (64 << 20))
+        pos = position
+        while pos < limit:
+            chunk = os.pread(self.fd, min(READ_CHUNK, limit - pos) + HEADER_SIZE, pos)
+            for q in range(0, min(len(chunk), limit - pos), 8):
+                if q + HEADER_SIZE <= len(chunk) and chunk[q + 12] == 1:  # magic
+                    try:
+                        h = read_header(chunk, q)
+                        whole = os.pread(self.fd, h.size, pos + q)
+                        if len(whole) == h.size:
+                            check_crc(whole, 0, h)
+                            return True
+                    except CorruptRecordError:
+                        continue
+            pos += READ_CHUNK
+        return False
 
     def _index_due(self, position: int) -> bool:
         return self.bytes_since_index > self.index_interval and position > 0

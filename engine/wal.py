@@ -117,6 +117,19 @@ def scan_file(path: str) -> Iterator[WalRecord]:
         pos = pad_end
 
 
+def pid_alive(stream: str) -> bool:
+    pid = stream.partition("-")[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
 def stream_files(stream_dir: str) -> list[str]:
     names = sorted(f for f in os.listdir(stream_dir) if f.endswith(SUFFIX))
     return [os.path.join(stream_dir, f) for f in names]
@@ -143,6 +156,7 @@ class WalStream:
         self.synced = 0
         self.file_start = 0
         self.fd = -1
+        self.retired: list[int] = []  # fds of rotated files a syncer may still hold
         self.fsyncs = 0
         self.closed = False
         self._open_file(0)
@@ -178,8 +192,15 @@ class WalStream:
         self._fsync(self.fd)
         with self.sync_cond:
             self.synced = max(self.synced, self.written)
-        os.close(self.fd)
+            self.retired.append(self.fd)
+            if not self.syncing:  # else the syncer, which may hold that fd, closes it
+                self._close_retired()
         self._open_file(self.written)
+
+    def _close_retired(self) -> None:
+        for fd in self.retired:
+            os.close(fd)
+        self.retired.clear()
 
     def rotate(self) -> None:
         with self.write_mutex:
@@ -202,16 +223,22 @@ class WalStream:
                     self.sync_cond.wait()
                     continue
                 self.syncing = True
-                target = self.written
-                fd = self.fd
                 self.sync_cond.release()
                 try:
+                    with self.write_mutex:  # fd and position of the same file, together
+                        fd, target = self.fd, self.written
                     self._fsync(fd)
-                finally:
+                except BaseException:
                     self.sync_cond.acquire()
                     self.syncing = False
+                    self._close_retired()
                     self.sync_cond.notify_all()
+                    raise
+                self.sync_cond.acquire()
+                self.syncing = False
                 self.synced = max(self.synced, target)
+                self._close_retired()
+                self.sync_cond.notify_all()
 
     def older_files(self) -> list[str]:
         """WAL files before the current one (all their records are in older positions)."""
@@ -223,6 +250,8 @@ class WalStream:
         if self.closed:
             return
         self.closed = True
+        with self.sync_cond:
+            self._close_retired()
         os.close(self.fd)
         if delete:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -292,17 +321,11 @@ def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]
 
 
 def stream_info(stream_dir: str) -> dict:
-    """One stream: files, bytes, records, whether its process is alive (its lock is held)."""
-    live = True
-    try:
-        fd = os.open(os.path.join(stream_dir, LOCK), os.O_RDWR)
-        try:
-            if try_lock(fd):
-                live = False
-        finally:
-            os.close(fd)  # closing the fd drops a lock we took
-    except FileNotFoundError:
-        live = False
+    """One stream: files, bytes, records, whether its process looks alive.
+
+    Liveness here comes from the pid in the stream's name, not from probing its lock: a probe
+    would briefly make a dead stream look live to a process opening the data dir.
+    """
     fs = stream_files(stream_dir)
     records = 0
     parts: set[tuple[str, int]] = set()
@@ -315,7 +338,8 @@ def stream_info(stream_dir: str) -> dict:
         except WalTail as t:
             if not t.zero:
                 torn = {"file": f, "position": t.position, "reason": t.reason}
-    return {"stream": os.path.basename(stream_dir), "path": stream_dir, "live": live,
+    return {"stream": os.path.basename(stream_dir), "path": stream_dir,
+            "live": pid_alive(os.path.basename(stream_dir)),
             "files": len(fs), "bytes": sum(os.path.getsize(f) for f in fs), "records": records,
             "partitions": sorted(f"{t}-{p}" for t, p in parts), "torn_tail": torn}
 

@@ -137,14 +137,17 @@ def recover(
     yes: YesOpt = False,
     json: JsonOpt = False,
 ) -> None:
-    """Truncate torn tails and rebuild indexes (under each partition's lock)."""
-    with open_engine() as eng:
+    """Truncate torn tails and rebuild indexes (under each partition's lock), then replay the
+    WAL of crashed writers into the mended segments."""
+    with open_engine(recover=False) as eng:
         if truncate_corrupt and not dry_run:
             plan = eng.recover(targets or [], truncate_corrupt=True, dry_run=True)
             drop = sum(r["records_removed"] for r in plan)
             if drop:
                 confirm(f"cut corrupt segments, dropping {drop} record(s)?", yes)
         results = eng.recover(targets or [], truncate_corrupt=truncate_corrupt, dry_run=dry_run)
+        if not dry_run and not any(r["unrepaired"] for r in results):
+            eng.recover_wal()
     if json:
         print_json(results)
     else:
@@ -166,7 +169,7 @@ def reindex(path: Annotated[str, typer.Argument(help="A .log segment file.")]) -
     """Rebuild a segment's .index and .timeindex from its log."""
     if not path.endswith(".log") or not os.path.isfile(path):
         fail(f"{path} is not a .log segment file")
-    with open_engine() as eng:
+    with open_engine(recover=False) as eng:
         r = eng.reindex(path)
     info(f"rebuilt indexes of {path}: {r['index_entries']} offset and {r['timeindex_entries']} "
          "time entries")
