@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -82,6 +83,8 @@ class Engine:
         self._ckpt_time = time.monotonic()
         self._syncer: threading.Thread | None = None
         self.checkpoint_error: RivvenError | None = None
+        self._recovery_mutex = threading.Lock()
+        self._recovery_owner: int | None = None
         self.catalog = Catalog(self.path)
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
         self._logs_mutex = threading.Lock()
@@ -132,7 +135,7 @@ class Engine:
     # ---------------------------------------------------------------- WAL and checkpoints
     def _wal_stream(self) -> WalStream:
         if self.wal is None:
-            with self._wal_mutex:
+            with self._recovery_lock(), self._wal_mutex:  # same order as recovery takes them
                 if self.wal is None:
                     self.wal = WalStream(self.path, self.settings.wal_segment_bytes)
                     if self.settings.wal_sync == "interval":
@@ -215,15 +218,39 @@ class Engine:
         here, so nobody appends to a partition before the acknowledged batches of a crashed
         writer are back in it.
         """
-        if dry_run:
-            return replay_dead_streams(self, True)
-        os.makedirs(os.path.join(self.path, "wal"), exist_ok=True)
-        with lock_path(os.path.join(self.path, "wal", wal_mod.RECOVERY_LOCK)):
-            return replay_dead_streams(self, False)
+        with self._recovery_lock():
+            return replay_dead_streams(self, dry_run)
 
     def wal_recover(self, dry_run: bool = False) -> list[dict[str, Any]]:
         """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
-        return cut_dead_tails(self, dry_run)
+        with self._recovery_lock():
+            return cut_dead_tails(self, dry_run)
+
+    @contextlib.contextmanager
+    def _recovery_lock(self) -> Iterator[None]:
+        """Held by whoever takes dead streams' locks or creates a stream, so a dead stream never
+        looks live to a process opening the data dir (re-entrant within this engine)."""
+        if self._recovery_owner == threading.get_ident():
+            yield
+            return
+        with self._recovery_mutex:
+            self._recovery_owner = threading.get_ident()
+            try:
+                with self._recovery_flock():
+                    yield
+            finally:
+                self._recovery_owner = None
+
+    @contextlib.contextmanager
+    def _recovery_flock(self) -> Iterator[None]:
+        root = os.path.join(self.path, "wal")
+        if not os.path.isdir(root):
+            if self.read_only:
+                yield
+                return
+            os.makedirs(root, exist_ok=True)
+        with lock_path(os.path.join(root, wal_mod.RECOVERY_LOCK)):
+            yield
 
     # ---------------------------------------------------------------- data dir
     def _check_data_dir(self) -> None:

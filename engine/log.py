@@ -224,10 +224,11 @@ class PartitionLog:
             raise
         seg.appended(pos, base, len(buf), base + last_delta + 1, max_ts)
 
-    def replay(self, batches: list[tuple[int, int, int, int, bytes]]) -> tuple[int, int]:
+    def replay(self, batches: list[tuple[int, int, int, int, bytes]]) -> tuple[int, int, int]:
         """Append WAL batches ``(base, count, last_delta, max_ts, bytes)`` that continue the log,
-        in offset order; ones already in the log are skipped. Returns (applied, skipped)."""
-        applied = skipped = 0
+        in offset order; ones already in the log are skipped, ones after a hole cannot be
+        placed. Returns (applied, skipped, dropped)."""
+        applied = skipped = dropped = 0
         with self.mutex, flocked(self.lock_fd):
             self._check_alive()
             self._refresh(repair=True)
@@ -237,11 +238,12 @@ class PartitionLog:
                     skipped += 1
                     continue
                 if base > end:
-                    break  # a hole: what follows cannot be placed
+                    dropped = len(batches) - applied - skipped  # a hole: the rest can't be placed
+                    break
                 self._write(buf, base, count, last_delta, max_ts, sync=False)
                 applied += 1
             self.dirty = self.dirty or applied > 0
-        return applied, skipped
+        return applied, skipped, dropped
 
     def checkpoint(self) -> dict:
         """fsync the active segment and its indexes, then record the recovery point."""

@@ -21,7 +21,7 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
     own = eng.wal.id if eng.wal is not None else None
     dead = wal_mod.dead_streams(eng.path, own)
     report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
-                              "applied": 0, "skipped": 0, "torn_tails": []}
+                              "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": []}
     if not dead:
         return report
     try:
@@ -47,17 +47,25 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
             log = eng._log(meta, p)
             if dry_run:
                 end = log.end_offset()
-                todo = [r for r in plan if r[0] >= end]
-                applied, skipped = len(todo), len(plan) - len(todo)
+                applied = dropped = 0
+                for r in plan:
+                    if r[0] == end:
+                        applied += 1
+                        end = r[0] + r[2] + 1
+                    elif r[0] > end:
+                        dropped += 1
+                skipped = len(plan) - applied - dropped
             else:
-                applied, skipped = log.replay(plan)
+                applied, skipped, dropped = log.replay(plan)
                 # even batches "already present" may sit in unsynced pages of the segment:
                 # fsync before the only other copy (the dead stream) goes
                 log.checkpoint()
             report["partitions"].append({"topic": meta.name, "partition": p,
-                                         "applied": applied, "skipped": skipped})
+                                         "applied": applied, "skipped": skipped,
+                                         "dropped": dropped})
             report["applied"] += applied
             report["skipped"] += skipped
+            report["dropped"] += dropped
         if not dry_run:
             for d, _ in dead:
                 shutil.rmtree(d, ignore_errors=True)

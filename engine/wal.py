@@ -269,16 +269,14 @@ def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]
         d = os.path.join(root, name)
         if name == own or not os.path.isdir(d) or name == RECOVERY_LOCK:
             continue
-        try:
-            fd = os.open(os.path.join(d, LOCK), os.O_RDWR)
-        except FileNotFoundError:
-            if not stream_files(d):
-                shutil.rmtree(d, ignore_errors=True)  # half-made or half-removed stream
-            continue
-        if try_lock(fd):
-            out.append((d, fd))
-        else:
+        fd = open_lock_file(os.path.join(d, LOCK))  # (re)created if a crash removed it
+        if not try_lock(fd):
+            os.close(fd)  # its process is alive
+        elif not stream_files(d):
+            shutil.rmtree(d, ignore_errors=True)  # a half-made or half-removed stream
             os.close(fd)
+        else:
+            out.append((d, fd))
     return out
 
 

@@ -463,6 +463,7 @@ def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
                 shutil.rmtree(copy)
         r = dict(sorted(rs, key=lambda x: x["total_s"])[len(rs) // 2])
         r["runs_total_ms"] = [round(x["total_s"] * 1e3, 1) for x in rs]
+        r["all_runs"] = rs
         r["scanned_bytes"] = seg_bytes if drop else seg_bytes - scan_from
         r["mb_per_s_total"] = r["scanned_bytes"] / r["total_s"] / 1e6
         r["mb_per_s_segment_load"] = r["scanned_bytes"] / r["segment_load_s"] / 1e6
