@@ -79,6 +79,9 @@ class PartitionLog:
         if writable:
             with flocked(self.lock_fd):  # a writer's first look repairs what it finds
                 self._check_alive()
+                for f in os.listdir(directory):  # debris of a checkpoint cut short by a crash
+                    if f.startswith(files.CHECKPOINT + ".tmp."):
+                        os.unlink(os.path.join(directory, f))
                 self._relist()
                 self.active = self._open(self.bases[-1])
                 self.active.load(repair=True, checkpoint=read_checkpoint(directory))

@@ -140,7 +140,9 @@ class WalStream:
 
     def __init__(self, data_dir: str, segment_bytes: int) -> None:
         self.root = os.path.join(data_dir, "wal")
-        os.makedirs(self.root, exist_ok=True)
+        if not os.path.isdir(self.root):
+            os.makedirs(self.root, exist_ok=True)
+            files.fsync_dir(data_dir)
         self.id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.dir = os.path.join(self.root, self.id)
         os.makedirs(self.dir)
