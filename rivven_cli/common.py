@@ -23,7 +23,14 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True) -> Any:
     from engine import Engine
 
-    return Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover)
+    eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover)
+    rec = eng.last_recovery
+    if rec.get("streams"):
+        sys.stderr.write(f"recovered {len(rec['streams'])} WAL stream(s) of crashed writers: "
+                         f"{rec['applied']} batch(es) replayed, {rec['skipped']} already in "
+                         "the log" + (f", {rec['dropped']} after a hole dropped"
+                                      if rec.get("dropped") else "") + "\n")
+    return eng
 
 
 def fail(message: str, code: int = 1) -> None:

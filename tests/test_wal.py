@@ -396,3 +396,24 @@ def test_segment_recover_before_replay(data_dir, tmp_path):
     assert run_rivven(data_dir, "segment", "verify").returncode == 0
     with Engine.open(data_dir) as eng:
         assert eng.end_offsets("t") == {0: 20}
+
+
+def test_wal_sync_modes(data_dir):
+    from engine import InvalidConfig
+
+    with Engine.open(data_dir, settings={"wal.sync": "interval:20"}) as eng:
+        eng.create_topic("t", 1)
+        for _ in range(5):
+            eng.produce("t", [Record(value=b"x")])
+        assert eng.wal.fsyncs == 0  # nobody waited for one
+        time.sleep(0.3)
+        assert eng.wal.fsyncs >= 1  # the background syncer did
+    with Engine.open(data_dir, sync=False) as eng:
+        eng.produce("t", [Record(value=b"y")])
+        assert eng.wal.fsyncs == 0
+    with Engine.open(data_dir) as eng:
+        assert [r.value for r in eng.read("t", 0, 0)] == [b"x"] * 5 + [b"y"]
+    for bad in ({"wal.sync": "sometimes"}, {"wal.sync": "interval:x"}, {"nope": "1"},
+                {"wal.segment.bytes": "10"}):
+        with pytest.raises(InvalidConfig):
+            Engine.open(data_dir, settings=bad)
