@@ -13,6 +13,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate
 
 from . import files
 from .errors import CorruptRecordError
@@ -196,12 +197,13 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
     tpath = files.path(directory, base, files.TIMEINDEX)
     if os.path.exists(tpath):
         tidx = TimeIndex(tpath, writable=False)
+        before = list(accumulate(rep.batch_max_ts, max, initial=-1))  # max ts before batch i
         try:
             for n, (ts, rel) in enumerate(zip(tidx.keys, tidx.values)):
                 i = bisect_left(rep.batch_bases, base + rel)
                 ok = i < len(rep.batch_bases) and rep.batch_bases[i] == base + rel and i > 0
                 if ok:
-                    ok = max(rep.batch_max_ts[:i]) == ts
+                    ok = before[i] == ts
                 if not ok:
                     rep.findings.append(Finding(
                         "timeindex", tpath, n * 12, f"entry {n} (time {ts} -> offset "

@@ -26,10 +26,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import files
+from . import files, records
 from .errors import CorruptRecordError, StorageError
 from .locks import open_lock_file, try_lock
-from .records import crc32c
 
 SUFFIX = ".wal"
 LOCK = "stream.lock"
@@ -45,7 +44,7 @@ def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes
                         ) -> bytes:
     nb = name.encode()
     head = PAYLOAD.pack(topic_id, partition, time.time_ns(), len(nb)) + nb
-    crc = crc32c(batch, crc32c(head, crc32c(bytes([TYPE_BATCH, 0, 0, 0]))))
+    crc = records.crc32c(batch, records.crc32c(head, records.crc32c(bytes([TYPE_BATCH, 0, 0, 0]))))
     length = len(head) + len(batch)
     pad = -(FRAME_SIZE + length) & 7
     return b"".join((FRAME.pack(length, TYPE_BATCH, crc), head, batch, bytes(pad)))
@@ -103,7 +102,7 @@ def scan_file(path: str) -> Iterator[WalRecord]:
             raise WalTail(pos, f"record of {length} bytes runs past the end of the file", False,
                           incomplete=True)
         payload = mv[pos + FRAME_SIZE:end]
-        if crc32c(payload, crc32c(data[pos + 4:pos + 8])) != crc:
+        if records.crc32c(payload, records.crc32c(data[pos + 4:pos + 8])) != crc:
             raise WalTail(pos, "CRC mismatch", False)
         if rtype != TYPE_BATCH or length < PAYLOAD.size:
             raise WalTail(pos, f"unknown record type {rtype}", False)
@@ -309,13 +308,26 @@ def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]
     never acknowledged and a later writer reused the offsets; the later write wins.
     """
     chosen: list[tuple] = []
-    taken: list[tuple[int, int]] = []
-    for r in sorted(recs, key=lambda r: -r[0]):
-        lo, hi = r[1], r[1] + r[3]
-        if any(lo <= b and a <= hi for a, b in taken):
+    cluster: list[tuple] = []
+    cluster_end = -1
+    # clusters of records whose offset ranges overlap; only inside one does anything compete
+    for r in sorted(recs, key=lambda r: (r[1], -r[0])) + [None]:
+        if r is not None and r[1] <= cluster_end:
+            cluster.append(r)
+            cluster_end = max(cluster_end, r[1] + r[3])
             continue
-        taken.append((lo, hi))
-        chosen.append(r)
+        if len(cluster) == 1:
+            chosen.append(cluster[0])
+        elif cluster:
+            taken: list[tuple[int, int]] = []
+            for c in sorted(cluster, key=lambda c: -c[0]):  # later write wins
+                lo, hi = c[1], c[1] + c[3]
+                if not any(lo <= b and a <= hi for a, b in taken):
+                    taken.append((lo, hi))
+                    chosen.append(c)
+        if r is not None:
+            cluster = [r]
+            cluster_end = r[1] + r[3]
     chosen.sort(key=lambda r: r[1])
     return [(r[1], r[2], r[3], r[4], r[5]) for r in chosen]
 

@@ -417,3 +417,11 @@ def test_wal_sync_modes(data_dir):
                 {"wal.segment.bytes": "10"}):
         with pytest.raises(InvalidConfig):
             Engine.open(data_dir, settings=bad)
+
+
+def test_merge_by_offset_later_write_wins():
+    recs = [(1, 0, 10, 9, 0, b"old"), (5, 0, 5, 4, 0, b"new1"), (6, 5, 8, 7, 0, b"new2"),
+            (7, 13, 1, 0, 0, b"next"), (2, 20, 2, 1, 0, b"lone")]
+    assert [r[4] for r in wal_mod.merge_by_offset(recs)] == [b"new1", b"new2", b"next", b"lone"]
+    many = [(i, i * 10, 10, 9, 0, b"") for i in range(100_000)]
+    assert len(wal_mod.merge_by_offset(many)) == 100_000  # no quadratic pass
