@@ -9,11 +9,14 @@ that finds its lock file unlinked knows the partition is gone.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import threading
 import time
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterator
 
 from . import files
@@ -25,6 +28,8 @@ from .segment import BatchRef, Segment, TornTail
 from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
+GATHER_S = 0.002  # longest a group-commit leader waits for the batches of a typical group
+HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load
 
 
 def now_ms() -> int:
@@ -32,13 +37,26 @@ def now_ms() -> int:
 
 
 class _Request:
-    __slots__ = ("batch", "base", "error", "done")
+    __slots__ = ("batch", "base", "error", "done", "group")
 
     def __init__(self, batch: EncodedBatch) -> None:
         self.batch = batch
         self.base: int | None = None
         self.error: BaseException | None = None
         self.done = False
+        self.group: _Group | None = None
+
+
+class _Group:
+    """Batches logged together: one WAL fsync, then their segment writes."""
+
+    __slots__ = ("reqs", "todo", "wal_end", "seq")
+
+    def __init__(self, reqs: list[_Request]) -> None:
+        self.reqs = reqs
+        self.todo: list[tuple[_Request, bytearray, int]] = []
+        self.wal_end = 0
+        self.seq = 0
 
 
 def read_checkpoint(directory: str) -> dict | None:
@@ -71,6 +89,17 @@ class PartitionLog:
         self.dirty = False
         self._queue: list[_Request] = []
         self._qlock = threading.Lock()
+        self._qcond = threading.Condition(self._qlock)
+        self._last_group = 1
+        self._leading = False
+        self._inflight: deque[_Group] = deque()
+        self._flock_held = False
+        self._flock_since = 0.0
+        self._assigned_end = 0
+        self._seq = 0
+        self._done_seq = 0
+        self._broken = False
+        self._broken_error: BaseException | None = None
         if writable:
             try:
                 self.lock_fd = open_lock_file(os.path.join(directory, files.LOCK_FILE))
@@ -158,57 +187,174 @@ class PartitionLog:
     def append(self, batch: EncodedBatch) -> int:
         """Assign offsets to ``batch`` and store it durably; returns its base offset.
 
-        Threads appending to this partition queue up; whoever holds the mutex takes the whole
-        queue, writes every batch to the WAL, syncs once, then writes the segment (group commit).
+        Group commit, pipelined. Threads appending to this partition queue up. One leader at a
+        time takes the queue as a group: it assigns offsets and writes the group's WAL records,
+        then hands leadership on and, outside it, waits for the WAL fsync and writes the
+        segment bytes — groups reach the segment in offset order, and only once durable. So
+        the next group is being encoded and logged while this one's fsync runs.
+
+        The partition flock is taken by the first group and kept while groups are in flight
+        (at most about HOLD_S under constant load, so other processes get their turn); the
+        in-memory log end is authoritative meanwhile. A leader first waits (at most GATHER_S)
+        for as many batches as its previous group had: threads released by one fsync come back
+        one at a time under the GIL, and without the wait groups would alternate 1, n-1.
         """
         req = _Request(batch)
-        with self._qlock:
+        cond = self._qcond
+        group = None
+        with cond:
             self._queue.append(req)
-        with self.mutex:
-            if not req.done:
-                with self._qlock:
-                    reqs, self._queue = self._queue, []
-                self._append_all(reqs)
+            cond.notify_all()
+            while not req.done and req.group is None:
+                if self._leading:  # a follower: a leader will take (or took) our batch
+                    cond.wait()
+                    continue
+                self._leading = True
+                deadline = time.monotonic() + GATHER_S
+                # with a group in flight, go now: this group's logging overlaps its fsync
+                while len(self._queue) < self._last_group and not self._inflight:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    cond.wait(left)
+                if self._flock_held and (self._broken or time.monotonic() - self._flock_since
+                                         > HOLD_S):
+                    while self._inflight:  # let the pipeline drain, then start afresh
+                        cond.wait()
+                    self._release_flock()
+                reqs, self._queue = self._queue, []
+                self._last_group = len(reqs)
+                cond.release()
+                try:
+                    group = self._start_group(reqs)
+                finally:
+                    cond.acquire()
+                    if group is not None:
+                        self._seq += 1
+                        group.seq = self._seq
+                        self._inflight.append(group)
+                    self._leading = False
+                    cond.notify_all()
+            if req.group is not None and req.group is not group:
+                while not req.done:  # another thread leads our group through to the end
+                    cond.wait()
+        if group is not None:
+            self._finish_group(group)
         if req.error is not None:
             raise req.error
         return req.base
 
-    def _append_all(self, reqs: list[_Request]) -> None:
+    def _start_group(self, reqs: list[_Request]) -> _Group | None:
+        """Take the flock if needed, assign offsets, write the WAL records (no fsync)."""
         # dirty before any WAL write: a checkpoint that rotates the WAL after our record then
         # sees this partition and fsyncs it before deleting the file holding the record
         self.dirty = True
         try:
-            with flocked(self.lock_fd):
-                self._check_alive()
-                self._refresh(repair=True)
+            with self.mutex:
+                if not self._flock_held:
+                    fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+                    self._flock_held = True
+                    self._flock_since = time.monotonic()
+                    self._broken = False
+                    try:
+                        self._check_alive()
+                        self._refresh(repair=True)
+                    except BaseException:
+                        self._release_flock()
+                        raise
+                    self._assigned_end = self.active.next_offset
                 wal = self.wal
-                base = self.active.next_offset
-                todo = []
-                end = 0
+                base = self._assigned_end
+                group = _Group(reqs)
                 for r in reqs:
                     buf = r.batch.assign(base)
                     if wal is not None:
                         try:
-                            end = wal.append(encode_batch_record(self.topic_id, self.partition,
-                                                                 self.topic, buf))
+                            group.wal_end = wal.append(encode_batch_record(
+                                self.topic_id, self.partition, self.topic, buf))
                         except StorageError as e:
                             r.error = e
                             continue
-                    todo.append((r, buf, base))
+                    group.todo.append((r, buf, base))
                     base += r.batch.last_offset_delta + 1
-                if wal is not None and todo and self.wal_sync == "always":
-                    wal.sync(end)  # only now may the batches become visible
-                for r, buf, b in todo:
-                    self._write(buf, b, r.batch.count, r.batch.last_offset_delta,
-                                r.batch.max_timestamp, sync=wal is None and self.wal_sync == "always")
-                    r.base = b
+                self._assigned_end = base
+                for r in reqs:
+                    r.group = group
+                return group
         except Exception as e:  # noqa: BLE001 - every waiter must hear about it
-            for r in reqs:
-                if r.base is None and r.error is None:
-                    r.error = e
-        finally:
-            for r in reqs:
+            with self._qcond:
+                for r in reqs:
+                    if r.error is None:
+                        r.error = e
+                    r.done = True
+                self._qcond.notify_all()
+            return None
+
+    def _finish_group(self, group: _Group) -> None:
+        """Wait for the group's WAL fsync, then write its batches in offset order."""
+        wal = self.wal
+        error: BaseException | None = None
+        try:
+            if wal is not None and group.todo and self.wal_sync == "always":
+                wal.sync(group.wal_end)  # only now may the batches become visible
+        except Exception as e:  # noqa: BLE001
+            error = e
+        cond = self._qcond
+        with cond:
+            while self._inflight[0] is not group:
+                cond.wait()
+            if self._broken and error is None:
+                error = self._broken_error
+        if error is None:
+            try:
+                with self.mutex:
+                    for r, buf, b in group.todo:
+                        self._write(buf, b, r.batch.count, r.batch.last_offset_delta,
+                                    r.batch.max_timestamp,
+                                    sync=wal is None and self.wal_sync == "always")
+                        r.base = b
+            except Exception as e:  # noqa: BLE001
+                error = e
+        with cond:
+            if error is not None:
+                # later groups were numbered after this one: they must fail too, and the
+                # next leader starts again from the segment's real end
+                self._broken = True
+                self._broken_error = error
+                for r, _, _ in group.todo:
+                    if r.base is None:
+                        r.error = error
+            for r in group.reqs:
                 r.done = True
+            self._inflight.popleft()
+            self._done_seq = group.seq
+            if not self._inflight and not self._leading:
+                self._release_flock()
+            cond.notify_all()
+
+    def _release_flock(self) -> None:
+        """(qcond held, nothing in flight.) Drop the pipeline's flock."""
+        if self._flock_held:
+            with self.mutex:
+                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+                self._flock_held = False
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """The mutex plus the partition flock, unless the append pipeline already holds it."""
+        with self.mutex:
+            if self._flock_held:
+                yield
+            else:
+                with flocked(self.lock_fd):
+                    yield
+
+    def _quiesce(self) -> None:
+        """Wait until every group numbered so far has reached the segment."""
+        with self._qcond:
+            target = self._seq
+            while self._done_seq < target:
+                self._qcond.wait()
 
     def _write(self, buf: bytes | bytearray, base: int, count: int, last_delta: int,
                max_ts: int, sync: bool) -> None:
@@ -232,7 +378,8 @@ class PartitionLog:
         in offset order; ones already in the log are skipped, ones after a hole cannot be
         placed. Returns (applied, skipped, dropped)."""
         applied = skipped = dropped = 0
-        with self.mutex, flocked(self.lock_fd):
+        self._quiesce()
+        with self._exclusive():
             self._check_alive()
             self._refresh(repair=True)
             for base, count, last_delta, max_ts, buf in batches:
@@ -249,8 +396,13 @@ class PartitionLog:
         return applied, skipped, dropped
 
     def checkpoint(self) -> dict:
-        """fsync the active segment and its indexes, then record the recovery point."""
-        with self.mutex, flocked(self.lock_fd):
+        """fsync the active segment and its indexes, then record the recovery point.
+
+        Groups already numbered reach the segment first: their WAL records may sit in a file
+        the caller is about to delete.
+        """
+        self._quiesce()
+        with self._exclusive():
             self._check_alive()
             self._refresh(repair=True)
             act = self.active

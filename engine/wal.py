@@ -38,6 +38,7 @@ FRAME_SIZE = FRAME.size  # 12
 TYPE_BATCH = 1
 PAYLOAD = struct.Struct("<16sIQH")
 MAX_RECORD = 1 << 31
+GATHER_S = 0.002  # longest a syncer waits for the waiters of a typical group
 
 
 def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
@@ -159,6 +160,8 @@ class WalStream:
         self.fd = -1
         self.retired: list[int] = []  # fds of rotated files a syncer may still hold
         self.fsyncs = 0
+        self.waiting = 0  # threads inside sync()
+        self.last_group = 1  # threads the previous fsync served
         self.closed = False
         self._open_file(0)
 
@@ -219,27 +222,45 @@ class WalStream:
         """Return once bytes up to ``position`` are durable. One fdatasync serves every
         thread waiting meanwhile (group commit)."""
         with self.sync_cond:
-            while self.synced < position:
-                if self.syncing:
-                    self.sync_cond.wait()
-                    continue
-                self.syncing = True
-                self.sync_cond.release()
-                try:
-                    with self.write_mutex:  # fd and position of the same file, together
-                        fd, target = self.fd, self.written
-                    self._fsync(fd)
-                except BaseException:
-                    self.sync_cond.acquire()
-                    self.syncing = False
-                    self._close_retired()
-                    self.sync_cond.notify_all()
-                    raise
+            self.waiting += 1
+            self.sync_cond.notify_all()
+            try:
+                self._sync_locked(position)
+            finally:
+                self.waiting -= 1
+
+    def _sync_locked(self, position: int) -> None:
+        """(sync_cond held.) Like a partition leader, the syncer first waits, at most
+        GATHER_S, for as many waiters as its previous fsync served."""
+        while self.synced < position:
+            if self.syncing:
+                self.sync_cond.wait()
+                continue
+            self.syncing = True
+            deadline = time.monotonic() + GATHER_S
+            while self.waiting < self.last_group:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.sync_cond.wait(left)
+            served = self.waiting
+            self.sync_cond.release()
+            try:
+                with self.write_mutex:  # fd and position of the same file, together
+                    fd, target = self.fd, self.written
+                self._fsync(fd)
+            except BaseException:
                 self.sync_cond.acquire()
                 self.syncing = False
-                self.synced = max(self.synced, target)
                 self._close_retired()
                 self.sync_cond.notify_all()
+                raise
+            self.sync_cond.acquire()
+            self.syncing = False
+            self.synced = max(self.synced, target)
+            self.last_group = served
+            self._close_retired()
+            self.sync_cond.notify_all()
 
     def older_files(self) -> list[str]:
         """WAL files before the current one (all their records are in older positions)."""
