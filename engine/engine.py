@@ -259,6 +259,9 @@ class Engine:
         if os.path.exists(p) and not os.path.isdir(p):
             raise DataDirError(f"data dir {p} is a file, not a directory; pass a directory path")
         if self.read_only:
+            if not os.path.exists(p):
+                raise DataDirError(f"no data dir at {p}: create a topic first ('rivven topic "
+                                   "create NAME') or point --data-dir at an existing one")
             if not os.path.isfile(marker):
                 raise DataDirError(f"{p} is not a rivven data dir (no {MARKER}); check --data-dir")
         else:

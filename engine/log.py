@@ -387,7 +387,7 @@ class PartitionLog:
                 if base < end:
                     skipped += 1
                     continue
-                if base > end:
+                if base > end or not buf:  # (no bytes: the log shrank since the plan)
                     dropped = len(batches) - applied - skipped  # a hole: the rest can't be placed
                     break
                 self._write(buf, base, count, last_delta, max_ts, sync=False)

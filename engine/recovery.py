@@ -31,9 +31,12 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
                 try:
                     for rec in wal_mod.scan_file(f):
                         h = read_header(rec.batch, 0)
+                        # where the bytes are, not the bytes: most batches of a process
+                        # crash are already in the log and are never read again
                         found[(rec.topic_id, rec.partition)].append(
                             (rec.write_ns, h.base_offset, h.record_count,
-                             h.last_offset_delta, h.max_timestamp, bytes(rec.batch)))
+                             h.last_offset_delta, h.max_timestamp,
+                             (f, rec.batch_position, len(rec.batch))))
                 except wal_mod.WalTail as t:
                     if not t.zero:
                         report["torn_tails"].append({"file": f, "position": t.position,
@@ -56,6 +59,9 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
                         dropped += 1
                 skipped = len(plan) - applied - dropped
             else:
+                end = log.end_offset()
+                plan = [(b, c, d, t, _load(where) if b >= end else b"")
+                        for b, c, d, t, where in plan]
                 applied, skipped, dropped = log.replay(plan)
                 # even batches "already present" may sit in unsynced pages of the segment:
                 # fsync before the only other copy (the dead stream) goes
@@ -93,3 +99,10 @@ def cut_dead_tails(eng: Engine, dry_run: bool = False) -> list[dict[str, Any]]:
         for _, fd in dead:
             os.close(fd)
     return out
+
+
+def _load(where: tuple[str, int, int]) -> bytes:
+    path, position, length = where
+    with open(path, "rb") as f:
+        f.seek(position)
+        return f.read(length)

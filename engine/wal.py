@@ -22,7 +22,6 @@ import shutil
 import struct
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -61,6 +60,7 @@ class WalRecord:
     write_ns: int
     topic: str
     batch: memoryview
+    batch_position: int  # where the batch bytes start in the file
 
     @property
     def size(self) -> int:
@@ -113,7 +113,7 @@ def scan_file(path: str) -> Iterator[WalRecord]:
         tid, part, wns, nlen = PAYLOAD.unpack_from(payload, 0)
         name = bytes(payload[PAYLOAD.size:PAYLOAD.size + nlen]).decode("utf-8", "replace")
         yield WalRecord(path, pos, rtype, tid, part, wns, name,
-                        payload[PAYLOAD.size + nlen:])
+                        payload[PAYLOAD.size + nlen:], pos + FRAME_SIZE + PAYLOAD.size + nlen)
         pos = pad_end
 
 
@@ -143,7 +143,7 @@ class WalStream:
         if not os.path.isdir(self.root):
             os.makedirs(self.root, exist_ok=True)
             files.fsync_dir(data_dir)
-        self.id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.id = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.dir = os.path.join(self.root, self.id)
         os.makedirs(self.dir)
         self.lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
