@@ -11,7 +11,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -68,9 +68,11 @@ class Engine:
     """
 
     def __init__(self, path: str, read_only: bool = False, sync: bool = True,
-                 settings: dict[str, str] | None = None, recover: bool = True) -> None:
+                 settings: dict[str, str] | None = None, recover: bool = True,
+                 progress: Callable[[str, int, int], None] | None = None) -> None:
         self.path = os.path.abspath(path)
         self.read_only = read_only
+        self.progress = progress  # (what, total bytes, bytes done) during long recovery work
         merged = dict(settings or {})
         if not sync:
             merged.setdefault("wal.sync", "none")
@@ -98,15 +100,18 @@ class Engine:
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
-             settings: dict[str, str] | None = None, recover: bool = True) -> Engine:
+             settings: dict[str, str] | None = None, recover: bool = True,
+             progress: Callable[[str, int, int], None] | None = None) -> Engine:
         """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
 
         A writable open first replays the WAL streams of processes that died (crash recovery).
         ``sync=False`` (= ``settings={"wal.sync": "none"}``) skips fsyncs (benchmarks, bulk
         loads): data survives a process crash but not a machine crash. See engine.settings.
         ``recover=False`` skips the replay (for tools that mend WAL files first).
+        ``progress(what, total_bytes, done_bytes)`` is called during long recovery work.
         """
-        return cls(path, read_only=read_only, sync=sync, settings=settings, recover=recover)
+        return cls(path, read_only=read_only, sync=sync, settings=settings, recover=recover,
+                   progress=progress)
 
     def __enter__(self) -> Engine:
         return self

@@ -26,8 +26,14 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
         return report
     try:
         found: dict[tuple[bytes, int], list] = defaultdict(list)
+        files_ = [f for d, _ in dead for f in wal_mod.stream_files(d)]
+        total = sum(os.path.getsize(f) for f in files_)
+        done = 0
         for d, _ in dead:
             for f in wal_mod.stream_files(d):
+                if eng.progress is not None:
+                    eng.progress("replaying WAL", total, done)
+                    done += os.path.getsize(f)
                 try:
                     for rec in wal_mod.scan_file(f):
                         h = read_header(rec.batch, 0)

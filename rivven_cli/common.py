@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -23,7 +25,9 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True) -> Any:
     from engine import Engine
 
-    eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover)
+    with recovery_progress() as progress:
+        eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover,
+                          progress=progress)
     rec = eng.last_recovery
     if rec.get("streams"):
         sys.stderr.write(f"recovered {len(rec['streams'])} WAL stream(s) of crashed writers: "
@@ -31,6 +35,33 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
                          "the log" + (f", {rec['dropped']} after a hole dropped"
                                       if rec.get("dropped") else "") + "\n")
     return eng
+
+
+@contextmanager
+def recovery_progress() -> Iterator[Any]:
+    """A progress bar on stderr (terminals only) for crash recovery during an open."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    tasks: dict[str, Any] = {}
+
+    def update(what: str, total: int, done: int) -> None:
+        if not tasks:
+            bar.start()
+        if what not in tasks:
+            tasks[what] = bar.add_task(what, total=total)
+        bar.update(tasks[what], completed=done)
+
+    try:
+        yield update
+    finally:
+        if tasks:
+            bar.stop()
 
 
 def fail(message: str, code: int = 1) -> None:
