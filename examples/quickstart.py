@@ -74,6 +74,7 @@ def main() -> None:
     lines = rivven(data, "consume", TOPIC, "--json").splitlines()
     print(f"consumed {len(lines)} records")
     print(rivven(data, "offsets", TOPIC))
+    print(rivven(data, "segment", "verify", TOPIC))  # exits non-zero on any damage
 
     # verify: every batch is read back (CRC32C checked) and equals what was produced, per key
     sent: dict[str, list[str]] = {}
