@@ -155,7 +155,12 @@ def _bitmap(items: Sequence[Any]) -> bytes:
 
 def _binary_column(parts: list, items: Sequence[Any]) -> bool:
     """Append an Arrow binary column; returns True when it carries a validity bitmap."""
-    fmt = f"<{len(items) + 1}i"
+    n = len(items)
+    if items.count(None) == n:  # e.g. keyless records: all null, nothing to measure
+        _pad(parts, bytes((n + 7) // 8))
+        _pad(parts, bytes(4 * (n + 1)))
+        return True
+    fmt = f"<{n + 1}i"
     try:
         offs = struct.pack(fmt, *accumulate(map(len, items), initial=0))
         nulls = False
