@@ -166,8 +166,7 @@ class Engine:
         with self._ckpt_lock:
             done = []
             wal = self.wal
-            if wal is not None:
-                wal.rotate()
+            boundary = wal.rotate() if wal is not None else 0
             for (name, p), (_, log) in list(self._logs.items()):
                 if log.dirty and log.writable:
                     try:
@@ -175,7 +174,9 @@ class Engine:
                     except UnknownTopic:
                         pass  # deleted meanwhile: its WAL records are moot
             if wal is not None:
-                for f in wal.older_files():
+                # only files before *this* rotation: a later one (the WAL rotates by size)
+                # may hold records of partitions checkpointed before they were written
+                for f in wal.files_before(boundary):
                     os.unlink(f)
                 self._ckpt_at = wal.written
             self._ckpt_time = time.monotonic()

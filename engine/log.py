@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from . import files
 from .config import TopicConfig
-from .errors import CorruptRecordError, OffsetOutOfRange, StorageError, UnknownTopic
+from .errors import CorruptRecordError, OffsetOutOfRange, RivvenError, StorageError, UnknownTopic
 from .locks import flocked, open_lock_file
 from .records import EncodedBatch
 from .segment import BatchRef, Segment, TornTail
@@ -100,6 +100,8 @@ class PartitionLog:
         self._done_seq = 0
         self._broken = False
         self._broken_error: BaseException | None = None
+        self._logging = False
+        self._closed = False
         if writable:
             try:
                 self.lock_fd = open_lock_file(os.path.join(directory, files.LOCK_FILE))
@@ -120,7 +122,20 @@ class PartitionLog:
             self.active.load(repair=False)
 
     def close(self) -> None:
+        """Finish the groups in flight, fail queued appends, release every file."""
+        with self._qcond:
+            self._closed = True
+            deadline = time.monotonic() + 30
+            while (self._leading or self._inflight) and time.monotonic() < deadline:
+                self._qcond.wait(0.1)
+            for r in self._queue:
+                r.error = StorageError(f"{self.topic}-{self.partition} was closed while this "
+                                       "append waited; retry it")
+                r.done = True
+            self._queue = []
+            self._qcond.notify_all()
         with self.mutex:
+            self._flock_held = False  # closing the fd drops it
             for seg in self.segments.values():
                 seg.close()
             self.segments.clear()
@@ -203,38 +218,15 @@ class PartitionLog:
         cond = self._qcond
         group = None
         with cond:
+            if self._closed:
+                raise StorageError(f"{self.topic}-{self.partition} was closed; open it again")
             self._queue.append(req)
             cond.notify_all()
             while not req.done and req.group is None:
                 if self._leading:  # a follower: a leader will take (or took) our batch
                     cond.wait()
                     continue
-                self._leading = True
-                deadline = time.monotonic() + GATHER_S
-                # with a group in flight, go now: this group's logging overlaps its fsync
-                while len(self._queue) < self._last_group and not self._inflight:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    cond.wait(left)
-                if self._flock_held and (self._broken or time.monotonic() - self._flock_since
-                                         > HOLD_S):
-                    while self._inflight:  # let the pipeline drain, then start afresh
-                        cond.wait()
-                    self._release_flock()
-                reqs, self._queue = self._queue, []
-                self._last_group = len(reqs)
-                cond.release()
-                try:
-                    group = self._start_group(reqs)
-                finally:
-                    cond.acquire()
-                    if group is not None:
-                        self._seq += 1
-                        group.seq = self._seq
-                        self._inflight.append(group)
-                    self._leading = False
-                    cond.notify_all()
+                group = self._lead(req)
             if req.group is not None and req.group is not group:
                 while not req.done:  # another thread leads our group through to the end
                     cond.wait()
@@ -243,6 +235,53 @@ class PartitionLog:
         if req.error is not None:
             raise req.error
         return req.base
+
+    def _lead(self, req: _Request) -> _Group | None:
+        """(qcond held.) Take the queue as one group and log it; returns the group, or None
+        when it failed (its requests then carry the error)."""
+        cond = self._qcond
+        self._leading = True
+        reqs: list[_Request] = []
+        group = None
+        try:
+            deadline = time.monotonic() + GATHER_S
+            # with a group in flight, go now: this group's logging overlaps its fsync
+            while len(self._queue) < self._last_group and not self._inflight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                cond.wait(left)
+            if self._flock_held and (self._broken
+                                     or time.monotonic() - self._flock_since > HOLD_S):
+                while self._inflight:  # let the pipeline drain, then start afresh
+                    cond.wait()
+                self._release_flock()
+            reqs, self._queue = self._queue, []
+            self._last_group = len(reqs)
+            self._logging = True  # checkpoints wait: these WAL records are not numbered yet
+            cond.release()
+            try:
+                group = self._start_group(reqs)
+            finally:
+                cond.acquire()
+                self._logging = False
+                if group is not None:
+                    self._seq += 1
+                    group.seq = self._seq
+                    self._inflight.append(group)
+        except BaseException as e:
+            for r in reqs:  # taken but never logged: their callers must not wait forever
+                if not r.done and r.group is None:
+                    r.error = r.error or (e if isinstance(e, Exception) else
+                                          StorageError("append interrupted"))
+                    r.done = True
+            raise
+        finally:
+            if group is None and not self._inflight:
+                self._release_flock()
+            self._leading = False
+            cond.notify_all()
+        return group
 
     def _start_group(self, reqs: list[_Request]) -> _Group | None:
         """Take the flock if needed, assign offsets, write the WAL records (no fsync)."""
@@ -281,13 +320,17 @@ class PartitionLog:
                 for r in reqs:
                     r.group = group
                 return group
-        except Exception as e:  # noqa: BLE001 - every waiter must hear about it
+        except BaseException as e:  # every waiter must hear about it
+            err = e if isinstance(e, StorageError | RivvenError) else StorageError(
+                f"{self.topic}-{self.partition}: append failed: {e}")
             with self._qcond:
                 for r in reqs:
                     if r.error is None:
-                        r.error = e
+                        r.error = err
                     r.done = True
                 self._qcond.notify_all()
+            if not isinstance(e, Exception):
+                raise
             return None
 
     def _finish_group(self, group: _Group) -> None:
@@ -316,28 +359,31 @@ class PartitionLog:
             except Exception as e:  # noqa: BLE001
                 error = e
         with cond:
-            if error is not None:
-                # later groups were numbered after this one: they must fail too, and the
-                # next leader starts again from the segment's real end
-                self._broken = True
-                self._broken_error = error
-                for r, _, _ in group.todo:
-                    if r.base is None:
-                        r.error = error
-            for r in group.reqs:
-                r.done = True
-            self._inflight.popleft()
-            self._done_seq = group.seq
-            if not self._inflight and not self._leading:
-                self._release_flock()
-            cond.notify_all()
+            try:
+                if error is not None:
+                    # later groups were numbered after this one: they must fail too, and the
+                    # next leader starts again from the segment's real end
+                    self._broken = True
+                    self._broken_error = error
+                    for r, _, _ in group.todo:
+                        if r.base is None:
+                            r.error = error
+                for r in group.reqs:
+                    r.done = True
+                self._inflight.popleft()
+                self._done_seq = group.seq
+                if not self._inflight and not self._leading:
+                    self._release_flock()
+            finally:
+                cond.notify_all()
 
     def _release_flock(self) -> None:
         """(qcond held, nothing in flight.) Drop the pipeline's flock."""
         if self._flock_held:
             with self.mutex:
-                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
                 self._flock_held = False
+                if self.lock_fd >= 0:
+                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -350,8 +396,11 @@ class PartitionLog:
                     yield
 
     def _quiesce(self) -> None:
-        """Wait until every group numbered so far has reached the segment."""
+        """Wait until every group logged so far (numbered, or being logged) has reached the
+        segment."""
         with self._qcond:
+            while self._logging:
+                self._qcond.wait()
             target = self._seq
             while self._done_seq < target:
                 self._qcond.wait()
@@ -401,7 +450,15 @@ class PartitionLog:
         Groups already numbered reach the segment first: their WAL records may sit in a file
         the caller is about to delete.
         """
-        self._quiesce()
+        self.dirty = False  # an append from here on marks it again and is checkpointed later
+        try:
+            self._quiesce()
+            return self._checkpoint()
+        except BaseException:
+            self.dirty = True
+            raise
+
+    def _checkpoint(self) -> dict:
         with self._exclusive():
             self._check_alive()
             self._refresh(repair=True)
@@ -413,7 +470,6 @@ class PartitionLog:
                      "recovery_point": act.next_offset, "log_start_offset": self.bases[0]}
             files.write_atomic(os.path.join(self.dir, files.CHECKPOINT),
                                json.dumps(point).encode())
-            self.dirty = False
             return point
 
     def _undo(self, seg: Segment, pos: int) -> None:

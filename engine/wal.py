@@ -160,6 +160,8 @@ class WalStream:
         self.fd = -1
         self.retired: list[int] = []  # fds of rotated files a syncer may still hold
         self.fsyncs = 0
+        self.poisoned: BaseException | None = None  # a failed fsync: the file is untrustworthy
+        self.poison_end = 0
         self.waiting = 0  # threads inside sync()
         self.last_group = 1  # threads the previous fsync served
         self.closed = False
@@ -167,14 +169,24 @@ class WalStream:
 
     def _open_file(self, start: int) -> None:
         path = os.path.join(self.dir, f"{start:020d}{SUFFIX}")
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as e:
+            raise StorageError(f"cannot create WAL file {path}: {e.strerror} "
+                               f"(errno {e.errno})") from e
+        try:
+            files.fsync_dir(self.dir)
+        except OSError as e:
+            os.close(fd)
+            os.unlink(path)
+            raise StorageError(f"cannot fsync WAL dir {self.dir}: {e.strerror}") from e
+        self.fd = fd
         self.file_start = start
-        files.fsync_dir(self.dir)
 
     def append(self, record: bytes) -> int:
         """Write a framed record; returns the stream position its durability needs."""
         with self.write_mutex:
-            if self.written - self.file_start >= self.segment_bytes:
+            if self.poisoned is not None or self.written - self.file_start >= self.segment_bytes:
                 self._rotate()
             try:
                 n = os.write(self.fd, record)
@@ -192,24 +204,31 @@ class WalStream:
             return self.written
 
     def _rotate(self) -> None:
-        """Start a new file (caller holds write_mutex); the old one is synced first."""
-        self._fsync(self.fd)
+        """Start a new file (caller holds write_mutex); the old one is synced first, unless a
+        failed fsync poisoned it (its unsynced records were never acknowledged)."""
+        old_fd = self.fd
+        if self.poisoned is None:
+            self._fsync(old_fd)
+        self._open_file(self.written)  # may raise: then the old file stays current
         with self.sync_cond:
-            self.synced = max(self.synced, self.written)
-            self.retired.append(self.fd)
+            if self.poisoned is None:
+                self.synced = max(self.synced, self.written)
+            self.poisoned = None
+            self.retired.append(old_fd)
             if not self.syncing:  # else the syncer, which may hold that fd, closes it
                 self._close_retired()
-        self._open_file(self.written)
 
     def _close_retired(self) -> None:
         for fd in self.retired:
             os.close(fd)
         self.retired.clear()
 
-    def rotate(self) -> None:
+    def rotate(self) -> int:
+        """Start a new file; returns its start: every record before it is in older files."""
         with self.write_mutex:
-            if self.written > self.file_start:
+            if self.written > self.file_start or self.poisoned is not None:
                 self._rotate()
+            return self.file_start
 
     def _fsync(self, fd: int) -> None:
         try:
@@ -236,6 +255,11 @@ class WalStream:
             if self.syncing:
                 self.sync_cond.wait()
                 continue
+            if self.poisoned is not None and position <= self.poison_end:
+                # after a failed fdatasync the kernel may have dropped those pages: a later
+                # "successful" fsync proves nothing, so these records are never acknowledged
+                raise StorageError(f"WAL {self.dir} lost an fsync ({self.poisoned}); the "
+                                   "produce was not stored durably, retry it")
             self.syncing = True
             deadline = time.monotonic() + GATHER_S
             while self.waiting < self.last_group:
@@ -244,14 +268,18 @@ class WalStream:
                     break
                 self.sync_cond.wait(left)
             served = self.waiting
+            target = position
             self.sync_cond.release()
             try:
                 with self.write_mutex:  # fd and position of the same file, together
                     fd, target = self.fd, self.written
                 self._fsync(fd)
-            except BaseException:
+            except BaseException as e:
                 self.sync_cond.acquire()
                 self.syncing = False
+                if isinstance(e, StorageError):
+                    self.poisoned = e
+                    self.poison_end = target
                 self._close_retired()
                 self.sync_cond.notify_all()
                 raise
@@ -262,11 +290,10 @@ class WalStream:
             self._close_retired()
             self.sync_cond.notify_all()
 
-    def older_files(self) -> list[str]:
-        """WAL files before the current one (all their records are in older positions)."""
-        with self.write_mutex:
-            current = os.path.join(self.dir, f"{self.file_start:020d}{SUFFIX}")
-        return [p for p in stream_files(self.dir) if p < current]
+    def files_before(self, boundary: int) -> list[str]:
+        """WAL files that end at or before stream position ``boundary``."""
+        limit = os.path.join(self.dir, f"{boundary:020d}{SUFFIX}")
+        return [p for p in stream_files(self.dir) if p < limit]
 
     def close(self, delete: bool) -> None:
         if self.closed:
