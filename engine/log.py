@@ -29,6 +29,7 @@ from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 GATHER_S = 0.002  # longest a group-commit leader waits for the batches of a typical group
+GATHER_IDLE_S = 0.0005  # ... and it stops waiting once no batch came for this long
 HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load
 
 
@@ -247,10 +248,13 @@ class PartitionLog:
             deadline = time.monotonic() + GATHER_S
             # with a group in flight, go now: this group's logging overlaps its fsync
             while len(self._queue) < self._last_group and not self._inflight:
-                left = deadline - time.monotonic()
+                left = min(deadline - time.monotonic(), GATHER_IDLE_S)
+                seen = len(self._queue)
                 if left <= 0:
                     break
                 cond.wait(left)
+                if len(self._queue) == seen:
+                    break  # nobody came for a while: do not wait out the whole window
             if self._flock_held and (self._broken
                                      or time.monotonic() - self._flock_since > HOLD_S):
                 while self._inflight:  # let the pipeline drain, then start afresh

@@ -38,6 +38,7 @@ TYPE_BATCH = 1
 PAYLOAD = struct.Struct("<16sIQH")
 MAX_RECORD = 1 << 31
 GATHER_S = 0.002  # longest a syncer waits for the waiters of a typical group
+GATHER_IDLE_S = 0.0005  # ... and it stops waiting once nobody new came for this long
 
 
 def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
@@ -263,10 +264,13 @@ class WalStream:
             self.syncing = True
             deadline = time.monotonic() + GATHER_S
             while self.waiting < self.last_group:
-                left = deadline - time.monotonic()
+                left = min(deadline - time.monotonic(), GATHER_IDLE_S)
+                seen = self.waiting
                 if left <= 0:
                     break
                 self.sync_cond.wait(left)
+                if self.waiting == seen:
+                    break  # nobody came for a while: do not wait out the whole window
             served = self.waiting
             target = position
             self.sync_cond.release()
