@@ -24,7 +24,6 @@ from .config import KEYS, TopicConfig, effective, validate
 from .errors import (
     DataDirError,
     InvalidArgument,
-    OffsetOutOfRange,
     ReadOnlyError,
     RecordTooLarge,
     RivvenError,
@@ -802,11 +801,3 @@ class Engine:
             for _, log in self._logs.values():
                 log.close()
             self._logs.clear()
-
-    def check_offset(self, topic: str, partition: int, offset: int) -> None:
-        start, end = self._log(self.topic(topic), partition).offsets()
-        if not start <= offset <= end:
-            raise OffsetOutOfRange(f"offset {offset} is out of range for {topic}-{partition}: "
-                                   f"valid offsets are {start}..{end}")
-
-

@@ -115,9 +115,6 @@ class Index:
         if self.fd >= 0:
             os.fsync(self.fd)
 
-    def file_entries(self) -> int:
-        return self.loaded // self.ENTRY.size
-
 
 class OffsetIndex(Index):
     """Entry: ``relative_offset int32, position int32`` (8 bytes).

@@ -564,10 +564,6 @@ class PartitionLog:
                     f"{t.position}; run 'rivven segment recover'", seg.path, t.position) from None
             i += 1
 
-    def segment_for_offset(self, offset: int) -> Segment:
-        i = bisect_right(self.bases, offset) - 1
-        base = self.bases[max(i, 0)]
-        return self.active if base == self.active.base else self._sealed(base)
 
     def all_segments(self) -> list[Segment]:
         with self.mutex:

@@ -12,10 +12,6 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def print_json_line(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, separators=(",", ":"), default=str) + "\n")
-
-
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
                 right: Sequence[str] = ()) -> None:
     from rich.console import Console
