@@ -86,6 +86,7 @@ class Engine:
         self.checkpoint_error: RivvenError | None = None
         self._recovery_mutex = threading.Lock()
         self._recovery_owner: int | None = None
+        self._cuts: list[dict[str, Any]] = []
         self.catalog = Catalog(self.path)
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
         self._logs_mutex = threading.Lock()
@@ -194,6 +195,11 @@ class Engine:
                 except UnknownTopic:
                     pass
         return {"replayed": replay, "checkpoints": done}
+
+    def repairs(self) -> list[dict[str, Any]]:
+        """Damaged segment tails this engine cut while opening partitions (past their
+        checkpoint, with no intact batch after them; WAL replay restores what they held)."""
+        return list(self._cuts)
 
     def wal_streams(self) -> list[dict[str, Any]]:
         return [wal_mod.stream_info(d) for d in wal_mod.all_streams(self.path)]
@@ -469,7 +475,7 @@ class Engine:
             wal = None if self.read_only else self._wal_stream()
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only,
                                wal=wal, topic_id=bytes.fromhex(meta.id),
-                               wal_sync=self.settings.wal_sync)
+                               wal_sync=self.settings.wal_sync, cuts=self._cuts)
             self._logs[key] = (meta.id, log)
             return log
 

@@ -74,7 +74,7 @@ def read_checkpoint(directory: str) -> dict | None:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
                  writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
-                 wal_sync: str = "always") -> None:
+                 wal_sync: str = "always", cuts: list[dict] | None = None) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -85,6 +85,7 @@ class PartitionLog:
         self.segments: dict[int, Segment] = {}
         self.bases: list[int] = []
         self.wal = wal
+        self.cuts = cuts if cuts is not None else []  # shared with the engine (repairs())
         self.topic_id = topic_id
         self.wal_sync = wal_sync
         self.dirty = False
@@ -169,6 +170,7 @@ class PartitionLog:
                     f"segment {base} of {self.topic}-{self.partition} vanished (topic deleted?)"
                 ) from None
             seg.index_interval = self.config.index_interval_bytes
+            seg.cuts = self.cuts
             self.segments[base] = seg
         return seg
 
@@ -506,6 +508,7 @@ class PartitionLog:
         old.timeindex.sync()
         new = Segment(self.dir, old.next_offset, True)
         new.index_interval = self.config.index_interval_bytes
+        new.cuts = self.cuts
         new.next_offset = old.next_offset
         new.loaded = True
         files.fsync_dir(self.dir)

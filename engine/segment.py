@@ -62,7 +62,7 @@ class Segment:
         self.loaded = False
         self.needs_repair = False
         self.durable = 0  # bytes known fsynced (from the checkpoint), set by load
-        self.cut_reason = ""
+        self.cuts: list[dict] = []  # damaged tails this process cut (see _cuttable)
 
     def __repr__(self) -> str:
         return f"Segment({self.path}, size={self.size}, next={self.next_offset})"
@@ -229,9 +229,13 @@ class Segment:
         except CorruptRecordError as e:
             if not repair or not self._cuttable(self.size, end):
                 raise
+            self._note_cut(self.size, end, str(e))
             self.truncate(self.size)  # not yet durable when the machine went down
-            self.cut_reason = str(e)
         return count
+
+    def _note_cut(self, position: int, end: int, reason: str) -> None:
+        self.cuts.append({"file": self.path, "position": position, "bytes": end - position,
+                          "reason": reason})
 
     def _cuttable(self, position: int, end: int) -> bool:
         """May a damaged batch at ``position`` be cut as an unfinished tail? Only past the
@@ -355,7 +359,9 @@ class Segment:
             if truncate_torn and self.writable:
                 os.ftruncate(self.fd, t.position)
         except CorruptRecordError:
-            if durable is not None and truncate_torn and self._cuttable(self.size, self.file_size()):
+            end = self.file_size()
+            if durable is not None and truncate_torn and self._cuttable(self.size, end):
+                self._note_cut(self.size, end, "damaged batch past the checkpoint")
                 os.ftruncate(self.fd, self.size)
             elif not tolerate_corruption:
                 raise

@@ -28,6 +28,7 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
     with recovery_progress() as progress:
         eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover,
                           progress=progress)
+    STATE["engine"] = eng
     rec = eng.last_recovery
     if rec.get("streams"):
         sys.stderr.write(f"recovered {len(rec['streams'])} WAL stream(s) of crashed writers: "
@@ -87,7 +88,10 @@ class RivvenGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                _report_repairs()
         except RivvenError as e:
             if STATE["debug"]:
                 raise
@@ -109,6 +113,15 @@ class RivvenGroup(TyperGroup):
                 raise
             fail(_escape(f"internal error: {type(e).__name__}: {e} (rerun with --debug for "
                          "the traceback, and please report it)"))
+
+
+def _report_repairs() -> None:
+    eng = STATE.pop("engine", None)
+    if eng is None:
+        return
+    for c in eng.repairs():
+        sys.stderr.write(f"repaired: cut {c['bytes']} bytes at {c['file']}:{c['position']} "
+                         f"({c['reason']}); the WAL restores what was acknowledged\n")
 
 
 def _escape(text: str) -> str:

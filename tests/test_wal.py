@@ -425,3 +425,16 @@ def test_merge_by_offset_later_write_wins():
     assert [r[4] for r in wal_mod.merge_by_offset(recs)] == [b"new1", b"new2", b"next", b"lone"]
     many = [(i, i * 10, 10, 9, 0, b"") for i in range(100_000)]
     assert len(wal_mod.merge_by_offset(many)) == 100_000  # no quadratic pass
+
+
+def test_cut_tails_are_reported(data_dir, tmp_path):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+    assert start_producer(data_dir, tmp_path / "out", threads=1, limit=60).wait(timeout=60) == 0
+    lose_unsynced_segment_tail(data_dir)  # leaves 100 bytes of garbage past the checkpoint
+    r = run_rivven(data_dir, "consume", "t", "-n", "1")  # read-only: repairs nothing
+    assert b"repaired" not in r.stderr
+    r = run_rivven(data_dir, "produce", "t", input=b"x\n")
+    assert r.returncode == 0, r.stderr
+    assert b"repaired: cut" in r.stderr and b"00000000000000000000.log" in r.stderr
+    check_all_acked(data_dir, acked(tmp_path / "out"))
