@@ -52,7 +52,7 @@ for _p in (HERE, ROOT):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from bench_engine import CHUNK, cli_exe, log, make_records, run_sqlite  # noqa: E402
+from bench_engine import CHUNK, cli_exe, log, make_records, print_rows, run_sqlite  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -596,18 +596,6 @@ def build_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("engine.verify.verify_partition (2nd run)", f"{v['inprocess_gbps']:>9.3f} GB/s",
                      f"{v['inprocess_s'][1]:.2f} s (1st {v['inprocess_s'][0]:.2f} s)"))
     return rows
-
-
-def print_rows(rows: list[tuple[str, str, str]], out: Any) -> None:
-    body = [r for r in rows if not (r[0].startswith("--") and not r[1])]
-    w0 = max(len(r[0]) for r in body)
-    w1 = max(len(r[1]) for r in body)
-    for a, b, c in rows:
-        if a.startswith("--") and not b:
-            out.write(f"\n{a}\n")
-        else:
-            out.write(f"  {a:<{w0}}  {b:>{w1}}  {c}".rstrip() + "\n")
-    out.flush()
 
 
 # ------------------------------------------------------------------ main

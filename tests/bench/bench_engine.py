@@ -174,6 +174,22 @@ def run_produce_batch(d: str, kcols: list[list[bytes]], vcols: list[list[bytes]]
     return n / el
 
 
+def read_all(eng: Any, topic: str, n: int) -> tuple[int, Any, Any]:
+    """Read partition 0 with read() in calls of CHUNK, touching every key and value; returns
+    (records read, last key, last value)."""
+    off = 0
+    k = v = None
+    while off < n:
+        recs = eng.read(topic, 0, off, CHUNK)
+        if not recs:
+            break
+        for r in recs:
+            k = r.key
+            v = r.value
+        off += len(recs)
+    return off, k, v
+
+
 def run_read(d: str, keys: list[bytes], vals: list[bytes]) -> float:
     from engine import Engine
 
@@ -181,16 +197,7 @@ def run_read(d: str, keys: list[bytes], vals: list[bytes]) -> float:
     with Engine.open(d, read_only=True) as eng:
         eng.read("bench", 0, 0, 1)  # warm-up: the first read imports pyarrow
         t = time.perf_counter()
-        off = 0
-        k = v = None
-        while off < n:
-            recs = eng.read("bench", 0, off, CHUNK)
-            if not recs:
-                break
-            for r in recs:
-                k = r.key
-                v = r.value
-            off += len(recs)
+        off, k, v = read_all(eng, "bench", n)
         el = time.perf_counter() - t
     assert off == n and k == keys[-1] and v == vals[-1], (off, k, v)
     return n / el
@@ -308,16 +315,7 @@ def mem_child(d: str, n: int) -> None:
         out["end_offset"] = eng.end_offsets("mem")[0]
         out["segments"] = eng.describe_topic("mem")["partition_info"][0]["segments"]
         t = time.perf_counter()
-        off = 0
-        k = v = None
-        while off < n:
-            recs = eng.read("mem", 0, off, CHUNK)
-            if not recs:
-                break
-            for r in recs:
-                k = r.key
-                v = r.value
-            off += len(recs)
+        off, k, v = read_all(eng, "mem", n)
         out["read_rps"] = n / (time.perf_counter() - t)
         out["read_records"] = off
         out["last_ok"] = k == b"k%09d" % (n - 1) and v == vals[(n - 1) % CHUNK]
@@ -413,8 +411,10 @@ def build_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def print_rows(rows: list[tuple[str, str, str]], out: Any) -> None:
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
+    """Aligned rows; a row ``("-- title", "", "")`` is a section heading."""
+    body = [r for r in rows if not (r[0].startswith("--") and not r[1])]
+    w0 = max(len(r[0]) for r in body)
+    w1 = max(len(r[1]) for r in body)
     for a, b, c in rows:
         if a.startswith("--") and not b:
             out.write(f"\n{a}\n")
