@@ -299,6 +299,20 @@ def test_two_processes_append_to_one_partition(data_dir):
 
 
 # ------------------------------------------------------------------------ checkpoints racing appends
+def assert_batch_survives_a_crash(eng, data_dir, tmp_path, acks, pattern):
+    """The acknowledged batch ``acks`` (values ``pattern % i``) is in a WAL file or fsynced,
+    and a machine crash now leaves it in partition 0. Closes ``eng``."""
+    batch = (0, acks[0][1], acks[-1][1])
+    lost = not_durable(data_dir, "t", [batch])
+    image = crash_image(data_dir, str(tmp_path / "crashed"))
+    eng.close()
+    with Engine.open(image) as after:
+        got = stored(after, "t")
+    assert not lost and all(got.get(a) == pattern % i for i, a in enumerate(acks)), (
+        f"acknowledged {batch} is in no WAL file and not fsynced; after a machine crash the "
+        f"partition holds offsets 0..{len(got) - 1}")
+
+
 def test_checkpoint_while_a_group_is_being_logged(data_dir, tmp_path):
     """A checkpoint that starts after a group's WAL records are written but before the group
     is numbered must still wait for it: else it deletes the WAL file holding the records
@@ -338,15 +352,7 @@ def test_checkpoint_while_a_group_is_being_logged(data_dir, tmp_path):
     t.join(HANG_S)
     wal.append, wal.sync = real_append, real_sync
     acks = result["acks"]
-    batch = (0, acks[0][1], acks[-1][1])
-    image = crash_image(data_dir, str(tmp_path / "crashed"))
-    lost = not_durable(data_dir, "t", [batch])
-    eng.close()
-    with Engine.open(image) as after:
-        got = stored(after, "t")
-    assert not lost and all(got.get(a) == b"racing-%d" % i for i, a in enumerate(acks)), (
-        f"acknowledged {batch} is in no WAL file and not fsynced; after a machine crash the "
-        f"partition holds offsets 0..{len(got) - 1}")
+    assert_batch_survives_a_crash(eng, data_dir, tmp_path, acks, b"racing-%d")
 
 
 def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, monkeypatch):
@@ -379,15 +385,7 @@ def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, mon
     t.join(HANG_S)
     monkeypatch.setattr(files, "write_atomic", real)
     eng.checkpoint()  # the next checkpoint (a timer, the interval, or close)
-    batch = (0, acks[0][1], acks[-1][1])
-    lost = not_durable(data_dir, "t", [batch])
-    image = crash_image(data_dir, str(tmp_path / "crashed"))
-    eng.close()
-    with Engine.open(image) as after:
-        got = stored(after, "t")
-    assert not lost and all(got.get(a) == b"held-up-%d" % i for i, a in enumerate(acks)), (
-        f"acknowledged {batch} is in no WAL file and not fsynced; after a machine crash the "
-        f"partition holds offsets 0..{len(got) - 1}")
+    assert_batch_survives_a_crash(eng, data_dir, tmp_path, acks, b"held-up-%d")
 
 
 def test_checkpoint_deletes_only_the_wal_it_covered(data_dir, tmp_path, monkeypatch):
