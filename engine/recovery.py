@@ -26,27 +26,26 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
         return report
     try:
         found: dict[tuple[bytes, int], list] = defaultdict(list)
-        files_ = [f for d, _ in dead for f in wal_mod.stream_files(d)]
-        total = sum(os.path.getsize(f) for f in files_)
+        sizes = {f: os.path.getsize(f) for d, _ in dead for f in wal_mod.stream_files(d)}
+        total = sum(sizes.values())
         done = 0
-        for d, _ in dead:
-            for f in wal_mod.stream_files(d):
-                if eng.progress is not None:
-                    eng.progress("replaying WAL", total, done)
-                    done += os.path.getsize(f)
-                try:
-                    for rec in wal_mod.scan_file(f):
-                        h = read_header(rec.batch, 0)
-                        # where the bytes are, not the bytes: most batches of a process
-                        # crash are already in the log and are never read again
-                        found[(rec.topic_id, rec.partition)].append(
-                            (rec.write_ns, h.base_offset, h.record_count,
-                             h.last_offset_delta, h.max_timestamp,
-                             (f, rec.batch_position, len(rec.batch))))
-                except wal_mod.WalTail as t:
-                    if not t.zero:
-                        report["torn_tails"].append({"file": f, "position": t.position,
-                                                     "reason": t.reason})
+        for f, size in sizes.items():
+            try:
+                for rec in wal_mod.scan_file(f):
+                    h = read_header(rec.batch, 0)
+                    # where the bytes are, not the bytes: most batches of a process crash
+                    # are already in the log and are never read again
+                    found[(rec.topic_id, rec.partition)].append(
+                        (rec.write_ns, h.base_offset, h.record_count,
+                         h.last_offset_delta, h.max_timestamp,
+                         (f, rec.batch_position, len(rec.batch))))
+            except wal_mod.WalTail as t:
+                if not t.zero:
+                    report["torn_tails"].append({"file": f, "position": t.position,
+                                                 "reason": t.reason})
+            done += size
+            if eng.progress is not None:
+                eng.progress("replaying WAL", total, done)
         by_id = {bytes.fromhex(m.id): m for m in eng.topics()}
         for (tid, p), recs in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             meta = by_id.get(tid)
