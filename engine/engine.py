@@ -211,8 +211,7 @@ class Engine:
         st = self.settings
         if (wal.written - self._ckpt_at >= st.checkpoint_bytes
                 or (time.monotonic() - self._ckpt_time) * 1000 >= st.checkpoint_ms):
-            if self._ckpt_lock.acquire(blocking=False):
-                self._ckpt_lock.release()
+            if not self._ckpt_lock.locked():  # one already running covers this one
                 try:
                     self.checkpoint()
                 except RivvenError as e:
