@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from . import admin, codecs, files
+from . import admin, codecs, files, groups, retention
 from . import wal as wal_mod
 from .arrow import batch_columns
 from .arrow import table as arrow_table
@@ -24,6 +24,7 @@ from .config import KEYS, TopicConfig, effective, validate
 from .errors import (
     DataDirError,
     InvalidArgument,
+    OffsetOutOfRange,
     ReadOnlyError,
     RecordTooLarge,
     RivvenError,
@@ -91,6 +92,7 @@ class Engine:
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
         self._logs_mutex = threading.Lock()
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
+        self._consumers: set[Any] = set()
         self.closed = False
         self.last_recovery: dict[str, Any] = {}
         if not read_only:
@@ -123,6 +125,8 @@ class Engine:
         """Checkpoint what this process wrote, delete its WAL, release every file."""
         if self.closed:
             return
+        for c in list(self._consumers):
+            c.close()
         clean = True
         if self.wal is not None:
             try:
@@ -171,6 +175,7 @@ class Engine:
                 if log.dirty and log.writable:
                     try:
                         done.append({"topic": name, "partition": p, **log.checkpoint()})
+                        retention.apply(log, log.config, now_ms())
                     except UnknownTopic:
                         pass  # deleted meanwhile: its WAL records are moot
             if wal is not None:
@@ -435,10 +440,11 @@ class Engine:
         for p in range(meta.partitions):
             log = self._log(meta, p)
             segs = log.all_segments()
+            start, end = log.offsets()
             parts.append({
                 "partition": p,
-                "start_offset": log.start_offset(),
-                "end_offset": log.end_offset(),
+                "start_offset": start,
+                "end_offset": end,
                 "segments": len(segs),
                 "bytes": sum(s.size for s in segs),
             })
@@ -451,7 +457,7 @@ class Engine:
         }
 
     # ---------------------------------------------------------------- partitions
-    def _log(self, meta: TopicMeta, partition: int) -> PartitionLog:
+    def _log(self, meta: TopicMeta, partition: int, retain: bool = True) -> PartitionLog:
         if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
             raise UnknownPartition(
                 f"partition {partition} does not exist in topic {meta.name!r} "
@@ -476,7 +482,12 @@ class Engine:
                                wal=wal, topic_id=bytes.fromhex(meta.id),
                                wal_sync=self.settings.wal_sync, cuts=self._cuts)
             self._logs[key] = (meta.id, log)
-            return log
+        if retain and not self.read_only:
+            try:  # retention runs when a writer opens a partition (and at checkpoints)
+                retention.apply(log, meta.typed, now_ms())
+            except (RivvenError, OSError):
+                pass  # the next checkpoint or 'rivven retention apply' tries again
+        return log
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog:
         return self._log(self.topic(topic), partition)
@@ -769,20 +780,103 @@ class Engine:
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (None if none is)."""
         log = self._log(self.topic(topic), partition)
+        start = log.offsets()[0]
         for seg in log.all_segments():
             if log.segment_max_timestamp(seg) < timestamp:
                 continue
             pos = seg.position_for_time(timestamp)
             for ref in seg.iter_batches(pos, seg.size):
                 h = ref.header
-                if h.max_timestamp < timestamp:
+                if h.max_timestamp < timestamp or h.last_offset < start:
                     continue
                 body = body_of(ref.buf, ref.start, h)
                 offsets, tss, *_ = decode_columns(body, h, layout(body, h))
                 for off, t in zip(offsets, tss):
-                    if t >= timestamp:
+                    if t >= timestamp and off >= start:
                         return off
         return None
+
+    # ---------------------------------------------------------------- log start, retention
+    def delete_records(self, topic: str, before: dict[int, int], dry_run: bool = False
+                       ) -> list[dict[str, Any]]:
+        """Move each partition's log start offset forward to ``before[p]`` (never back;
+        offsets above the log end are refused), deleting whole segments below it. Rows:
+        partition, prior/new log start offset, deleted segments."""
+        if not dry_run:
+            self._writable()
+        meta = self.topic(topic)
+        plans = []
+        for p, off in sorted(before.items()):
+            log = self._log(meta, p)
+            if not isinstance(off, int) or off < 0:
+                raise InvalidArgument(f"offset must be a non-negative integer, not {off!r}")
+            start, end = log.offsets()
+            if off > end:
+                raise OffsetOutOfRange(f"cannot delete records of {topic}-{p} before {off}: the "
+                                       f"log ends at {end} (valid: {start}..{end})", start, end)
+            plans.append((p, log, off, start))
+        rows = []
+        for p, log, off, start in plans:
+            if dry_run:
+                rows.append({"topic": topic, "partition": p, "prior_log_start_offset": start,
+                             "new_log_start_offset": max(start, off), "deleted_segments": []})
+                continue
+            prior, new, gone = log.advance_start(off)
+            rows.append({"topic": topic, "partition": p, "prior_log_start_offset": prior,
+                         "new_log_start_offset": new, "deleted_segments": gone})
+        return rows
+
+    def apply_retention(self, topic: str | None = None, dry_run: bool = False,
+                        now: int | None = None) -> list[dict[str, Any]]:
+        """Delete the sealed segments past ``retention.ms``/``retention.bytes`` (or below the
+        log start offset) of ``topic`` (default: every topic); one row per segment."""
+        if not dry_run:
+            self._writable()
+        metas = [self.topic(topic)] if topic is not None else self.topics()
+        t = now_ms() if now is None else now
+        rows = []
+        for meta in metas:
+            for p in range(meta.partitions):
+                rows += retention.apply(self._log(meta, p, retain=False), meta.typed, t, dry_run)
+        return rows
+
+    # ---------------------------------------------------------------- consumer groups
+    def consumer(self, group: str, topics: str | Iterable[str],
+                 auto_offset_reset: str = "earliest", **options: Any) -> Any:
+        """A group member reading ``topics`` from the group's committed offsets; see
+        engine.consumer.Consumer for ``options`` (enable_auto_commit, member_id, ...)."""
+        from .consumer import Consumer
+        return Consumer(self, group, topics, auto_offset_reset=auto_offset_reset, **options)
+
+    def list_groups(self) -> list[dict[str, Any]]:
+        return groups.list_groups(self)
+
+    def describe_group(self, group: str) -> dict[str, Any]:
+        return groups.describe(self, group)
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        d = groups.describe(self, group)
+        return {(r["topic"], r["partition"]): r["current_offset"] for r in d["partitions"]
+                if r["current_offset"] is not None}
+
+    def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
+                      value: int | None = None, execute: bool = False, force: bool = False
+                      ) -> list[dict[str, Any]]:
+        """Plan (and with ``execute`` apply) a reset of the group's committed offsets; see
+        engine.groups.plan_reset. Refused while the group has live consumers unless ``force``."""
+        rows = groups.plan_reset(self, group, targets, mode, value)
+        if execute:
+            self._writable()
+            groups.apply_reset(self, group, rows, force)
+        return rows
+
+    def delete_group(self, group: str) -> dict[str, Any]:
+        self._writable()
+        return groups.delete_group(self, group)
+
+    def delete_group_offsets(self, group: str, topic: str) -> dict[str, Any]:
+        self._writable()
+        return groups.delete_offsets(self, group, topic)
 
     # ---------------------------------------------------------------- segment admin
     def segment_list(self, topic: str, partition: int | None = None) -> list[dict[str, Any]]:

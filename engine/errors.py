@@ -38,7 +38,12 @@ class RecordTooLarge(InvalidArgument):
 
 
 class OffsetOutOfRange(RivvenError):
-    pass
+    """An offset outside [log start, log end]; ``start``/``end`` give the valid range."""
+
+    def __init__(self, message: str, start: int | None = None, end: int | None = None) -> None:
+        super().__init__(message)
+        self.start = start
+        self.end = end
 
 
 class DataDirError(RivvenError):

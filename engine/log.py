@@ -71,6 +71,10 @@ def read_checkpoint(directory: str) -> dict | None:
         return None
 
 
+class SegmentGone(UnknownTopic):
+    """A segment file disappeared under a reader (retention, delete-records, topic delete)."""
+
+
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
                  writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
@@ -104,6 +108,8 @@ class PartitionLog:
         self._broken_error: BaseException | None = None
         self._logging = False
         self._closed = False
+        self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
+        self._ckpt_stamp: tuple[int, int, int] | None = None
         if writable:
             try:
                 self.lock_fd = open_lock_file(os.path.join(directory, files.LOCK_FILE))
@@ -118,10 +124,13 @@ class PartitionLog:
                 self._relist()
                 self.active = self._open(self.bases[-1])
                 self.active.load(repair=True, checkpoint=read_checkpoint(directory))
+                self._read_log_start()
+                self._delete_below(self.start_offset())  # a deletion cut short by a crash
         else:
             self._relist()
             self.active = self._open(self.bases[-1])
             self.active.load(repair=False)
+            self._read_log_start()
 
     def close(self) -> None:
         """Finish the groups in flight, fail queued appends, release every file."""
@@ -166,7 +175,7 @@ class PartitionLog:
             try:
                 seg = Segment(self.dir, base, self.writable)
             except FileNotFoundError:
-                raise UnknownTopic(
+                raise SegmentGone(
                     f"segment {base} of {self.topic}-{self.partition} vanished (topic deleted?)"
                 ) from None
             seg.index_interval = self.config.index_interval_bytes
@@ -196,6 +205,22 @@ class PartitionLog:
             act = self._open(act.next_offset)
             act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
             self.active = act
+
+    def _read_log_start(self) -> None:
+        """Pick up a log start offset persisted by any process (one stat when unchanged)."""
+        try:
+            st = os.stat(os.path.join(self.dir, files.CHECKPOINT))
+        except FileNotFoundError:
+            return
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._ckpt_stamp:
+            return
+        self._ckpt_stamp = stamp
+        point = read_checkpoint(self.dir)
+        if point is not None and point["log_start_offset"] > self.log_start:
+            self.log_start = point["log_start_offset"]
+            if len(self.bases) > 1 and self.bases[1] <= self.log_start:
+                self._relist()  # whole segments below it are (being) deleted
 
     def _check_alive(self) -> None:
         if os.fstat(self.lock_fd).st_nlink == 0:
@@ -468,15 +493,19 @@ class PartitionLog:
         with self._exclusive():
             self._check_alive()
             self._refresh(repair=True)
-            act = self.active
-            act.sync()
-            act.index.sync()
-            act.timeindex.sync()
-            point = {"segment": act.base, "position": act.size,
-                     "recovery_point": act.next_offset, "log_start_offset": self.bases[0]}
-            files.write_atomic(os.path.join(self.dir, files.CHECKPOINT),
-                               json.dumps(point).encode())
-            return point
+            return self._checkpoint_locked()
+
+    def _checkpoint_locked(self) -> dict:
+        act = self.active
+        act.sync()
+        act.index.sync()
+        act.timeindex.sync()
+        self._read_log_start()  # never write back a start another process moved on
+        point = {"segment": act.base, "position": act.size,
+                 "recovery_point": act.next_offset, "log_start_offset": self.start_offset()}
+        files.write_atomic(os.path.join(self.dir, files.CHECKPOINT), json.dumps(point).encode())
+        self._ckpt_stamp = None
+        return point
 
     def _undo(self, seg: Segment, pos: int) -> None:
         # Not acknowledged: cut what may have reached the file so no reader ever sees it.
@@ -523,7 +552,7 @@ class PartitionLog:
             self._refresh(repair=False)
 
     def start_offset(self) -> int:
-        return self.bases[0]
+        return min(max(self.log_start, self.bases[0]), self.active.next_offset)
 
     def end_offset(self) -> int:
         return self.active.next_offset
@@ -531,24 +560,33 @@ class PartitionLog:
     def offsets(self) -> tuple[int, int]:
         with self.mutex:
             self._refresh(repair=False)
-            return self.bases[0], self.active.next_offset
+            self._read_log_start()
+            return self.start_offset(), self.active.next_offset
 
     def batches(self, offset: int, max_bytes: int = 1 << 20) -> Iterator[BatchRef]:
         """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all."""
         with self.mutex:
             self._refresh(repair=False)
+            self._read_log_start()
             bases = list(self.bases)
             end = self.active.next_offset
             active = self.active
-        if offset < bases[0] or offset > end:
-            raise OffsetOutOfRange(
-                f"offset {offset} is out of range for {self.topic}-{self.partition}: "
-                f"valid offsets are {bases[0]}..{end} (end = next offset to be written)"
-            )
+            start = self.start_offset()
+        if offset < start or offset > end:
+            raise self._out_of_range(offset, start, end)
         i = bisect_right(bases, offset) - 1
         sent = 0
         while i < len(bases) and offset < end and sent < max_bytes:
-            seg = active if bases[i] == active.base else self._sealed(bases[i])
+            try:
+                seg = active if bases[i] == active.base else self._sealed(bases[i])
+            except SegmentGone:
+                with self.mutex:  # deleted by retention or delete-records meanwhile?
+                    self._ckpt_stamp = None
+                    self._read_log_start()
+                    start = self.start_offset()
+                if offset < start:
+                    raise self._out_of_range(offset, start, end) from None
+                raise
             limit = seg.size
             try:
                 for ref in seg.iter_batches(seg.position_for(offset), limit):
@@ -567,6 +605,52 @@ class PartitionLog:
                     f"{t.position}; run 'rivven segment recover'", seg.path, t.position) from None
             i += 1
 
+
+    def _out_of_range(self, offset: int, start: int, end: int) -> OffsetOutOfRange:
+        return OffsetOutOfRange(
+            f"offset {offset} is out of range for {self.topic}-{self.partition}: valid offsets "
+            f"are {start}..{end} (end = next offset to be written)", start, end)
+
+    # ---------------------------------------------------------------- log start
+    def advance_start(self, offset: int) -> tuple[int, int, list[dict]]:
+        """Move the log start offset forward to ``offset`` (never back, at most the end),
+        persist it, then delete the whole segments below it. Returns (prior, new, deleted)."""
+        self._quiesce()
+        with self._exclusive():
+            self._check_alive()
+            self._refresh(repair=True)
+            self._ckpt_stamp = None
+            self._read_log_start()
+            prior = self.start_offset()
+            if offset > prior:
+                self.log_start = min(offset, self.active.next_offset)
+                self._checkpoint_locked()
+            return prior, self.start_offset(), self._delete_below(self.start_offset())
+
+    def _delete_below(self, start: int) -> list[dict]:
+        """(Lock held.) Delete sealed segments whose offsets all lie below ``start``."""
+        gone = []
+        for i, base in enumerate(self.bases[:-1]):
+            nxt = self.bases[i + 1]
+            if nxt > start:
+                break
+            seg = self.segments.pop(base, None)
+            if seg is not None:
+                seg.close()
+            size = 0
+            for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):  # .log first: it defines
+                try:                                                  # the segment
+                    p = files.path(self.dir, base, suffix)
+                    if suffix == files.LOG:
+                        size = os.path.getsize(p)
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+            gone.append({"base_offset": base, "next_offset": nxt, "bytes": size})
+        if gone:
+            files.fsync_dir(self.dir)
+            self.bases = self.bases[len(gone):]
+        return gone
 
     def all_segments(self) -> list[Segment]:
         with self.mutex:

@@ -136,8 +136,18 @@ def consume(
         "--key-encoding", help="utf8, base64 or hex.")] = Encoding.utf8,
     value_encoding: Annotated[Encoding, typer.Option(
         "--value-encoding", help="utf8, base64 or hex.")] = Encoding.utf8,
+    group: Annotated[str | None, typer.Option(
+        "--group", "-g", help="Read as a member of this consumer group: resume from its "
+        "committed offsets and commit what was printed.")] = None,
+    member_id: Annotated[str | None, typer.Option(
+        "--member-id", help="With --group: a fixed member id (default: random).")] = None,
 ) -> None:
-    """Read records from the beginning (or --offset) to the end offsets taken at start."""
+    """Read records from the beginning (or --offset) to the end offsets taken at start.
+
+    With --group: the group's partitions are split between its live consumers; each resumes
+    from the committed offsets (--offset beginning|end says where to start without one) and
+    commits after every chunk it prints.
+    """
     if json and fmt is not None:
         raise typer.BadParameter("use either --json or --format, not both")
     kenc = _encoder(key_encoding, json)
@@ -154,6 +164,17 @@ def consume(
                 for o, t, k, v, h in zip(offs, ts, keys, values, hs)]).encode()
     else:
         emit = _formatter(fmt if fmt is not None else "%v\n", topic, kenc, venc)
+    if group is not None:
+        if partition:
+            raise typer.BadParameter("--partition cannot be used with --group (the group "
+                                     "assigns partitions)")
+        if offset not in ("beginning", "end"):
+            raise typer.BadParameter("with --group, --offset is beginning or end: where to "
+                                     "start a partition the group has no offset for",
+                                     param_hint="--offset")
+        _consume_group(topic, group, member_id, "earliest" if offset == "beginning" else "latest",
+                       num, follow, emit, out)
+        return
 
     with open_engine(read_only=True) as eng:
         meta = eng.topic(topic)
@@ -198,6 +219,41 @@ def consume(
                 out.flush()
                 time.sleep(POLL_S)
         out.flush()
+
+
+def _consume_group(topic: str, group: str, member_id: str | None, reset: str, num: int | None,
+                   follow: bool, emit: Callable, out: Any) -> None:
+    def said(e: dict) -> None:
+        if e["reason"] == "out-of-range":
+            info(f"group {group}: {e['topic']}-{e['partition']} committed offset {e['prior']} "
+                 f"is out of range; reset to {e['policy']} ({e['new']})")
+
+    with open_engine() as eng, eng.consumer(group, topic, auto_offset_reset=reset,
+                                            enable_auto_commit=False, member_id=member_id,
+                                            client_id="rivven-consume", on_reset=said) as c:
+        left = num
+        while left is None or left > 0:
+            recs = c.poll(timeout_ms=int(POLL_S * 1000) if follow else 0,
+                          max_records=CHUNK if left is None else min(CHUNK, left))
+            if not recs:
+                if follow:
+                    continue
+                break
+            i = 0
+            while i < len(recs):  # one emit per run of records from one partition
+                p = recs[i].partition
+                j = i
+                while j < len(recs) and recs[j].partition == p:
+                    j += 1
+                run = recs[i:j]
+                out.write(emit(p, [r.offset for r in run], [r.timestamp for r in run],
+                               [r.key for r in run], [r.value for r in run],
+                               [r.headers for r in run]))
+                i = j
+            out.flush()
+            c.commit()  # only what reached stdout
+            if left is not None:
+                left -= len(recs)
 
 
 def _trim(offs: Any, ts: Any, keys: list, values: list, hs: Any, start: int,

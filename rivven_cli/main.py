@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from . import bench, consume, offsets, produce, segment, topic, wal
+from . import bench, consume, group, offsets, produce, retention, segment, topic, wal
 from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup
 
 app = typer.Typer(
@@ -19,10 +19,13 @@ app = typer.Typer(
 app.add_typer(topic.app, name="topic", help="Create, list, describe, alter and delete topics.")
 app.add_typer(segment.app, name="segment", help="List, inspect, verify and repair segment files.")
 app.add_typer(wal.app, name="wal", help="Inspect, verify, replay and checkpoint the write-ahead log.")
+app.add_typer(group.app, name="group", help="Consumer groups: lag, offsets, resets, deletion.")
+app.add_typer(retention.app, name="retention", help="Apply retention (time and size) now.")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("offsets")(offsets.offsets)
+app.command("delete-records")(retention.delete_records)
 
 
 def _version(value: bool) -> None:

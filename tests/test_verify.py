@@ -12,7 +12,8 @@ from engine.verify import scan_segment, verify_partition
 
 def make(data_dir, batches=40, cfg=None):
     with Engine.open(data_dir) as eng:
-        eng.create_topic("t", 1, cfg or {"segment.bytes": "8192", "index.interval.bytes": "512"})
+        eng.create_topic("t", 1, cfg or {"segment.bytes": "8192", "index.interval.bytes": "512",
+                                    "retention.ms": "-1"})
         for b in range(batches):
             eng.produce("t", [Record(key=b"k%d" % i, value=b"v%06d" % (b * 10 + i),
                                      timestamp=1000 + b) for i in range(10)])

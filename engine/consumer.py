@@ -1,0 +1,338 @@
+"""``Consumer``: reads a set of topics as a member of a consumer group.
+
+Partitions are split between the live members of the group (round robin over the sorted
+topic-partitions, members sorted by id), and a member reads a partition only while it holds
+the partition's lease (engine.membership): during a change of membership the old owner commits
+and lets go before the new owner starts, so no record is handed to two members while both run.
+A member that dies loses its leases with its process; the others take its partitions over
+within ``HEARTBEAT_S`` from its last committed offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import membership
+from .errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
+from .offset_store import OffsetStore
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+log = logging.getLogger("rivven.consumer")
+HEARTBEAT_S = 0.5  # how often a member re-checks who is alive (a crash changes no mtime)
+LEASE_RETRY_S = 0.05  # how often it retries a lease another member still holds
+POLICIES = ("earliest", "latest", "none")
+
+TopicPartition = tuple[str, int]
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
+def assign(members: list[dict[str, Any]], partitions: dict[str, int]) -> dict[str, list[TopicPartition]]:
+    """Round robin over sorted topic-partitions, each to the next member subscribed to it."""
+    ids = sorted(m["member_id"] for m in members)
+    subs = {m["member_id"]: set(m.get("topics", ())) for m in members}
+    out: dict[str, list[TopicPartition]] = {i: [] for i in ids}
+    turn = 0
+    for topic in sorted(partitions):
+        for p in range(partitions[topic]):
+            for k in range(len(ids)):
+                mid = ids[(turn + k) % len(ids)]
+                if topic in subs[mid]:
+                    out[mid].append((topic, p))
+                    turn = (turn + k + 1) % len(ids)
+                    break
+    return out
+
+
+class Consumer:
+    """Iterate (``for rec in consumer``) or ``poll()`` records of ``topics`` as a member of
+    ``group``, from the group's committed offsets.
+
+    ``auto_offset_reset`` says where to start a partition that has no committed offset, or
+    whose committed offset is no longer in the log (``"none"`` raises OffsetOutOfRange
+    instead); such resets are logged on ``rivven.consumer`` and passed to ``on_reset``.
+    With ``enable_auto_commit`` the positions are committed every ``auto_commit_interval_ms``,
+    when a partition moves to another member, and on ``close()``.
+    """
+
+    def __init__(self, engine: Engine, group: str, topics: str | Iterable[str],
+                 auto_offset_reset: str = "earliest", enable_auto_commit: bool = True,
+                 auto_commit_interval_ms: int = 5000, member_id: str | None = None,
+                 client_id: str = "rivven", max_poll_records: int = 500,
+                 consumer_timeout_ms: int | None = None,
+                 on_reset: Callable[[dict[str, Any]], None] | None = None) -> None:
+        if engine.read_only:
+            raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
+        if auto_offset_reset not in POLICIES:
+            raise InvalidArgument(f"auto_offset_reset must be one of {', '.join(POLICIES)}, "
+                                  f"not {auto_offset_reset!r}")
+        if max_poll_records < 1:
+            raise InvalidArgument("max_poll_records must be at least 1")
+        self.topics = [topics] if isinstance(topics, str) else sorted(set(topics))
+        if not self.topics:
+            raise InvalidArgument("subscribe to at least one topic")
+        for t in self.topics:
+            engine.topic(t)  # exists?
+        self.engine = engine
+        self.group = group
+        self.gdir = membership.group_dir(engine.path, group)
+        self.policy = auto_offset_reset
+        self.auto_commit = enable_auto_commit
+        self.commit_interval = auto_commit_interval_ms / 1000
+        self.max_poll_records = max_poll_records
+        self.timeout_ms = consumer_timeout_ms
+        self.on_reset = on_reset
+        self.store = OffsetStore(self.gdir, sync=engine.settings.wal_sync != "none")
+        self.member = membership.Member(self.gdir, member_id,
+                                        {"client_id": client_id, "topics": self.topics})
+        self.member_id = self.member.member_id
+        self.leases = membership.Leases(self.gdir, self.member_id)
+        self.resets: list[dict[str, Any]] = []
+        self._positions: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._wanted: list[TopicPartition] = []
+        self._stamp = -1
+        self._next_heartbeat = 0.0
+        self._next_lease_try = 0.0
+        self._next_commit = time.monotonic() + self.commit_interval
+        self._turn = 0
+        self._buffer: list[ConsumerRecord] = []
+        self._buffered = 0
+        self.closed = False
+        engine._consumers.add(self)
+        self._rebalance(force=True)
+
+    # ---------------------------------------------------------------- membership
+    def assignment(self) -> list[TopicPartition]:
+        """The partitions this member reads now (leases held)."""
+        return sorted(self._positions)
+
+    def _rebalance(self, force: bool = False) -> None:
+        now = time.monotonic()
+        stamp = membership.members_stamp(self.gdir)
+        if force or stamp != self._stamp or now >= self._next_heartbeat:
+            self._stamp = stamp
+            self._next_heartbeat = now + HEARTBEAT_S
+            members = membership.live_members(self.gdir)
+            parts = {}
+            for t in self.topics:
+                try:
+                    parts[t] = self.engine.topic(t).partitions
+                except UnknownTopic:
+                    pass  # deleted: its partitions are nobody's
+            plan = assign(members, parts)
+            self._wanted = plan.get(self.member_id, [])
+            wanted = set(self._wanted)
+            for tp in [tp for tp in self._positions if tp not in wanted]:
+                self._revoke(tp)
+        elif now < self._next_lease_try:
+            return
+        missing = [tp for tp in self._wanted if tp not in self._positions]
+        if missing:
+            self._next_lease_try = now + LEASE_RETRY_S
+            committed = None
+            for tp in missing:
+                if self.leases.acquire(*tp):
+                    if committed is None:  # read after the lease: the last owner's final commit
+                        committed = self.store.refresh()
+                    c = committed.get(tp)
+                    self._positions[tp] = self._start(tp, None if c is None else c.offset)
+                    self._committed[tp] = self._positions[tp] if c is not None else -1
+
+    def _revoke(self, tp: TopicPartition) -> None:
+        if self.auto_commit and self._positions.get(tp, -1) != self._committed.get(tp, -1):
+            self.store.commit({tp: self._positions[tp]})
+        self._positions.pop(tp, None)
+        self._committed.pop(tp, None)
+        self.leases.release(*tp)
+
+    def _start(self, tp: TopicPartition, committed: int | None) -> int:
+        start, end = self.engine.partition_log(*tp).offsets()
+        if committed is not None and start <= committed <= end:
+            return committed
+        return self._reset(tp, committed, start, end)
+
+    def _reset(self, tp: TopicPartition, prior: int | None, start: int, end: int) -> int:
+        if prior is not None or self.policy == "none":
+            why = ("has no committed offset" if prior is None else
+                   f"offset {prior} is out of range {start}..{end}")
+            if self.policy == "none":
+                raise OffsetOutOfRange(f"group {self.group!r}: {tp[0]}-{tp[1]} {why} and "
+                                       "auto_offset_reset is 'none'; reset the group's offsets",
+                                       start, end)
+        new = start if self.policy == "earliest" else end
+        event = {"group": self.group, "topic": tp[0], "partition": tp[1], "prior": prior,
+                 "new": new, "policy": self.policy,
+                 "reason": "no-commit" if prior is None else "out-of-range"}
+        self.resets.append(event)
+        if prior is not None:
+            log.warning("group %s: %s-%d offset %d is out of range %d..%d; reset to %s (%d)",
+                        self.group, tp[0], tp[1], prior, start, end, self.policy, new)
+        if self.on_reset is not None:
+            self.on_reset(event)
+        return new
+
+    # ---------------------------------------------------------------- reading
+    def _fetch(self, max_records: int) -> list[ConsumerRecord]:
+        """Records from the current positions (positions are not moved)."""
+        self._rebalance()
+        tps = self.assignment()
+        out: list[ConsumerRecord] = []
+        if not tps:
+            return out
+        self._turn = (self._turn + 1) % len(tps)
+        for tp in tps[self._turn:] + tps[:self._turn]:
+            want = max_records - len(out)
+            if want <= 0:
+                break
+            topic, p = tp
+            pos = self._positions[tp]
+            try:
+                for offs, tss, keys, values, hs in self.engine.read_columns(topic, p, pos, want):
+                    for o, ts, k, v, h in zip(offs, tss, keys, values, hs):
+                        if o >= pos and want > 0:
+                            out.append(ConsumerRecord(topic, p, o, ts, k, v, tuple(h)))
+                            want -= 1
+            except OffsetOutOfRange as e:
+                start, end = (e.start, e.end) if e.start is not None else \
+                    self.engine.partition_log(topic, p).offsets()
+                self._positions[tp] = self._reset(tp, pos, start, end)
+        return out
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, waiting up to ``timeout_ms`` for some; the
+        positions move past every record returned."""
+        self._check_open()
+        deadline = time.monotonic() + timeout_ms / 1000
+        pause = 0.005
+        while True:
+            recs = self._take_buffer() or self._fetch(max_records or self.max_poll_records)
+            for r in recs:
+                self._positions[(r.topic, r.partition)] = r.offset + 1
+            self._maybe_autocommit()
+            left = deadline - time.monotonic()
+            if recs or left <= 0:
+                return recs
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
+
+    def _take_buffer(self) -> list[ConsumerRecord]:
+        rest = self._buffer[self._buffered:]
+        self._buffer, self._buffered = [], 0
+        return [r for r in rest if (r.topic, r.partition) in self._positions]
+
+    def __iter__(self) -> Consumer:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        if self._buffered < len(self._buffer):
+            r = self._buffer[self._buffered]
+            self._buffered += 1
+            self._positions[(r.topic, r.partition)] = r.offset + 1
+            return r
+        self._check_open()
+        deadline = None if self.timeout_ms is None else time.monotonic() + self.timeout_ms / 1000
+        pause = 0.005
+        while True:
+            self._maybe_autocommit()
+            self._buffer, self._buffered = self._fetch(self.max_poll_records), 0
+            if self._buffer:
+                return self.__next__()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StopIteration
+            time.sleep(pause if deadline is None else max(0, min(pause, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.1)
+
+    # ---------------------------------------------------------------- positions
+    def _owned(self, topic: str, partition: int) -> TopicPartition:
+        tp = (topic, partition)
+        if tp not in self._positions:
+            raise InvalidArgument(f"{topic}-{partition} is not assigned to this consumer (member "
+                                  f"{self.member_id}); it reads {self.assignment()}")
+        return tp
+
+    def position(self, topic: str, partition: int) -> int:
+        """The offset of the next record this consumer returns from that partition."""
+        return self._positions[self._owned(topic, partition)]
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read that partition from ``offset`` next (checked against the log's range)."""
+        tp = self._owned(topic, partition)
+        start, end = self.engine.partition_log(topic, partition).offsets()
+        if not isinstance(offset, int) or not start <= offset <= end:
+            raise OffsetOutOfRange(f"cannot seek {topic}-{partition} to {offset}: valid offsets "
+                                   f"are {start}..{end}", start, end)
+        self._drop_buffered(tp)
+        self._positions[tp] = offset
+
+    def seek_to_beginning(self, topic: str, partition: int) -> None:
+        self.seek(topic, partition, self.engine.partition_log(topic, partition).offsets()[0])
+
+    def seek_to_end(self, topic: str, partition: int) -> None:
+        self.seek(topic, partition, self.engine.partition_log(topic, partition).offsets()[1])
+
+    def _drop_buffered(self, tp: TopicPartition) -> None:
+        rest = [r for r in self._buffer[self._buffered:] if (r.topic, r.partition) != tp]
+        self._buffer, self._buffered = rest, 0
+
+    def committed(self, topic: str, partition: int) -> int | None:
+        c = self.store.refresh().get((topic, partition))
+        return None if c is None else c.offset
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None, metadata: str = "") -> None:
+        """Durably commit ``offsets`` (default: the current positions) for this group."""
+        self._check_open()
+        if offsets is None:
+            offsets = {tp: p for tp, p in self._positions.items()
+                       if p != self._committed.get(tp, -1)}
+        else:
+            for tp in offsets:
+                self._owned(*tp)
+        if offsets:
+            self.store.commit(offsets, metadata)
+            self._committed.update(offsets)
+
+    def _maybe_autocommit(self) -> None:
+        if self.auto_commit and time.monotonic() >= self._next_commit:
+            self._next_commit = time.monotonic() + self.commit_interval
+            self.commit()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise InvalidArgument("this consumer is closed")
+
+    def close(self) -> None:
+        """Commit (with auto-commit), give the partitions back and leave the group."""
+        if self.closed:
+            return
+        try:
+            if self.auto_commit:
+                self.commit()
+        finally:
+            self.closed = True
+            self.leases.release_all()
+            self.member.close()
+            self.engine._consumers.discard(self)
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Consumer(group={self.group!r}, member={self.member_id!r}, pid={os.getpid()})"

@@ -1,0 +1,65 @@
+"""Retention: which sealed segments go (by time, by size, or below the log start offset).
+
+Kafka's rules: only sealed segments, oldest first, stopping at the first one that is kept; a
+segment expires by time when its newest record is older than ``retention.ms``, by size while
+the partition would still hold at least ``retention.bytes`` without it. The active segment is
+never deleted. Applying moves the log start offset to the first kept segment (persisted in the
+partition's checkpoint) and only then deletes the files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import TopicConfig
+from .log import PartitionLog
+
+
+def _age(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size:
+            return f"{ms / size:.1f}{unit}"
+    return f"{ms}ms"
+
+
+def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any]]:
+    """The segments retention deletes now, oldest first, each with ``reason`` and ``detail``."""
+    segs = log.all_segments()
+    start = log.start_offset()
+    total = sum(s.size for s in segs)
+    by_delete = "delete" in cfg.cleanup_policy
+    out: list[dict[str, Any]] = []
+    for i, seg in enumerate(segs[:-1]):
+        nxt = segs[i + 1].base
+        max_ts = log.segment_max_timestamp(seg)
+        if nxt <= start:
+            reason, detail = "log-start", f"all offsets below the log start offset {start}"
+        elif by_delete and cfg.retention_ms >= 0 and max_ts < now_ms - cfg.retention_ms:
+            reason = "time"
+            detail = (f"newest record is {_age(now_ms - max_ts)} old, retention.ms is "
+                      f"{_age(cfg.retention_ms)}" if max_ts >= 0 else "segment holds no records")
+        elif by_delete and cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes:
+            reason = "size"
+            detail = f"partition holds {total} bytes, retention.bytes is {cfg.retention_bytes}"
+        else:
+            break
+        total -= seg.size
+        out.append({"topic": log.topic, "partition": log.partition, "segment": seg.path,
+                    "base_offset": seg.base, "next_offset": nxt, "bytes": seg.size,
+                    "max_timestamp": max_ts, "reason": reason, "detail": detail})
+    return out
+
+
+def apply(log: PartitionLog, cfg: TopicConfig, now_ms: int, dry_run: bool = False
+          ) -> list[dict[str, Any]]:
+    """Plan, then (unless ``dry_run``) move the log start past the planned segments and delete
+    them. Each row gets the partition's ``new_log_start_offset``."""
+    rows = plan(log, cfg, now_ms)
+    if not rows:
+        return rows
+    new_start = max(rows[-1]["next_offset"], log.start_offset())
+    if not dry_run:
+        _, new_start, _ = log.advance_start(rows[-1]["next_offset"])
+    for r in rows:
+        r["new_log_start_offset"] = new_start
+    return rows

@@ -1,0 +1,89 @@
+"""``rivven retention apply`` and ``rivven delete-records``: move log start offsets forward."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, PartitionOpt, YesOpt, confirm, open_engine
+from .positions import parse_time
+from .render import human_bytes, info, print_json, print_table
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command()
+def apply(
+    topic: Annotated[str | None, typer.Argument(help="Only this topic (default: all).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Show what would be deleted; change nothing.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Delete sealed segments past retention.ms / retention.bytes now, saying why."""
+    with open_engine(read_only=dry_run) as eng:
+        rows = eng.apply_retention(topic, dry_run=dry_run)
+    freed = sum(r["bytes"] for r in rows)
+    if json:
+        print_json({"dry_run": dry_run, "segments": rows, "bytes_freed": freed})
+        return
+    print_table(["TOPIC", "PARTITION", "SEGMENT", "OFFSETS", "BYTES", "REASON", "DETAIL"],
+                [(r["topic"], r["partition"], r["base_offset"],
+                  f"{r['base_offset']}..{r['next_offset'] - 1}", r["bytes"], r["reason"],
+                  r["detail"]) for r in rows], right=("PARTITION", "SEGMENT", "BYTES"))
+    starts = {(r["topic"], r["partition"]): r["new_log_start_offset"] for r in rows}
+    verb = "would delete" if dry_run else "deleted"
+    info(f"{verb} {len(rows)} segment(s), {human_bytes(freed)}"
+         + (f"; log start offsets {'would move' if dry_run else 'moved'} to "
+            + ", ".join(f"{t}-{p}:{s}" for (t, p), s in sorted(starts.items())) if rows else ""))
+
+
+def delete_records(
+    topic: Annotated[str, typer.Argument(help="Topic to delete records from.")],
+    before: Annotated[str, typer.Option(
+        "--before", help="OFFSET, or @TIMESTAMP (epoch ms, RFC 3339, -2h): delete records "
+        "before it.")],
+    partition: PartitionOpt = None,
+    yes: YesOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """Move log start offsets forward (never back); reads below them fail from then on."""
+    with open_engine() as eng:
+        meta = eng.topic(topic)
+        parts = [partition] if partition is not None else list(range(meta.partitions))
+        target: dict[int, int] = {}
+        if before.startswith("@"):
+            ts = parse_time(before[1:], int(time.time() * 1000))
+            for p in parts:
+                off = eng.offset_for_time(topic, p, ts)
+                target[p] = eng.end_offsets(topic)[p] if off is None else off
+        else:
+            try:
+                n = int(before)
+            except ValueError:
+                raise typer.BadParameter(f"{before!r} is not OFFSET or @TIMESTAMP",
+                                         param_hint="--before") from None
+            if n < 0:
+                raise typer.BadParameter("offset must be >= 0", param_hint="--before")
+            ends = eng.end_offsets(topic)
+            target = {p: n if partition is not None else min(n, ends[p]) for p in parts}
+        plan = eng.delete_records(topic, target, dry_run=True)
+        moving = [r for r in plan if r["new_log_start_offset"] > r["prior_log_start_offset"]]
+        if moving:
+            where = ", ".join(f"p{r['partition']}:{r['new_log_start_offset']}" for r in moving)
+            confirm(f"delete records of {topic} before the new log start offsets ({where})?", yes)
+            done = {r["partition"]: r for r in eng.delete_records(
+                topic, {r["partition"]: r["new_log_start_offset"] for r in moving})}
+            plan = [done.get(r["partition"], r) for r in plan]
+    if json:
+        print_json(plan)
+        return
+    print_table(["PARTITION", "PRIOR-LOG-START", "NEW-LOG-START", "DELETED-SEGMENTS", "FREED"],
+                [(r["partition"], r["prior_log_start_offset"], r["new_log_start_offset"],
+                  len(r["deleted_segments"]),
+                  human_bytes(sum(s["bytes"] for s in r["deleted_segments"]))) for r in plan],
+                right=("PARTITION", "PRIOR-LOG-START", "NEW-LOG-START", "DELETED-SEGMENTS",
+                       "FREED"))
+    if not moving:
+        info("nothing to delete: every log start offset is already at or past --before")
