@@ -477,9 +477,10 @@ class Engine:
             if not os.path.isdir(d):  # create/add-partitions make dirs before the catalog names them
                 raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition} "
                                    "(deleted meanwhile?)")
-            wal = None if self.read_only else self._wal_stream()
+            # the WAL stream comes with the first append (_append): a process that only
+            # consumes or administers leaves no stream behind when it is killed
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only,
-                               wal=wal, topic_id=bytes.fromhex(meta.id),
+                               wal=None, topic_id=bytes.fromhex(meta.id),
                                wal_sync=self.settings.wal_sync, cuts=self._cuts)
             self._logs[key] = (meta.id, log)
         if retain and not self.read_only:
@@ -637,6 +638,9 @@ class Engine:
                 headers: Sequence | None, ts: int | list[int], codec: int, cfg: TopicConfig,
                 ) -> list[tuple[int, int]]:
         """Encode (splitting at max.message.bytes) and append; ``[(base_offset, count)]``."""
+        if log.wal is None:
+            self._writable()
+            log.wal = self._wal_stream()
         limit = cfg.max_message_bytes
         batch = encode_batch(keys, values, ts, headers, codec)
         if len(batch) <= limit:
