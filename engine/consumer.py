@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain, islice, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import membership
@@ -39,6 +41,28 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple
+
+
+class ColumnBatch(NamedTuple):
+    """Consecutive records of one partition as columns (``poll_batches``)."""
+
+    topic: str
+    partition: int
+    offsets: Sequence[int]
+    timestamps: Sequence[int]
+    keys: Sequence[bytes | None]
+    values: Sequence[bytes | None]
+    headers: Sequence[Any]
+
+
+_new_tuple = tuple.__new__
+
+
+def _records(batches: list[ColumnBatch]) -> list[ConsumerRecord]:
+    return list(chain.from_iterable(
+        map(_new_tuple, repeat(ConsumerRecord),
+            zip(repeat(b.topic), repeat(b.partition), b.offsets, b.timestamps, b.keys, b.values,
+                b.headers)) for b in batches))
 
 
 def assign(members: list[dict[str, Any]], partitions: dict[str, int]) -> dict[str, list[TopicPartition]]:
@@ -111,6 +135,7 @@ class Consumer:
         self._next_commit = time.monotonic() + self.commit_interval
         self._turn = 0
         self._buffer: list[ConsumerRecord] = []
+        self._rest: dict[TopicPartition, tuple] = {}
         self._buffered = 0
         self.closed = False
         engine._consumers.add(self)
@@ -158,6 +183,7 @@ class Consumer:
             self.store.commit({tp: self._positions[tp]})
         self._positions.pop(tp, None)
         self._committed.pop(tp, None)
+        self._rest.pop(tp, None)
         self.leases.release(*tp)
 
     def _start(self, tp: TopicPartition, committed: int | None) -> int:
@@ -187,48 +213,82 @@ class Consumer:
         return new
 
     # ---------------------------------------------------------------- reading
-    def _fetch(self, max_records: int) -> list[ConsumerRecord]:
-        """Records from the current positions (positions are not moved)."""
+    def _fetch(self, max_records: int) -> list[ColumnBatch]:
+        """Column batches from the current positions (positions are not moved)."""
         self._rebalance()
         tps = self.assignment()
-        out: list[ConsumerRecord] = []
+        out: list[ColumnBatch] = []
         if not tps:
             return out
         self._turn = (self._turn + 1) % len(tps)
+        want = max_records
         for tp in tps[self._turn:] + tps[:self._turn]:
-            want = max_records - len(out)
             if want <= 0:
                 break
             topic, p = tp
             pos = self._positions[tp]
+            rest = self._rest.pop(tp, None)
             try:
-                for offs, tss, keys, values, hs in self.engine.read_columns(topic, p, pos, want):
-                    for o, ts, k, v, h in zip(offs, tss, keys, values, hs):
-                        if o >= pos and want > 0:
-                            out.append(ConsumerRecord(topic, p, o, ts, k, v, tuple(h)))
-                            want -= 1
+                if rest is not None and rest[0][0] == pos:  # the batch decoded last time
+                    batches: Iterable = [rest]
+                else:
+                    batches = self.engine.read_columns(topic, p, pos, want)
+                for offs, tss, keys, values, hs in batches:
+                    n = len(keys)
+                    lo = bisect_left(offs, pos) if n and offs[0] < pos else 0
+                    hi = min(n, lo + want)
+                    if hi <= lo:
+                        continue
+                    if lo or hi < n:
+                        tss, hs = list(islice(tss, 0, n)), list(islice(hs, 0, n))
+                        if hi < n:  # keep the decoded rest for the next fetch
+                            self._rest[tp] = (offs[hi:], tss[hi:], keys[hi:], values[hi:],
+                                              hs[hi:])
+                        offs, keys, values = offs[lo:hi], keys[lo:hi], values[lo:hi]
+                        tss, hs = tss[lo:hi], hs[lo:hi]
+                    out.append(ColumnBatch(topic, p, offs, tss, keys, values, hs))
+                    want -= hi - lo
+                    pos = offs[-1] + 1
+                    if want <= 0:
+                        break
             except OffsetOutOfRange as e:
                 start, end = (e.start, e.end) if e.start is not None else \
                     self.engine.partition_log(topic, p).offsets()
                 self._positions[tp] = self._reset(tp, pos, start, end)
         return out
 
+    def poll_batches(self, timeout_ms: int = 0, max_records: int | None = None
+                     ) -> list[ColumnBatch]:
+        """Like ``poll`` but as column batches (one partition each): the cheap way to stream."""
+        self._check_open()
+        if self._buffered < len(self._buffer):  # records the iterator has not handed out
+            recs = self._take_buffer()
+            return [ColumnBatch(r.topic, r.partition, [r.offset], [r.timestamp], [r.key],
+                                [r.value], [r.headers]) for r in recs] if recs else []
+        deadline = time.monotonic() + timeout_ms / 1000
+        pause = 0.005
+        while True:
+            batches = self._fetch(max_records or self.max_poll_records)
+            for b in batches:
+                self._positions[(b.topic, b.partition)] = b.offsets[-1] + 1
+            self._maybe_autocommit()
+            left = deadline - time.monotonic()
+            if batches or left <= 0:
+                return batches
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
+
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned partitions, waiting up to ``timeout_ms`` for some; the
         positions move past every record returned."""
         self._check_open()
-        deadline = time.monotonic() + timeout_ms / 1000
-        pause = 0.005
-        while True:
-            recs = self._take_buffer() or self._fetch(max_records or self.max_poll_records)
+        if self._buffered < len(self._buffer):
+            recs = self._take_buffer()
             for r in recs:
                 self._positions[(r.topic, r.partition)] = r.offset + 1
-            self._maybe_autocommit()
-            left = deadline - time.monotonic()
-            if recs or left <= 0:
+            if recs:
                 return recs
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.1)
+        return _records(self.poll_batches(timeout_ms, max_records))
 
     def _take_buffer(self) -> list[ConsumerRecord]:
         rest = self._buffer[self._buffered:]
@@ -249,7 +309,7 @@ class Consumer:
         pause = 0.005
         while True:
             self._maybe_autocommit()
-            self._buffer, self._buffered = self._fetch(self.max_poll_records), 0
+            self._buffer, self._buffered = _records(self._fetch(self.max_poll_records)), 0
             if self._buffer:
                 return self.__next__()
             if deadline is not None and time.monotonic() >= deadline:
@@ -277,6 +337,7 @@ class Consumer:
             raise OffsetOutOfRange(f"cannot seek {topic}-{partition} to {offset}: valid offsets "
                                    f"are {start}..{end}", start, end)
         self._drop_buffered(tp)
+        self._rest.pop(tp, None)
         self._positions[tp] = offset
 
     def seek_to_beginning(self, topic: str, partition: int) -> None:

@@ -233,27 +233,18 @@ def _consume_group(topic: str, group: str, member_id: str | None, reset: str, nu
                                             client_id="rivven-consume", on_reset=said) as c:
         left = num
         while left is None or left > 0:
-            recs = c.poll(timeout_ms=int(POLL_S * 1000) if follow else 0,
-                          max_records=CHUNK if left is None else min(CHUNK, left))
-            if not recs:
+            batches = c.poll_batches(timeout_ms=int(POLL_S * 1000) if follow else 0,
+                                     max_records=CHUNK if left is None else min(CHUNK, left))
+            if not batches:
                 if follow:
                     continue
                 break
-            i = 0
-            while i < len(recs):  # one emit per run of records from one partition
-                p = recs[i].partition
-                j = i
-                while j < len(recs) and recs[j].partition == p:
-                    j += 1
-                run = recs[i:j]
-                out.write(emit(p, [r.offset for r in run], [r.timestamp for r in run],
-                               [r.key for r in run], [r.value for r in run],
-                               [r.headers for r in run]))
-                i = j
+            for b in batches:
+                out.write(emit(b.partition, b.offsets, b.timestamps, b.keys, b.values, b.headers))
+                if left is not None:
+                    left -= len(b.keys)
             out.flush()
             c.commit()  # only what reached stdout
-            if left is not None:
-                left -= len(recs)
 
 
 def _trim(offs: Any, ts: Any, keys: list, values: list, hs: Any, start: int,
