@@ -164,13 +164,16 @@ def reset_offsets(
 
 
 @app.command()
-def delete(group: GroupArg, yes: YesOpt = False) -> None:
+def delete(group: GroupArg, yes: YesOpt = False, json: JsonOpt = False) -> None:
     """Delete a group and its committed offsets (refused while it has active consumers)."""
     with open_engine() as eng:
         eng.describe_group(group)
         confirm(f"delete group {group} and its committed offsets?", yes)
         out = eng.delete_group(group)
-    info(f"group {group} deleted ({out['deleted_offsets']} committed offset(s))")
+    if json:
+        print_json(out)
+    else:
+        info(f"group {group} deleted ({out['deleted_offsets']} committed offset(s))")
 
 
 @app.command("delete-offsets")
