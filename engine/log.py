@@ -19,7 +19,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator
 
-from . import files
+from . import compaction, files
 from .config import TopicConfig
 from .errors import CorruptRecordError, OffsetOutOfRange, RivvenError, StorageError, UnknownTopic
 from .locks import flocked, open_lock_file
@@ -108,6 +108,7 @@ class PartitionLog:
         self._broken_error: BaseException | None = None
         self._logging = False
         self._closed = False
+        self._retired: list[Segment] = []  # replaced or deleted; closed with the log
         self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
         self._ckpt_stamp: tuple[int, int, int] | None = None
         if writable:
@@ -121,6 +122,7 @@ class PartitionLog:
                 for f in os.listdir(directory):  # debris of a checkpoint cut short by a crash
                     if f.startswith(files.CHECKPOINT + ".tmp."):
                         os.unlink(os.path.join(directory, f))
+                compaction.roll_forward(directory)  # finish (or discard) an interrupted swap
                 self._relist()
                 self.active = self._open(self.bases[-1])
                 self.active.load(repair=True, checkpoint=read_checkpoint(directory))
@@ -147,9 +149,10 @@ class PartitionLog:
             self._qcond.notify_all()
         with self.mutex:
             self._flock_held = False  # closing the fd drops it
-            for seg in self.segments.values():
+            for seg in [*self.segments.values(), *self._retired]:
                 seg.close()
             self.segments.clear()
+            self._retired.clear()
             if self.lock_fd >= 0:
                 os.close(self.lock_fd)
                 self.lock_fd = -1
@@ -166,7 +169,7 @@ class PartitionLog:
             bases = [0]
         for b in list(self.segments):
             if b not in bases:
-                self.segments.pop(b).close()
+                self._retired.append(self.segments.pop(b))
         self.bases = bases
 
     def _open(self, base: int) -> Segment:
@@ -221,6 +224,23 @@ class PartitionLog:
             self.log_start = point["log_start_offset"]
             if len(self.bases) > 1 and self.bases[1] <= self.log_start:
                 self._relist()  # whole segments below it are (being) deleted
+        self._drop_replaced()
+
+    def _drop_replaced(self) -> None:
+        """Forget cached sealed segments whose file was replaced or deleted (compaction)."""
+        stale = False
+        for base, seg in list(self.segments.items()):
+            if seg is self.active:
+                continue
+            try:
+                same = os.stat(seg.path).st_ino == os.fstat(seg.fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # (a reader in another thread may still be using it: close it later)
+                self._retired.append(self.segments.pop(base))
+                stale = True
+        if stale:
+            self._relist()
 
     def _check_alive(self) -> None:
         if os.fstat(self.lock_fd).st_nlink == 0:
@@ -576,17 +596,24 @@ class PartitionLog:
             raise self._out_of_range(offset, start, end)
         i = bisect_right(bases, offset) - 1
         sent = 0
+        retries = 0
         while i < len(bases) and offset < end and sent < max_bytes:
             try:
                 seg = active if bases[i] == active.base else self._sealed(bases[i])
             except SegmentGone:
-                with self.mutex:  # deleted by retention or delete-records meanwhile?
+                with self.mutex:  # deleted by retention, delete-records or a compaction swap
                     self._ckpt_stamp = None
                     self._read_log_start()
+                    self._relist()
                     start = self.start_offset()
+                    bases = list(self.bases)
                 if offset < start:
                     raise self._out_of_range(offset, start, end) from None
-                raise
+                retries += 1
+                if retries > 10:
+                    raise
+                i = bisect_right(bases, offset) - 1
+                continue
             limit = seg.size
             try:
                 for ref in seg.iter_batches(seg.position_for(offset), limit):
@@ -636,7 +663,7 @@ class PartitionLog:
                 break
             seg = self.segments.pop(base, None)
             if seg is not None:
-                seg.close()
+                self._retired.append(seg)
             size = 0
             for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):  # .log first: it defines
                 try:                                                  # the segment

@@ -1,0 +1,350 @@
+"""Log compaction (Kafka's log cleaner is the model): plan, survivors, segment writing, swap.
+
+A pass cleans a partition's *cleanable range*: its sealed segments from the start up to the
+first one holding a record younger than ``min.compaction.lag.ms`` (the active segment never).
+In that range the record with the highest offset of each key survives, with its offset,
+timestamp and headers. A tombstone (null value) survives too until ``delete.retention.ms``
+has passed since the first pass that kept it (its *delete horizon*); the partition's
+``.cleaner`` file remembers ``[end offset, time]`` of every pass for that.
+
+Source segments are cleaned in groups of consecutive segments holding at most
+``segment.bytes`` (so the small survivors of earlier passes merge), each group into one new
+segment named after its first source segment. The swap of a partition commits by writing
+``compaction.swap.json`` (under the partition lock): from then on the swap is rolled forward by
+whoever finds it (``roll_forward``: ``.cleaned`` -> ``.swap`` -> final name, then the replaced
+segments are deleted); without it, ``.cleaned`` files are debris of a pass that never committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from . import files
+from .errors import RivvenError
+from .records import body_of, decode_columns, encode_batch, layout
+from .segment import Segment
+
+if TYPE_CHECKING:
+    from .config import TopicConfig
+    from .log import PartitionLog
+
+CLEANER = ".cleaner"
+MANIFEST = "compaction.swap.json"
+MAX_PASSES = 1000  # pass history kept in .cleaner (older passes only ever lower the horizon)
+SUFFIXES = (files.INDEX, files.TIMEINDEX, files.LOG)  # indexes first: a .log is the segment
+
+
+class CompactionError(RivvenError):
+    pass
+
+
+# ---------------------------------------------------------------- cleaner state
+def read_cleaner(pdir: str) -> dict[str, Any]:
+    """``{"cleaned_end": offset, "passes": [[end_offset, time_ms], ...]}`` (empty when new)."""
+    try:
+        with open(os.path.join(pdir, CLEANER), "rb") as f:
+            st = json.loads(f.read())
+        return {"cleaned_end": int(st["cleaned_end"]),
+                "passes": [[int(e), int(t)] for e, t in st["passes"]]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"cleaned_end": 0, "passes": []}
+
+
+def after_pass(state: dict[str, Any], end: int, now: int) -> dict[str, Any]:
+    passes = [*state["passes"], [end, now]][-MAX_PASSES:]
+    return {"cleaned_end": max(end, state["cleaned_end"]), "passes": passes}
+
+
+def tombstone_bound(state: dict[str, Any], delete_retention_ms: int, now: int) -> int:
+    """Tombstones below this offset were first kept by a pass at least ``delete.retention.ms``
+    ago, so this pass may remove them (passes are in time order, their ends never shrink)."""
+    bound = 0
+    for end, t in state["passes"]:
+        if t + delete_retention_ms <= now:
+            bound = max(bound, end)
+    return bound
+
+
+def first_kept_time(state: dict[str, Any], offset: int) -> int | None:
+    """When the first pass that covered ``offset`` ran (None: no pass has yet)."""
+    for end, t in state["passes"]:
+        if offset < end:
+            return t
+    return None
+
+
+# ---------------------------------------------------------------- plan
+def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = False
+                   ) -> dict[str, Any]:
+    """What a pass over this partition would clean, and why the rest is left alone."""
+    segs = log.all_segments()
+    start = log.start_offset()
+    state = read_cleaner(log.dir)
+    sealed = segs[:-1]
+    cleanable, held_by = [], None
+    for i, seg in enumerate(sealed):
+        max_ts = log.segment_max_timestamp(seg)
+        if cfg.min_compaction_lag_ms > 0 and max_ts > now - cfg.min_compaction_lag_ms:
+            held_by = {"base_offset": seg.base, "max_timestamp": max_ts}
+            break
+        cleanable.append({"base_offset": seg.base, "next_offset": segs[i + 1].base,
+                          "bytes": seg.size, "max_timestamp": max_ts, "path": seg.path})
+    end = cleanable[-1]["next_offset"] if cleanable else (sealed[0].base if sealed else
+                                                          segs[-1].base)
+    first_dirty = max(state["cleaned_end"], start)
+    clean = sum(s["bytes"] for s in cleanable if s["next_offset"] <= first_dirty)
+    dirty = sum(s["bytes"] for s in cleanable) - clean
+    ratio = dirty / (clean + dirty) if clean + dirty else 0.0
+    if not cfg.compacted:
+        skip = f"cleanup.policy is {cfg.cleanup_policy!r}, not compact"
+    elif not cleanable:
+        skip = "no sealed segment is cleanable yet"
+    elif dirty == 0:
+        skip = "nothing written since the last pass"
+    elif ratio < cfg.min_cleanable_dirty_ratio and not force:
+        skip = (f"dirty ratio {ratio:.2f} is below min.cleanable.dirty.ratio "
+                f"{cfg.min_cleanable_dirty_ratio}")
+    else:
+        skip = None
+    return {"topic": log.topic, "partition": log.partition, "dir": log.dir,
+            "log_start_offset": start, "cleanable_end": end, "first_dirty": first_dirty,
+            "active_base": segs[-1].base, "end_offset": log.end_offset(),
+            "held_by_lag": held_by, "clean_bytes": clean, "dirty_bytes": dirty,
+            "dirty_ratio": ratio, "segments": cleanable,
+            "groups": group_segments(cleanable, cfg.segment_bytes),
+            "tombstone_bound": tombstone_bound(state, cfg.delete_retention_ms, now),
+            "cleaner": state, "skip": skip}
+
+
+def group_segments(segs: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, Any]]]:
+    """Consecutive segments, at most ``max_bytes`` and 2^31 offsets per group (Kafka's rule)."""
+    groups: list[list[dict[str, Any]]] = []
+    for s in segs:
+        g = groups[-1] if groups else None
+        if (g and sum(x["bytes"] for x in g) + s["bytes"] <= max_bytes
+                and s["next_offset"] - g[0]["base_offset"] < (1 << 31) - 1):
+            g.append(s)
+        else:
+            groups.append([s])
+    return groups
+
+
+# ---------------------------------------------------------------- survivors (reference)
+def scan_keys(segs: Iterable[dict[str, Any]]) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(offset, key, is_tombstone)`` of every record of the given segment files."""
+    for s in segs:
+        seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
+        try:
+            for ref in seg.iter_batches(0, seg.file_size()):
+                h = ref.header
+                body = body_of(ref.buf, ref.start, h)
+                offs, _, keys, values, _ = decode_columns(body, h, layout(body, h))
+                for o, k, v in zip(offs, keys, values):
+                    yield o, k, v is None
+        finally:
+            seg.close()
+
+
+def survivor_offsets(records: Iterable[tuple[int, bytes | None, bool]], tombstone_bound: int,
+                     where: str = "") -> tuple[set[int], dict[str, int]]:
+    """The straightforward reference: a dict of key -> last (offset, tombstone)."""
+    last: dict[bytes, tuple[int, bool]] = {}
+    n = tombs = 0
+    for o, k, dead in records:
+        if k is None:
+            raise CompactionError(f"record at offset {o}{where} has no key: a compacted topic "
+                                  "needs a key on every record (set cleanup.policy=delete or "
+                                  "delete the records with 'rivven delete-records')")
+        last[k] = (o, dead)
+        n += 1
+        tombs += dead
+    keep = {o for o, dead in last.values() if not (dead and o < tombstone_bound)}
+    kept_tombs = sum(1 for o, dead in last.values() if dead and o >= tombstone_bound)
+    return keep, {"records_in": n, "keys": len(last), "tombstones_in": tombs,
+                  "tombstones_kept": kept_tombs}
+
+
+# ---------------------------------------------------------------- writing a group
+def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir: str
+                ) -> dict[str, Any]:
+    """Write the survivors of one group of source segments as one segment in ``out_dir``
+    (named after the group's first segment, indexes rebuilt, fsynced).
+
+    ``keep(offsets)`` returns a list of booleans (or a pyarrow BooleanArray) for a batch's
+    offsets. A batch whose records all survive is copied byte for byte.
+    """
+    base = group[0]["base_offset"]
+    os.makedirs(out_dir, exist_ok=True)
+    path = files.path(out_dir, base, files.LOG)
+    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    stats = {"base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_out": 0,
+             "batches_copied": 0, "batches_rewritten": 0}
+    try:
+        pos = 0
+        for s in group:
+            seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
+            try:
+                size = seg.file_size()
+                stats["bytes_in"] += size
+                for ref in seg.iter_batches(0, size):
+                    h = ref.header
+                    body = body_of(ref.buf, ref.start, h)
+                    lay = layout(body, h)
+                    offs, tss, keys, values, hs = decode_columns(body, h, lay)
+                    mask = keep(offs)
+                    mask = mask.to_pylist() if hasattr(mask, "to_pylist") else list(mask)
+                    n_keep = sum(mask)
+                    if n_keep == 0:
+                        continue
+                    if n_keep == len(mask):
+                        data = bytes(ref.buf[ref.start:ref.start + h.size])
+                        stats["batches_copied"] += 1
+                    else:
+                        idx = [i for i, m in enumerate(mask) if m]
+                        tss, hs = list(tss), list(hs)
+                        first = offs[idx[0]]
+                        enc = encode_batch([keys[i] for i in idx], [values[i] for i in idx],
+                                           [tss[i] for i in idx], [hs[i] for i in idx],
+                                           h.attributes & 0x7,
+                                           offset_deltas=[offs[i] - first for i in idx])
+                        data = bytes(enc.assign(first))
+                        stats["batches_rewritten"] += 1
+                    _write_all(out, data, pos)
+                    pos += len(data)
+                    stats["records_out"] += n_keep
+            finally:
+                seg.close()
+        os.fsync(out)
+    finally:
+        os.close(out)
+    seg = Segment(out_dir, base, writable=True)
+    try:
+        seg.rebuild_indexes(truncate_torn=False)
+        seg.index.sync()
+        seg.timeindex.sync()
+    finally:
+        seg.close()
+    stats["bytes_out"] = pos
+    return stats
+
+
+def _write_all(fd: int, data: bytes, pos: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view, pos = view[n:], pos + n
+
+
+# ---------------------------------------------------------------- swap
+def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int) -> dict[str, Any]:
+    """Swap the staged segments of ``plan`` in for their sources, under the partition lock.
+
+    Refused (and the log left alone) if a source segment changed since the plan. The commit
+    point is the manifest; ``roll_forward`` does the rest, here or after a crash.
+    """
+    pdir = log.dir
+    new = [g[0]["base_offset"] for g in plan["groups"]]
+    replaced = [s["base_offset"] for g in plan["groups"] for s in g]
+    log._quiesce()
+    with log._exclusive():
+        log._check_alive()
+        log._refresh(repair=True)
+        if replaced and replaced[-1] >= log.active.base:
+            raise CompactionError(f"{log.topic}-{log.partition}: the active segment changed "
+                                  "under the pass; nothing was swapped")
+        for g in plan["groups"]:
+            for s in g:
+                p = files.path(pdir, s["base_offset"], files.LOG)
+                if not os.path.exists(p) or os.path.getsize(p) != s["bytes"]:
+                    raise CompactionError(f"segment {p} changed or vanished since the plan "
+                                          "(retention or another pass?); nothing was swapped")
+        for b in new:
+            for suffix in SUFFIXES:
+                src = files.path(staged_dir, b, suffix)
+                dst = files.path(pdir, b, suffix + files.CLEANED)
+                shutil.move(src, dst)
+                fd = os.open(dst, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        files.fsync_dir(pdir)
+        manifest = {"segments": new, "replaces": replaced,
+                    "cleaner": after_pass(plan["cleaner"], plan["cleanable_end"], now)}
+        files.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
+        roll_forward(pdir)  # committed
+        for b in replaced:
+            seg = log.segments.pop(b, None)
+            if seg is not None:
+                log._retired.append(seg)
+        log._relist()
+        log._checkpoint_locked()  # a new .checkpoint tells other processes to look again
+    return {"segments_before": len(replaced), "segments_after": len(new)}
+
+
+def roll_forward(pdir: str) -> bool:
+    """Finish a committed swap, or discard the debris of one that never committed. Run with
+    the partition lock held. Idempotent. Returns True when a swap was finished."""
+    try:
+        with open(os.path.join(pdir, MANIFEST), "rb") as f:
+            m = json.loads(f.read())
+    except FileNotFoundError:
+        for f in os.listdir(pdir):
+            if f.endswith((files.CLEANED, files.SWAP)):
+                os.unlink(os.path.join(pdir, f))
+        return False
+    new = [int(b) for b in m["segments"]]
+    for b in new:
+        for suffix in SUFFIXES:
+            c = files.path(pdir, b, suffix + files.CLEANED)
+            if os.path.exists(c):
+                os.replace(c, files.path(pdir, b, suffix + files.SWAP))
+    files.fsync_dir(pdir)
+    for b in new:  # the first segment of each group is replaced in one rename
+        for suffix in SUFFIXES:
+            s = files.path(pdir, b, suffix + files.SWAP)
+            if os.path.exists(s):
+                os.replace(s, files.path(pdir, b, suffix))
+    files.fsync_dir(pdir)
+    for b in (int(x) for x in m["replaces"]):
+        if b in new:
+            continue
+        for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):  # .log first: it defines it
+            try:
+                os.unlink(files.path(pdir, b, suffix))
+            except FileNotFoundError:
+                pass
+    files.fsync_dir(pdir)
+    files.write_atomic(os.path.join(pdir, CLEANER), json.dumps(m["cleaner"]).encode())
+    os.unlink(os.path.join(pdir, MANIFEST))
+    files.fsync_dir(pdir)
+    return True
+
+
+# ---------------------------------------------------------------- in process
+def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: int | None = None,
+                      force: bool = False) -> dict[str, Any]:
+    """One pass without Spark (the reference the Spark job is measured against)."""
+    now = int(time.time() * 1000) if now is None else now
+    plan = plan_partition(log, cfg, now, force)
+    if plan["skip"]:
+        return {"plan": plan, "skipped": plan["skip"]}
+    keep, stats = survivor_offsets(scan_keys(plan["segments"]), plan["tombstone_bound"],
+                                   f" of {log.topic}-{log.partition}")
+    out_dir = os.path.join(staging, f"{log.topic}-{log.partition}")
+    writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir)
+              for g in plan["groups"]]
+    swapped = swap(log, plan, out_dir, now)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return {"plan": plan, "skipped": None, **stats, **summarize(writes), **swapped}
+
+
+def summarize(writes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {k: sum(w[k] for w in writes) for k in ("bytes_in", "bytes_out", "records_out",
+                                                   "batches_copied", "batches_rewritten")}
+
