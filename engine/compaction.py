@@ -182,8 +182,8 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     os.makedirs(out_dir, exist_ok=True)
     path = files.path(out_dir, base, files.LOG)
     out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    stats = {"base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_out": 0,
-             "batches_copied": 0, "batches_rewritten": 0}
+    stats = {"base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0,
+             "records_out": 0, "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0}
     try:
         pos = 0
         for s in group:
@@ -196,6 +196,8 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
                     body = body_of(ref.buf, ref.start, h)
                     lay = layout(body, h)
                     offs, tss, keys, values, hs = decode_columns(body, h, lay)
+                    stats["records_in"] += len(values)
+                    stats["tombstones_in"] += values.count(None)
                     mask = keep(offs)
                     mask = mask.to_pylist() if hasattr(mask, "to_pylist") else list(mask)
                     n_keep = sum(mask)
@@ -279,9 +281,7 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int) -> 
         files.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
         roll_forward(pdir)  # committed
         for b in replaced:
-            seg = log.segments.pop(b, None)
-            if seg is not None:
-                log._retired.append(seg)
+            log.segments.pop(b, None)  # closed when no reader holds it any more
         log._relist()
         log._checkpoint_locked()  # a new .checkpoint tells other processes to look again
     return {"segments_before": len(replaced), "segments_after": len(new)}
@@ -341,10 +341,12 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
               for g in plan["groups"]]
     swapped = swap(log, plan, out_dir, now)
     shutil.rmtree(out_dir, ignore_errors=True)
-    return {"plan": plan, "skipped": None, **stats, **summarize(writes), **swapped}
+    return {"plan": plan, "skipped": None, "keys": stats["keys"],
+            "tombstones_kept": stats["tombstones_kept"], **summarize(writes), **swapped}
 
 
 def summarize(writes: list[dict[str, Any]]) -> dict[str, Any]:
-    return {k: sum(w[k] for w in writes) for k in ("bytes_in", "bytes_out", "records_out",
-                                                   "batches_copied", "batches_rewritten")}
+    return {k: sum(w[k] for w in writes) for k in (
+        "bytes_in", "bytes_out", "records_in", "records_out", "tombstones_in",
+        "batches_copied", "batches_rewritten")}
 

@@ -268,10 +268,10 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000
         pause = 0.005
         while True:
+            self._maybe_autocommit()  # what earlier polls returned, never what this one does
             batches = self._fetch(max_records or self.max_poll_records)
             for b in batches:
                 self._positions[(b.topic, b.partition)] = b.offsets[-1] + 1
-            self._maybe_autocommit()
             left = deadline - time.monotonic()
             if batches or left <= 0:
                 return batches

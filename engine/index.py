@@ -41,6 +41,12 @@ class Index:
             os.close(self.fd)
             self.fd = -1
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
     def __len__(self) -> int:
         return len(self.keys)
 

@@ -108,7 +108,6 @@ class PartitionLog:
         self._broken_error: BaseException | None = None
         self._logging = False
         self._closed = False
-        self._retired: list[Segment] = []  # replaced or deleted; closed with the log
         self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
         self._ckpt_stamp: tuple[int, int, int] | None = None
         if writable:
@@ -124,6 +123,7 @@ class PartitionLog:
                         os.unlink(os.path.join(directory, f))
                 compaction.roll_forward(directory)  # finish (or discard) an interrupted swap
                 self._relist()
+                self._drop_orphan_indexes()
                 self.active = self._open(self.bases[-1])
                 self.active.load(repair=True, checkpoint=read_checkpoint(directory))
                 self._read_log_start()
@@ -149,10 +149,9 @@ class PartitionLog:
             self._qcond.notify_all()
         with self.mutex:
             self._flock_held = False  # closing the fd drops it
-            for seg in [*self.segments.values(), *self._retired]:
+            for seg in self.segments.values():
                 seg.close()
             self.segments.clear()
-            self._retired.clear()
             if self.lock_fd >= 0:
                 os.close(self.lock_fd)
                 self.lock_fd = -1
@@ -165,11 +164,11 @@ class PartitionLog:
             raise UnknownTopic(f"partition {self.partition} of topic {self.topic!r} is gone") from None
         if not bases:
             if self.writable:
-                Segment(self.dir, 0, True).close()
+                Segment(self.dir, 0, True, create=True).close()
             bases = [0]
         for b in list(self.segments):
             if b not in bases:
-                self._retired.append(self.segments.pop(b))
+                self.segments.pop(b)  # closed when no reader holds it any more
         self.bases = bases
 
     def _open(self, base: int) -> Segment:
@@ -209,6 +208,14 @@ class PartitionLog:
             act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
             self.active = act
 
+    def _drop_orphan_indexes(self) -> None:
+        """(Lock held.) Index files whose .log is gone: a deletion cut short by a crash."""
+        bases = set(self.bases)
+        for f in os.listdir(self.dir):
+            parsed = files.parse(f)
+            if parsed and parsed[1] in (files.INDEX, files.TIMEINDEX) and parsed[0] not in bases:
+                os.unlink(os.path.join(self.dir, f))
+
     def _read_log_start(self) -> None:
         """Pick up a log start offset persisted by any process (one stat when unchanged)."""
         try:
@@ -236,8 +243,8 @@ class PartitionLog:
                 same = os.stat(seg.path).st_ino == os.fstat(seg.fd).st_ino
             except FileNotFoundError:
                 same = False
-            if not same:  # (a reader in another thread may still be using it: close it later)
-                self._retired.append(self.segments.pop(base))
+            if not same:  # (closed when no reader holds it any more)
+                self.segments.pop(base)
                 stale = True
         if stale:
             self._relist()
@@ -555,7 +562,7 @@ class PartitionLog:
         old.sync()
         old.index.sync()
         old.timeindex.sync()
-        new = Segment(self.dir, old.next_offset, True)
+        new = Segment(self.dir, old.next_offset, True, create=True)
         new.index_interval = self.config.index_interval_bytes
         new.cuts = self.cuts
         new.next_offset = old.next_offset
@@ -661,9 +668,7 @@ class PartitionLog:
             nxt = self.bases[i + 1]
             if nxt > start:
                 break
-            seg = self.segments.pop(base, None)
-            if seg is not None:
-                self._retired.append(seg)
+            self.segments.pop(base, None)  # closed when no reader holds it any more
             size = 0
             for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):  # .log first: it defines
                 try:                                                  # the segment

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import socket
 import time
 import uuid
@@ -35,14 +36,21 @@ def check_group_name(group: str) -> None:
 
 def group_dir(data_dir: str, group: str) -> str:
     check_group_name(group)
-    return os.path.join(data_dir, GROUPS, quote(group, safe=""))
+    name = quote(group, safe="")
+    if name.startswith("."):  # dot-names are this dir's own debris (.deleted-*)
+        name = "%2E" + name[1:]
+    return os.path.join(data_dir, GROUPS, name)
 
 
 def group_names(data_dir: str) -> list[str]:
+    root = os.path.join(data_dir, GROUPS)
     try:
-        names = os.listdir(os.path.join(data_dir, GROUPS))
+        names = os.listdir(root)
     except FileNotFoundError:
         return []
+    for n in names:
+        if n.startswith(".deleted-"):  # a 'group delete' cut short
+            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
     return sorted(unquote(n) for n in names if not n.startswith("."))
 
 

@@ -122,6 +122,7 @@ class OffsetStore:
             lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
             try:
                 with flocked(lock_fd):
+                    self._drop_debris()
                     self._refresh()
                     self._append(FRAME.pack(len(payload), crc32c(payload)) + payload)
                     self._merge(frame)
@@ -130,6 +131,12 @@ class OffsetStore:
             finally:
                 os.close(lock_fd)
         return ts
+
+    def _drop_debris(self) -> None:
+        """(Lock held.) A rewrite's tmp file left by a crash: nobody else writes one now."""
+        for f in os.listdir(self.dir):
+            if f.startswith(LOG + ".tmp."):
+                os.unlink(os.path.join(self.dir, f))
 
     def _append(self, frame: bytes) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -155,8 +162,8 @@ class OffsetStore:
         finally:
             os.close(fd)
         if created and self.sync:  # a new file in a (maybe new) group dir: make both durable
-            files.fsync_dir(self.dir)
-            files.fsync_dir(os.path.dirname(self.dir))
+            for d in (self.dir, os.path.dirname(self.dir), os.path.dirname(os.path.dirname(self.dir))):
+                files.fsync_dir(d)  # the group dir, groups/, and the data dir
 
     def _live_size(self) -> int:
         return sum(len(t) + 40 + len(c.metadata) for (t, _), c in self.offsets.items())

@@ -41,12 +41,15 @@ class BatchRef(NamedTuple):
 
 
 class Segment:
-    def __init__(self, directory: str, base_offset: int, writable: bool) -> None:
+    def __init__(self, directory: str, base_offset: int, writable: bool,
+                 create: bool = False) -> None:
         self.directory = directory
         self.base = base_offset
         self.writable = writable
         self.path = files.path(directory, base_offset, files.LOG)
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self.fd = -1
+        # never O_CREAT an existing segment: one deleted meanwhile must stay deleted
+        flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if writable else os.O_RDONLY
         self.fd = os.open(self.path, flags, 0o644)
         self.index = OffsetIndex(files.path(directory, base_offset, files.INDEX), writable)
         self.timeindex = TimeIndex(files.path(directory, base_offset, files.TIMEINDEX), writable)
@@ -74,8 +77,17 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        self.index.close()
-        self.timeindex.close()
+        if hasattr(self, "timeindex"):
+            self.index.close()
+            self.timeindex.close()
+
+    def __del__(self) -> None:
+        # a segment dropped from a log's view (deleted or replaced) closes when its last
+        # reader lets go of it, which frees its disk space
+        try:
+            self.close()
+        except OSError:
+            pass
 
     def file_size(self) -> int:
         return os.fstat(self.fd).st_size

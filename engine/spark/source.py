@@ -1,0 +1,179 @@
+"""A Spark reader for rivven topics (PySpark's Python Data Source API, Arrow batches).
+
+    spark.dataSource.register(RivvenDataSource)
+    df = (spark.read.format("rivven").option("path", "/data").option("topic", "orders")
+          .load())          # topic, partition, offset, timestamp, key, value, headers
+
+Options: ``path`` (data dir) and ``topic`` (required); ``partitions`` ("0,2"); ``endOffsets``
+(JSON ``{"0": 1200}``: read below these offsets only); ``splitBytes`` (default 64 MiB).
+A user schema with a subset of the columns reads only those (``tombstone`` boolean is also
+available: value is null), e.g. ``.schema("partition int, offset long, key binary")``.
+Splits are whole segments, and large segments are cut at offset-index positions, so the
+work spreads over executors; decoding (and every CRC check) happens in the executors.
+Timestamps are epoch milliseconds (long).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary, value binary, "
+          "headers array<struct<key: string, value: binary>>")
+COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers", "tombstone")
+ROWS_PER_BATCH = 65536
+
+
+class SegmentSplit(InputPartition):
+    """Batches of one segment file that start in ``[start, end)`` (byte positions)."""
+
+    def __init__(self, topic: str, partition: int, path: str, base: int, start: int, end: int,
+                 end_offset: int | None) -> None:
+        super().__init__((partition, base, start))
+        self.topic, self.partition, self.path, self.base = topic, partition, path, base
+        self.start, self.end, self.end_offset = start, end, end_offset
+
+
+def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
+               end_offsets: dict[int, int], split_bytes: int) -> list[SegmentSplit]:
+    from .. import files
+    from ..index import OffsetIndex
+
+    tdir = os.path.join(data_dir, "topics", topic)
+    if not os.path.isdir(tdir):
+        raise ValueError(f"topic {topic!r} does not exist in {data_dir}")
+    if partitions is None:
+        partitions = sorted(int(d.split("-", 1)[1]) for d in os.listdir(tdir)
+                            if d.startswith("partition-"))
+    out = []
+    for p in partitions:
+        pdir = files.partition_dir(data_dir, topic, p)
+        end = end_offsets.get(p)
+        for base in files.segment_bases(pdir):
+            if end is not None and base >= end:
+                break
+            path = files.path(pdir, base, files.LOG)
+            size = os.path.getsize(path)
+            cuts = [0]
+            if size > split_bytes:  # cut at index entries (batch starts) near each split_bytes
+                idx = OffsetIndex(files.path(pdir, base, files.INDEX), writable=False)
+                try:
+                    for pos in idx.values:
+                        if 0 < pos < size and pos - cuts[-1] >= split_bytes:
+                            cuts.append(pos)
+                finally:
+                    idx.close()
+            cuts.append(size)
+            for a, b in zip(cuts, cuts[1:]):
+                out.append(SegmentSplit(topic, p, path, base, a, b, end))
+    return out
+
+
+def read_split(split: SegmentSplit, columns: list[str]) -> Iterator[Any]:
+    """Arrow record batches (``columns`` only) of one split."""
+    import pyarrow as pa
+
+    from ..arrow import batch_columns, offsets_column
+    from ..records import body_of, layout
+    from ..segment import Segment
+
+    seg = Segment(os.path.dirname(split.path), split.base, writable=False)
+    parts: list[tuple[int, int, tuple[Any, ...]]] = []
+    rows = 0
+    want_values = "value" in columns or "tombstone" in columns
+    try:
+        for ref in seg.iter_batches(split.start, seg.file_size()):
+            h = ref.header
+            if ref.position >= split.end or (split.end_offset is not None
+                                             and h.base_offset >= split.end_offset):
+                break
+            where = f" at position {ref.position} of {split.path}"
+            body = body_of(ref.buf, ref.start, h, where)
+            cols = batch_columns(body, h, layout(body, h, where), where)
+            parts.append((h.base_offset, h.record_count, cols))
+            rows += h.record_count
+            if rows >= ROWS_PER_BATCH:
+                yield _record_batch(pa, split, parts, columns, want_values, offsets_column)
+                parts, rows = [], 0
+        if parts:
+            yield _record_batch(pa, split, parts, columns, want_values, offsets_column)
+    finally:
+        seg.close()
+
+
+def _record_batch(pa: Any, split: SegmentSplit, parts: list, columns: list[str],
+                  want_values: bool, offsets_column: Any) -> Any:
+    n = sum(c for _, c, _ in parts)
+    arrays: dict[str, Any] = {
+        "offset": _flat(pa, offsets_column([(b, c, cols[0]) for b, c, cols in parts]))}
+
+    def col(k: int) -> Any:
+        return pa.concat_arrays([cols[k] for _, _, cols in parts])
+
+    if "timestamp" in columns:
+        arrays["timestamp"] = col(1).cast(pa.int64())
+    if "key" in columns:
+        arrays["key"] = col(2)
+    if want_values:
+        values = col(3)
+        if "value" in columns:
+            arrays["value"] = values
+        if "tombstone" in columns:
+            arrays["tombstone"] = values.is_null()
+    if "headers" in columns:
+        arrays["headers"] = col(4)
+    if "topic" in columns:
+        arrays["topic"] = pa.array([split.topic] * n, pa.string())
+    if "partition" in columns:
+        arrays["partition"] = pa.array([split.partition] * n, pa.int32())
+    batch = pa.RecordBatch.from_arrays([arrays[c] for c in columns], names=columns)
+    if split.end_offset is not None and n and arrays["offset"][-1].as_py() >= split.end_offset:
+        import pyarrow.compute as pc
+        batch = batch.filter(pc.less(arrays["offset"], split.end_offset))
+    return batch
+
+
+def _flat(pa: Any, arr: Any) -> Any:
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return arr
+
+
+class RivvenReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = options
+        self.columns = [f.name for f in schema.fields]
+        unknown = [c for c in self.columns if c not in COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown rivven column(s) {unknown}: use {', '.join(COLUMNS)}")
+
+    def partitions(self) -> list[SegmentSplit]:
+        o = self.options
+        parts = o.get("partitions")
+        ends = {int(k): int(v) for k, v in json.loads(o.get("endOffsets", "{}")).items()}
+        return splits_for(o["path"], o["topic"],
+                          [int(p) for p in parts.split(",")] if parts else None,
+                          ends, int(o.get("splitBytes", 64 << 20)))
+
+    def read(self, partition: SegmentSplit) -> Iterator[Any]:  # type: ignore[override]
+        return read_split(partition, self.columns)
+
+
+class RivvenDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "rivven"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> RivvenReader:
+        for k in ("path", "topic"):
+            if k not in self.options:
+                raise ValueError(f"the rivven source needs .option({k!r}, ...)")
+        return RivvenReader(dict(self.options), schema)

@@ -1,0 +1,230 @@
+"""Run the compaction job with ``spark-submit`` and swap its output in (no pyspark import here).
+
+The data dir must be reachable at the same path by the driver and every executor (local mode,
+a standalone cluster on this machine, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import compaction
+from ..errors import RivvenError
+from ..locks import open_lock_file, try_lock
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+STAGING = ".compaction"
+_STAGE = re.compile(rb"\[Stage (\d+):[=> ]*\((\d+) \+ (\d+)\) / (\d+)\]")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENGINE_DIR = os.path.dirname(HERE)
+
+
+class SparkJobFailed(RivvenError):
+    def __init__(self, message: str, log_path: str) -> None:
+        super().__init__(message)
+        self.log_path = log_path
+
+
+def spark_submit() -> str:
+    """``$SPARK_HOME/bin/spark-submit``, else the one shipped inside the installed pyspark."""
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyspark")
+        if spec is None or spec.origin is None:
+            raise RivvenError("pyspark is not installed and SPARK_HOME is not set: run "
+                              "'make setup' (or pip install pyspark)")
+        home = os.path.dirname(spec.origin)
+    path = os.path.join(home, "bin", "spark-submit")
+    if not os.path.exists(path):
+        raise RivvenError(f"{path} does not exist: point SPARK_HOME at a Spark installation")
+    return path
+
+
+def environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else Spark binds to a non-loopback address
+    env.setdefault("PYSPARK_PYTHON", sys.executable)  # the interpreter with engine + pyarrow
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def engine_zip(dest: str) -> str:
+    """The engine package as a zip for ``--py-files`` (sources only)."""
+    path = os.path.join(dest, "engine.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for root, dirs, names in os.walk(ENGINE_DIR):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for n in names:
+                if n.endswith(".py"):
+                    full = os.path.join(root, n)
+                    z.write(full, os.path.join("engine", os.path.relpath(full, ENGINE_DIR)))
+    return path
+
+
+def command(plan_path: str, py_files: str, master: str, confs: list[str],
+            deploy_mode: str | None, app_name: str) -> list[str]:
+    cmd = [spark_submit(), "--master", master, "--name", app_name, "--py-files", py_files,
+           "--conf", "spark.ui.showConsoleProgress=true",
+           "--conf", f"spark.pyspark.python={sys.executable}"]
+    if deploy_mode:
+        cmd += ["--deploy-mode", deploy_mode]
+    for c in confs:
+        if "=" not in c:
+            raise RivvenError(f"--conf {c!r} is not key=value, e.g. spark.executor.memory=4g")
+        cmd += ["--conf", c]
+    return [*cmd, os.path.join(HERE, "job.py"), plan_path]
+
+
+def _die_with_parent() -> None:
+    try:  # Linux: spark-submit goes when rivven goes (kill -9 included)
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def run_spark(cmd: list[str], log_path: str,
+              progress: Callable[[int, int, int], None] | None) -> int:
+    """Run spark-submit, its output to ``log_path``; ``progress(stage, done, total)``."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=environment(), preexec_fn=_die_with_parent)
+        assert proc.stdout is not None
+        buf = b""
+        while True:
+            chunk = proc.stdout.read1(65536)
+            if not chunk:
+                break
+            log.write(chunk)
+            buf = (buf + chunk)[-4096:]
+            if progress is not None:
+                for m in _STAGE.finditer(buf):
+                    progress(int(m.group(1)), int(m.group(2)), int(m.group(4)))
+                buf = buf[buf.rfind(b"]") + 1:] if b"]" in buf else buf
+        return proc.wait()
+
+
+def summarize_error(log_text: str) -> str:
+    """The line of a Spark log that says what went wrong."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    for pat in (r"CompactionError: (.+)", r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE|$)",
+                r"(?:RivvenError|ValueError|OSError|FileNotFoundError)\w*: (.+)",
+                r"Exception in thread \"main\" (.+)", r"(?:Error|Exception): (.+)"):
+        for ln in reversed(lines):
+            m = re.search(pat, ln)
+            if m:
+                return m.group(1)[:400]
+    return lines[-1][:400] if lines else "spark-submit printed nothing"
+
+
+def clean_stale(data_dir: str) -> None:
+    """Remove staging folders of runs that are gone (their lock is free)."""
+    root = os.path.join(data_dir, STAGING)
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return
+    for n in names:
+        d = os.path.join(root, n)
+        try:
+            fd = os.open(os.path.join(d, "lock"), os.O_RDWR)
+        except FileNotFoundError:
+            shutil.rmtree(d, ignore_errors=True)
+            continue
+        try:
+            if try_lock(fd):
+                shutil.rmtree(d, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
+            master: str = "local[*]", confs: list[str] | None = None,
+            deploy_mode: str | None = None, dry_run: bool = False, force: bool = False,
+            progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+    """Plan, run the Spark job, swap: one compaction pass over ``topic``."""
+    t0 = time.time()
+    now = int(t0 * 1000)
+    meta = eng.topic(topic)
+    cfg = meta.typed
+    parts = partitions if partitions is not None else list(range(meta.partitions))
+    plans = [compaction.plan_partition(eng.partition_log(topic, p), cfg, now, force)
+             for p in parts]
+    todo = [p for p in plans if not p["skip"]]
+    out: dict[str, Any] = {"topic": topic, "master": master, "plans": plans, "dry_run": dry_run,
+                           "partitions": [], "command": None}
+    if not cfg.compacted:
+        raise RivvenError(f"topic {topic!r} has cleanup.policy={cfg.cleanup_policy}: compaction "
+                          f"needs compact; 'rivven topic alter-config {topic} --set "
+                          "cleanup.policy=compact'")
+    if not todo and not dry_run:
+        out["seconds"] = time.time() - t0
+        return out
+    clean_stale(eng.path)
+    run_id = f"{topic}-{now}-{os.getpid()}"
+    staging = os.path.join(eng.path, STAGING, run_id)
+    os.makedirs(staging)
+    lock = open_lock_file(os.path.join(staging, "lock"))
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    keep_staging = False
+    try:
+        plan_path = os.path.join(staging, "plan.json")
+        job = {"data_dir": eng.path, "topic": topic, "staging": staging, "now": now,
+               "partitions": todo}
+        with open(plan_path, "w") as f:
+            json.dump(job, f)
+        cmd = command(plan_path, os.path.join(staging, "engine.zip"), master, confs or [],
+                      deploy_mode, f"rivven-compact-{topic}")
+        out["command"] = cmd
+        engine_zip(staging)
+        if dry_run:  # the command stays runnable until the next run cleans the folder up
+            keep_staging = True
+            return out
+        log_path = os.path.join(eng.path, STAGING, f"{run_id}.spark.log")
+        t1 = time.time()
+        rc = run_spark(cmd, log_path, progress)
+        out["spark_s"] = time.time() - t1
+        out["spark_log"] = log_path
+        result_path = os.path.join(staging, "result.json")
+        if rc != 0 or not os.path.exists(result_path):
+            with open(log_path, errors="replace") as f:
+                text = f.read()
+            raise SparkJobFailed(f"the Spark job failed (exit {rc}): {summarize_error(text)}; "
+                                 f"the log is untouched; full Spark output: {log_path}",
+                                 log_path)
+        with open(result_path) as f:
+            result = json.load(f)
+        out["startup_s"] = result.get("startup_s")
+        out["job_s"] = result.get("job_s")
+        t2 = time.time()
+        for p in todo:
+            rows = result["partitions"].get(str(p["partition"]), [])
+            log = eng.partition_log(topic, p["partition"])
+            swapped = compaction.swap(log, p, os.path.join(staging, str(p["partition"])), now)
+            out["partitions"].append({"partition": p["partition"], **swapped,
+                                      **compaction.summarize(rows),
+                                      "tombstones_kept": sum(r["tombstones_kept"] for r in rows)})
+        out["swap_s"] = time.time() - t2
+        os.unlink(log_path)
+    finally:
+        if not keep_staging:
+            shutil.rmtree(staging, ignore_errors=True)
+        os.close(lock)
+    out["seconds"] = time.time() - t0
+    return out
