@@ -83,7 +83,7 @@ class PartitionLog:
         self.dirty = False
         self._cond = threading.Condition(self.mutex)  # an entry reached the segment (or failed)
         self._pending: deque[_Entry] = deque()  # logged, not yet in the segment, offset order
-        self._appending = 0  # threads inside append()
+        self._active: deque[None] = deque()  # one item per thread inside append()
         self._waiters = 0  # threads waiting on _cond
         self._flock_held = False
         self._flock_since = 0.0
@@ -208,13 +208,13 @@ class PartitionLog:
         with cond:
             if self._closed:
                 raise StorageError(f"{self.topic}-{self.partition} was closed; open it again")
-            self._appending += 1
+            self._active.append(None)
             try:
                 entry = self._log(batch)
                 if self.wal is None or self.wal_sync != "always":
                     self._drain()  # no WAL fsync to wait for
             except BaseException:
-                self._appending -= 1
+                self._active.pop()
                 self._maybe_release()
                 raise
         error: BaseException | None = None
@@ -223,16 +223,19 @@ class PartitionLog:
                 self.wal.sync(entry.wal_end)  # only now may the batch become visible
         except BaseException as e:  # noqa: BLE001 - handed to the entry, re-raised below
             error = e
-        with cond:
-            if not entry.done:
-                if error is not None:
-                    entry.error = error if isinstance(error, Exception) else StorageError(
-                        "append interrupted")
-                self._drain()
-                while not entry.done:  # an earlier batch's owner has yet to come back
-                    self._wait()
-            self._appending -= 1
-            self._maybe_release()
+        if not entry.done:  # (usually the syncer wrote it already: see after_wal_sync)
+            with cond:
+                if not entry.done:
+                    if error is not None:
+                        entry.error = error if isinstance(error, Exception) else StorageError(
+                            "append interrupted")
+                    self._drain()
+                    while not entry.done:  # an earlier batch's owner has yet to come back
+                        self._wait()
+        self._active.pop()  # (deque ops are atomic: no mutex needed unless we were last)
+        if not self._active and self._flock_held:
+            with cond:
+                self._maybe_release()
         if error is not None and not isinstance(error, Exception):
             raise error
         if entry.error is not None:
@@ -278,7 +281,19 @@ class PartitionLog:
         self._seq += 1
         entry = _Entry(batch, buf, base, wal_end, self._seq)
         self._pending.append(entry)
+        if self.wal is not None:
+            self.wal.listeners.add(self)
         return entry
+
+    def after_wal_sync(self) -> None:
+        """Called by the thread that just finished a WAL fsync, before it wakes the threads
+        it covered: write their batches now, so they wake up to find them written. Skipped
+        when the mutex is busy (the owners then drain themselves)."""
+        if self.mutex.acquire(blocking=False):
+            try:
+                self._drain()
+            finally:
+                self.mutex.release()
 
     def _drain(self) -> None:
         """(mutex held.) Write the pending batches whose WAL bytes are durable, in offset
@@ -309,6 +324,8 @@ class PartitionLog:
             e.done = True
             self._done_seq = e.seq
             settled = True
+        if not pending and self.wal is not None:
+            self.wal.listeners.discard(self)
         if settled and self._waiters:
             self._cond.notify_all()
 
@@ -321,7 +338,7 @@ class PartitionLog:
 
     def _maybe_release(self) -> None:
         """(mutex held.) Drop the flock once nobody appends and nothing is in flight."""
-        if self._flock_held and not self._appending and not self._pending:
+        if self._flock_held and not self._active and not self._pending:
             self._release_flock()
 
     def _release_flock(self) -> None:

@@ -136,6 +136,16 @@ def stream_files(stream_dir: str) -> list[str]:
     return [os.path.join(stream_dir, f) for f in names]
 
 
+class _Sleeper:
+    __slots__ = ("position", "lock", "covered")
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.covered = False
+
+
 class WalStream:
     """This process's WAL: appends from any thread, group-committed fdatasync."""
 
@@ -153,11 +163,16 @@ class WalStream:
         files.fsync_dir(self.root)
         self.segment_bytes = segment_bytes
         self.write_mutex = threading.Lock()
-        lock = threading.Lock()
-        self.sync_cond = threading.Condition(lock)  # an fsync ended (group members wait here)
-        self.arrive_cond = threading.Condition(lock)  # a waiter arrived (the gatherer waits)
+        self.sync_cond = threading.Condition(threading.Lock())  # guards the sync state
+        self.arrive_cond = threading.Condition(self.sync_cond._lock)  # the gatherer waits here
         self.syncing = False
         self.gathering = False
+        # threads waiting for an fsync, each on its own lock: the syncer wakes exactly the
+        # ones it covered (they then return without touching sync_cond) and at most one more
+        self.sleepers: list[_Sleeper] = []
+        # partition logs with batches waiting for an fsync: the syncer writes them to their
+        # segments before it wakes their threads (see PartitionLog.after_wal_sync)
+        self.listeners: set = set()
         self.written = 0  # stream position after the last appended byte
         self.synced = 0
         self.file_start = 0
@@ -253,44 +268,59 @@ class WalStream:
         """Return once bytes up to ``position`` are durable. One fdatasync serves every
         thread waiting meanwhile (group commit).
 
-        Like a partition leader, the first waiter gathers: it waits (at most GATHER_S, and
-        only while others keep coming) for as many waiters as the previous fsync served. The
-        waiter that completes the group calls fdatasync itself rather than waking the gatherer
-        first: one thread wake-up less between two fsyncs.
+        The first waiter gathers: it waits (at most GATHER_S, and only while others keep
+        coming) for as many waiters as the previous fsync served. The waiter that completes
+        the group calls fdatasync itself instead of waking the gatherer first. After the
+        fsync the syncer writes the listeners' durable batches to their segments, then wakes
+        the threads it covered: each thread wake-up is one futex call and a GIL hand-off, and
+        those are what a group's turnaround is made of.
         """
+        if self.durable(position):
+            return
         cond = self.sync_cond
-        with cond:
-            self.waiting += 1
-            try:
-                if self.gathering:
-                    self.arrive_cond.notify()
-                self._sync_locked(position)
-            finally:
+        cond.acquire()
+        self.waiting += 1
+        mine = True  # we hold sync_cond and still count in ``waiting``
+        try:
+            while not self.durable(position):
+                if self.poisoned is not None and position <= self.poison_end or (
+                        position <= self.synced):  # (synced past it: it is in a lost range)
+                    # after a failed fdatasync the kernel may have dropped those pages: a later
+                    # "successful" fsync proves nothing, so these records are never acknowledged
+                    raise StorageError(f"WAL {self.dir} lost an fsync ("
+                                       f"{self.poisoned or 'earlier'}); the produce was not "
+                                       "stored durably, retry it")
+                if not self.syncing and self.waiting >= self.last_group:
+                    if self.gathering:
+                        self.arrive_cond.notify()  # the group is complete: stop gathering
+                    self._fsync_group()
+                elif not self.syncing and not self.gathering:
+                    self._gather()
+                else:  # an fsync in flight (it may not cover us), or a gatherer
+                    sleeper = _Sleeper(position)
+                    self.sleepers.append(sleeper)
+                    cond.release()
+                    mine = False
+                    try:
+                        sleeper.lock.acquire()
+                    finally:
+                        if not sleeper.covered:  # woken to look again (or interrupted)
+                            cond.acquire()
+                            mine = True
+                            if sleeper in self.sleepers:
+                                self.sleepers.remove(sleeper)
+                    if sleeper.covered:
+                        return  # the syncer counted us out of ``waiting``
+        finally:
+            if mine:
                 self.waiting -= 1
-
-    def _sync_locked(self, position: int) -> None:
-        cond = self.sync_cond
-        while not self.durable(position):
-            if self.poisoned is not None and position <= self.poison_end or (
-                    position <= self.synced):  # (synced past it: it is in a lost range)
-                # after a failed fdatasync the kernel may have dropped those pages: a later
-                # "successful" fsync proves nothing, so these records are never acknowledged
-                raise StorageError(f"WAL {self.dir} lost an fsync ({self.poisoned or 'earlier'}"
-                                   "); the produce was not stored durably, retry it")
-            if self.syncing:
-                cond.wait()
-                continue
-            if self.waiting < self.last_group:
-                if self.gathering:  # the gatherer (or whoever completes its group) syncs
-                    cond.wait()
-                    continue
-                self._gather()
-                if self.syncing or self.durable(position):
-                    continue
-            self._fsync_group()
+                if self.sleepers and not self.syncing and not self.gathering:
+                    self.sleepers.pop(0).lock.release()  # it gathers the next group
+                cond.release()
 
     def _gather(self) -> None:
-        """(sync_cond held.) Wait a little for the waiters of a typical group."""
+        """(sync_cond held.) Wait a little for the waiters of a typical group, then fsync
+        unless a waiter who completed the group did."""
         self.gathering = True
         try:
             deadline = time.monotonic() + GATHER_S
@@ -299,14 +329,18 @@ class WalStream:
                 if left <= 0:
                     break
                 seen = self.waiting
-                self.arrive_cond.wait(left)
+                self.arrive_cond.wait(left)  # notified only when the group is complete
                 if self.waiting == seen:
                     break  # nobody came for a while: do not wait out the whole window
         finally:
             self.gathering = False
+        if not self.syncing:
+            self._fsync_group()
 
     def _fsync_group(self) -> None:
-        """(sync_cond held, no fsync in flight.) fdatasync everything written so far."""
+        """(sync_cond held, no fsync in flight.) fdatasync everything written so far, write
+        the listeners' durable batches, wake the waiters covered, and return with sync_cond
+        held."""
         cond = self.sync_cond
         self.syncing = True
         served = self.waiting
@@ -324,18 +358,36 @@ class WalStream:
                 self.poison_end = target
                 self.lost.append((low, target))
             self._close_retired()
-            cond.notify_all()
-            if self.gathering:
-                self.arrive_cond.notify()
+            wake, self.sleepers = self.sleepers, []  # everyone looks again (and raises)
+            for s in wake:
+                s.lock.release()
             raise
         cond.acquire()
         self.syncing = False
         self.synced = max(self.synced, target)
         self.last_group = served
         self._close_retired()
-        cond.notify_all()
-        if self.gathering:
-            self.arrive_cond.notify()
+        covered: list[_Sleeper] = []
+        lost: list[_Sleeper] = []
+        rest: list[_Sleeper] = []
+        for s in self.sleepers:
+            if self.durable(s.position):
+                covered.append(s)
+            else:
+                (lost if s.position <= self.synced else rest).append(s)
+        self.sleepers = rest  # arrived during the fsync: the caller hands on to one of them
+        self.waiting -= len(covered)
+        cond.release()
+        try:
+            for log in list(self.listeners):
+                log.after_wal_sync()
+        finally:
+            for s in covered:
+                s.covered = True
+                s.lock.release()
+            for s in lost:
+                s.lock.release()
+            cond.acquire()
 
     def files_before(self, boundary: int) -> list[str]:
         """WAL files that end at or before stream position ``boundary``."""
