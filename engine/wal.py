@@ -343,7 +343,6 @@ class WalStream:
         held."""
         cond = self.sync_cond
         self.syncing = True
-        served = self.waiting
         low = self.synced
         cond.release()
         try:
@@ -365,7 +364,9 @@ class WalStream:
         cond.acquire()
         self.syncing = False
         self.synced = max(self.synced, target)
-        self.last_group = served
+        # the next group: every thread in sync() now, also those that came during the fsync
+        # (counting only those it served would stick at n-1 once one thread came late)
+        self.last_group = self.waiting
         self._close_retired()
         covered: list[_Sleeper] = []
         lost: list[_Sleeper] = []
