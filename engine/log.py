@@ -407,7 +407,7 @@ class PartitionLog:
     def checkpoint(self) -> dict:
         """fsync the active segment and its indexes, then record the recovery point.
 
-        Groups already numbered reach the segment first: their WAL records may sit in a file
+        Batches already logged reach the segment first: their WAL records may sit in a file
         the caller is about to delete.
         """
         self.dirty = False  # an append from here on marks it again and is checkpointed later
