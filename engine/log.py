@@ -28,8 +28,6 @@ from .segment import BatchRef, Segment, TornTail
 from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
-GATHER_S = 0.002  # longest a group-commit leader waits for the batches of a typical group
-GATHER_IDLE_S = 0.0005  # ... and it stops waiting once no batch came for this long
 HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load
 
 
@@ -37,27 +35,21 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class _Request:
-    __slots__ = ("batch", "base", "error", "done", "group")
+class _Entry:
+    """One batch in the append pipeline: offsets assigned, WAL record written. It reaches the
+    segment once its WAL bytes are durable and every batch before it is there."""
 
-    def __init__(self, batch: EncodedBatch) -> None:
+    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done")
+
+    def __init__(self, batch: EncodedBatch, buf: bytearray, base: int, wal_end: int,
+                 seq: int) -> None:
         self.batch = batch
-        self.base: int | None = None
+        self.buf = buf
+        self.base = base
+        self.wal_end = wal_end
+        self.seq = seq
         self.error: BaseException | None = None
         self.done = False
-        self.group: _Group | None = None
-
-
-class _Group:
-    """Batches logged together: one WAL fsync, then their segment writes."""
-
-    __slots__ = ("reqs", "todo", "wal_end", "seq")
-
-    def __init__(self, reqs: list[_Request]) -> None:
-        self.reqs = reqs
-        self.todo: list[tuple[_Request, bytearray, int]] = []
-        self.wal_end = 0
-        self.seq = 0
 
 
 def read_checkpoint(directory: str) -> dict | None:
@@ -93,12 +85,10 @@ class PartitionLog:
         self.topic_id = topic_id
         self.wal_sync = wal_sync
         self.dirty = False
-        self._queue: list[_Request] = []
-        self._qlock = threading.Lock()
-        self._qcond = threading.Condition(self._qlock)
-        self._last_group = 1
-        self._leading = False
-        self._inflight: deque[_Group] = deque()
+        self._cond = threading.Condition(self.mutex)  # an entry reached the segment (or failed)
+        self._pending: deque[_Entry] = deque()  # logged, not yet in the segment, offset order
+        self._active: deque[None] = deque()  # one item per thread inside append()
+        self._waiters = 0  # threads waiting on _cond
         self._flock_held = False
         self._flock_since = 0.0
         self._assigned_end = 0
@@ -106,7 +96,6 @@ class PartitionLog:
         self._done_seq = 0
         self._broken = False
         self._broken_error: BaseException | None = None
-        self._logging = False
         self._closed = False
         self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
         self._ckpt_stamp: tuple[int, int, int] | None = None
@@ -136,18 +125,17 @@ class PartitionLog:
 
     def close(self) -> None:
         """Finish the groups in flight, fail queued appends, release every file."""
-        with self._qcond:
+        with self._cond:
             self._closed = True
             deadline = time.monotonic() + 30
-            while (self._leading or self._inflight) and time.monotonic() < deadline:
-                self._qcond.wait(0.1)
-            for r in self._queue:
-                r.error = StorageError(f"{self.topic}-{self.partition} was closed while this "
+            while self._pending and time.monotonic() < deadline:
+                self._wait(0.1)
+            for e in self._pending:  # their WAL fsync never came back: fail them, not hang
+                e.error = StorageError(f"{self.topic}-{self.partition} was closed while this "
                                        "append waited; retry it")
-                r.done = True
-            self._queue = []
-            self._qcond.notify_all()
-        with self.mutex:
+                e.done = True
+            self._pending.clear()
+            self._cond.notify_all()
             self._flock_held = False  # closing the fd drops it
             for seg in self.segments.values():
                 seg.close()
@@ -257,191 +245,160 @@ class PartitionLog:
     def append(self, batch: EncodedBatch) -> int:
         """Assign offsets to ``batch`` and store it durably; returns its base offset.
 
-        Group commit, pipelined. Threads appending to this partition queue up. One leader at a
-        time takes the queue as a group: it assigns offsets and writes the group's WAL records,
-        then hands leadership on and, outside it, waits for the WAL fsync and writes the
-        segment bytes — groups reach the segment in offset order, and only once durable. So
-        the next group is being encoded and logged while this one's fsync runs.
+        Group commit, pipelined. Under the mutex the calling thread assigns the offsets and
+        writes the WAL record itself (no hand-off to a leader); then, without the mutex, it
+        waits in ``WalStream.sync``, where one fdatasync serves every thread of every
+        partition waiting meanwhile. Whichever thread comes back first writes every batch
+        whose WAL bytes are now durable to the segment, in offset order (``_drain``), so the
+        others usually find their batch written when they wake up.
 
-        The partition flock is taken by the first group and kept while groups are in flight
-        (at most about HOLD_S under constant load, so other processes get their turn); the
-        in-memory log end is authoritative meanwhile. A leader first waits (at most GATHER_S)
-        for as many batches as its previous group had: threads released by one fsync come back
-        one at a time under the GIL, and without the wait groups would alternate 1, n-1.
+        The partition flock is taken by the first append and kept while appends are in
+        flight (at most about HOLD_S under constant load, so other processes get their
+        turn); the in-memory log end is authoritative meanwhile.
         """
-        req = _Request(batch)
-        cond = self._qcond
-        group = None
+        cond = self._cond
         with cond:
             if self._closed:
                 raise StorageError(f"{self.topic}-{self.partition} was closed; open it again")
-            self._queue.append(req)
-            cond.notify_all()
-            while not req.done and req.group is None:
-                if self._leading:  # a follower: a leader will take (or took) our batch
-                    cond.wait()
-                    continue
-                group = self._lead(req)
-            if req.group is not None and req.group is not group:
-                while not req.done:  # another thread leads our group through to the end
-                    cond.wait()
-        if group is not None:
-            self._finish_group(group)
-        if req.error is not None:
-            raise req.error
-        return req.base
-
-    def _lead(self, req: _Request) -> _Group | None:
-        """(qcond held.) Take the queue as one group and log it; returns the group, or None
-        when it failed (its requests then carry the error)."""
-        cond = self._qcond
-        self._leading = True
-        reqs: list[_Request] = []
-        group = None
-        try:
-            deadline = time.monotonic() + GATHER_S
-            # with a group in flight, go now: this group's logging overlaps its fsync
-            while len(self._queue) < self._last_group and not self._inflight:
-                left = min(deadline - time.monotonic(), GATHER_IDLE_S)
-                seen = len(self._queue)
-                if left <= 0:
-                    break
-                cond.wait(left)
-                if len(self._queue) == seen:
-                    break  # nobody came for a while: do not wait out the whole window
-            if self._flock_held and (self._broken
-                                     or time.monotonic() - self._flock_since > HOLD_S):
-                while self._inflight:  # let the pipeline drain, then start afresh
-                    cond.wait()
-                self._release_flock()
-            reqs, self._queue = self._queue, []
-            self._last_group = len(reqs)
-            self._logging = True  # checkpoints wait: these WAL records are not numbered yet
-            cond.release()
+            self._active.append(None)
             try:
-                group = self._start_group(reqs)
-            finally:
-                cond.acquire()
-                self._logging = False
-                if group is not None:
-                    self._seq += 1
-                    group.seq = self._seq
-                    self._inflight.append(group)
-        except BaseException as e:
-            for r in reqs:  # taken but never logged: their callers must not wait forever
-                if not r.done and r.group is None:
-                    r.error = r.error or (e if isinstance(e, Exception) else
-                                          StorageError("append interrupted"))
-                    r.done = True
-            raise
-        finally:
-            if group is None and not self._inflight:
-                self._release_flock()
-            self._leading = False
-            cond.notify_all()
-        return group
-
-    def _start_group(self, reqs: list[_Request]) -> _Group | None:
-        """Take the flock if needed, assign offsets, write the WAL records (no fsync)."""
-        # dirty before any WAL write: a checkpoint that rotates the WAL after our record then
-        # sees this partition and fsyncs it before deleting the file holding the record
-        self.dirty = True
-        try:
-            with self.mutex:
-                if not self._flock_held:
-                    fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
-                    self._flock_held = True
-                    self._flock_since = time.monotonic()
-                    self._broken = False
-                    try:
-                        self._check_alive()
-                        self._refresh(repair=True)
-                    except BaseException:
-                        self._release_flock()
-                        raise
-                    self._assigned_end = self.active.next_offset
-                wal = self.wal
-                base = self._assigned_end
-                group = _Group(reqs)
-                for r in reqs:
-                    buf = r.batch.assign(base)
-                    if wal is not None:
-                        try:
-                            group.wal_end = wal.append(encode_batch_record(
-                                self.topic_id, self.partition, self.topic, buf))
-                        except StorageError as e:
-                            r.error = e
-                            continue
-                    group.todo.append((r, buf, base))
-                    base += r.batch.last_offset_delta + 1
-                self._assigned_end = base
-                for r in reqs:
-                    r.group = group
-                return group
-        except BaseException as e:  # every waiter must hear about it
-            err = e if isinstance(e, StorageError | RivvenError) else StorageError(
-                f"{self.topic}-{self.partition}: append failed: {e}")
-            with self._qcond:
-                for r in reqs:
-                    if r.error is None:
-                        r.error = err
-                    r.done = True
-                self._qcond.notify_all()
-            if not isinstance(e, Exception):
+                entry = self._log(batch)
+                if self.wal is None or self.wal_sync != "always":
+                    self._drain()  # no WAL fsync to wait for
+            except BaseException:
+                self._active.pop()
+                self._maybe_release()
                 raise
-            return None
-
-    def _finish_group(self, group: _Group) -> None:
-        """Wait for the group's WAL fsync, then write its batches in offset order."""
-        wal = self.wal
         error: BaseException | None = None
         try:
-            if wal is not None and group.todo and self.wal_sync == "always":
-                wal.sync(group.wal_end)  # only now may the batches become visible
-        except Exception as e:  # noqa: BLE001
+            if not entry.done:
+                self.wal.sync(entry.wal_end)  # only now may the batch become visible
+        except BaseException as e:  # noqa: BLE001 - handed to the entry, re-raised below
             error = e
-        cond = self._qcond
-        with cond:
-            while self._inflight[0] is not group:
-                cond.wait()
-            if self._broken and error is None:
-                error = self._broken_error
-        if error is None:
+        if not entry.done:  # (usually the syncer wrote it already: see after_wal_sync)
+            with cond:
+                if not entry.done:
+                    if error is not None:
+                        entry.error = error if isinstance(error, Exception) else StorageError(
+                            "append interrupted")
+                    self._drain()
+                    while not entry.done:  # an earlier batch's owner has yet to come back
+                        self._wait()
+        self._active.pop()  # (deque ops are atomic: no mutex needed unless we were last)
+        if not self._active and self._flock_held:
+            with cond:
+                self._maybe_release()
+        if error is not None and not isinstance(error, Exception):
+            raise error
+        if entry.error is not None:
+            raise entry.error
+        return entry.base
+
+    def _log(self, batch: EncodedBatch) -> _Entry:
+        """(mutex held.) Take the flock if needed, assign offsets, write the WAL record."""
+        while self._flock_held and (self._broken
+                                    or time.monotonic() - self._flock_since > HOLD_S):
+            if self._pending:  # let the pipeline drain, then start afresh
+                self._wait()
+                if self._closed:
+                    raise StorageError(f"{self.topic}-{self.partition} was closed; open it "
+                                       "again")
+                continue
+            self._release_flock()
+        # dirty before the WAL write: a checkpoint that rotates the WAL after our record then
+        # sees this partition and fsyncs it before deleting the file holding the record
+        self.dirty = True
+        if not self._flock_held:
             try:
-                with self.mutex:
-                    for r, buf, b in group.todo:
-                        self._write(buf, b, r.batch.count, r.batch.last_offset_delta,
-                                    r.batch.max_timestamp,
-                                    sync=wal is None and self.wal_sync == "always")
-                        r.base = b
-            except Exception as e:  # noqa: BLE001
-                error = e
-        with cond:
+                fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+                self._flock_held = True
+                self._flock_since = time.monotonic()
+                self._broken = False
+                self._check_alive()
+                self._refresh(repair=True)
+            except BaseException as e:
+                self._release_flock()
+                if isinstance(e, Exception) and not isinstance(e, RivvenError):
+                    raise StorageError(f"{self.topic}-{self.partition}: append failed: {e}"
+                                       ) from e
+                raise
+            self._assigned_end = self.active.next_offset
+        base = self._assigned_end
+        buf = batch.assign(base)
+        wal_end = 0
+        if self.wal is not None:  # a failed write raises: no offsets used, nothing logged
+            wal_end = self.wal.append(encode_batch_record(self.topic_id, self.partition,
+                                                          self.topic, buf))
+        self._assigned_end = base + batch.last_offset_delta + 1
+        self._seq += 1
+        entry = _Entry(batch, buf, base, wal_end, self._seq)
+        self._pending.append(entry)
+        if self.wal is not None:
+            self.wal.listeners.add(self)
+        return entry
+
+    def after_wal_sync(self) -> None:
+        """Called by the thread that just finished a WAL fsync, before it wakes the threads
+        it covered: write their batches now, so they wake up to find them written. Skipped
+        when the mutex is busy (the owners then drain themselves)."""
+        if self.mutex.acquire(blocking=False):
             try:
-                if error is not None:
-                    # later groups were numbered after this one: they must fail too, and the
-                    # next leader starts again from the segment's real end
-                    self._broken = True
-                    self._broken_error = error
-                    for r, _, _ in group.todo:
-                        if r.base is None:
-                            r.error = error
-                for r in group.reqs:
-                    r.done = True
-                self._inflight.popleft()
-                self._done_seq = group.seq
-                if not self._inflight and not self._leading:
-                    self._release_flock()
+                self._drain()
             finally:
-                cond.notify_all()
+                self.mutex.release()
+
+    def _drain(self) -> None:
+        """(mutex held.) Write the pending batches whose WAL bytes are durable, in offset
+        order, and settle failed ones: a batch after a failed one fails too (its offsets
+        would follow a hole), and the next append starts again from the segment's real end."""
+        pending = self._pending
+        wal = self.wal
+        always = self.wal_sync == "always"
+        settled = False
+        while pending:
+            e = pending[0]
+            if self._broken:
+                if e.error is None:
+                    e.error = self._broken_error
+            elif e.error is None:
+                if wal is not None and always and not wal.durable(e.wal_end):
+                    break
+                b = e.batch
+                try:
+                    self._write(e.buf, e.base, b.count, b.last_offset_delta, b.max_timestamp,
+                                sync=wal is None and always)
+                except Exception as err:  # noqa: BLE001
+                    e.error = err
+            if e.error is not None and not self._broken:
+                self._broken = True
+                self._broken_error = e.error
+            pending.popleft()
+            e.done = True
+            self._done_seq = e.seq
+            settled = True
+        if not pending and self.wal is not None:
+            self.wal.listeners.discard(self)
+        if settled and self._waiters:
+            self._cond.notify_all()
+
+    def _wait(self, timeout: float | None = None) -> None:
+        self._waiters += 1
+        try:
+            self._cond.wait(timeout)
+        finally:
+            self._waiters -= 1
+
+    def _maybe_release(self) -> None:
+        """(mutex held.) Drop the flock once nobody appends and nothing is in flight."""
+        if self._flock_held and not self._active and not self._pending:
+            self._release_flock()
 
     def _release_flock(self) -> None:
-        """(qcond held, nothing in flight.) Drop the pipeline's flock."""
+        """(mutex held, nothing in flight.) Drop the pipeline's flock."""
         if self._flock_held:
-            with self.mutex:
-                self._flock_held = False
-                if self.lock_fd >= 0:
-                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+            self._flock_held = False
+            if self.lock_fd >= 0:
+                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -454,14 +411,11 @@ class PartitionLog:
                     yield
 
     def _quiesce(self) -> None:
-        """Wait until every group logged so far (numbered, or being logged) has reached the
-        segment."""
-        with self._qcond:
-            while self._logging:
-                self._qcond.wait()
+        """Wait until every batch logged so far has reached the segment (or failed)."""
+        with self._cond:
             target = self._seq
             while self._done_seq < target:
-                self._qcond.wait()
+                self._wait()
 
     def _write(self, buf: bytes | bytearray, base: int, count: int, last_delta: int,
                max_ts: int, sync: bool) -> None:
@@ -505,7 +459,7 @@ class PartitionLog:
     def checkpoint(self) -> dict:
         """fsync the active segment and its indexes, then record the recovery point.
 
-        Groups already numbered reach the segment first: their WAL records may sit in a file
+        Batches already logged reach the segment first: their WAL records may sit in a file
         the caller is about to delete.
         """
         self.dirty = False  # an append from here on marks it again and is checkpointed later

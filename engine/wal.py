@@ -136,6 +136,16 @@ def stream_files(stream_dir: str) -> list[str]:
     return [os.path.join(stream_dir, f) for f in names]
 
 
+class _Sleeper:
+    __slots__ = ("position", "lock", "covered")
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.covered = False
+
+
 class WalStream:
     """This process's WAL: appends from any thread, group-committed fdatasync."""
 
@@ -153,8 +163,16 @@ class WalStream:
         files.fsync_dir(self.root)
         self.segment_bytes = segment_bytes
         self.write_mutex = threading.Lock()
-        self.sync_cond = threading.Condition()
+        self.sync_cond = threading.Condition(threading.Lock())  # guards the sync state
+        self.arrive_cond = threading.Condition(self.sync_cond._lock)  # the gatherer waits here
         self.syncing = False
+        self.gathering = False
+        # threads waiting for an fsync, each on its own lock: the syncer wakes exactly the
+        # ones it covered (they then return without touching sync_cond) and at most one more
+        self.sleepers: list[_Sleeper] = []
+        # partition logs with batches waiting for an fsync: the syncer writes them to their
+        # segments before it wakes their threads (see PartitionLog.after_wal_sync)
+        self.listeners: set = set()
         self.written = 0  # stream position after the last appended byte
         self.synced = 0
         self.file_start = 0
@@ -163,6 +181,7 @@ class WalStream:
         self.fsyncs = 0
         self.poisoned: BaseException | None = None  # a failed fsync: the file is untrustworthy
         self.poison_end = 0
+        self.lost: list[tuple[int, int]] = []  # (lo, hi]: records whose fsync failed, for good
         self.waiting = 0  # threads inside sync()
         self.last_group = 1  # threads the previous fsync served
         self.closed = False
@@ -238,61 +257,138 @@ class WalStream:
         except OSError as e:
             raise StorageError(f"cannot fsync WAL {self.dir}: {e.strerror} (errno {e.errno})") from e
 
+    def durable(self, position: int) -> bool:
+        """Were bytes up to ``position`` fdatasynced? (False for a record whose fsync failed,
+        even once later records are synced: a group-commit leader may ask for others.)"""
+        if position > self.synced:
+            return False
+        return not self.lost or not any(lo < position <= hi for lo, hi in self.lost)
+
     def sync(self, position: int) -> None:
         """Return once bytes up to ``position`` are durable. One fdatasync serves every
-        thread waiting meanwhile (group commit)."""
-        with self.sync_cond:
-            self.waiting += 1
-            self.sync_cond.notify_all()
-            try:
-                self._sync_locked(position)
-            finally:
-                self.waiting -= 1
+        thread waiting meanwhile (group commit).
 
-    def _sync_locked(self, position: int) -> None:
-        """(sync_cond held.) Like a partition leader, the syncer first waits, at most
-        GATHER_S, for as many waiters as its previous fsync served."""
-        while self.synced < position:
-            if self.syncing:
-                self.sync_cond.wait()
-                continue
-            if self.poisoned is not None and position <= self.poison_end:
-                # after a failed fdatasync the kernel may have dropped those pages: a later
-                # "successful" fsync proves nothing, so these records are never acknowledged
-                raise StorageError(f"WAL {self.dir} lost an fsync ({self.poisoned}); the "
-                                   "produce was not stored durably, retry it")
-            self.syncing = True
+        The first waiter gathers: it waits (at most GATHER_S, and only while others keep
+        coming) for as many waiters as the previous fsync served. The waiter that completes
+        the group calls fdatasync itself instead of waking the gatherer first. After the
+        fsync the syncer writes the listeners' durable batches to their segments, then wakes
+        the threads it covered: each thread wake-up is one futex call and a GIL hand-off, and
+        those are what a group's turnaround is made of.
+        """
+        if self.durable(position):
+            return
+        cond = self.sync_cond
+        cond.acquire()
+        self.waiting += 1
+        mine = True  # we hold sync_cond and still count in ``waiting``
+        try:
+            while not self.durable(position):
+                if self.poisoned is not None and position <= self.poison_end or (
+                        position <= self.synced):  # (synced past it: it is in a lost range)
+                    # after a failed fdatasync the kernel may have dropped those pages: a later
+                    # "successful" fsync proves nothing, so these records are never acknowledged
+                    raise StorageError(f"WAL {self.dir} lost an fsync ("
+                                       f"{self.poisoned or 'earlier'}); the produce was not "
+                                       "stored durably, retry it")
+                if not self.syncing and self.waiting >= self.last_group:
+                    if self.gathering:
+                        self.arrive_cond.notify()  # the group is complete: stop gathering
+                    self._fsync_group()
+                elif not self.syncing and not self.gathering:
+                    self._gather()
+                else:  # an fsync in flight (it may not cover us), or a gatherer
+                    sleeper = _Sleeper(position)
+                    self.sleepers.append(sleeper)
+                    cond.release()
+                    mine = False
+                    try:
+                        sleeper.lock.acquire()
+                    finally:
+                        if not sleeper.covered:  # woken to look again (or interrupted)
+                            cond.acquire()
+                            mine = True
+                            if sleeper in self.sleepers:
+                                self.sleepers.remove(sleeper)
+                    if sleeper.covered:
+                        return  # the syncer counted us out of ``waiting``
+        finally:
+            if mine:
+                self.waiting -= 1
+                if self.sleepers and not self.syncing and not self.gathering:
+                    self.sleepers.pop(0).lock.release()  # it gathers the next group
+                cond.release()
+
+    def _gather(self) -> None:
+        """(sync_cond held.) Wait a little for the waiters of a typical group, then fsync
+        unless a waiter who completed the group did."""
+        self.gathering = True
+        try:
             deadline = time.monotonic() + GATHER_S
-            while self.waiting < self.last_group:
+            while not self.syncing and self.waiting < self.last_group:
                 left = min(deadline - time.monotonic(), GATHER_IDLE_S)
-                seen = self.waiting
                 if left <= 0:
                     break
-                self.sync_cond.wait(left)
+                seen = self.waiting
+                self.arrive_cond.wait(left)  # notified only when the group is complete
                 if self.waiting == seen:
                     break  # nobody came for a while: do not wait out the whole window
-            served = self.waiting
-            target = position
-            self.sync_cond.release()
-            try:
-                with self.write_mutex:  # fd and position of the same file, together
-                    fd, target = self.fd, self.written
-                self._fsync(fd)
-            except BaseException as e:
-                self.sync_cond.acquire()
-                self.syncing = False
-                if isinstance(e, StorageError):
-                    self.poisoned = e
-                    self.poison_end = target
-                self._close_retired()
-                self.sync_cond.notify_all()
-                raise
-            self.sync_cond.acquire()
+        finally:
+            self.gathering = False
+        if not self.syncing:
+            self._fsync_group()
+
+    def _fsync_group(self) -> None:
+        """(sync_cond held, no fsync in flight.) fdatasync everything written so far, write
+        the listeners' durable batches, wake the waiters covered, and return with sync_cond
+        held."""
+        cond = self.sync_cond
+        self.syncing = True
+        low = self.synced
+        cond.release()
+        try:
+            with self.write_mutex:  # fd and position of the same file, together
+                fd, target = self.fd, self.written
+            self._fsync(fd)
+        except BaseException as e:
+            cond.acquire()
             self.syncing = False
-            self.synced = max(self.synced, target)
-            self.last_group = served
+            if isinstance(e, StorageError):
+                self.poisoned = e
+                self.poison_end = target
+                self.lost.append((low, target))
             self._close_retired()
-            self.sync_cond.notify_all()
+            wake, self.sleepers = self.sleepers, []  # everyone looks again (and raises)
+            for s in wake:
+                s.lock.release()
+            raise
+        cond.acquire()
+        self.syncing = False
+        self.synced = max(self.synced, target)
+        # the next group: every thread in sync() now, also those that came during the fsync
+        # (counting only those it served would stick at n-1 once one thread came late)
+        self.last_group = self.waiting
+        self._close_retired()
+        covered: list[_Sleeper] = []
+        lost: list[_Sleeper] = []
+        rest: list[_Sleeper] = []
+        for s in self.sleepers:
+            if self.durable(s.position):
+                covered.append(s)
+            else:
+                (lost if s.position <= self.synced else rest).append(s)
+        self.sleepers = rest  # arrived during the fsync: the caller hands on to one of them
+        self.waiting -= len(covered)
+        cond.release()
+        try:
+            for log in list(self.listeners):
+                log.after_wal_sync()
+        finally:
+            for s in covered:
+                s.covered = True
+                s.lock.release()
+            for s in lost:
+                s.lock.release()
+            cond.acquire()
 
     def files_before(self, boundary: int) -> list[str]:
         """WAL files that end at or before stream position ``boundary``."""
