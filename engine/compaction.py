@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import files
 from .errors import RivvenError
+from .failpoint import failpoint
 from .records import body_of, decode_columns, encode_batch, layout
 from .segment import Segment
 
@@ -276,9 +277,11 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int) -> 
                 finally:
                     os.close(fd)
         files.fsync_dir(pdir)
+        failpoint("swap-cleaned")
         manifest = {"segments": new, "replaces": replaced,
                     "cleaner": after_pass(plan["cleaner"], plan["cleanable_end"], now)}
         files.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
+        failpoint("swap-committed")
         roll_forward(pdir)  # committed
         for b in replaced:
             log.segments.pop(b, None)  # closed when no reader holds it any more
@@ -304,12 +307,15 @@ def roll_forward(pdir: str) -> bool:
             c = files.path(pdir, b, suffix + files.CLEANED)
             if os.path.exists(c):
                 os.replace(c, files.path(pdir, b, suffix + files.SWAP))
+                failpoint("swap-renaming")
     files.fsync_dir(pdir)
+    failpoint("swap-swapped")
     for b in new:  # the first segment of each group is replaced in one rename
         for suffix in SUFFIXES:
             s = files.path(pdir, b, suffix + files.SWAP)
             if os.path.exists(s):
                 os.replace(s, files.path(pdir, b, suffix))
+                failpoint("swap-installing")
     files.fsync_dir(pdir)
     for b in (int(x) for x in m["replaces"]):
         if b in new:
@@ -317,10 +323,12 @@ def roll_forward(pdir: str) -> bool:
         for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):  # .log first: it defines it
             try:
                 os.unlink(files.path(pdir, b, suffix))
+                failpoint("swap-deleting")
             except FileNotFoundError:
                 pass
     files.fsync_dir(pdir)
     files.write_atomic(os.path.join(pdir, CLEANER), json.dumps(m["cleaner"]).encode())
+    failpoint("swap-cleaner")
     os.unlink(os.path.join(pdir, MANIFEST))
     files.fsync_dir(pdir)
     return True
@@ -350,3 +358,49 @@ def summarize(writes: list[dict[str, Any]]) -> dict[str, Any]:
         "bytes_in", "bytes_out", "records_in", "records_out", "tombstones_in",
         "batches_copied", "batches_rewritten")}
 
+
+
+# ---------------------------------------------------------------- explain
+def tombstones(log: PartitionLog, limit: int = 100_000) -> list[int]:
+    """Offsets of tombstones in the partition (only batches flagged as holding nulls are
+    decoded)."""
+    from .records import ATTR_VALUE_NULLS
+
+    out: list[int] = []
+    for seg in log.all_segments():
+        for ref in seg.iter_batches(0, seg.size):
+            h = ref.header
+            if not h.attributes & ATTR_VALUE_NULLS:
+                continue
+            body = body_of(ref.buf, ref.start, h)
+            offs, _, _, values, _ = decode_columns(body, h, layout(body, h))
+            out += [o for o, v in zip(offs, values) if v is None]
+            if len(out) >= limit:
+                return out[:limit]
+    return out
+
+
+def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> dict[str, Any]:
+    """The plan of the next pass plus every tombstone's delete horizon."""
+    plan = plan_partition(log, cfg, now)
+    state = plan["cleaner"]
+    rows = []
+    for o in tombstones(log):
+        first = first_kept_time(state, o)
+        horizon = None if first is None else first + cfg.delete_retention_ms
+        rows.append({"offset": o, "first_kept": first, "delete_horizon": horizon,
+                     "removable_now": horizon is not None and horizon <= now
+                     and o < plan["cleanable_end"]})
+    waiting = [r["delete_horizon"] for r in rows
+               if r["delete_horizon"] is not None and not r["removable_now"]]
+    plan = {k: v for k, v in plan.items() if k not in ("groups", "dir")}
+    plan["tombstones"] = {
+        "count": len(rows), "removable_now": sum(r["removable_now"] for r in rows),
+        "not_yet_kept": sum(r["first_kept"] is None for r in rows),
+        "next_horizon": min(waiting) if waiting else None, "offsets": rows[:1000]}
+    plan["min_cleanable_dirty_ratio"] = cfg.min_cleanable_dirty_ratio
+    plan["min_compaction_lag_ms"] = cfg.min_compaction_lag_ms
+    plan["delete_retention_ms"] = cfg.delete_retention_ms
+    plan["passes"] = len(state["passes"])
+    plan["last_pass"] = state["passes"][-1][1] if state["passes"] else None
+    return plan

@@ -844,6 +844,40 @@ class Engine:
                 rows += retention.apply(self._log(meta, p, retain=False), meta.typed, t, dry_run)
         return rows
 
+    # ---------------------------------------------------------------- compaction
+    def compaction_plan(self, topic: str, partitions: Sequence[int] | None = None,
+                        force: bool = False) -> list[dict[str, Any]]:
+        """What the next compaction pass would clean per partition, and why not the rest."""
+        from . import compaction
+        meta = self.topic(topic)
+        now = now_ms()
+        return [compaction.plan_partition(self._log(meta, p), meta.typed, now, force)
+                for p in (partitions if partitions is not None else range(meta.partitions))]
+
+    def explain_compaction(self, topic: str) -> list[dict[str, Any]]:
+        """Per partition: dirty ratio, cleanable range, what holds the rest back, and every
+        tombstone's delete horizon."""
+        from . import compaction
+        meta = self.topic(topic)
+        now = now_ms()
+        return [compaction.explain_partition(self._log(meta, p), meta.typed, now)
+                for p in range(meta.partitions)]
+
+    def compact(self, topic: str, partitions: Sequence[int] | None = None, force: bool = False
+                ) -> list[dict[str, Any]]:
+        """One compaction pass in this process, without Spark (small topics; the reference
+        for the Spark job: engine.spark.submit.compact)."""
+        from . import compaction
+        self._writable()
+        meta = self.topic(topic)
+        staging = os.path.join(self.path, ".compaction", f"local-{os.getpid()}-{now_ms()}")
+        try:
+            return [compaction.compact_partition(self._log(meta, p), meta.typed, staging,
+                                                 force=force)
+                    for p in (partitions if partitions is not None else range(meta.partitions))]
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
     # ---------------------------------------------------------------- consumer groups
     def consumer(self, group: str, topics: str | Iterable[str],
                  auto_offset_reset: str = "earliest", **options: Any) -> Any:

@@ -6,7 +6,19 @@ from typing import Annotated
 
 import typer
 
-from . import bench, consume, group, offsets, produce, retention, segment, topic, wal
+from . import (
+    bench,
+    compaction,
+    consume,
+    group,
+    offsets,
+    produce,
+    retention,
+    segment,
+    spark,
+    topic,
+    wal,
+)
 from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup
 
 app = typer.Typer(
@@ -21,6 +33,8 @@ app.add_typer(segment.app, name="segment", help="List, inspect, verify and repai
 app.add_typer(wal.app, name="wal", help="Inspect, verify, replay and checkpoint the write-ahead log.")
 app.add_typer(group.app, name="group", help="Consumer groups: lag, offsets, resets, deletion.")
 app.add_typer(retention.app, name="retention", help="Apply retention (time and size) now.")
+app.add_typer(spark.app, name="spark", help="Run the maintenance jobs on Apache Spark.")
+app.add_typer(compaction.app, name="compaction", help="Explain what compaction will do and why.")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)

@@ -146,7 +146,7 @@ def _flat(pa: Any, arr: Any) -> Any:
 
 class RivvenReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.options = options
+        self.options = {k.lower(): v for k, v in options.items()}  # Spark options ignore case
         self.columns = [f.name for f in schema.fields]
         unknown = [c for c in self.columns if c not in COLUMNS]
         if unknown:
@@ -155,10 +155,10 @@ class RivvenReader(DataSourceReader):
     def partitions(self) -> list[SegmentSplit]:
         o = self.options
         parts = o.get("partitions")
-        ends = {int(k): int(v) for k, v in json.loads(o.get("endOffsets", "{}")).items()}
+        ends = {int(k): int(v) for k, v in json.loads(o.get("endoffsets", "{}")).items()}
         return splits_for(o["path"], o["topic"],
                           [int(p) for p in parts.split(",")] if parts else None,
-                          ends, int(o.get("splitBytes", 64 << 20)))
+                          ends, int(o.get("splitbytes", 64 << 20)))
 
     def read(self, partition: SegmentSplit) -> Iterator[Any]:  # type: ignore[override]
         return read_split(partition, self.columns)

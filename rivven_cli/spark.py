@@ -1,0 +1,106 @@
+"""``rivven spark compact``: a compaction pass as a real Spark job, then the crash-safe swap."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from .common import JsonOpt, open_engine
+from .render import human_bytes, info, print_json, print_table
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _pct(before: int, after: int) -> str:
+    return f"{100 * (1 - after / before):.1f}%" if before else "0.0%"
+
+
+def _progress() -> Any:
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("tasks"), TimeElapsedColumn(), console=Console(stderr=True),
+                   transient=True)
+    task = bar.add_task("spark: starting", total=None)
+
+    def update(stage: int, done: int, total: int) -> None:
+        bar.update(task, description=f"spark: stage {stage}", completed=done, total=total)
+    return bar, update
+
+
+@app.command()
+def compact(
+    topic: Annotated[str, typer.Argument(help="A topic with cleanup.policy=compact.")],
+    partition: Annotated[list[int] | None, typer.Option(
+        "--partition", "-p", min=0, help="Only these partitions (repeatable).")] = None,
+    master: Annotated[str, typer.Option(
+        "--master", help="Spark master: local[*], local[2], spark://HOST:PORT, yarn, k8s://...")
+    ] = "local[*]",
+    conf: Annotated[list[str] | None, typer.Option(
+        "--conf", help="Spark config key=value (repeatable), passed to spark-submit.")] = None,
+    deploy_mode: Annotated[str | None, typer.Option(
+        "--deploy-mode", help="client or cluster, passed to spark-submit.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan and the exact spark-submit command; run nothing.")
+    ] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Clean partitions below min.cleanable.dirty.ratio too.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Compact a topic on Spark: keep the last record per key, then swap the cleaned
+    segments in (crash-safe; producers keep appending meanwhile)."""
+    from engine.spark.submit import compact as run
+
+    bar, update = _progress()
+    with open_engine() as eng:
+        if bar is not None:
+            bar.start()
+        try:
+            out = run(eng, topic, partition, master, conf or [], deploy_mode, dry_run, force,
+                      update)
+        finally:
+            if bar is not None:
+                bar.stop()
+    if json:
+        print_json(out)
+        return
+    skipped = [p for p in out["plans"] if p["skip"]]
+    for p in skipped:
+        info(f"{topic}-{p['partition']}: skipped: {p['skip']}")
+    if dry_run:
+        todo = [p for p in out["plans"] if not p["skip"]]
+        print_table(["PARTITION", "CLEANABLE", "SEGMENTS", "GROUPS", "DIRTY-RATIO"],
+                    [(p["partition"], f"{p['log_start_offset']}..{p['cleanable_end'] - 1}",
+                      len(p["segments"]), len(p["groups"]), f"{p['dirty_ratio']:.2f}")
+                     for p in todo], right=("PARTITION", "SEGMENTS", "GROUPS", "DIRTY-RATIO"))
+        if out["command"]:
+            typer.echo(shlex.join(out["command"]))
+        else:
+            info("nothing to compact")
+        return
+    parts = out["partitions"]
+    if not parts:
+        info("nothing to compact")
+        return
+    print_table(["PARTITION", "SEGMENTS", "RECORDS", "BYTES", "TOMBSTONES-KEPT/REMOVED"],
+                [(p["partition"], f"{p['segments_before']} -> {p['segments_after']}",
+                  f"{p['records_in']} -> {p['records_out']}",
+                  f"{human_bytes(p['bytes_in'])} -> {human_bytes(p['bytes_out'])}",
+                  f"{p['tombstones_kept']}/{p['tombstones_in'] - p['tombstones_kept']}")
+                 for p in parts], right=("PARTITION",))
+    t = {k: sum(p[k] for p in parts) for k in ("records_in", "records_out", "bytes_in",
+                                                "bytes_out", "segments_before",
+                                                "segments_after")}
+    info(f"compacted {topic}: {len(parts)} partition(s), {t['segments_before']} -> "
+         f"{t['segments_after']} segments, {t['records_in']:,} -> {t['records_out']:,} records, "
+         f"{human_bytes(t['bytes_in'])} -> {human_bytes(t['bytes_out'])}: "
+         f"{_pct(t['bytes_in'], t['bytes_out'])} size reduction "
+         f"({_pct(t['records_in'], t['records_out'])} fewer records) in {out['seconds']:.1f} s "
+         f"(spark {out['spark_s']:.1f} s of which start-up {out['startup_s']:.1f} s, "
+         f"swap {out['swap_s']:.2f} s) on {out['master']}")
