@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from . import files
 from .errors import RivvenError
 from .failpoint import failpoint
-from .records import body_of, decode_columns, encode_batch, layout
+from .records import ATTR_VALUE_NULLS, body_of, decode_columns, encode_batch, layout
 from .segment import Segment
 
 if TYPE_CHECKING:
@@ -46,19 +46,24 @@ class CompactionError(RivvenError):
 
 # ---------------------------------------------------------------- cleaner state
 def read_cleaner(pdir: str) -> dict[str, Any]:
-    """``{"cleaned_end": offset, "passes": [[end_offset, time_ms], ...]}`` (empty when new)."""
+    """``{"cleaned_end": offset, "passes": [[end_offset, time_ms], ...], "min_tombstone":
+    lowest offset of a tombstone the last pass kept, or None}`` (empty when new)."""
     try:
         with open(os.path.join(pdir, CLEANER), "rb") as f:
             st = json.loads(f.read())
+        mt = st.get("min_tombstone")
         return {"cleaned_end": int(st["cleaned_end"]),
-                "passes": [[int(e), int(t)] for e, t in st["passes"]]}
+                "passes": [[int(e), int(t)] for e, t in st["passes"]],
+                "min_tombstone": None if mt is None else int(mt)}
     except (OSError, ValueError, KeyError, TypeError):
-        return {"cleaned_end": 0, "passes": []}
+        return {"cleaned_end": 0, "passes": [], "min_tombstone": None}
 
 
-def after_pass(state: dict[str, Any], end: int, now: int) -> dict[str, Any]:
+def after_pass(state: dict[str, Any], end: int, now: int, min_tombstone: int | None
+               ) -> dict[str, Any]:
     passes = [*state["passes"], [end, now]][-MAX_PASSES:]
-    return {"cleaned_end": max(end, state["cleaned_end"]), "passes": passes}
+    return {"cleaned_end": max(end, state["cleaned_end"]), "passes": passes,
+            "min_tombstone": min_tombstone}
 
 
 def tombstone_bound(state: dict[str, Any], delete_retention_ms: int, now: int) -> int:
@@ -105,8 +110,10 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
         skip = f"cleanup.policy is {cfg.cleanup_policy!r}, not compact"
     elif not cleanable:
         skip = "no sealed segment is cleanable yet"
-    elif dirty == 0:
-        skip = "nothing written since the last pass"
+    elif dirty == 0 and not force and not (
+            state["min_tombstone"] is not None
+            and state["min_tombstone"] < tombstone_bound(state, cfg.delete_retention_ms, now)):
+        skip = "nothing written since the last pass and no tombstone past its horizon"
     elif ratio < cfg.min_cleanable_dirty_ratio and not force:
         skip = (f"dirty ratio {ratio:.2f} is below min.cleanable.dirty.ratio "
                 f"{cfg.min_cleanable_dirty_ratio}")
@@ -183,8 +190,9 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     os.makedirs(out_dir, exist_ok=True)
     path = files.path(out_dir, base, files.LOG)
     out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    stats = {"base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0,
-             "records_out": 0, "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0}
+    stats: dict[str, Any] = {
+        "base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0, "records_out": 0,
+        "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}
     try:
         pos = 0
         for s in group:
@@ -204,6 +212,9 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
                     n_keep = sum(mask)
                     if n_keep == 0:
                         continue
+                    if stats["min_tombstone"] is None and h.attributes & ATTR_VALUE_NULLS:
+                        stats["min_tombstone"] = next(
+                            (o for o, m, v in zip(offs, mask, values) if m and v is None), None)
                     if n_keep == len(mask):
                         data = bytes(ref.buf[ref.start:ref.start + h.size])
                         stats["batches_copied"] += 1
@@ -244,7 +255,8 @@ def _write_all(fd: int, data: bytes, pos: int) -> None:
 
 
 # ---------------------------------------------------------------- swap
-def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int) -> dict[str, Any]:
+def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
+         min_tombstone: int | None = None) -> dict[str, Any]:
     """Swap the staged segments of ``plan`` in for their sources, under the partition lock.
 
     Refused (and the log left alone) if a source segment changed since the plan. The commit
@@ -279,7 +291,8 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int) -> 
         files.fsync_dir(pdir)
         failpoint("swap-cleaned")
         manifest = {"segments": new, "replaces": replaced,
-                    "cleaner": after_pass(plan["cleaner"], plan["cleanable_end"], now)}
+                    "cleaner": after_pass(plan["cleaner"], plan["cleanable_end"], now,
+                                          min_tombstone)}
         files.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
         failpoint("swap-committed")
         roll_forward(pdir)  # committed
@@ -347,10 +360,15 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
     out_dir = os.path.join(staging, f"{log.topic}-{log.partition}")
     writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir)
               for g in plan["groups"]]
-    swapped = swap(log, plan, out_dir, now)
+    swapped = swap(log, plan, out_dir, now, min_tombstone(writes))
     shutil.rmtree(out_dir, ignore_errors=True)
     return {"plan": plan, "skipped": None, "keys": stats["keys"],
             "tombstones_kept": stats["tombstones_kept"], **summarize(writes), **swapped}
+
+
+def min_tombstone(writes: list[dict[str, Any]]) -> int | None:
+    found = [w["min_tombstone"] for w in writes if w.get("min_tombstone") is not None]
+    return min(found) if found else None
 
 
 def summarize(writes: list[dict[str, Any]]) -> dict[str, Any]:

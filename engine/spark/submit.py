@@ -258,7 +258,8 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
             rows = result["partitions"].get(str(p["partition"]), [])
             _sanity(p, rows)
             log = eng.partition_log(topic, p["partition"])
-            swapped = compaction.swap(log, p, os.path.join(staging, str(p["partition"])), now)
+            swapped = compaction.swap(log, p, os.path.join(staging, str(p["partition"])), now,
+                                      compaction.min_tombstone(rows))
             out["partitions"].append({"partition": p["partition"], **swapped,
                                       **compaction.summarize(rows),
                                       "tombstones_kept": sum(r["tombstones_kept"] for r in rows)})
