@@ -139,7 +139,16 @@ class Consumer:
         self._buffered = 0
         self.closed = False
         engine._consumers.add(self)
-        self._rebalance(force=True)
+        try:
+            self._rebalance(force=True)
+        except BaseException:
+            # the caller gets no consumer to close: leave the group now, else this member
+            # stays live (and keeps its leases) until the engine closes
+            self.closed = True
+            self.leases.release_all()
+            self.member.close()
+            engine._consumers.discard(self)
+            raise
 
     # ---------------------------------------------------------------- membership
     def assignment(self) -> list[TopicPartition]:

@@ -94,6 +94,7 @@ class Engine:
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         self._consumers: set[Any] = set()
         self.closed = False
+        self._closing = False
         self.last_recovery: dict[str, Any] = {}
         if not read_only:
             self._empty_trash()
@@ -127,6 +128,13 @@ class Engine:
             return
         for c in list(self._consumers):
             c.close()
+        # refuse new appends first: one that got in after the checkpoint below passed its
+        # partition would be acknowledged, and its WAL deleted, with its segment bytes unsynced
+        with self._logs_mutex:
+            self._closing = True  # no partition is opened any more (Engine._log)
+            logs = [log for _, log in self._logs.values()]
+        for log in logs:
+            log.stop_appends()
         clean = True
         if self.wal is not None:
             try:
@@ -167,6 +175,8 @@ class Engine:
         """fsync every partition this process wrote, record recovery points, and delete the
         WAL files wholly below them."""
         self._writable()
+        if self.closed:
+            raise InvalidArgument("this engine is closed; open it again")
         with self._ckpt_lock:
             done = []
             wal = self.wal
@@ -468,6 +478,8 @@ class Engine:
             entry[1].config = meta.typed
             return entry[1]
         with self._logs_mutex:
+            if self._closing:
+                raise InvalidArgument("this engine is closed; open it again")
             entry = self._logs.get(key)
             if entry is not None and entry[0] == meta.id:
                 return entry[1]

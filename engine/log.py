@@ -123,6 +123,12 @@ class PartitionLog:
             self.active.load(repair=False)
             self._read_log_start()
 
+    def stop_appends(self) -> None:
+        """Refuse appends from now on; those already logged still finish (Engine.close)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()  # appends waiting in _log give up
+
     def close(self) -> None:
         """Finish the groups in flight, fail queued appends, release every file."""
         with self._cond:
@@ -404,6 +410,9 @@ class PartitionLog:
     def _exclusive(self) -> Iterator[None]:
         """The mutex plus the partition flock, unless the append pipeline already holds it."""
         with self.mutex:
+            if self.lock_fd < 0:  # closed: the engine forgot it (topic deleted or replaced)
+                raise UnknownTopic(f"partition {self.partition} of topic {self.topic!r} was "
+                                   "closed (deleted?)")
             if self._flock_held:
                 yield
             else:
@@ -481,7 +490,10 @@ class PartitionLog:
         act.sync()
         act.index.sync()
         act.timeindex.sync()
-        self._read_log_start()  # never write back a start another process moved on
+        # never write back a start another process moved on: read the file itself, its
+        # (inode, mtime, size) can repeat (inode reuse, coarse timestamps)
+        self._ckpt_stamp = None
+        self._read_log_start()
         point = {"segment": act.base, "position": act.size,
                  "recovery_point": act.next_offset, "log_start_offset": self.start_offset()}
         files.write_atomic(os.path.join(self.dir, files.CHECKPOINT), json.dumps(point).encode())

@@ -99,6 +99,18 @@ class Member:
             self.fd = -1
 
 
+def _remove_dead(path: str, fd: int) -> None:
+    """(``fd`` opened from ``path`` and locked by us: its member is dead.) Unlink ``path`` only
+    if it still names that file: a member restarting with the same id may have renamed its own
+    locked file onto ``path`` since we opened it. (It cannot do so from now on: its join
+    would find the old file's lock held, by us.)"""
+    try:
+        if os.stat(path).st_ino == os.fstat(fd).st_ino:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _alive(path: str) -> bool:
     """Is ``path`` locked by a live process? A dead member's file is removed on the way."""
     try:
@@ -107,10 +119,7 @@ def _alive(path: str) -> bool:
         return False
     try:
         if try_lock(fd):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            _remove_dead(path, fd)
             return False
         return True
     finally:
@@ -141,10 +150,7 @@ def live_members(gdir: str) -> list[dict[str, Any]]:
             continue
         try:
             if try_lock(fd):
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    pass
+                _remove_dead(p, fd)
                 continue
             info = _read_json(fd)
             info.setdefault("member_id", n.removesuffix(".json"))

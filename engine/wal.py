@@ -206,6 +206,8 @@ class WalStream:
     def append(self, record: bytes) -> int:
         """Write a framed record; returns the stream position its durability needs."""
         with self.write_mutex:
+            if self.closed:  # its fd number may belong to another file by now
+                raise StorageError(f"WAL stream {self.dir} is closed")
             if self.poisoned is not None or self.written - self.file_start >= self.segment_bytes:
                 self._rotate()
             try:
@@ -228,11 +230,25 @@ class WalStream:
         failed fsync poisoned it (its unsynced records were never acknowledged)."""
         old_fd = self.fd
         if self.poisoned is None:
-            self._fsync(old_fd)
+            try:
+                self._fsync(old_fd)
+            except StorageError as e:
+                # as for a failed group fsync: the unsynced records of this file are lost for
+                # good (a retried fdatasync may "succeed" after the kernel dropped the pages)
+                with self.sync_cond:
+                    self.poisoned = e
+                    self.poison_end = self.written
+                    self.lost.append((self.synced, self.written))
+                raise
         self._open_file(self.written)  # may raise: then the old file stays current
         with self.sync_cond:
             if self.poisoned is None:
                 self.synced = max(self.synced, self.written)
+            else:
+                # the poisoned file is closed without a sync: what it holds past the last
+                # successful fsync (records written during or after the failed one, past its
+                # target) is never durable, whatever later fsyncs of newer files cover
+                self.lost.append((self.synced, self.written))
             self.poisoned = None
             self.retired.append(old_fd)
             if not self.syncing:  # else the syncer, which may hold that fd, closes it
@@ -347,14 +363,17 @@ class WalStream:
         cond.release()
         try:
             with self.write_mutex:  # fd and position of the same file, together
+                if self.closed:
+                    raise StorageError(f"WAL stream {self.dir} is closed")
                 fd, target = self.fd, self.written
             self._fsync(fd)
         except BaseException as e:
             cond.acquire()
             self.syncing = False
-            if isinstance(e, StorageError):
-                self.poisoned = e
-                self.poison_end = target
+            if isinstance(e, StorageError) and not self.closed:
+                if fd == self.fd:  # (a rotation since: the current file is not the failed one)
+                    self.poisoned = e
+                    self.poison_end = target
                 self.lost.append((low, target))
             self._close_retired()
             wake, self.sleepers = self.sleepers, []  # everyone looks again (and raises)
@@ -398,7 +417,8 @@ class WalStream:
     def close(self, delete: bool) -> None:
         if self.closed:
             return
-        self.closed = True
+        with self.write_mutex:  # no append or fsync starts on the fd once it is closed
+            self.closed = True
         with self.sync_cond:
             self._close_retired()
         os.close(self.fd)
