@@ -49,6 +49,7 @@ class OffsetStore:
         self._mutex = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None  # (inode, size, mtime) last read
         self._good = 0  # end of the last intact frame
+        self._head = b""  # the first frame header of the file read
         self.torn = False
 
     # ---------------------------------------------------------------- reading
@@ -69,10 +70,15 @@ class OffsetStore:
             stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
             if stamp == self._stamp:
                 return
-            if self._stamp is None or self._stamp[0] != st.st_ino or st.st_size < self._good:
-                self.offsets, self._good = {}, 0  # a new (rewritten) file: read it all
+            head = os.pread(fd, FRAME.size, 0)
+            # a rewritten file (its inode number may be reused): read it all. Its first frame
+            # header (length + CRC of the first commit) tells it from the one read before.
+            if (self._stamp is None or self._stamp[0] != st.st_ino or st.st_size < self._good
+                    or head != self._head):
+                self.offsets, self._good = {}, 0
             self._apply(os.pread(fd, st.st_size - self._good, self._good))
             self._stamp = stamp
+            self._head = head
         finally:
             os.close(fd)
 
@@ -159,10 +165,12 @@ class OffsetStore:
             self.torn = False
             st = os.fstat(fd)
             self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            self._head = os.pread(fd, FRAME.size, 0)
         finally:
             os.close(fd)
         if created and self.sync:  # a new file in a (maybe new) group dir: make both durable
-            for d in (self.dir, os.path.dirname(self.dir), os.path.dirname(os.path.dirname(self.dir))):
+            groups = os.path.dirname(self.dir)
+            for d in (self.dir, groups, os.path.dirname(groups)):
                 files.fsync_dir(d)  # the group dir, groups/, and the data dir
 
     def _live_size(self) -> int:
@@ -180,3 +188,4 @@ class OffsetStore:
         self._good = len(out)
         st = os.stat(self.path)
         self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        self._head = bytes(out[:FRAME.size])

@@ -5,11 +5,9 @@ import os
 import threading
 
 import pytest
-from test_stress import (HANG_S, assert_batch_survives_a_crash, fd_path, stored)
+from test_stress import HANG_S, fd_path, stored
 
-from engine import Engine, StorageError
-from engine import membership
-from engine import retention
+from engine import Engine, StorageError, membership, retention
 from engine import wal as wal_mod
 from engine.errors import OffsetOutOfRange, RivvenError
 

@@ -1,0 +1,250 @@
+"""Spark: the topic source, the survivors transform (one shared SparkSession), and real
+``spark-submit`` runs of ``rivven spark compact`` (local[2], a standalone cluster, kill -9)."""
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import RIVVEN, ROOT, run_rivven
+
+from engine import Engine, Record
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+CFG = {"cleanup.policy": "compact", "segment.bytes": "3000", "delete.retention.ms": "0",
+       "min.cleanable.dirty.ratio": "0.01"}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    from engine.spark.source import RivvenDataSource
+    s = (SparkSession.builder.master("local[2]").appName("rivven-tests")
+         .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    s.dataSource.register(RivvenDataSource)
+    yield s
+    s.stop()
+
+
+def produce_random(eng, topic, rng, n, keys, tomb=0.1):
+    for i in range(0, n, 4):
+        eng.produce(topic, [Record(key=b"k%d" % rng.randrange(keys),
+                                   value=None if rng.random() < tomb else b"v%d" % (i + j),
+                                   headers=[("h", b"x")] if rng.random() < 0.2 else ())
+                            for j in range(4)])
+
+
+def last_per_key(records, end, bound=0):
+    last = {}
+    for r in records:
+        if r.offset < end:
+            last[r.key] = r
+    return {(r.partition, r.offset) for r in last.values()
+            if not (r.value is None and r.offset < bound)}
+
+
+def read_all(eng, topic):
+    meta = eng.topic(topic)
+    return [r for p in range(meta.partitions)
+            for r in eng.read(topic, p, eng.start_offsets(topic)[p], 10**9)]
+
+
+def test_source_reads_every_record(spark, data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 3, {"segment.bytes": "200000", "index.interval.bytes": "1024"})
+        for codec in ("none", "lz4", "zstd", "gzip"):
+            eng.produce_batch("t", [b"v%d" % i for i in range(3000)],
+                              keys=[b"k%d" % i if i % 7 else None for i in range(3000)],
+                              headers=[[("n", b"%d" % i)] for i in range(3000)],
+                              compression=codec)
+        want = sorted((r.partition, r.offset, r.timestamp, r.key, r.value,
+                       tuple(r.headers)) for r in read_all(eng, "t"))
+    df = (spark.read.format("rivven").option("path", data_dir).option("topic", "t")
+          .option("splitBytes", "20000").load())  # several splits per segment
+    got = sorted((r.partition, r.offset, r.timestamp, r.key, r.value,
+                  tuple((h.key, h.value) for h in r.headers)) for r in df.collect())
+    assert got == want
+    assert df.rdd.getNumPartitions() > 3
+    ends = (spark.read.format("rivven").option("path", data_dir).option("topic", "t")
+            .option("partitions", "1").option("endOffsets", '{"1": 100}').load())
+    assert sorted(r.offset for r in ends.select("offset").collect()) == list(range(100))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_survivors_transform_matches_the_reference(spark, data_dir, seed):
+    from engine.spark.transform import survivors
+
+    rng = random.Random(seed)
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("c", 2, CFG)
+        produce_random(eng, "c", rng, 400, keys=rng.choice([3, 30, 300]))
+        eng.compact("c")  # offset gaps and earlier passes
+        produce_random(eng, "c", rng, 400, keys=50)
+        plans = eng.compaction_plan("c", force=True)
+        records = read_all(eng, "c")
+    bounds = {p["partition"]: rng.choice([0, p["cleanable_end"] // 2]) for p in plans}
+    ends = {p["partition"]: p["cleanable_end"] for p in plans}
+    df = (spark.read.format("rivven").option("path", data_dir).option("topic", "c")
+          .option("endOffsets", json.dumps(ends)).load())
+    got = {(r.partition, r.offset) for r in survivors(df, bounds).collect()}
+    want = set()
+    for p in (0, 1):
+        want |= last_per_key([r for r in records if r.partition == p], ends[p], bounds[p])
+    assert got == want
+    keys_only = (spark.read.format("rivven")
+                 .schema("topic string, partition int, offset long, key binary, tombstone boolean")
+                 .option("path", data_dir).option("topic", "c")
+                 .option("endOffsets", json.dumps(ends)).load())
+    assert {(r.partition, r.offset) for r in survivors(keys_only, bounds).collect()} == want
+
+
+def test_survivors_transform_refuses_null_keys(spark, data_dir):
+    from engine.spark.transform import survivors
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("d", 1)
+        eng.produce("d", [Record(key=b"a", value=b"1"), Record(key=None, value=b"2")])
+    df = spark.read.format("rivven").option("path", data_dir).option("topic", "d").load()
+    with pytest.raises(Exception, match="record at offset 1 of d-0 has no key"):
+        survivors(df).collect()
+
+
+# ---------------------------------------------------------------- real spark-submit
+def make_topic(data_dir, seed=5, n=3000, partitions=2):
+    rng = random.Random(seed)
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("c", partitions, CFG)
+        produce_random(eng, "c", rng, n, keys=200)
+        return read_all(eng, "c"), eng.compaction_plan("c")
+
+
+def expected(before, plans):
+    want = {}
+    for plan in plans:
+        p = plan["partition"]
+        recs = [r for r in before if r.partition == p]
+        keep = last_per_key(recs, plan["cleanable_end"])
+        want[p] = [r for r in recs if r.offset >= plan["cleanable_end"]
+                   or (r.partition, r.offset) in keep]
+    return want
+
+
+def test_spark_compact_end_to_end_on_local_2(data_dir):
+    before, plans = make_topic(data_dir)
+    r = run_rivven(data_dir, "spark", "compact", "c", "--dry-run", check=True)
+    assert b"spark-submit --master 'local[*]'" in r.stdout and b"--py-files" in r.stdout
+    producer = subprocess.Popen(  # a producer keeps appending to the active segments
+        [*RIVVEN, "produce", "c", "-K", ":"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT)), cwd=ROOT)
+    r = run_rivven(data_dir, "spark", "compact", "c", "--master", "local[2]", "--json",
+                   timeout=600)
+    producer.communicate(b"".join(b"live%d:x\n" % i for i in range(2000)), timeout=120)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    out = json.loads(r.stdout)
+    assert sum(p["records_out"] for p in out["partitions"]) < len(before)
+    with Engine.open(data_dir, read_only=True) as eng:
+        after = read_all(eng, "c")
+    want = expected(before, plans)
+    for p in (0, 1):
+        got = [x for x in after if x.partition == p and not (x.key or b"").startswith(b"live")]
+        assert got == want[p]
+    assert len([x for x in after if (x.key or b"").startswith(b"live")]) == 2000
+    r = run_rivven(data_dir, "segment", "verify")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_class():
+    import pyspark
+    return os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+
+
+def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
+    before, plans = make_topic(data_dir, seed=7, n=2000)
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path),
+               SPARK_WORKER_DIR=str(tmp_path / "work"))
+    port, ui = free_port(), free_port()
+    logs = open(tmp_path / "cluster.log", "wb")
+    master = subprocess.Popen([spark_class(), "org.apache.spark.deploy.master.Master",
+                               "--host", "127.0.0.1", "--port", str(port), "--webui-port",
+                               str(ui)], env=env, stdout=logs, stderr=logs)
+    worker = subprocess.Popen([spark_class(), "org.apache.spark.deploy.worker.Worker",
+                               "--host", "127.0.0.1", "--webui-port", str(free_port()),
+                               "--cores", "2", "--memory", "1g", f"spark://127.0.0.1:{port}"],
+                              env=env, stdout=logs, stderr=logs)
+    try:
+        deadline = time.time() + 120
+        while b"Registered worker" not in (tmp_path / "cluster.log").read_bytes():
+            assert time.time() < deadline, (tmp_path / "cluster.log").read_text()[-2000:]
+            time.sleep(0.5)
+        r = run_rivven(data_dir, "spark", "compact", "c", "--master",
+                       f"spark://127.0.0.1:{port}", "--conf", "spark.executor.memory=512m",
+                       timeout=900)
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        assert b"on spark://127.0.0.1:" in r.stderr and b"size reduction" in r.stderr
+    finally:
+        for proc in (worker, master):
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        logs.close()
+    with Engine.open(data_dir, read_only=True) as eng:
+        after = read_all(eng, "c")
+    want = expected(before, plans)
+    assert [x for x in after if x.partition == 0] == want[0]
+    assert [x for x in after if x.partition == 1] == want[1]
+
+
+def test_kill_9_of_spark_compact_during_the_job_and_during_the_swap(data_dir):
+    before, plans = make_topic(data_dir, seed=9)
+    pdir = os.path.join(data_dir, "topics", "c", "partition-0")
+
+    def snapshot():
+        return {f: open(os.path.join(pdir, f), "rb").read() for f in sorted(os.listdir(pdir))
+                if f.endswith(".log")}
+
+    files_before = snapshot()
+    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([*RIVVEN, "spark", "compact", "c", "--master", "local[2]"],
+                            env=env, cwd=ROOT, stderr=subprocess.PIPE)
+    time.sleep(random.Random(1).uniform(6, 14))  # Spark is starting or running the job
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert snapshot() == files_before  # the log is untouched while the job runs
+    r = run_rivven(data_dir, "segment", "verify")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    # now crash in the middle of the swap (after its commit point), then reopen
+    r = subprocess.run([*RIVVEN, "spark", "compact", "c", "--master", "local[2]"],
+                       env={**env, "RIVVEN_FAILPOINT": "swap-installing"}, cwd=ROOT,
+                       capture_output=True, timeout=600)
+    assert r.returncode == -9, r.stderr.decode()[-3000:]
+    with Engine.open(data_dir) as eng:  # the writer's open rolls the committed swap forward
+        after = read_all(eng, "c")
+    want = expected(before, plans)
+    assert [x for x in after if x.partition == 0] == want[0]
+    # partition 1 was not swapped yet (it comes after 0) or was: either way nothing is lost
+    p1 = [x for x in after if x.partition == 1]
+    assert p1 in (want[1], [x for x in before if x.partition == 1])
+    r = run_rivven(data_dir, "segment", "verify")
+    assert r.returncode == 0, r.stdout + r.stderr
+    from engine.spark.submit import clean_stale
+    staged = [f for f in os.listdir(os.path.join(data_dir, ".compaction"))
+              if not f.endswith(".log")]
+    assert staged  # the killed runs left their staging folders ...
+    clean_stale(data_dir)  # ... which the next run removes (their locks are free)
+    assert not [f for f in os.listdir(os.path.join(data_dir, ".compaction"))
+                if not f.endswith(".log")]
