@@ -20,14 +20,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import files
+from .arrow import batch_columns
 from .errors import RivvenError
 from .failpoint import failpoint
-from .records import ATTR_VALUE_NULLS, body_of, decode_columns, encode_batch, layout
+from .records import (
+    ATTR_CODEC,
+    ATTR_EXPLICIT_OFFSETS,
+    ATTR_HAS_HEADERS,
+    ATTR_VALUE_NULLS,
+    body_of,
+    decode_columns,
+    encode_batch,
+    layout,
+)
 from .segment import Segment
 
 if TYPE_CHECKING:
@@ -183,8 +194,10 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     """Write the survivors of one group of source segments as one segment in ``out_dir``
     (named after the group's first segment, indexes rebuilt, fsynced).
 
-    ``keep(offsets)`` returns a list of booleans (or a pyarrow BooleanArray) for a batch's
-    offsets. A batch whose records all survive is copied byte for byte.
+    ``keep(offsets)`` returns booleans (a list or a pyarrow BooleanArray) for a batch's
+    offsets. A batch whose records all survive is copied byte for byte without decoding; a
+    partly surviving one is re-encoded from its Arrow columns (only the survivors are
+    touched), keeping offsets (as explicit deltas), timestamps, headers and codec.
     """
     base = group[0]["base_offset"]
     os.makedirs(out_dir, exist_ok=True)
@@ -201,36 +214,11 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
                 size = seg.file_size()
                 stats["bytes_in"] += size
                 for ref in seg.iter_batches(0, size):
-                    h = ref.header
-                    body = body_of(ref.buf, ref.start, h)
-                    lay = layout(body, h)
-                    offs, tss, keys, values, hs = decode_columns(body, h, lay)
-                    stats["records_in"] += len(values)
-                    stats["tombstones_in"] += values.count(None)
-                    mask = keep(offs)
-                    mask = mask.to_pylist() if hasattr(mask, "to_pylist") else list(mask)
-                    n_keep = sum(mask)
-                    if n_keep == 0:
-                        continue
-                    if stats["min_tombstone"] is None and h.attributes & ATTR_VALUE_NULLS:
-                        stats["min_tombstone"] = next(
-                            (o for o, m, v in zip(offs, mask, values) if m and v is None), None)
-                    if n_keep == len(mask):
-                        data = bytes(ref.buf[ref.start:ref.start + h.size])
-                        stats["batches_copied"] += 1
-                    else:
-                        idx = [i for i, m in enumerate(mask) if m]
-                        tss, hs = list(tss), list(hs)
-                        first = offs[idx[0]]
-                        enc = encode_batch([keys[i] for i in idx], [values[i] for i in idx],
-                                           [tss[i] for i in idx], [hs[i] for i in idx],
-                                           h.attributes & 0x7,
-                                           offset_deltas=[offs[i] - first for i in idx])
-                        data = bytes(enc.assign(first))
-                        stats["batches_rewritten"] += 1
-                    _write_all(out, data, pos)
-                    pos += len(data)
-                    stats["records_out"] += n_keep
+                    data, n_keep = _clean_batch(ref, keep, stats)
+                    if data:
+                        _write_all(out, data, pos)
+                        pos += len(data)
+                        stats["records_out"] += n_keep
             finally:
                 seg.close()
         os.fsync(out)
@@ -245,6 +233,59 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
         seg.close()
     stats["bytes_out"] = pos
     return stats
+
+
+def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
+                 ) -> tuple[bytes, int]:
+    """The bytes of one batch's survivors (b"" when none) and how many there are."""
+    h = ref.header
+    n = h.record_count
+    stats["records_in"] += n
+    body = lay = cols = None
+    if h.attributes & ATTR_EXPLICIT_OFFSETS:
+        body = body_of(ref.buf, ref.start, h)
+        lay = layout(body, h)
+        offs: Any = [h.base_offset + d
+                     for d in struct.unpack_from(f"<{n}i", body, lay.offset_deltas)]
+    else:
+        offs = range(h.base_offset, h.next_offset)
+    mask = keep(offs)
+    mask = mask.to_pylist() if hasattr(mask, "to_pylist") else list(mask)
+    n_keep = mask.count(True)
+    nulls = None
+    if h.attributes & ATTR_VALUE_NULLS:  # tombstones: counted, and the lowest kept noted
+        if body is None:
+            body = body_of(ref.buf, ref.start, h)
+            lay = layout(body, h)
+        cols = batch_columns(body, h, lay)
+        nulls = cols[3].is_null().to_pylist()
+        stats["tombstones_in"] += nulls.count(True)
+        kept = [o for o, m, dead in zip(offs, mask, nulls) if m and dead]
+        if kept and (stats["min_tombstone"] is None or kept[0] < stats["min_tombstone"]):
+            stats["min_tombstone"] = kept[0]
+    if n_keep == 0:
+        return b"", 0
+    if n_keep == n:
+        stats["batches_copied"] += 1
+        return bytes(ref.buf[ref.start:ref.start + h.size]), n
+    import pyarrow as pa
+
+    if body is None:
+        body = body_of(ref.buf, ref.start, h)
+        lay = layout(body, h)
+    if cols is None:
+        cols = batch_columns(body, h, lay)
+    idx = pa.array([i for i, m in enumerate(mask) if m], pa.int32())
+    kept_offs = [offs[i] for i in idx.to_pylist()]
+    headers = None
+    if h.attributes & ATTR_HAS_HEADERS:
+        headers = [[(x["key"], x["value"]) for x in hs] for hs in cols[4].take(idx).to_pylist()]
+    first = kept_offs[0]
+    enc = encode_batch(cols[2].take(idx), cols[3].take(idx),
+                       cols[1].take(idx).cast(pa.int64()).to_pylist(), headers,
+                       h.attributes & ATTR_CODEC, offset_deltas=[o - first for o in kept_offs])
+    stats["batches_rewritten"] += 1
+    return bytes(enc.assign(first)), n_keep
 
 
 def _write_all(fd: int, data: bytes, pos: int) -> None:

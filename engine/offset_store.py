@@ -161,11 +161,12 @@ class OffsetStore:
                     pass
                 raise StorageError(f"cannot write commit to {self.path}: {e.strerror}; "
                                    "fix the disk and retry") from None
+            if self._good == 0:
+                self._head = frame[:FRAME.size]
             self._good += len(frame)
             self.torn = False
             st = os.fstat(fd)
             self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-            self._head = os.pread(fd, FRAME.size, 0)
         finally:
             os.close(fd)
         if created and self.sync:  # a new file in a (maybe new) group dir: make both durable

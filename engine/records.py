@@ -147,6 +147,25 @@ def _pad(parts: list, b: Any) -> int:
     return n + (-n & 7)
 
 
+def _arrow_column(parts: list, arr: Any) -> bool:
+    """A pyarrow binary array is already this layout: copy its buffers (no Python bytes)."""
+    n = len(arr)
+    if arr.offset:  # a slice: make its buffers start at 0
+        arr = arr.take(arrow().array(range(n), arrow().int32()))
+    validity, offsets, data = arr.buffers()
+    nulls = arr.null_count > 0
+    if nulls:
+        bits = bytearray(validity.to_pybytes()[: (n + 7) // 8])
+        if n & 7:
+            bits[-1] &= (1 << (n & 7)) - 1  # Arrow leaves padding bits undefined
+        _pad(parts, bytes(bits))
+    offs = offsets.to_pybytes()[: 4 * (n + 1)]
+    end = struct.unpack_from("<i", offs, 4 * n)[0]
+    _pad(parts, offs)
+    _pad(parts, data.to_pybytes()[:end] if data is not None else b"")
+    return nulls
+
+
 def _bitmap(items: Sequence[Any]) -> bytes:
     """Arrow validity bitmap (bit i set when item i is not None), LSB first."""
     bits = "".join(["0" if x is None else "1" for x in reversed(items)])
@@ -155,6 +174,8 @@ def _bitmap(items: Sequence[Any]) -> bytes:
 
 def _binary_column(parts: list, items: Sequence[Any]) -> bool:
     """Append an Arrow binary column; returns True when it carries a validity bitmap."""
+    if hasattr(items, "buffers"):
+        return _arrow_column(parts, items)
     n = len(items)
     if items.count(None) == n:  # e.g. keyless records: all null, nothing to measure
         _pad(parts, bytes((n + 7) // 8))

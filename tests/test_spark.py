@@ -188,7 +188,7 @@ def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
                               env=env, stdout=logs, stderr=logs)
     try:
         deadline = time.time() + 120
-        while b"Registered worker" not in (tmp_path / "cluster.log").read_bytes():
+        while b"Successfully registered with master" not in (tmp_path / "cluster.log").read_bytes():
             assert time.time() < deadline, (tmp_path / "cluster.log").read_text()[-2000:]
             time.sleep(0.5)
         r = run_rivven(data_dir, "spark", "compact", "c", "--master",
