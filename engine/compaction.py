@@ -351,8 +351,9 @@ def roll_forward(pdir: str) -> bool:
         with open(os.path.join(pdir, MANIFEST), "rb") as f:
             m = json.loads(f.read())
     except FileNotFoundError:
-        for f in os.listdir(pdir):
-            if f.endswith((files.CLEANED, files.SWAP)):
+        for f in os.listdir(pdir):  # debris of a pass that never committed
+            if f.endswith((files.CLEANED, files.SWAP)) or f.startswith(
+                    (MANIFEST + ".tmp.", CLEANER + ".tmp.")):
                 os.unlink(os.path.join(pdir, f))
         return False
     new = [int(b) for b in m["segments"]]

@@ -723,6 +723,8 @@ class Engine:
             recs = decode_records(body, ref.header, lay, partition, self._where(ref))
             if recs and recs[0].offset < offset:
                 recs = recs[bisect_left(recs, offset, key=_offset_of):]
+            if recs:  # (segments overlap for a moment while a compaction swap installs)
+                offset = recs[-1].offset + 1
             out.extend(recs)
             if len(out) >= max_records:
                 del out[max_records:]

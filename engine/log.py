@@ -577,6 +577,7 @@ class PartitionLog:
                 with self.mutex:  # deleted by retention, delete-records or a compaction swap
                     self._ckpt_stamp = None
                     self._read_log_start()
+                    self._drop_replaced()
                     self._relist()
                     start = self.start_offset()
                     bases = list(self.bases)

@@ -384,9 +384,25 @@ class Segment:
 
     # ---------------------------------------------------------------- reading
     def position_for(self, offset: int) -> int:
-        """Byte position from which to scan for ``offset`` (an index lookup)."""
+        """Byte position from which to scan for ``offset`` (an index lookup). The entry is
+        checked against the batch header it points at: an index that does not belong to this
+        .log (a compaction swap cut short by a crash) is dropped and the log scanned."""
         i = self.index.floor(offset - self.base)
-        return self.index.values[i] if i >= 0 else 0
+        if i < 0:
+            return 0
+        pos = self.index.values[i]
+        head = os.pread(self.fd, HEADER_SIZE, pos)
+        try:
+            ok = len(head) == HEADER_SIZE and \
+                read_header(head, 0).base_offset == self.base + self.index.keys[i]
+        except CorruptRecordError:
+            ok = False
+        if not ok:
+            self.index.forget()
+            self.timeindex.forget()
+            self.needs_repair = True
+            return 0
+        return pos
 
     def position_for_time(self, timestamp: int) -> int:
         i = self.timeindex.lower(timestamp)

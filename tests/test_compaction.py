@@ -171,6 +171,12 @@ def test_kill_9_during_the_swap(data_dir, point):
     assert r.returncode == -9 and b"DONE" not in r.stdout, r.stderr
     pdir = os.path.join(data_dir, "topics", "c", "partition-0")
     committed = os.path.exists(os.path.join(pdir, MANIFEST))
+    with Engine.open(data_dir, read_only=True) as eng:  # a reader before any writer comes
+        seen = everything(eng)[0]
+    offsets = [r.offset for r in seen]
+    assert offsets == sorted(set(offsets))  # in order, nothing twice
+    assert set(seen) <= set(before)  # nothing made up ...
+    assert set(reference(before, plan["cleanable_end"])) <= set(seen)  # ... no survivor lost
     with Engine.open(data_dir) as eng:  # a writer's open finishes or discards the swap
         after = everything(eng)[0]
         assert not os.path.exists(os.path.join(pdir, MANIFEST))

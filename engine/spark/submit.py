@@ -163,16 +163,21 @@ def clean_stale(data_dir: str) -> None:
         return
     for n in names:
         d = os.path.join(root, n)
+        if os.path.isfile(d):  # the Spark log of a failed run: kept a week
+            try:
+                if time.time() - os.stat(d).st_mtime > 7 * 86400:
+                    os.unlink(d)
+            except FileNotFoundError:
+                pass
+            continue
         try:
             fd = os.open(os.path.join(d, "lock"), os.O_RDWR)
         except FileNotFoundError:  # an in-process pass (no lock) or a log file
             try:
                 if time.time() - os.stat(d).st_mtime > 3600:
-                    shutil.rmtree(d, ignore_errors=True) if os.path.isdir(d) else os.unlink(d)
+                    shutil.rmtree(d, ignore_errors=True)
             except FileNotFoundError:
                 pass
-            continue
-        except NotADirectoryError:
             continue
         try:
             if try_lock(fd):
