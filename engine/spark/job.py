@@ -107,6 +107,11 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
 
     spark.dataSource.register(RivvenDataSource)
     spark.dataSource.register(sink())
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        # the shuffles carry keys and offsets only: Spark's 200 partitions cost more in
+        # per-partition overhead than they spread (a --conf still wins)
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(max(2, 2 * spark.sparkContext.defaultParallelism)))
     parts = plan["partitions"]
     groups = _groups(plan)
     ranges = [(part, g[0]["base_offset"], g[-1]["next_offset"], gid)

@@ -25,9 +25,13 @@ def survivors(df: Any, tombstone_bounds: dict[int, int] | None = None) -> Any:
         F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(" " + NO_KEY))))
         .otherwise(F.col("key"))).withColumn("_tomb", tomb)
     cols = [c for c in checked.columns if c not in ("topic", "partition", "key")]
-    last = (checked.groupBy("topic", "partition", "key")
-            .agg(F.max_by(F.struct(*cols), "offset").alias("_last"))
-            .select("topic", "partition", "key", "_last.*"))
+    grouped = checked.groupBy("topic", "partition", "key")
+    if set(cols) <= {"offset", "tombstone", "_tomb"}:  # keys only: two plain aggregates
+        last = grouped.agg(F.max("offset").alias("offset"),
+                           *[F.max_by(c, "offset").alias(c) for c in cols if c != "offset"])
+    else:
+        last = (grouped.agg(F.max_by(F.struct(*cols), "offset").alias("_last"))
+                .select("topic", "partition", "key", "_last.*"))
     bounds = tombstone_bounds or {}
     if bounds:
         bound = F.coalesce(F.try_element_at(F.create_map(*[F.lit(x) for kv in sorted(bounds.items())
