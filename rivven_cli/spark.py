@@ -102,5 +102,6 @@ def compact(
          f"{human_bytes(t['bytes_in'])} -> {human_bytes(t['bytes_out'])}: "
          f"{_pct(t['bytes_in'], t['bytes_out'])} size reduction "
          f"({_pct(t['records_in'], t['records_out'])} fewer records) in {out['seconds']:.1f} s "
-         f"(spark {out['spark_s']:.1f} s of which start-up {out['startup_s']:.1f} s, "
-         f"swap {out['swap_s']:.2f} s) on {out['master']}")
+         f"(spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, planning "
+         f"{out['plan_s']:.1f} s, run {out['exec_s']:.1f} s; swap {out['swap_s']:.2f} s) on "
+         f"{out['master']}")

@@ -29,14 +29,22 @@ COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers
 ROWS_PER_BATCH = 65536
 
 
-class SegmentSplit(InputPartition):
+class Piece:
     """Batches of one segment file that start in ``[start, end)`` (byte positions)."""
 
     def __init__(self, topic: str, partition: int, path: str, base: int, start: int, end: int,
                  end_offset: int | None) -> None:
-        super().__init__((partition, base, start))
         self.topic, self.partition, self.path, self.base = topic, partition, path, base
         self.start, self.end, self.end_offset = start, end, end_offset
+
+
+class SegmentSplit(InputPartition):
+    """One task's work: consecutive pieces of segments, about ``splitBytes`` in all (a task
+    costs a Python worker start-up, so small segments share one)."""
+
+    def __init__(self, pieces: list[Piece]) -> None:
+        super().__init__((pieces[0].partition, pieces[0].base, pieces[0].start))
+        self.pieces = pieces
 
 
 def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
@@ -70,12 +78,26 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
                     idx.close()
             cuts.append(size)
             for a, b in zip(cuts, cuts[1:]):
-                out.append(SegmentSplit(topic, p, path, base, a, b, end))
-    return out
+                out.append(Piece(topic, p, path, base, a, b, end))
+    splits: list[list[Piece]] = []
+    size = 0
+    for piece in out:
+        n = piece.end - piece.start
+        if not splits or size + n > split_bytes:
+            splits.append([])
+            size = 0
+        splits[-1].append(piece)
+        size += n
+    return [SegmentSplit(ps) for ps in splits]
 
 
 def read_split(split: SegmentSplit, columns: list[str]) -> Iterator[Any]:
     """Arrow record batches (``columns`` only) of one split."""
+    for piece in split.pieces:
+        yield from read_piece(piece, columns)
+
+
+def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
     import pyarrow as pa
 
     from ..arrow import batch_columns, offsets_column
@@ -106,7 +128,7 @@ def read_split(split: SegmentSplit, columns: list[str]) -> Iterator[Any]:
         seg.close()
 
 
-def _record_batch(pa: Any, split: SegmentSplit, parts: list, columns: list[str],
+def _record_batch(pa: Any, split: Piece, parts: list, columns: list[str],
                   want_values: bool, offsets_column: Any) -> Any:
     n = sum(c for _, c, _ in parts)
     arrays: dict[str, Any] = {

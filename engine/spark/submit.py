@@ -256,8 +256,8 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
                                  log_path)
         with open(result_path) as f:
             result = json.load(f)
-        out["startup_s"] = result.get("startup_s")
-        out["job_s"] = result.get("job_s")
+        for k in ("startup_s", "plan_s", "exec_s", "job_s"):
+            out[k] = result.get(k)
         t2 = time.time()
         for p in todo:
             rows = result["partitions"].get(str(p["partition"]), [])
