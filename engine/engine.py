@@ -493,7 +493,8 @@ class Engine:
             # consumes or administers leaves no stream behind when it is killed
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only,
                                wal=None, topic_id=bytes.fromhex(meta.id),
-                               wal_sync=self.settings.wal_sync, cuts=self._cuts)
+                               wal_sync=self.settings.wal_sync, cuts=self._cuts,
+                               progress=self.progress)
             self._logs[key] = (meta.id, log)
         if retain and not self.read_only:
             try:  # retention runs when a writer opens a partition (and at checkpoints)

@@ -17,7 +17,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from . import compaction, files
 from .config import TopicConfig
@@ -70,8 +70,10 @@ class SegmentGone(UnknownTopic):
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
                  writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
-                 wal_sync: str = "always", cuts: list[dict] | None = None) -> None:
+                 wal_sync: str = "always", cuts: list[dict] | None = None,
+                 progress: Callable[[str, int, int], None] | None = None) -> None:
         self.dir = directory
+        self.progress = progress  # long scans of a segment report (what, total, done) bytes
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -176,6 +178,7 @@ class PartitionLog:
                 ) from None
             seg.index_interval = self.config.index_interval_bytes
             seg.cuts = self.cuts
+            seg.progress = self.progress
             self.segments[base] = seg
         return seg
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from . import files
@@ -40,6 +40,9 @@ class BatchRef(NamedTuple):
     start: int
 
 
+SCAN_REPORT_BYTES = 64 << 20  # a scan at least this long reports progress
+
+
 class Segment:
     def __init__(self, directory: str, base_offset: int, writable: bool,
                  create: bool = False) -> None:
@@ -66,6 +69,7 @@ class Segment:
         self.needs_repair = False
         self.durable = 0  # bytes known fsynced (from the checkpoint), set by load
         self.cuts: list[dict] = []  # damaged tails this process cut (see _cuttable)
+        self.progress: Callable[[str, int, int], None] | None = None
 
     def __repr__(self) -> str:
         return f"Segment({self.path}, size={self.size}, next={self.next_offset})"
@@ -229,12 +233,20 @@ class Segment:
             if end < start and repair:  # another writer cut a torn tail we never saw
                 self.size = end
             return 0
+        report = self.progress if end - start >= SCAN_REPORT_BYTES else None
+        what = f"scanning {os.path.basename(self.path)} (no checkpoint covers it)"
+        next_report = start + SCAN_REPORT_BYTES // 4
         try:
             for ref in self.iter_batches(start, end):
                 h = ref.header
                 self._account(ref.position, h.base_offset, h.size, h.next_offset,
                               h.max_timestamp, index=repair)
                 count += 1
+                if report is not None and ref.position >= next_report:
+                    report(what, end - start, ref.position - start)
+                    next_report += SCAN_REPORT_BYTES // 4
+            if report is not None:
+                report(what, end - start, end - start)
         except TornTail as t:
             if repair:
                 self.truncate(t.position)

@@ -438,3 +438,23 @@ def test_cut_tails_are_reported(data_dir, tmp_path):
     assert r.returncode == 0, r.stderr
     assert b"repaired: cut" in r.stderr and b"00000000000000000000.log" in r.stderr
     check_all_acked(data_dir, acked(tmp_path / "out"))
+
+
+def test_a_long_scan_without_checkpoint_reports_progress(data_dir, monkeypatch):
+    import engine.segment as segmod
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        for i in range(50):
+            eng.produce_batch("t", [b"x" * 1000] * 100, partition=0)
+    pdir = os.path.join(data_dir, "topics", "t", "partition-0")
+    os.unlink(os.path.join(pdir, ".checkpoint"))  # as after a crash before any checkpoint
+    monkeypatch.setattr(segmod, "SCAN_REPORT_BYTES", 400_000)
+    calls = []
+    with Engine.open(data_dir, progress=lambda what, total, done: calls.append(
+            (what, total, done))) as eng:
+        assert eng.end_offsets("t") == {0: 5000}
+    assert calls and all("no checkpoint covers it" in w for w, _, _ in calls)
+    total = calls[-1][1]
+    assert calls[-1][2] == total and total > 4_000_000
+    assert [d for _, _, d in calls] == sorted(d for _, _, d in calls)
