@@ -208,12 +208,22 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
         "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}
     try:
         pos = 0
+        prev_end = base
         for s in group:
             seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
             try:
                 size = seg.file_size()
                 stats["bytes_in"] += size
                 for ref in seg.iter_batches(0, size):
+                    h = ref.header
+                    if h.base_offset < max(prev_end, s["base_offset"]) or \
+                            h.next_offset > s["next_offset"]:
+                        # overlapping segments (a half-done swap): never write offsets twice
+                        raise CompactionError(
+                            f"batch at offsets {h.base_offset}..{h.last_offset} of {s['path']} "
+                            f"is outside {max(prev_end, s['base_offset'])}..{s['next_offset']}"
+                            " (segments overlap: an interrupted swap?); nothing was swapped")
+                    prev_end = h.next_offset
                     data, n_keep = _clean_batch(ref, keep, stats)
                     if data:
                         _write_all(out, data, pos)
@@ -310,6 +320,16 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
     with log._exclusive():
         log._check_alive()
         log._refresh(repair=True)
+        if os.path.exists(os.path.join(pdir, MANIFEST)):
+            # another process's swap, cut short after its commit point, that this process
+            # (open since before) never rolled forward: the plan saw a half-swapped log
+            roll_forward(pdir)
+            log._drop_replaced()
+            log._relist()
+            log._checkpoint_locked()
+            raise CompactionError(f"{log.topic}-{log.partition}: an interrupted swap of another "
+                                  "pass was finished first; nothing was swapped, run the pass "
+                                  "again")
         if replaced and replaced[-1] >= log.active.base:
             raise CompactionError(f"{log.topic}-{log.partition}: the active segment changed "
                                   "under the pass; nothing was swapped")
