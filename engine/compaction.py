@@ -110,7 +110,9 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
             held_by = {"base_offset": seg.base, "max_timestamp": max_ts}
             break
         cleanable.append({"base_offset": seg.base, "next_offset": segs[i + 1].base,
-                          "bytes": seg.size, "max_timestamp": max_ts, "path": seg.path})
+                          "bytes": seg.size, "max_timestamp": max_ts, "path": seg.path,
+                          # which file: a rewritten segment can keep its size exactly
+                          "ino": os.fstat(seg.fd).st_ino})
     end = cleanable[-1]["next_offset"] if cleanable else (sealed[0].base if sealed else
                                                           segs[-1].base)
     first_dirty = max(state["cleaned_end"], start)
@@ -336,7 +338,12 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
         for g in plan["groups"]:
             for s in g:
                 p = files.path(pdir, s["base_offset"], files.LOG)
-                if not os.path.exists(p) or os.path.getsize(p) != s["bytes"]:
+                try:
+                    st = os.stat(p)
+                except FileNotFoundError:
+                    st = None
+                if st is None or st.st_size != s["bytes"] or st.st_ino != s.get("ino",
+                                                                               st.st_ino):
                     raise CompactionError(f"segment {p} changed or vanished since the plan "
                                           "(retention or another pass?); nothing was swapped")
         for b in new:

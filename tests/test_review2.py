@@ -55,3 +55,45 @@ def test_compact_in_a_process_that_missed_a_crashed_swap(data_dir):
     assert set(reference(before, plan["cleanable_end"])) <= set(after)
     assert {x.offset for x in after} <= {x.offset for x in before} | {len(before)}
     _verify(data_dir)
+
+
+def test_stale_pass_cannot_swap_over_a_segment_rewritten_to_the_same_size(data_dir):
+    """Two passes at once: the later swap is refused only when a source segment vanished or
+    changed *size*. A rewritten batch can keep its size exactly (4 one-byte records minus the
+    third: the 4-byte offset deltas fill the padding the removed record leaves), so a stale
+    pass swapped its older copy of segment 0 back in, over the passes that had removed the
+    key's old value and then its tombstone: deleted data came back."""
+    from engine import compaction
+
+    cfg = {"cleanup.policy": "compact", "segment.bytes": "150", "delete.retention.ms": "0",
+           "min.cleanable.dirty.ratio": "0.01"}
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("c", 1, cfg)
+        eng.produce("c", [Record(key=k, value=b"1") for k in (b"a", b"b", b"c", b"d")])
+        eng.produce("c", [Record(key=b"e", value=b"1")])  # rolls: segment 0 is sealed
+        log = eng.partition_log("c", 0)
+        meta = eng.topic("c")
+        # pass B: planned and written now, swapped last (a slow Spark job, say)
+        plan = compaction.plan_partition(log, meta.typed, compaction_now(), force=True)
+        assert [s["base_offset"] for s in plan["segments"]] == [0]
+        keep, _ = compaction.survivor_offsets(compaction.scan_keys(plan["segments"]),
+                                              plan["tombstone_bound"])
+        out = os.path.join(data_dir, ".compaction", "stale", "c-0")
+        writes = [compaction.write_group(g, lambda offs: [o in keep for o in offs], out)
+                  for g in plan["groups"]]
+        eng.produce("c", [Record(key=b"c", value=None)])  # delete c
+        eng.produce("c", [Record(key=b"f", value=b"1")])
+        eng.compact("c", force=True)  # removes c's value (segment 0 keeps its size) ...
+        eng.compact("c", force=True)  # ... then its tombstone
+        assert [r.key for r in eng.read("c", 0, 0, 100)] == [b"a", b"b", b"d", b"e", b"f"]
+        try:
+            compaction.swap(log, plan, out, compaction_now(), compaction.min_tombstone(writes))
+        except CompactionError:
+            pass  # refused: segment 0 is not the file the plan saw
+        assert [r.key for r in eng.read("c", 0, 0, 100)] == [b"a", b"b", b"d", b"e", b"f"]
+    _verify(data_dir)
+
+
+def compaction_now():
+    import time
+    return int(time.time() * 1000)
