@@ -99,6 +99,8 @@ def first_kept_time(state: dict[str, Any], offset: int) -> int | None:
 def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = False
                    ) -> dict[str, Any]:
     """What a pass over this partition would clean, and why the rest is left alone."""
+    with log.mutex:  # segments another process's pass replaced: plan on the files as they are
+        log._drop_replaced()
     segs = log.all_segments()
     start = log.start_offset()
     state = read_cleaner(log.dir)

@@ -97,3 +97,33 @@ def test_stale_pass_cannot_swap_over_a_segment_rewritten_to_the_same_size(data_d
 def compaction_now():
     import time
     return int(time.time() * 1000)
+
+
+STALE_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from engine import Engine, Record
+with Engine.open(sys.argv[2]) as eng:
+    eng.produce("c", [Record(key=b"q%d" % i, value=b"z" * 50) for i in range(100)])
+    eng.compact("c", force=True)
+"""
+
+
+def test_a_process_open_during_another_pass_can_still_compact(data_dir):
+    """A long-lived process keeps its sealed segments open; after another process compacted
+    the partition, its plans used the replaced files' sizes, so every swap was refused
+    ("changed or vanished since the plan"), pass after pass, until it happened to read."""
+    random_log(data_dir, seed=3, partitions=1, cfg={"segment.bytes": "2000"})
+    with Engine.open(data_dir) as eng:
+        eng.produce("c", [Record(key=b"x", value=b"y")])  # opens the partition
+        r = subprocess.run([sys.executable, "-c", STALE_CHILD, str(ROOT), data_dir],
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        eng.produce("c", [Record(key=b"q%d" % i, value=b"w" * 50) for i in range(100)])
+        with Engine.open(data_dir, read_only=True) as ro:  # (a read here would refresh eng)
+            before = everything(ro)[0]
+        (res,) = eng.compact("c", force=True)
+        after = everything(eng)[0]
+    plan = res["plan"]
+    assert after == reference(before, plan["cleanable_end"], plan["tombstone_bound"])
+    _verify(data_dir)
