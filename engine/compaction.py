@@ -99,6 +99,8 @@ def first_kept_time(state: dict[str, Any], offset: int) -> int | None:
 def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = False
                    ) -> dict[str, Any]:
     """What a pass over this partition would clean, and why the rest is left alone."""
+    with log.mutex:  # segments another process's pass replaced: plan on the files as they are
+        log._drop_replaced()
     segs = log.all_segments()
     start = log.start_offset()
     state = read_cleaner(log.dir)
@@ -110,7 +112,9 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
             held_by = {"base_offset": seg.base, "max_timestamp": max_ts}
             break
         cleanable.append({"base_offset": seg.base, "next_offset": segs[i + 1].base,
-                          "bytes": seg.size, "max_timestamp": max_ts, "path": seg.path})
+                          "bytes": seg.size, "max_timestamp": max_ts, "path": seg.path,
+                          # which file: a rewritten segment can keep its size exactly
+                          "ino": os.fstat(seg.fd).st_ino})
     end = cleanable[-1]["next_offset"] if cleanable else (sealed[0].base if sealed else
                                                           segs[-1].base)
     first_dirty = max(state["cleaned_end"], start)
@@ -208,12 +212,22 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
         "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}
     try:
         pos = 0
+        prev_end = base
         for s in group:
             seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
             try:
                 size = seg.file_size()
                 stats["bytes_in"] += size
                 for ref in seg.iter_batches(0, size):
+                    h = ref.header
+                    if h.base_offset < max(prev_end, s["base_offset"]) or \
+                            h.next_offset > s["next_offset"]:
+                        # overlapping segments (a half-done swap): never write offsets twice
+                        raise CompactionError(
+                            f"batch at offsets {h.base_offset}..{h.last_offset} of {s['path']} "
+                            f"is outside {max(prev_end, s['base_offset'])}..{s['next_offset']}"
+                            " (segments overlap: an interrupted swap?); nothing was swapped")
+                    prev_end = h.next_offset
                     data, n_keep = _clean_batch(ref, keep, stats)
                     if data:
                         _write_all(out, data, pos)
@@ -310,13 +324,28 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
     with log._exclusive():
         log._check_alive()
         log._refresh(repair=True)
+        if os.path.exists(os.path.join(pdir, MANIFEST)):
+            # another process's swap, cut short after its commit point, that this process
+            # (open since before) never rolled forward: the plan saw a half-swapped log
+            roll_forward(pdir)
+            log._drop_replaced()
+            log._relist()
+            log._checkpoint_locked()
+            raise CompactionError(f"{log.topic}-{log.partition}: an interrupted swap of another "
+                                  "pass was finished first; nothing was swapped, run the pass "
+                                  "again")
         if replaced and replaced[-1] >= log.active.base:
             raise CompactionError(f"{log.topic}-{log.partition}: the active segment changed "
                                   "under the pass; nothing was swapped")
         for g in plan["groups"]:
             for s in g:
                 p = files.path(pdir, s["base_offset"], files.LOG)
-                if not os.path.exists(p) or os.path.getsize(p) != s["bytes"]:
+                try:
+                    st = os.stat(p)
+                except FileNotFoundError:
+                    st = None
+                if st is None or st.st_size != s["bytes"] or st.st_ino != s.get("ino",
+                                                                               st.st_ino):
                     raise CompactionError(f"segment {p} changed or vanished since the plan "
                                           "(retention or another pass?); nothing was swapped")
         for b in new:

@@ -149,10 +149,17 @@ def _pad(parts: list, b: Any) -> int:
 
 def _arrow_column(parts: list, arr: Any) -> bool:
     """A pyarrow binary array is already this layout: copy its buffers (no Python bytes)."""
+    pa = arrow()
+    if hasattr(arr, "combine_chunks"):  # a ChunkedArray: one array
+        arr = arr.combine_chunks()
+    if arr.type not in (pa.binary(), pa.string()):  # large_binary/large_string: int64 offsets
+        arr = arr.cast(pa.binary())
     n = len(arr)
-    if arr.offset:  # a slice: make its buffers start at 0
-        arr = arr.take(arrow().array(range(n), arrow().int32()))
     validity, offsets, data = arr.buffers()
+    if arr.offset or struct.unpack_from("<i", offsets, 0)[0]:
+        # a slice (or offsets not starting at 0, as from IPC): make its buffers start at 0
+        arr = arr.take(pa.array(range(n), pa.int32()))
+        validity, offsets, data = arr.buffers()
     nulls = arr.null_count > 0
     if nulls:
         bits = bytearray(validity.to_pybytes()[: (n + 7) // 8])
@@ -174,7 +181,7 @@ def _bitmap(items: Sequence[Any]) -> bytes:
 
 def _binary_column(parts: list, items: Sequence[Any]) -> bool:
     """Append an Arrow binary column; returns True when it carries a validity bitmap."""
-    if hasattr(items, "buffers"):
+    if hasattr(items, "buffers") or hasattr(items, "combine_chunks"):
         return _arrow_column(parts, items)
     n = len(items)
     if items.count(None) == n:  # e.g. keyless records: all null, nothing to measure
