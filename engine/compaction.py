@@ -22,6 +22,7 @@ import os
 import shutil
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +115,8 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
         cleanable.append({"base_offset": seg.base, "next_offset": segs[i + 1].base,
                           "bytes": seg.size, "max_timestamp": max_ts, "path": seg.path,
                           # which file: a rewritten segment can keep its size exactly
-                          "ino": os.fstat(seg.fd).st_ino})
+                          "ino": os.fstat(seg.fd).st_ino,
+                          "mtime_ns": os.fstat(seg.fd).st_mtime_ns})
     end = cleanable[-1]["next_offset"] if cleanable else (sealed[0].base if sealed else
                                                           segs[-1].base)
     first_dirty = max(state["cleaned_end"], start)
@@ -205,6 +207,11 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     """
     base = group[0]["base_offset"]
     os.makedirs(out_dir, exist_ok=True)
+    # a private folder, then renames: two attempts of one task (Spark speculation, a retry)
+    # never write into each other's file
+    final_dir = out_dir
+    out_dir = os.path.join(final_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
+    os.makedirs(out_dir)
     path = files.path(out_dir, base, files.LOG)
     out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     stats: dict[str, Any] = {
@@ -245,6 +252,9 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
         seg.timeindex.sync()
     finally:
         seg.close()
+    for suffix in SUFFIXES:
+        os.replace(files.path(out_dir, base, suffix), files.path(final_dir, base, suffix))
+    os.rmdir(out_dir)
     stats["bytes_out"] = pos
     return stats
 
@@ -344,8 +354,8 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
                     st = os.stat(p)
                 except FileNotFoundError:
                     st = None
-                if st is None or st.st_size != s["bytes"] or st.st_ino != s.get("ino",
-                                                                               st.st_ino):
+                if st is None or st.st_size != s["bytes"] or st.st_ino != s.get(
+                        "ino", st.st_ino) or st.st_mtime_ns != s.get("mtime_ns", st.st_mtime_ns):
                     raise CompactionError(f"segment {p} changed or vanished since the plan "
                                           "(retention or another pass?); nothing was swapped")
         for b in new:

@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import shutil
+import tempfile
 import threading
 import time
 from bisect import bisect_left
@@ -885,7 +886,9 @@ class Engine:
         from . import compaction
         self._writable()
         meta = self.topic(topic)
-        staging = os.path.join(self.path, ".compaction", f"local-{os.getpid()}-{now_ms()}")
+        root = os.path.join(self.path, ".compaction")
+        os.makedirs(root, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=f"local-{os.getpid()}-", dir=root)
         try:
             return [compaction.compact_partition(self._log(meta, p), meta.typed, staging,
                                                  force=force)

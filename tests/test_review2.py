@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from conftest import ROOT, run_rivven
 from test_compaction import SWAP_CHILD, everything, random_log, reference
 

@@ -445,7 +445,7 @@ def test_a_long_scan_without_checkpoint_reports_progress(data_dir, monkeypatch):
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
-        for i in range(50):
+        for _ in range(50):
             eng.produce_batch("t", [b"x" * 1000] * 100, partition=0)
     pdir = os.path.join(data_dir, "topics", "t", "partition-0")
     os.unlink(os.path.join(pdir, ".checkpoint"))  # as after a crash before any checkpoint
