@@ -143,12 +143,12 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     par = spark.sparkContext.defaultParallelism
     total = sum(s["bytes"] for p in parts for g in p["groups"] for s in g)
     # two tasks per core: each task starts a Python worker, which costs more than it reads
-    split_bytes = plan.get("split_bytes") or max(16 << 20, -(-total // (2 * par)))
+    split_bytes = plan.get("split_bytes") or max(16 << 20, -(-total // (4 * par)))
     keys = (spark.read.format("rivven").schema(KEYS_SCHEMA)
             .option("path", plan["data_dir"]).option("topic", plan["topic"])
             .option("partitions", ",".join(str(p["partition"]) for p in parts))
             .option("endOffsets", json.dumps({p["partition"]: p["cleanable_end"] for p in parts}))
-            .option("splitBytes", str(split_bytes))
+            .option("splitBytes", str(split_bytes)).option("splits", str(2 * par))
             .load())
     surv = survivors(keys, {p["partition"]: p["tombstone_bound"] for p in parts})
     # each survivor's output segment: a CASE over the groups' offset ranges (no join, and no

@@ -48,7 +48,10 @@ class SegmentSplit(InputPartition):
 
 
 def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
-               end_offsets: dict[int, int], split_bytes: int) -> list[SegmentSplit]:
+               end_offsets: dict[int, int], split_bytes: int, splits: int = 0
+               ) -> list[SegmentSplit]:
+    """Pieces of at most ``split_bytes`` (segments cut at index positions), packed into
+    splits of about ``split_bytes`` each, or into about ``splits`` equal splits."""
     from .. import files
     from ..index import OffsetIndex
 
@@ -79,16 +82,19 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
             cuts.append(size)
             for a, b in zip(cuts, cuts[1:]):
                 out.append(Piece(topic, p, path, base, a, b, end))
-    splits: list[list[Piece]] = []
+    target = split_bytes
+    if splits > 0:
+        target = max(1, sum(p.end - p.start for p in out) // splits)
+    packed: list[list[Piece]] = []
     size = 0
     for piece in out:
         n = piece.end - piece.start
-        if not splits or size + n > split_bytes:
-            splits.append([])
+        if not packed or size + n // 2 > target:  # close a split once it is about full
+            packed.append([])
             size = 0
-        splits[-1].append(piece)
+        packed[-1].append(piece)
         size += n
-    return [SegmentSplit(ps) for ps in splits]
+    return [SegmentSplit(ps) for ps in packed]
 
 
 def read_split(split: SegmentSplit, columns: list[str]) -> Iterator[Any]:
@@ -180,7 +186,7 @@ class RivvenReader(DataSourceReader):
         ends = {int(k): int(v) for k, v in json.loads(o.get("endoffsets", "{}")).items()}
         return splits_for(o["path"], o["topic"],
                           [int(p) for p in parts.split(",")] if parts else None,
-                          ends, int(o.get("splitbytes", 64 << 20)))
+                          ends, int(o.get("splitbytes", 64 << 20)), int(o.get("splits", 0)))
 
     def read(self, partition: SegmentSplit) -> Iterator[Any]:  # type: ignore[override]
         return read_split(partition, self.columns)
