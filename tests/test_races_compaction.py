@@ -1,4 +1,5 @@
-"""Review 2 of log compaction: each test shows a bug found in review (fixed alongside)."""
+"""Races in log compaction (concurrent passes, crashed swaps, stale views) and the Arrow
+encoder: each test reproduces a bug found in review (fixed alongside)."""
 
 import os
 import subprocess

@@ -1,4 +1,5 @@
-"""Review of the group-commit WAL and of consumer groups / retention: each test shows a bug."""
+"""Races and faults in the group-commit WAL, close, consumer groups and retention: each test
+reproduces a bug found in review (fixed alongside)."""
 
 import errno
 import os
