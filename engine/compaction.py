@@ -112,11 +112,11 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
         if cfg.min_compaction_lag_ms > 0 and max_ts > now - cfg.min_compaction_lag_ms:
             held_by = {"base_offset": seg.base, "max_timestamp": max_ts}
             break
+        st = os.fstat(seg.fd)
         cleanable.append({"base_offset": seg.base, "next_offset": segs[i + 1].base,
                           "bytes": seg.size, "max_timestamp": max_ts, "path": seg.path,
                           # which file: a rewritten segment can keep its size exactly
-                          "ino": os.fstat(seg.fd).st_ino,
-                          "mtime_ns": os.fstat(seg.fd).st_mtime_ns})
+                          "ino": st.st_ino, "mtime_ns": st.st_mtime_ns})
     end = cleanable[-1]["next_offset"] if cleanable else (sealed[0].base if sealed else
                                                           segs[-1].base)
     first_dirty = max(state["cleaned_end"], start)
@@ -206,26 +206,23 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     touched), keeping offsets (as explicit deltas), timestamps, headers and codec.
     """
     base = group[0]["base_offset"]
-    os.makedirs(out_dir, exist_ok=True)
     # a private folder, then renames: two attempts of one task (Spark speculation, a retry)
     # never write into each other's file
-    final_dir = out_dir
-    out_dir = os.path.join(final_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
-    os.makedirs(out_dir)
-    path = files.path(out_dir, base, files.LOG)
-    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    work = os.path.join(out_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
+    os.makedirs(work)
     stats: dict[str, Any] = {
         "base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0, "records_out": 0,
         "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}
+    out = Segment(work, base, writable=True, create=True)
     try:
         pos = 0
         prev_end = base
         for s in group:
-            seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
+            src = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
             try:
-                size = seg.file_size()
+                size = src.file_size()
                 stats["bytes_in"] += size
-                for ref in seg.iter_batches(0, size):
+                for ref in src.iter_batches(0, size):
                     h = ref.header
                     if h.base_offset < max(prev_end, s["base_offset"]) or \
                             h.next_offset > s["next_offset"]:
@@ -237,24 +234,20 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
                     prev_end = h.next_offset
                     data, n_keep = _clean_batch(ref, keep, stats)
                     if data:
-                        _write_all(out, data, pos)
+                        out.write(data, pos)
                         pos += len(data)
                         stats["records_out"] += n_keep
             finally:
-                seg.close()
-        os.fsync(out)
+                src.close()
+        out.sync()
+        out.rebuild_indexes(truncate_torn=False)
+        out.index.sync()
+        out.timeindex.sync()
     finally:
-        os.close(out)
-    seg = Segment(out_dir, base, writable=True)
-    try:
-        seg.rebuild_indexes(truncate_torn=False)
-        seg.index.sync()
-        seg.timeindex.sync()
-    finally:
-        seg.close()
+        out.close()
     for suffix in SUFFIXES:
-        os.replace(files.path(out_dir, base, suffix), files.path(final_dir, base, suffix))
-    os.rmdir(out_dir)
+        os.replace(files.path(work, base, suffix), files.path(out_dir, base, suffix))
+    os.rmdir(work)
     stats["bytes_out"] = pos
     return stats
 
@@ -310,13 +303,6 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
                        h.attributes & ATTR_CODEC, offset_deltas=[o - first for o in kept_offs])
     stats["batches_rewritten"] += 1
     return bytes(enc.assign(first)), n_keep
-
-
-def _write_all(fd: int, data: bytes, pos: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, pos)
-        view, pos = view[n:], pos + n
 
 
 # ---------------------------------------------------------------- swap
