@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 
 from .common import JsonOpt, open_engine
-from .render import human_bytes, print_json
+from .render import human_bytes, print_json, utc
 
 app = typer.Typer(no_args_is_help=True)
 
 
 def _t(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace(
-        "+00:00", "Z")
+    return utc(ms, "seconds") or "-"
 
 
 @app.command()

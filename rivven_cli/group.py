@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
 from .common import JsonOpt, YesOpt, confirm, open_engine
-from .positions import parse_time
-from .render import info, print_json, print_table
+from .positions import UNITS, parse_time
+from .render import info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
 GroupArg = Annotated[str, typer.Argument(help="Consumer group name.")]
 _DUR = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 _SIMPLE = re.compile(r"^(\d+)(ms|s|m|h|d)$")
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def utc(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
 
 
 def parse_duration(text: str) -> int:
@@ -32,7 +23,7 @@ def parse_duration(text: str) -> int:
     t = text.strip().upper()
     m = _SIMPLE.match(text.strip().lower())
     if m:
-        return int(m.group(1)) * _UNITS[m.group(2)]
+        return int(m.group(1)) * UNITS[m.group(2)]
     m = _DUR.match(t)
     if m and t not in ("P", "PT") and any(m.groups()):
         d, h, mi, s = m.groups()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import typer
 
 _REL = re.compile(r"^-(\d+)(ms|s|m|h|d)$")
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_time(text: str, now_ms: int) -> int:
@@ -21,7 +21,7 @@ def parse_time(text: str, now_ms: int) -> int:
         return v
     m = _REL.match(t)
     if m:
-        return max(0, now_ms - int(m.group(1)) * _UNITS[m.group(2)])
+        return max(0, now_ms - int(m.group(1)) * UNITS[m.group(2)])
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:

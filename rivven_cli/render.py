@@ -34,6 +34,16 @@ def human_bytes(n: int) -> str:
     return str(n)
 
 
+def utc(ms: int | None, timespec: str = "milliseconds") -> str | None:
+    """Epoch milliseconds as RFC 3339 UTC (``...Z``); None stays None."""
+    if ms is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec=timespec).replace(
+        "+00:00", "Z")
+
+
 def info(message: str) -> None:
     """A status line on stderr (never on stdout, which belongs to data)."""
     sys.stderr.write(message + "\n")
