@@ -911,9 +911,7 @@ class Engine:
         return groups.describe(self, group)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
-        d = groups.describe(self, group)
-        return {(r["topic"], r["partition"]): r["current_offset"] for r in d["partitions"]
-                if r["current_offset"] is not None}
+        return groups.committed(self, group)
 
     def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
                       value: int | None = None, execute: bool = False, force: bool = False

@@ -41,11 +41,21 @@ def _offsets(eng: Engine, topic: str) -> dict[int, tuple[int, int]] | None:
     return {p: eng.partition_log(topic, p).offsets() for p in range(meta.partitions)}
 
 
-def describe(eng: Engine, group: str) -> dict[str, Any]:
-    """Per partition the group reads or has committed: current, log start/end, lag, owner."""
+def committed(eng: Engine, group: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets (no log offsets, members or leases looked at)."""
+    _check_exists(eng, group)
+    return {tp: c.offset for tp, c in _store(eng, group).refresh().items()}
+
+
+def _check_exists(eng: Engine, group: str) -> None:
     if not _exists(eng, group):
         raise GroupNotFound(f"group {group!r} does not exist; 'rivven group list' shows the "
                             "groups")
+
+
+def describe(eng: Engine, group: str) -> dict[str, Any]:
+    """Per partition the group reads or has committed: current, log start/end, lag, owner."""
+    _check_exists(eng, group)
     gdir = membership.group_dir(eng.path, group)
     members = membership.live_members(gdir)
     committed = _store(eng, group).refresh()
