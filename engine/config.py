@@ -7,6 +7,7 @@ typed view the engine reads. Durations are milliseconds, sizes are bytes.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -58,6 +59,37 @@ def _policy(text: str) -> str:
     return ",".join(parts)
 
 
+def _bool(text: str) -> bool:
+    v = text.strip().lower()
+    if v not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return v == "true"
+
+
+def _local(text: str) -> int:
+    try:
+        v = int(text.strip())
+    except ValueError:
+        raise ValueError("must be an integer: -2 (same as retention), -1 (unlimited) or >= 0"
+                         ) from None
+    if v < -2:
+        raise ValueError("must be -2 (same as retention), -1 (unlimited) or >= 0")
+    return v
+
+
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*://.+")
+
+
+def _uri(text: str) -> str:
+    v = text.strip()
+    if v and not _SCHEME.fullmatch(v):
+        raise ValueError("must be a URI such as file:///mnt/cold, s3://bucket/prefix (or empty "
+                         "for file://<data dir>/cold)")
+    while v.endswith("/") and not v.endswith(":///") and not v.endswith("://"):
+        v = v[:-1]
+    return v
+
+
 def _compression(text: str) -> str:
     v = text.strip().lower()
     if v == "uncompressed":
@@ -77,12 +109,21 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         _int(0, INT64_MAX)),
     Key("index.interval.bytes", "4096", "bytes of log between two offset/time index entries",
         _int(0, INT32_MAX)),
+    Key("local.retention.bytes", "-2",
+        "local (warm) bytes kept before old segments move to the cold store; -2: retention.bytes",
+        _local),
+    Key("local.retention.ms", "-2",
+        "age after which segments move to the cold store; -2: retention.ms", _local),
     Key("max.message.bytes", "1048576", "largest record batch accepted, in bytes",
         _int(128, INT32_MAX - 1024)),
     Key("min.cleanable.dirty.ratio", "0.5",
         "dirty share of a log below which compaction skips it", _ratio),
     Key("min.compaction.lag.ms", "0", "records younger than this are never compacted",
         _int(0, INT64_MAX)),
+    Key("remote.storage.enable", "false",
+        "tier old segments to the cold store (rivven spark tier)", _bool),
+    Key("remote.storage.uri", "",
+        "fsspec URI of the cold store; empty: file://<data dir>/cold", _uri),
     Key("retention.bytes", "-1", "size above which old segments are deleted (-1: no limit)",
         _int(0, INT64_MAX, allow_minus_one=True)),
     Key("retention.ms", "604800000", "age after which old segments are deleted (-1: forever)",
@@ -132,9 +173,13 @@ class TopicConfig:
     compression_type: str
     delete_retention_ms: int
     index_interval_bytes: int
+    local_retention_bytes: int
+    local_retention_ms: int
     max_message_bytes: int
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
+    remote_storage_enable: bool
+    remote_storage_uri: str
     retention_bytes: int
     retention_ms: int
     segment_bytes: int
@@ -151,6 +196,34 @@ class TopicConfig:
     @property
     def compacted(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def local_ms(self) -> int:
+        """Effective local retention by time (-1: unlimited)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_bytes(self) -> int:
+        """Effective local retention by size (-1: unlimited)."""
+        return (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
+
+
+def check_combination(overrides: dict[str, str]) -> None:
+    """Rules between keys (Kafka's, KIP-405): local retention within total retention, and
+    remote storage not on compacted topics. Raises InvalidConfig."""
+    cfg = TopicConfig.from_overrides(overrides)
+    for kind, local, total in (("ms", cfg.local_retention_ms, cfg.retention_ms),
+                               ("bytes", cfg.local_retention_bytes, cfg.retention_bytes)):
+        if local == -2 or total == -1:
+            continue
+        if local == -1 or local > total:
+            raise InvalidConfig(
+                f"local.retention.{kind}={local} must not exceed retention.{kind}={total}: "
+                f"lower local.retention.{kind} or set it to -2 (same as retention.{kind})")
+    if cfg.remote_storage_enable and cfg.compacted:
+        raise InvalidConfig("remote.storage.enable=true cannot be combined with cleanup.policy="
+                            f"{cfg.cleanup_policy} (as in Kafka): use cleanup.policy=delete")
 
 
 def effective(overrides: dict[str, str]) -> list[tuple[str, str, str]]:

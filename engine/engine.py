@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 import os
 import shutil
@@ -16,12 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from . import admin, codecs, files, groups, retention
+from . import admin, codecs, files, groups, retention, tiering
 from . import wal as wal_mod
 from .arrow import batch_columns
 from .arrow import table as arrow_table
 from .catalog import Catalog, TopicMeta, check_topic_name
-from .config import KEYS, TopicConfig, effective, validate
+from .config import KEYS, TopicConfig, check_combination, effective, validate
 from .errors import (
     DataDirError,
     InvalidArgument,
@@ -33,6 +34,7 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
+from .hot import HotCache
 from .locks import flocked, lock_path, open_lock_file
 from .log import PartitionLog, now_ms
 from .partitioner import StickyPartitioner, partition_for_key
@@ -48,10 +50,12 @@ from .records import (
 from .recovery import cut_dead_tails, replay_dead_streams
 from .segment import BatchRef
 from .settings import Settings
+from .tier_cache import ColdCache
 from .wal import WalStream
 
 FORMAT_VERSION = 1
 MARKER = "rivven.json"
+STATS_DIR = ".stats"
 MAX_PARTITIONS = 10_000
 _offset_of = attrgetter("offset")
 
@@ -97,10 +101,21 @@ class Engine:
         self.closed = False
         self._closing = False
         self.last_recovery: dict[str, Any] = {}
+        st = self.settings
+        self.hot = HotCache(st.hot_max_bytes) if st.hot_max_bytes > 0 else None
+        self.cold_cache = ColdCache(self._cache_root(), st.tier_cache_max_bytes)
         if not read_only:
             self._empty_trash()
             if recover:
                 self.last_recovery = self.recover_wal()
+
+    def _cache_root(self) -> str:
+        """The cold-segment cache: in the data dir, or (read-only data dir) a temp folder."""
+        root = os.path.join(self.path, ".tier-cache")
+        if os.access(self.path, os.W_OK):
+            return root
+        tag = hashlib.sha1(self.path.encode()).hexdigest()[:12]
+        return os.path.join(tempfile.gettempdir(), f"rivven-tier-cache-{os.getuid()}-{tag}")
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
@@ -148,6 +163,9 @@ class Engine:
             self._logs.clear()
         if self.wal is not None:
             self.wal.close(delete=clean)
+        if self.hot is not None and not self.read_only:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.path, STATS_DIR, f"hot-{os.getpid()}.json"))
         self.closed = True
 
     # ---------------------------------------------------------------- WAL and checkpoints
@@ -196,6 +214,7 @@ class Engine:
                     os.unlink(f)
                 self._ckpt_at = wal.written
             self._ckpt_time = time.monotonic()
+            self._publish_hot_stats()
             return done
 
     def checkpoint_all(self) -> dict[str, Any]:
@@ -352,6 +371,7 @@ class Engine:
             raise InvalidArgument(
                 f"invalid partition count {partitions}: use 1 to {MAX_PARTITIONS}")
         cfg = validate(config or {})
+        check_combination(cfg)
         with self.catalog.mutate() as topics:
             if name in topics:
                 if if_not_exists:
@@ -408,6 +428,11 @@ class Engine:
             if os.path.exists(tdir):
                 self._trash(tdir, name)
         self._forget(name)
+        try:  # its cold objects too (under the topic id: a new topic of this name is apart)
+            from . import cold
+            cold.remove_tree(f"{tiering.store_uri(self.path, meta.typed)}/{name}-{meta.id}")
+        except (RivvenError, OSError):
+            pass
 
     def _forget(self, name: str) -> None:
         with self._logs_mutex:
@@ -427,6 +452,7 @@ class Engine:
             cfg.update(updates)
             for k in delete:
                 cfg.pop(k, None)
+            check_combination(cfg)
             topics[name] = TopicMeta(name, meta.id, meta.partitions, cfg, meta.created_ms)
         return self.topic(name)
 
@@ -495,7 +521,7 @@ class Engine:
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only,
                                wal=None, topic_id=bytes.fromhex(meta.id),
                                wal_sync=self.settings.wal_sync, cuts=self._cuts,
-                               progress=self.progress)
+                               progress=self.progress, cold=self.cold_cache, hot=self.hot)
             self._logs[key] = (meta.id, log)
         if retain and not self.read_only:
             try:  # retention runs when a writer opens a partition (and at checkpoints)
@@ -798,23 +824,137 @@ class Engine:
         return {p: self._log(meta, p).offsets()[0] for p in range(meta.partitions)}
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        """The first offset whose record timestamp is >= ``timestamp`` (None if none is)."""
+        """The first offset whose record timestamp is >= ``timestamp`` (None if none is),
+        cold segments included."""
         log = self._log(self.topic(topic), partition)
         start = log.offsets()[0]
+        for entry in log.cold_entries():
+            if entry.max_timestamp >= timestamp and entry.next_offset > start:
+                found = self._first_at(log.cold_segment(entry), timestamp, start)
+                if found is not None:
+                    return found
         for seg in log.all_segments():
             if log.segment_max_timestamp(seg) < timestamp:
                 continue
-            pos = seg.position_for_time(timestamp)
-            for ref in seg.iter_batches(pos, seg.size):
-                h = ref.header
-                if h.max_timestamp < timestamp or h.last_offset < start:
-                    continue
-                body = body_of(ref.buf, ref.start, h)
-                offsets, tss, *_ = decode_columns(body, h, layout(body, h))
-                for off, t in zip(offsets, tss):
-                    if t >= timestamp and off >= start:
-                        return off
+            found = self._first_at(seg, timestamp, start)
+            if found is not None:
+                return found
         return None
+
+    @staticmethod
+    def _first_at(seg: Any, timestamp: int, start: int) -> int | None:
+        """(In one segment.) The first offset >= ``start`` with a timestamp >= ``timestamp``."""
+        for ref in seg.iter_batches(seg.position_for_time(timestamp), seg.size):
+            h = ref.header
+            if h.max_timestamp < timestamp or h.last_offset < start:
+                continue
+            body = body_of(ref.buf, ref.start, h)
+            offsets, tss, *_ = decode_columns(body, h, layout(body, h))
+            for off, t in zip(offsets, tss):
+                if t >= timestamp and off >= start:
+                    return off
+        return None
+
+    # ---------------------------------------------------------------- tiered storage
+    def tier(self, topic: str | None = None, dry_run: bool = False, now: int | None = None
+             ) -> dict[str, Any]:
+        """One tiering pass in this process (no Spark): copy the segments past local
+        retention of ``topic`` (default: every topic with remote.storage.enable) to the cold
+        store, verify, record them in the tier manifest, delete the local copies."""
+        if not dry_run:
+            self._writable()
+        return tiering.run(self, topic, (lambda tasks: None) if dry_run
+                           else tiering.copy_in_process, dry_run, now)
+
+    def tier_status(self, topic: str | None = None) -> list[dict[str, Any]]:
+        """Per partition: cold and local ranges and bytes, hot cache bytes and hit rate."""
+        metas = [self.topic(topic)] if topic is not None else self.topics()
+        hot = self._hot_stats()
+        return [tiering.status(self, self._log(meta, p, retain=False),
+                               hot.get(f"{meta.name}/{p}", {}))
+                for meta in metas for p in range(meta.partitions)]
+
+    def tier_restore(self, topic: str, from_offset: int | None = None,
+                     from_timestamp: int | None = None, partitions: Sequence[int] | None = None,
+                     dry_run: bool = False) -> list[dict[str, Any]]:
+        """Bring cold segments back to local disk, from the one holding ``from_offset`` (or
+        the first offset at ``from_timestamp``) up to the local segments."""
+        if not dry_run:
+            self._writable()
+        meta = self.topic(topic)
+        out = []
+        for p in (partitions if partitions is not None else range(meta.partitions)):
+            log = self._log(meta, p)
+            off = from_offset
+            if from_timestamp is not None:
+                off = self.offset_for_time(topic, p, from_timestamp)
+                if off is None:
+                    off = log.offsets()[1]
+            if off is None or off < 0:
+                raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
+            out.append(tiering.restore(log, off, dry_run))
+        return out
+
+    def verify_cold(self, topic: str | None = None) -> list[dict[str, Any]]:
+        """Read every cold object back and check it against its manifest entry. Rows per
+        partition: objects checked, bytes, findings."""
+        metas = [self.topic(topic)] if topic is not None else self.topics()
+        out = []
+        for meta in metas:
+            for p in range(meta.partitions):
+                log = self._log(meta, p, retain=False)
+                entries = log.cold_entries() if log.tier or log.tier_error else []
+                out.append({"topic": meta.name, "partition": p, "segments": len(log.tier),
+                            "bytes": tiering.verified_bytes(log),
+                            "findings": tiering.verify_cold(log) if entries or log.tier else []})
+        return out
+
+    def _hot_stats(self) -> dict[str, dict[str, int]]:
+        """Hot cache figures by "topic/partition": this process's, plus those other live
+        processes published at their last checkpoint."""
+        out: dict[str, dict[str, int]] = {}
+
+        def add(key: str, st: dict[str, int]) -> None:
+            acc = out.setdefault(key, {"bytes": 0, "hits": 0, "misses": 0})
+            for k in acc:
+                acc[k] += int(st.get(k, 0))
+
+        for (name, p), (_, log) in list(self._logs.items()):
+            if self.hot is not None:
+                add(f"{name}/{p}", self.hot.partition_stats(log))
+        d = os.path.join(self.path, STATS_DIR)
+        for f in os.listdir(d) if os.path.isdir(d) else []:
+            if not f.startswith("hot-") or f == f"hot-{os.getpid()}.json":
+                continue
+            path = os.path.join(d, f)
+            try:
+                pid = int(f[4:-5])
+                os.kill(pid, 0)
+                with open(path) as fh:
+                    doc = json.load(fh)
+                for key, st in doc["partitions"].items():
+                    add(key, st)
+            except ProcessLookupError:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # that process is gone, and its cache with it
+            except (ValueError, OSError, KeyError, TypeError, AttributeError):
+                pass
+        return out
+
+    def _publish_hot_stats(self) -> None:
+        if self.hot is None or self.read_only:
+            return
+        parts = {f"{name}/{p}": self.hot.partition_stats(log)
+                 for (name, p), (_, log) in list(self._logs.items())}
+        d = os.path.join(self.path, STATS_DIR)
+        try:
+            os.makedirs(d, exist_ok=True)
+            tmp = os.path.join(d, f".hot-{os.getpid()}.tmp")
+            with open(tmp, "w") as f:
+                json.dump({"pid": os.getpid(), "at_ms": now_ms(), "partitions": parts}, f)
+            os.replace(tmp, os.path.join(d, f"hot-{os.getpid()}.json"))
+        except OSError:
+            pass  # figures only
 
     # ---------------------------------------------------------------- log start, retention
     def delete_records(self, topic: str, before: dict[int, int], dry_run: bool = False
@@ -842,6 +982,8 @@ class Engine:
                              "new_log_start_offset": max(start, off), "deleted_segments": []})
                 continue
             prior, new, gone = log.advance_start(off)
+            if log.tier and log.tier[0].next_offset <= new:
+                gone = tiering.drop_below(log, new) + gone
             rows.append({"topic": topic, "partition": p, "prior_log_start_offset": prior,
                          "new_log_start_offset": new, "deleted_segments": gone})
         return rows

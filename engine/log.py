@@ -18,13 +18,15 @@ import time
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from . import compaction, files
+from . import compaction, files, tier_manifest
 from .config import TopicConfig
 from .errors import CorruptRecordError, OffsetOutOfRange, RivvenError, StorageError, UnknownTopic
 from .locks import flocked, open_lock_file
 from .records import EncodedBatch
 from .segment import BatchRef, Segment, TornTail
+from .tier_manifest import ColdSegment
 from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
@@ -71,8 +73,14 @@ class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
                  writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
                  wal_sync: str = "always", cuts: list[dict] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> None:
+                 progress: Callable[[str, int, int], None] | None = None,
+                 cold: Any = None, hot: Any = None) -> None:
         self.dir = directory
+        self.cold = cold  # engine.tier_cache.ColdCache: where reads of tiered offsets go
+        self.hot = hot  # engine.hot.HotCache: recent batches in memory, or None
+        self.tier: list[ColdSegment] = []  # the tier manifest (offsets in the cold store)
+        self.tier_error: Exception | None = None
+        self._tier_stamp: tuple[int, int, int] | None = None
         self.progress = progress  # long scans of a segment report (what, total, done) bytes
         self.topic = topic
         self.partition = partition
@@ -145,6 +153,8 @@ class PartitionLog:
             self._pending.clear()
             self._cond.notify_all()
             self._flock_held = False  # closing the fd drops it
+            if self.hot is not None:
+                self.hot.clear(self)
             for seg in self.segments.values():
                 seg.close()
             self.segments.clear()
@@ -197,6 +207,8 @@ class PartitionLog:
         if repair and act.needs_repair:
             act.load(repair=True, checkpoint=read_checkpoint(self.dir))
         if act.file_size() != act.size:
+            if self.hot is not None and act.file_size() < act.size:
+                self.hot.clear(self)  # cut by a repair: cached batches may be gone
             act.catch_up(repair)
         while act.next_offset > act.base and os.path.exists(
                 files.path(self.dir, act.next_offset, files.LOG)):
@@ -213,8 +225,25 @@ class PartitionLog:
             if parsed and parsed[1] in (files.INDEX, files.TIMEINDEX) and parsed[0] not in bases:
                 os.unlink(os.path.join(self.dir, f))
 
+    def _read_tier(self) -> None:
+        """Pick up the tier manifest when it changed (one stat when it did not)."""
+        st = tier_manifest.stamp(self.dir)
+        if st == self._tier_stamp:
+            return
+        try:
+            self.tier = tier_manifest.load(self.dir)
+            self.tier_error = None
+        except RivvenError as e:  # raised to whoever needs the cold offsets
+            self.tier = []
+            self.tier_error = e
+        if self._tier_stamp is not None or st is not None:
+            self._relist()  # segments came back (restore) or went (tiering)
+        self._tier_stamp = st
+
     def _read_log_start(self) -> None:
-        """Pick up a log start offset persisted by any process (one stat when unchanged)."""
+        """Pick up a log start offset persisted by any process (one stat when unchanged),
+        and the tier manifest."""
+        self._read_tier()
         try:
             st = os.stat(os.path.join(self.dir, files.CHECKPOINT))
         except FileNotFoundError:
@@ -445,6 +474,8 @@ class PartitionLog:
             self._undo(seg, pos)
             raise
         seg.appended(pos, base, len(buf), base + last_delta + 1, max_ts)
+        if self.hot is not None:
+            self.hot.add(self, base, base + last_delta + 1, pos, buf)
 
     def replay(self, batches: list[tuple[int, int, int, int, bytes]]) -> tuple[int, int, int]:
         """Append WAL batches ``(base, count, last_delta, max_ts, bytes)`` that continue the log,
@@ -531,6 +562,8 @@ class PartitionLog:
         old.sync()
         old.index.sync()
         old.timeindex.sync()
+        if self.hot is not None:
+            self.hot.clear(self)  # the hot run covers the active segment only
         new = Segment(self.dir, old.next_offset, True, create=True)
         new.index_interval = self.config.index_interval_bytes
         new.cuts = self.cuts
@@ -548,6 +581,13 @@ class PartitionLog:
             self._refresh(repair=False)
 
     def start_offset(self) -> int:
+        first = self.bases[0]
+        if self.tier and self.tier[0].base_offset < first:
+            first = self.tier[0].base_offset
+        return min(max(self.log_start, first), self.active.next_offset)
+
+    def local_start(self) -> int:
+        """The first offset held by a local segment (or the log start, if later)."""
         return min(max(self.log_start, self.bases[0]), self.active.next_offset)
 
     def end_offset(self) -> int:
@@ -560,7 +600,8 @@ class PartitionLog:
             return self.start_offset(), self.active.next_offset
 
     def batches(self, offset: int, max_bytes: int = 1 << 20) -> Iterator[BatchRef]:
-        """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all."""
+        """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all: from
+        the hot cache, the local segments, or (below them) cold segments via the cache."""
         with self.mutex:
             self._refresh(repair=False)
             self._read_log_start()
@@ -568,32 +609,42 @@ class PartitionLog:
             end = self.active.next_offset
             active = self.active
             start = self.start_offset()
+            tier = self.tier
         if offset < start or offset > end:
             raise self._out_of_range(offset, start, end)
-        i = bisect_right(bases, offset) - 1
         sent = 0
+        if self.hot is not None and active.base <= offset < end:
+            for ref in self.hot.get(self, offset, end, max_bytes):
+                yield ref
+                sent += ref.header.size
+                offset = ref.header.next_offset
         retries = 0
-        while i < len(bases) and offset < end and sent < max_bytes:
+        while offset < end and sent < max_bytes:
+            i = bisect_right(bases, offset) - 1
             try:
-                seg = active if bases[i] == active.base else self._sealed(bases[i])
+                if i < 0:  # below the local segments: tiered to the cold store
+                    entry = _cold_entry(tier, offset)
+                    if entry is None:
+                        if self.tier_error is not None:
+                            raise self.tier_error
+                        raise SegmentGone(f"offset {offset} of {self.topic}-{self.partition} "
+                                          "is neither local nor in the tier manifest")
+                    seg = self.cold_segment(entry)
+                    nxt = entry.next_offset
+                else:
+                    seg = active if bases[i] == active.base else self._sealed(bases[i])
+                    nxt = bases[i + 1] if i + 1 < len(bases) else end
             except SegmentGone:
-                with self.mutex:  # deleted by retention, delete-records or a compaction swap
-                    self._ckpt_stamp = None
-                    self._read_log_start()
-                    self._drop_replaced()
-                    self._relist()
-                    start = self.start_offset()
-                    bases = list(self.bases)
+                # deleted by retention, delete-records, a compaction swap or tiering
+                start, bases, tier = self._reload_view()
                 if offset < start:
                     raise self._out_of_range(offset, start, end) from None
                 retries += 1
                 if retries > 10:
                     raise
-                i = bisect_right(bases, offset) - 1
                 continue
-            limit = seg.size
             try:
-                for ref in seg.iter_batches(seg.position_for(offset), limit):
+                for ref in seg.iter_batches(seg.position_for(offset), seg.size):
                     if ref.header.next_offset <= offset:
                         continue
                     yield ref
@@ -607,8 +658,35 @@ class PartitionLog:
                 raise CorruptRecordError(
                     f"sealed segment {seg.path} ends with an incomplete batch at position "
                     f"{t.position}; run 'rivven segment recover'", seg.path, t.position) from None
-            i += 1
+            if seg is active:
+                return
+            offset = max(offset, nxt)
 
+    def _reload_view(self) -> tuple[int, list[int], list[ColdSegment]]:
+        with self.mutex:
+            self._ckpt_stamp = None
+            self._tier_stamp = None
+            self._read_log_start()
+            self._drop_replaced()
+            self._relist()
+            return self.start_offset(), list(self.bases), self.tier
+
+    def cold_segment(self, entry: ColdSegment) -> Segment:
+        """A read-only Segment over the locally cached copy of a cold segment."""
+        if self.cold is None:
+            raise StorageError(f"{self.topic}-{self.partition}: offsets {entry.base_offset}.."
+                               f"{entry.next_offset - 1} are in the cold store, which this "
+                               "reader cannot reach")
+        return self.cold.segment(entry)
+
+    def cold_entries(self) -> list[ColdSegment]:
+        """The tier manifest's segments not also held locally, oldest first."""
+        with self.mutex:
+            self._refresh(repair=False)
+            self._read_log_start()
+            if self.tier_error is not None:
+                raise self.tier_error
+            return [e for e in self.tier if e.base_offset < self.bases[0]]
 
     def _out_of_range(self, offset: int, start: int, end: int) -> OffsetOutOfRange:
         return OffsetOutOfRange(
@@ -633,11 +711,15 @@ class PartitionLog:
 
     def _delete_below(self, start: int) -> list[dict]:
         """(Lock held.) Delete sealed segments whose offsets all lie below ``start``."""
+        n = 0
+        while n < len(self.bases) - 1 and self.bases[n + 1] <= start:
+            n += 1
+        return self._unlink_first(n)
+
+    def _unlink_first(self, n: int) -> list[dict]:
+        """(Lock held.) Delete the ``n`` oldest segments (never the active one)."""
         gone = []
-        for i, base in enumerate(self.bases[:-1]):
-            nxt = self.bases[i + 1]
-            if nxt > start:
-                break
+        for i, base in enumerate(self.bases[:min(n, len(self.bases) - 1)]):
             self.segments.pop(base, None)  # closed when no reader holds it any more
             size = 0
             for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):  # .log first: it defines
@@ -648,11 +730,28 @@ class PartitionLog:
                     os.unlink(p)
                 except FileNotFoundError:
                     pass
-            gone.append({"base_offset": base, "next_offset": nxt, "bytes": size})
+            gone.append({"base_offset": base, "next_offset": self.bases[i + 1], "bytes": size})
         if gone:
             files.fsync_dir(self.dir)
             self.bases = self.bases[len(gone):]
         return gone
+
+    def drop_tiered(self, entries: list[ColdSegment], keep_from: int) -> list[dict]:
+        """Delete the oldest local segments that the tier manifest ``entries`` hold (same
+        offsets and size), up to (not including) the one at ``keep_from``."""
+        by_base = {e.base_offset: e for e in entries}
+        with self._exclusive():
+            self._check_alive()
+            self._refresh(repair=True)
+            n = 0
+            while n < len(self.bases) - 1 and self.bases[n] < keep_from:
+                e = by_base.get(self.bases[n])
+                p = files.path(self.dir, self.bases[n], files.LOG)
+                if (e is None or e.next_offset != self.bases[n + 1]
+                        or os.path.getsize(p) != e.bytes):
+                    break
+                n += 1
+            return self._unlink_first(n)
 
     def all_segments(self) -> list[Segment]:
         with self.mutex:
@@ -664,3 +763,10 @@ class PartitionLog:
             with self.mutex:
                 seg.load(repair=False)
         return seg.max_timestamp
+
+
+def _cold_entry(tier: list[ColdSegment], offset: int) -> ColdSegment | None:
+    i = bisect_right([e.base_offset for e in tier], offset) - 1
+    if i >= 0 and offset < tier[i].next_offset:
+        return tier[i]
+    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import files, tiering
 from .config import TopicConfig
 from .log import PartitionLog
 
@@ -23,29 +24,35 @@ def _age(ms: int) -> str:
 
 
 def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any]]:
-    """The segments retention deletes now, oldest first, each with ``reason`` and ``detail``."""
+    """The segments retention deletes now, oldest first (cold ones first: retention covers
+    the whole log), each with ``tier``, ``reason`` and ``detail``."""
     segs = log.all_segments()
     start = log.start_offset()
-    total = sum(s.size for s in segs)
+    colds = log.cold_entries() if log.tier else []
+    pieces: list[tuple[int, int, int, Any, str, str]] = [
+        (e.base_offset, e.next_offset, e.bytes, e.max_timestamp, e.url(files.LOG), "cold")
+        for e in colds]
+    pieces += [(seg.base, segs[i + 1].base, seg.size, seg, seg.path, "local")
+               for i, seg in enumerate(segs[:-1])]
+    total = sum(s.size for s in segs) + sum(e.bytes for e in colds)
     by_delete = "delete" in cfg.cleanup_policy
     out: list[dict[str, Any]] = []
-    for i, seg in enumerate(segs[:-1]):
-        nxt = segs[i + 1].base
-        max_ts = log.segment_max_timestamp(seg)
+    for base, nxt, size, ts, where, tier in pieces:
+        max_ts = ts if isinstance(ts, int) else log.segment_max_timestamp(ts)
         if nxt <= start:
             reason, detail = "log-start", f"all offsets below the log start offset {start}"
         elif by_delete and cfg.retention_ms >= 0 and max_ts < now_ms - cfg.retention_ms:
             reason = "time"
             detail = (f"newest record is {_age(now_ms - max_ts)} old, retention.ms is "
                       f"{_age(cfg.retention_ms)}" if max_ts >= 0 else "segment holds no records")
-        elif by_delete and cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes:
+        elif by_delete and cfg.retention_bytes >= 0 and total - size >= cfg.retention_bytes:
             reason = "size"
             detail = f"partition holds {total} bytes, retention.bytes is {cfg.retention_bytes}"
         else:
             break
-        total -= seg.size
-        out.append({"topic": log.topic, "partition": log.partition, "segment": seg.path,
-                    "base_offset": seg.base, "next_offset": nxt, "bytes": seg.size,
+        total -= size
+        out.append({"topic": log.topic, "partition": log.partition, "segment": where,
+                    "tier": tier, "base_offset": base, "next_offset": nxt, "bytes": size,
                     "max_timestamp": max_ts, "reason": reason, "detail": detail})
     return out
 
@@ -53,13 +60,15 @@ def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any
 def apply(log: PartitionLog, cfg: TopicConfig, now_ms: int, dry_run: bool = False
           ) -> list[dict[str, Any]]:
     """Plan, then (unless ``dry_run``) move the log start past the planned segments and delete
-    them. Each row gets the partition's ``new_log_start_offset``."""
+    them (local files, then cold entries and objects). Each row gets the partition's
+    ``new_log_start_offset``."""
     rows = plan(log, cfg, now_ms)
-    if not rows:
-        return rows
-    new_start = max(rows[-1]["next_offset"], log.start_offset())
+    new_start = max(rows[-1]["next_offset"], log.start_offset()) if rows else log.start_offset()
     if not dry_run:
-        _, new_start, _ = log.advance_start(rows[-1]["next_offset"])
+        if rows:
+            _, new_start, _ = log.advance_start(rows[-1]["next_offset"])
+        if log.tier and log.tier[0].next_offset <= new_start:
+            tiering.drop_below(log, new_start)
     for r in rows:
         r["new_log_start_offset"] = new_start
     return rows

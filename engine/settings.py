@@ -18,6 +18,11 @@ DEFAULTS: dict[str, str] = {
     "wal.segment.bytes": str(64 << 20),  # bytes per WAL file before rotating
     "checkpoint.interval.bytes": str(64 << 20),  # WAL bytes between checkpoints
     "checkpoint.interval.ms": "60000",  # ms between checkpoints
+    # bytes of recently written batches kept in memory for tailing readers (all partitions
+    # together); 0 turns the hot tier off
+    "hot.max.bytes": str(32 << 20),
+    # bytes of cold segments kept in the local read cache (data dir's .tier-cache)
+    "tier.cache.max.bytes": str(1 << 30),
 }
 
 
@@ -28,6 +33,8 @@ class Settings:
     wal_segment_bytes: int
     checkpoint_bytes: int
     checkpoint_ms: int
+    hot_max_bytes: int
+    tier_cache_max_bytes: int
 
     @classmethod
     def parse(cls, overrides: dict[str, str] | None) -> Settings:
@@ -46,7 +53,9 @@ class Settings:
                                 "interval:<ms> or none")
         return cls(mode, interval, _int("wal.segment.bytes", values["wal.segment.bytes"], 4096),
                    _int("checkpoint.interval.bytes", values["checkpoint.interval.bytes"], 1),
-                   _int("checkpoint.interval.ms", values["checkpoint.interval.ms"], 1))
+                   _int("checkpoint.interval.ms", values["checkpoint.interval.ms"], 1),
+                   _int("hot.max.bytes", values["hot.max.bytes"], 0),
+                   _int("tier.cache.max.bytes", values["tier.cache.max.bytes"], 0))
 
 
 def _int(name: str, text: str, lo: int) -> int:

@@ -16,6 +16,7 @@ from . import (
     retention,
     segment,
     spark,
+    tier,
     topic,
     wal,
 )
@@ -34,6 +35,7 @@ app.add_typer(wal.app, name="wal", help="Inspect, verify, replay and checkpoint 
 app.add_typer(group.app, name="group", help="Consumer groups: lag, offsets, resets, deletion.")
 app.add_typer(retention.app, name="retention", help="Apply retention (time and size) now.")
 app.add_typer(spark.app, name="spark", help="Run the maintenance jobs on Apache Spark.")
+app.add_typer(tier.app, name="tier", help="Tiered storage: where offsets live; restore.")
 app.add_typer(compaction.app, name="compaction", help="Explain what compaction will do and why.")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
 app.command("produce")(produce.produce)

@@ -96,7 +96,13 @@ def inspect(
 
 
 @app.command()
-def verify(targets: TargetsArg = None, json: JsonOpt = False) -> None:
+def verify(
+    targets: TargetsArg = None,
+    cold: Annotated[bool, typer.Option(
+        "--cold", help="Also read back every cold copy (tiered storage) and check its size and "
+        "CRC32C against the tier manifest.")] = False,
+    json: JsonOpt = False,
+) -> None:
     """Check every batch CRC, offsets, indexes, gaps/overlaps and torn tails (exit 3 on damage)."""
     from engine.verify import resolve_targets, verify_partition
 
@@ -111,11 +117,16 @@ def verify(targets: TargetsArg = None, json: JsonOpt = False) -> None:
                 if not only or rep.path in only:
                     reports.append(rep)
     findings = [f for r in reports for f in r.findings]
+    colds = _verify_cold([d for d, _ in parts]) if cold else None
     if json:
-        print_json({"segments": len(reports), "batches": sum(r.batches for r in reports),
-                    "records": sum(r.records for r in reports),
-                    "bytes": sum(r.bytes for r in reports),
-                    "ok": not findings, "findings": [f.to_json() for f in findings]})
+        doc = {"segments": len(reports), "batches": sum(r.batches for r in reports),
+               "records": sum(r.records for r in reports),
+               "bytes": sum(r.bytes for r in reports),
+               "ok": not findings and not (colds and colds["findings"]),
+               "findings": [f.to_json() for f in findings]}
+        if colds is not None:
+            doc["cold"] = colds
+        print_json(doc)
     else:
         for f in findings:
             where = "" if f.path in f.message else f"{f.path} at position {f.position}: "
@@ -123,8 +134,36 @@ def verify(targets: TargetsArg = None, json: JsonOpt = False) -> None:
         info(f"verified {len(reports)} segment(s), {sum(r.batches for r in reports)} batches, "
              f"{sum(r.records for r in reports)} records, {human_bytes(sum(r.bytes for r in reports))}"
              f": {'OK' if not findings else f'{len(findings)} problem(s) found'}")
-    if findings:
+        if colds is not None:
+            for f in colds["findings"]:
+                typer.echo(f"cold: {f['problem']}")
+            bad = len(colds["findings"])
+            info(f"verified {colds['segments']} cold segment(s), {colds['objects']} objects, "
+                 f"{human_bytes(colds['bytes'])}: {f'{bad} problem(s) found' if bad else 'OK'}")
+    if findings or (colds and colds["findings"]):
         raise typer.Exit(3)
+
+
+def _verify_cold(dirs: list[str]) -> dict:
+    """Cold copies of the partitions in ``dirs`` against their tier manifests."""
+    from engine import tier_manifest
+    from engine.errors import CorruptRecordError
+    from engine.tiering import check_objects
+
+    loaded = []
+    findings: list[dict] = []
+    for d in dirs:
+        try:
+            loaded.append(tier_manifest.load(d))
+        except CorruptRecordError as e:
+            findings.append({"object": tier_manifest.path(d), "base_offset": None,
+                             "problem": str(e)})
+    total = sum(e.bytes + e.index_bytes + e.timeindex_bytes for es in loaded for e in es)
+    with bytes_progress("verifying cold copies", total) as advance:
+        for entries in loaded:
+            findings += check_objects(entries, advance)
+    return {"segments": sum(len(es) for es in loaded),
+            "objects": 3 * sum(len(es) for es in loaded), "bytes": total, "findings": findings}
 
 
 @app.command()

@@ -105,3 +105,72 @@ def compact(
          f"(spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, planning "
          f"{out['plan_s']:.1f} s, run {out['exec_s']:.1f} s; swap {out['swap_s']:.2f} s) on "
          f"{out['master']}")
+
+
+@app.command()
+def tier(
+    topic: Annotated[str | None, typer.Argument(
+        help="A topic with remote.storage.enable=true (default: every such topic).")] = None,
+    master: Annotated[str, typer.Option(
+        "--master", help="Spark master: local[*], local[2], spark://HOST:PORT, yarn, k8s://...")
+    ] = "local[*]",
+    conf: Annotated[list[str] | None, typer.Option(
+        "--conf", help="Spark config key=value (repeatable), passed to spark-submit.")] = None,
+    deploy_mode: Annotated[str | None, typer.Option(
+        "--deploy-mode", help="client or cluster, passed to spark-submit.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print what would move and the exact spark-submit command.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Move sealed segments past local retention to the cold store on Spark (one task per
+    segment, each copy verified), then record them in the tier manifest and delete them
+    locally. Reads of those offsets keep working (through a local cache)."""
+    from engine.spark.submit import tier as run
+
+    bar, update = _progress()
+    with open_engine() as eng:
+        if bar is not None:
+            bar.start()
+        try:
+            out = run(eng, topic, master, conf or [], deploy_mode, dry_run, update)
+        finally:
+            if bar is not None:
+                bar.stop()
+    if json:
+        print_json(out)
+        return
+    parts = out["partitions"]
+    if dry_run:
+        print_table(["TOPIC", "PARTITION", "UPLOAD", "BYTES", "LOCAL-ONLY-DELETE", "WHY"],
+                    [(p["topic"], p["partition"],
+                      _ranges(p["planned"]), human_bytes(sum(r["bytes"] for r in p["planned"])),
+                      _ranges(p["already_cold"]),
+                      ", ".join(sorted({r["reason"] for r in p["planned"] + p["already_cold"]})))
+                     for p in parts if p["planned"] or p["already_cold"]],
+                    right=("PARTITION", "BYTES"))
+        if out["command"]:
+            typer.echo(shlex.join(out["command"]))
+        else:
+            info("nothing to tier")
+        return
+    moved = [p for p in parts if p.get("uploaded") or p.get("local_deleted")]
+    if not moved:
+        info("nothing to tier (no sealed segment is past local.retention.ms / "
+             "local.retention.bytes)")
+        return
+    print_table(["TOPIC", "PARTITION", "UPLOADED", "SEGMENTS", "BYTES", "LOCAL-DELETED"],
+                [(p["topic"], p["partition"], _ranges(p["uploaded"]), len(p["uploaded"]),
+                  human_bytes(p["bytes"]), len(p["local_deleted"])) for p in moved],
+                right=("PARTITION", "SEGMENTS", "BYTES", "LOCAL-DELETED"))
+    total = sum(p["bytes"] for p in moved)
+    spark = (f" (spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, copies "
+             f"{out['exec_s']:.1f} s = {total / max(out['exec_s'], 1e-9) / 1e6:.0f} MB/s)"
+             if out.get("spark_s") else "")
+    info(f"tiered {sum(len(p['uploaded']) for p in moved)} segment(s), {human_bytes(total)}, "
+         f"verified, in {out['seconds']:.1f} s{spark} on {out['master']}")
+
+
+def _ranges(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "-"
+    return f"{rows[0]['base_offset']}..{rows[-1]['next_offset'] - 1}"

@@ -6,6 +6,7 @@ a standalone cluster on this machine, or a shared file system).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import compaction
@@ -95,7 +96,8 @@ def engine_zip(dest: str) -> str:
 
 
 def command(plan_path: str, py_files: str, master: str, confs: list[str],
-            deploy_mode: str | None, app_name: str, python: str = sys.executable) -> list[str]:
+            deploy_mode: str | None, app_name: str, python: str = sys.executable,
+            script: str = "job.py") -> list[str]:
     cmd = [spark_submit(), "--master", master, "--name", app_name, "--py-files", py_files,
            "--conf", "spark.ui.showConsoleProgress=true",
            "--conf", f"spark.pyspark.python={python}",
@@ -106,7 +108,7 @@ def command(plan_path: str, py_files: str, master: str, confs: list[str],
         if "=" not in c:
             raise RivvenError(f"--conf {c!r} is not key=value, e.g. spark.executor.memory=4g")
         cmd += ["--conf", c]
-    return [*cmd, os.path.join(HERE, "job.py"), plan_path]
+    return [*cmd, os.path.join(HERE, script), plan_path]
 
 
 def _die_with_parent() -> None:
@@ -221,8 +223,37 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
     if not todo and not dry_run:
         out["seconds"] = time.time() - t0
         return out
+    job = {"data_dir": eng.path, "topic": topic, "now": now, "partitions": todo}
+    with submission(eng, f"rivven-compact-{topic}", "job.py", job, master, confs or [],
+                    deploy_mode, dry_run, progress, out) as (result, staging):
+        if result is None:
+            return out
+        t2 = time.time()
+        for p in todo:
+            rows = result["partitions"].get(str(p["partition"]), [])
+            _sanity(p, rows)
+            log = eng.partition_log(topic, p["partition"])
+            swapped = compaction.swap(log, p, os.path.join(staging, str(p["partition"])), now,
+                                      compaction.min_tombstone(rows))
+            out["partitions"].append({"partition": p["partition"], **swapped,
+                                      **compaction.summarize(rows),
+                                      "tombstones_kept": sum(r["tombstones_kept"] for r in rows)})
+        out["swap_s"] = time.time() - t2
+    out["seconds"] = time.time() - t0
+    return out
+
+
+@contextlib.contextmanager
+def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], master: str,
+               confs: list[str], deploy_mode: str | None, dry_run: bool,
+               progress: Callable[[int, int, int], None] | None, out: dict[str, Any]
+               ) -> Iterator[tuple[dict[str, Any] | None, str]]:
+    """Stage ``job`` (plus the engine zip) in DATA/.compaction/<run>/, run ``script`` with
+    spark-submit and yield ``(result.json, staging folder)`` for the caller to apply; yields
+    ``(None, folder)`` on a dry run (``out["command"]`` is the exact command, runnable until
+    the next run cleans up). A failed job raises SparkJobFailed naming the kept Spark log."""
     clean_stale(eng.path)
-    run_id = f"{topic}-{now}-{os.getpid()}"
+    run_id = f"{job.get('topic') or 'all'}-{int(time.time() * 1000)}-{os.getpid()}"
     staging = os.path.join(eng.path, STAGING, run_id)
     os.makedirs(staging)
     lock = open_lock_file(os.path.join(staging, "lock"))
@@ -230,18 +261,17 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
     keep_staging = False
     try:
         plan_path = os.path.join(staging, "plan.json")
-        job = {"data_dir": eng.path, "topic": topic, "staging": staging, "now": now,
-               "partitions": todo}
         with open(plan_path, "w") as f:
-            json.dump(job, f)
+            json.dump({**job, "staging": staging}, f)
         python = python_launcher(staging)
-        cmd = command(plan_path, os.path.join(staging, "engine.zip"), master, confs or [],
-                      deploy_mode, f"rivven-compact-{topic}", python)
+        cmd = command(plan_path, os.path.join(staging, "engine.zip"), master, confs,
+                      deploy_mode, app_name, python, script)
         out["command"] = cmd
         engine_zip(staging)
-        if dry_run:  # the command stays runnable until the next run cleans the folder up
+        if dry_run:
             keep_staging = True
-            return out
+            yield None, staging
+            return
         log_path = os.path.join(eng.path, STAGING, f"{run_id}.spark.log")
         t1 = time.time()
         rc = run_spark(cmd, log_path, progress, python)
@@ -258,21 +288,31 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
             result = json.load(f)
         for k in ("startup_s", "plan_s", "exec_s", "job_s"):
             out[k] = result.get(k)
-        t2 = time.time()
-        for p in todo:
-            rows = result["partitions"].get(str(p["partition"]), [])
-            _sanity(p, rows)
-            log = eng.partition_log(topic, p["partition"])
-            swapped = compaction.swap(log, p, os.path.join(staging, str(p["partition"])), now,
-                                      compaction.min_tombstone(rows))
-            out["partitions"].append({"partition": p["partition"], **swapped,
-                                      **compaction.summarize(rows),
-                                      "tombstones_kept": sum(r["tombstones_kept"] for r in rows)})
-        out["swap_s"] = time.time() - t2
+        yield result, staging
         os.unlink(log_path)
     finally:
         if not keep_staging:
             shutil.rmtree(staging, ignore_errors=True)
         os.close(lock)
-    out["seconds"] = time.time() - t0
-    return out
+
+
+def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
+         confs: list[str] | None = None, deploy_mode: str | None = None, dry_run: bool = False,
+         progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+    """One tiering pass whose copies run as a Spark job, one task per segment."""
+    from .. import tiering
+
+    extra: dict[str, Any] = {"master": master, "command": None}
+
+    def copier(tasks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        job = {"data_dir": eng.path, "topic": topic, "tasks": tasks}
+        with submission(eng, f"rivven-tier-{topic or 'all'}", "tier_job.py", job, master,
+                        confs or [], deploy_mode, dry_run, progress, extra) as (result, _):
+            if result is None:
+                return None
+            return result["copies"]
+
+    if not dry_run:
+        eng._writable()
+    out = tiering.run(eng, topic, copier, dry_run)
+    return {**extra, **out}

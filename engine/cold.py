@@ -1,0 +1,227 @@
+"""The cold store: whole files copied to and from any fsspec URI, each with its CRC32C.
+
+``file://`` (the embedded default, ``file://<data dir>/cold``) is served by plain OS calls:
+a copy goes to a temporary name, is fdatasynced and renamed, so a crash never leaves a
+half-written object under its final name. Other schemes (``s3://``, ``gs://``, ``hdfs://`` ...)
+go through fsspec and need its backend installed (``pip install 'rivven[s3]'`` and so on);
+an object store's PUT is atomic and durable by itself. Objects are never overwritten: every
+upload gets a fresh name (see engine.tiering), so a verified copy never changes under a reader.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import crc32c
+
+from . import files
+from .errors import RivvenError, StorageError
+
+CHUNK = 8 << 20
+
+EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hdfs": "hdfs", "abfs": "azure",
+          "az": "azure"}
+
+
+class ColdObjectError(RivvenError):
+    """A cold object is missing, unreadable or does not match its manifest entry."""
+
+    exit_code = 3
+
+
+def default_uri(data_dir: str) -> str:
+    return "file://" + os.path.join(os.path.abspath(data_dir), "cold")
+
+
+def local_path(uri: str) -> str | None:
+    """The path of a ``file://`` URI, else None."""
+    if uri.startswith("file://"):
+        parts = urlsplit(uri)
+        if parts.netloc not in ("", "localhost"):
+            raise RivvenError(f"{uri}: file:// URIs must name a local path (file:///path)")
+        return unquote(parts.path)
+    if "://" not in uri:
+        return uri
+    return None
+
+
+_FS: dict[str, Any] = {}
+
+
+def _fs(uri: str) -> tuple[Any, str]:
+    """(fsspec filesystem, path inside it) of a non-local URI."""
+    scheme = uri.split("://", 1)[0]
+    try:
+        import fsspec
+        from fsspec.core import url_to_fs
+    except ImportError:
+        raise RivvenError("the cold store needs fsspec: pip install fsspec") from None
+    fs = _FS.get(scheme)
+    try:
+        if fs is None:
+            fs, path = url_to_fs(uri)
+            _FS[scheme] = fs
+        else:
+            path = fs._strip_protocol(uri)
+    except (ImportError, ValueError) as e:
+        extra = EXTRAS.get(scheme)
+        hint = f"pip install 'rivven[{extra}]'" if extra else \
+            f"install the fsspec backend for {scheme}://"
+        raise RivvenError(f"cannot open the cold store {uri}: {e}; {hint}") from None
+    del fsspec
+    return fs, path
+
+
+def put(src: str, uri: str) -> tuple[int, int]:
+    """Copy the local file ``src`` to ``uri`` durably; returns (bytes, crc32c of the bytes)."""
+    dest = local_path(uri)
+    try:
+        with open(src, "rb", buffering=0) as fin:
+            if dest is not None:
+                return _put_local(fin, dest)
+            fs, path = _fs(uri)
+            size = crc = 0
+            with fs.open(path, "wb") as out:
+                for chunk in _chunks(fin):
+                    crc = crc32c.crc32c(chunk, crc)
+                    size += len(chunk)
+                    out.write(chunk)
+            return size, crc
+    except OSError as e:
+        raise StorageError(f"copying {src} to the cold store {uri} failed: {e}") from e
+
+
+def _chunks(f: Any) -> Any:
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    while True:
+        n = f.readinto(buf)
+        if not n:
+            return
+        yield view[:n]
+
+
+def _put_local(fin: Any, dest: str) -> tuple[int, int]:
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    tmp = f"{dest}.part-{uuid.uuid4().hex[:8]}"
+    size = crc = 0
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        for chunk in _chunks(fin):
+            crc = crc32c.crc32c(chunk, crc)
+            size += len(chunk)
+            while chunk:
+                chunk = chunk[os.write(fd, chunk):]
+        os.fdatasync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, dest)
+    files.fsync_dir(os.path.dirname(dest))
+    return size, crc
+
+
+def checksum(uri: str) -> tuple[int, int]:
+    """(bytes, crc32c) of the object at ``uri``, read back whole."""
+    path = local_path(uri)
+    try:
+        if path is not None:
+            with open(path, "rb", buffering=0) as f:
+                return _sum(f)
+        fs, p = _fs(uri)
+        with fs.open(p, "rb") as f:
+            return _sum(f)
+    except FileNotFoundError:
+        raise ColdObjectError(f"cold object {uri} is missing") from None
+    except OSError as e:
+        raise ColdObjectError(f"cold object {uri} cannot be read: {e}") from e
+
+
+def _sum(f: Any) -> tuple[int, int]:
+    size = crc = 0
+    if hasattr(f, "readinto"):
+        for chunk in _chunks(f):
+            crc = crc32c.crc32c(chunk, crc)
+            size += len(chunk)
+        return size, crc
+    while chunk := f.read(CHUNK):
+        crc = crc32c.crc32c(chunk, crc)
+        size += len(chunk)
+    return size, crc
+
+
+def fetch(uri: str, dest: str) -> tuple[int, int]:
+    """Download ``uri`` to the local file ``dest``; returns (bytes, crc32c)."""
+    path = local_path(uri)
+    try:
+        if path is not None:
+            src = open(path, "rb", buffering=0)
+        else:
+            fs, p = _fs(uri)
+            src = fs.open(p, "rb")
+    except FileNotFoundError:
+        raise ColdObjectError(f"cold object {uri} is missing") from None
+    except OSError as e:
+        raise ColdObjectError(f"cold object {uri} cannot be read: {e}") from e
+    size = crc = 0
+    try:
+        with src, open(dest, "wb", buffering=0) as out:
+            chunks = _chunks(src) if hasattr(src, "readinto") else iter(
+                lambda: src.read(CHUNK), b"")
+            for chunk in chunks:
+                crc = crc32c.crc32c(chunk, crc)
+                size += len(chunk)
+                out.write(chunk)
+    except OSError as e:
+        raise StorageError(f"downloading cold object {uri} to {dest} failed: {e}") from e
+    return size, crc
+
+
+def remove(uri: str) -> None:
+    """Delete an object; a missing one is fine."""
+    path = local_path(uri)
+    try:
+        if path is not None:
+            os.unlink(path)
+        else:
+            fs, p = _fs(uri)
+            fs.rm(p)
+    except FileNotFoundError:
+        pass
+
+
+def listdir(prefix: str) -> list[str]:
+    """URIs of the objects directly under ``prefix`` (a missing prefix has none)."""
+    path = local_path(prefix)
+    if path is not None:
+        try:
+            return [f"{prefix}/{n}" for n in sorted(os.listdir(path))]
+        except FileNotFoundError:
+            return []
+    fs, p = _fs(prefix)
+    try:
+        names = fs.ls(p, detail=False)
+    except FileNotFoundError:
+        return []
+    scheme = prefix.split("://", 1)[0]
+    return sorted(f"{scheme}://{n.lstrip('/')}" if "://" not in n else n for n in names)
+
+
+def remove_tree(prefix: str) -> None:
+    """Delete everything under ``prefix`` (topic deletion)."""
+    path = local_path(prefix)
+    if path is not None:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    fs, p = _fs(prefix)
+    try:
+        fs.rm(p, recursive=True)
+    except FileNotFoundError:
+        pass

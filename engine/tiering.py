@@ -1,0 +1,365 @@
+"""Tiered storage: which segments move to the cold store, the commit after a copy, restore,
+cold retention, status and verification.
+
+The order that makes a crash harmless: copy (a fresh object name per upload, verified by size
+and CRC32C of the whole file) -> add the entry to the partition's tier manifest (atomic) ->
+delete the local segment. A crash before the manifest write leaves an unreferenced object
+(removed by the next run); after it, a segment both local and cold (reads prefer the local
+copy; the next run deletes it). Restore runs the other way: download and verify -> install
+the local segment -> drop the entry -> delete the object. Every step holds the partition's
+``.tier.lock``, so tier runs, restores and cold retention never interleave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from . import cold, files, tier_manifest
+from .config import TopicConfig
+from .errors import RivvenError
+from .locks import open_lock_file, try_lock
+from .log import PartitionLog
+from .tier_manifest import SUFFIXES, ColdSegment
+
+if TYPE_CHECKING:
+    from .catalog import TopicMeta
+    from .engine import Engine
+
+
+class TierBusy(RivvenError):
+    pass
+
+
+def store_uri(data_dir: str, cfg: TopicConfig) -> str:
+    return cfg.remote_storage_uri or cold.default_uri(data_dir)
+
+
+def prefix(data_dir: str, cfg: TopicConfig, topic: str, topic_id: str, partition: int) -> str:
+    """Where a partition's cold objects go (the topic id keeps a recreated topic apart)."""
+    return f"{store_uri(data_dir, cfg)}/{topic}-{topic_id}/partition-{partition}"
+
+
+@contextlib.contextmanager
+def locked(log: PartitionLog) -> Iterator[None]:
+    """The partition's tier lock, or TierBusy at once when another run holds it."""
+    fd = open_lock_file(os.path.join(log.dir, tier_manifest.TIER_LOCK))
+    try:
+        if not try_lock(fd):
+            raise TierBusy(f"another tier job, restore or cold retention is running on "
+                           f"{log.topic}-{log.partition}; wait for it and retry")
+        yield
+    finally:
+        os.close(fd)  # (drops the flock)
+
+
+# ------------------------------------------------------------------------------ planning
+def plan_partition(log: PartitionLog, cfg: TopicConfig, now_ms: int, cold_prefix: str
+                   ) -> dict[str, Any]:
+    """Sealed local segments past local retention, oldest first: ``upload`` (not yet cold)
+    and ``drop`` (already in the manifest: only the local copy goes)."""
+    segs = log.all_segments()
+    start = log.start_offset()
+    manifest = {e.base_offset: e for e in log.tier}
+    total = sum(s.size for s in segs)
+    upload: list[dict[str, Any]] = []
+    drop: list[dict[str, Any]] = []
+    for i, seg in enumerate(segs[:-1]):
+        nxt = segs[i + 1].base
+        if nxt <= start:  # below the log start: retention deletes it
+            total -= seg.size
+            continue
+        max_ts = log.segment_max_timestamp(seg)
+        if cfg.local_ms >= 0 and max_ts < now_ms - cfg.local_ms:
+            reason = "time"
+        elif cfg.local_bytes >= 0 and total - seg.size >= cfg.local_bytes:
+            reason = "size"
+        else:
+            break
+        total -= seg.size
+        row = {"base_offset": seg.base, "next_offset": nxt, "bytes": seg.size,
+               "max_timestamp": max_ts, "reason": reason, "path": seg.path}
+        e = manifest.get(seg.base)
+        if e is not None and e.next_offset == nxt and e.bytes == seg.size:
+            drop.append(row)
+            continue
+        st = os.stat(seg.path)
+        row.update({"dir": log.dir, "inode": st.st_ino,
+                    "object": f"{cold_prefix}/{seg.base:020d}-{uuid.uuid4().hex[:8]}"})
+        upload.append(row)
+    return {"topic": log.topic, "partition": log.partition, "upload": upload, "drop": drop,
+            "local_bytes_after": total}
+
+
+# ------------------------------------------------------------------------------ copying
+def copy_segment(task: dict[str, Any]) -> dict[str, Any]:
+    """Copy one local segment's three files to the cold store and verify each copy by reading
+    it back whole (size and CRC32C). Runs in a Spark executor (or in process)."""
+    out = {"partition": task["partition"], "base_offset": task["base_offset"]}
+    names = {files.LOG: "", files.INDEX: "index_", files.TIMEINDEX: "timeindex_"}
+    for suffix in SUFFIXES:
+        src = files.path(task["dir"], task["base_offset"], suffix)
+        url = task["object"] + suffix
+        size, crc = cold.put(src, url)
+        back = cold.checksum(url)
+        if back != (size, crc):
+            raise cold.ColdObjectError(
+                f"the copy {url} does not read back as written ({back[0]} bytes, CRC32C "
+                f"{back[1]:#010x}; wrote {size} bytes, {crc:#010x}); the local segment is kept")
+        out[names[suffix] + "bytes"] = size
+        out[names[suffix] + "crc32c"] = crc
+    if out["bytes"] != task["bytes"]:
+        raise cold.ColdObjectError(f"segment {src} changed while it was copied ({task['bytes']} "
+                                   f"-> {out['bytes']} bytes); nothing was tiered")
+    return out
+
+
+def commit(log: PartitionLog, plan: dict[str, Any], copies: list[dict[str, Any]],
+           now_ms: int) -> dict[str, Any]:
+    """(Tier lock held.) Add verified copies to the manifest, then delete the local segments
+    it holds. A copy whose local segment changed meanwhile (inode or size) is not added."""
+    by_base = {c["base_offset"]: c for c in copies}
+    entries = tier_manifest.load(log.dir)
+    known = {e.base_offset for e in entries}
+    added: list[ColdSegment] = []
+    for row in plan["upload"]:
+        c = by_base.get(row["base_offset"])
+        if c is None or row["base_offset"] in known:
+            continue
+        try:
+            st = os.stat(row["path"])
+        except FileNotFoundError:
+            continue  # deleted meanwhile (retention): the copy is an orphan, removed later
+        if st.st_ino != row["inode"] or st.st_size != c["bytes"]:
+            continue
+        added.append(ColdSegment(
+            base_offset=row["base_offset"], next_offset=row["next_offset"], bytes=c["bytes"],
+            crc32c=c["crc32c"], max_timestamp=row["max_timestamp"],
+            index_bytes=c["index_bytes"], index_crc32c=c["index_crc32c"],
+            timeindex_bytes=c["timeindex_bytes"], timeindex_crc32c=c["timeindex_crc32c"],
+            object=row["object"], uploaded_ms=now_ms))
+    if added:
+        entries = sorted(entries + added, key=lambda e: e.base_offset)
+        tier_manifest.save(log.dir, entries)
+    rows = plan["upload"] + plan["drop"]
+    keep_from = max((r["next_offset"] for r in rows), default=0)
+    gone = log.drop_tiered(entries, keep_from) if rows else []
+    return {"uploaded": [_row(e) for e in added], "local_deleted": gone,
+            "bytes": sum(e.bytes for e in added)}
+
+
+def _row(e: ColdSegment) -> dict[str, Any]:
+    return {"base_offset": e.base_offset, "next_offset": e.next_offset, "bytes": e.bytes,
+            "crc32c": e.crc32c, "object": e.object + files.LOG}
+
+
+def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:
+    """(Tier lock held.) Delete objects under the partition's prefix that the manifest does
+    not name: copies of a run that died before its manifest write, half-written temp files."""
+    named = {e.object for e in tier_manifest.load(log.dir)}
+    removed = []
+    for url in cold.listdir(cold_prefix):
+        stem = url
+        for suffix in SUFFIXES:
+            if url.endswith(suffix):
+                stem = url[:-len(suffix)]
+                break
+        if ".part-" in url or stem not in named:
+            cold.remove(url)
+            removed.append(url)
+    return removed
+
+
+# ------------------------------------------------------------------------------ retention
+def drop_below(log: PartitionLog, start: int) -> list[dict[str, Any]]:
+    """Remove manifest entries wholly below the log start ``start``, then their objects.
+    Skipped (returns []) while a tier run holds the lock: the next retention pass does it."""
+    try:
+        with locked(log):
+            entries = tier_manifest.load(log.dir)
+            gone = [e for e in entries if e.next_offset <= start]
+            if not gone:
+                return []
+            tier_manifest.save(log.dir, [e for e in entries if e.next_offset > start])
+            for e in gone:
+                for suffix in SUFFIXES:
+                    cold.remove(e.url(suffix))
+            return [_row(e) for e in gone]
+    except TierBusy:
+        return []
+
+
+# ------------------------------------------------------------------------------ restore
+def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[str, Any]:
+    """Bring the cold segments from the one holding ``from_offset`` up to the local start back
+    to local disk, newest first (the local log stays contiguous at every step), then drop them
+    from the manifest and the cold store."""
+    with locked(log):
+        entries = log.cold_entries()
+        pick = [e for e in entries if e.next_offset > from_offset]
+        out: dict[str, Any] = {"topic": log.topic, "partition": log.partition,
+                               "from_offset": from_offset, "dry_run": dry_run,
+                               "segments": [_row(e) for e in pick],
+                               "bytes": sum(e.bytes for e in pick)}
+        if dry_run or not pick:
+            return out
+        for e in reversed(pick):
+            _install(log, e)
+        keep = [e for e in tier_manifest.load(log.dir) if e.object not in
+                {p.object for p in pick}]
+        tier_manifest.save(log.dir, keep)
+        for e in pick:
+            for suffix in SUFFIXES:
+                cold.remove(e.url(suffix))
+        return out
+
+
+def _install(log: PartitionLog, e: ColdSegment) -> None:
+    tmp = {s: files.path(log.dir, e.base_offset, s) + ".restore" for s in SUFFIXES}
+    try:
+        for suffix in SUFFIXES:
+            got = cold.fetch(e.url(suffix), tmp[suffix])
+            if got != e.expected(suffix):
+                raise cold.ColdObjectError(
+                    f"cold object {e.url(suffix)} is damaged ({got[0]} bytes, CRC32C "
+                    f"{got[1]:#010x}; the manifest records {e.expected(suffix)[0]} bytes, "
+                    f"{e.expected(suffix)[1]:#010x}); nothing was restored from it")
+            fd = os.open(tmp[suffix], os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for suffix in (files.INDEX, files.TIMEINDEX, files.LOG):  # .log last: it defines
+            os.rename(tmp[suffix], files.path(log.dir, e.base_offset, suffix))  # the segment
+        files.fsync_dir(log.dir)
+    finally:
+        for p in tmp.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+
+
+# ------------------------------------------------------------------------------ checking
+def check_objects(entries: list[ColdSegment],
+                  advance: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """Every cold object of ``entries`` read back whole against its manifest entry (size and
+    CRC32C); rows of findings naming the object."""
+    findings = []
+    for e in entries:
+        for suffix in SUFFIXES:
+            url = e.url(suffix)
+            want = e.expected(suffix)
+            try:
+                got = cold.checksum(url)
+            except cold.ColdObjectError as err:
+                findings.append({"object": url, "base_offset": e.base_offset,
+                                 "problem": str(err)})
+                continue
+            finally:
+                if advance is not None:
+                    advance(want[0])
+            if got != want:
+                findings.append({"object": url, "base_offset": e.base_offset, "problem": (
+                    f"cold object {url} holds {got[0]} bytes with CRC32C {got[1]:#010x}; the "
+                    f"manifest records {want[0]} bytes with {want[1]:#010x}")})
+    return findings
+
+
+def verify_cold(log: PartitionLog) -> list[dict[str, Any]]:
+    """check_objects over the partition's manifest, plus offsets neither cold nor local."""
+    entries = tier_manifest.load(log.dir)
+    findings = check_objects(entries)
+    local_first = log.all_segments()[0].base
+    if entries and entries[-1].next_offset < local_first and log.start_offset() < local_first:
+        findings.append({"object": None, "base_offset": entries[-1].next_offset, "problem": (
+            f"offsets {entries[-1].next_offset}..{local_first - 1} of {log.topic}-"
+            f"{log.partition} are neither in the cold store nor local")})
+    return findings
+
+
+def verified_bytes(log: PartitionLog) -> int:
+    return sum(e.bytes + e.index_bytes + e.timeindex_bytes for e in log.tier)
+
+
+# ------------------------------------------------------------------------------ a whole run
+def tiered_topics(eng: Engine, topic: str | None) -> list[TopicMeta]:
+    if topic is not None:
+        meta = eng.topic(topic)
+        if not meta.typed.remote_storage_enable:
+            raise RivvenError(f"topic {topic!r} has remote.storage.enable=false: turn it on with "
+                              f"'rivven topic alter-config {topic} --set "
+                              "remote.storage.enable=true'")
+        return [meta]
+    return [m for m in eng.topics() if m.typed.remote_storage_enable]
+
+
+def run(eng: Engine, topic: str | None, copier: Callable[[list[dict[str, Any]]],
+        list[dict[str, Any]] | None], dry_run: bool = False,
+        now: int | None = None) -> dict[str, Any]:
+    """One tiering pass: plan every partition (holding its tier lock until the end), hand the
+    uploads to ``copier`` (a Spark job, or ``copy_segment`` in process), commit. ``copier``
+    returns None on a dry run."""
+    t0 = time.time()
+    now = int(t0 * 1000) if now is None else now
+    out: dict[str, Any] = {"dry_run": dry_run, "partitions": []}
+    with contextlib.ExitStack() as stack:
+        plans = []
+        for meta in tiered_topics(eng, topic):
+            for p in range(meta.partitions):
+                log = eng.partition_log(meta.name, p)
+                stack.enter_context(locked(log))
+                pre = prefix(eng.path, meta.typed, meta.name, meta.id, p)
+                removed = [] if dry_run else collect_garbage(log, pre)
+                plan = plan_partition(log, meta.typed, now, pre)
+                plans.append((log, plan, removed))
+        tasks = [{"topic": pl["topic"], "partition": pl["partition"], **row}
+                 for _, pl, _ in plans for row in pl["upload"]]
+        out["tasks"] = len(tasks)
+        out["plan_bytes"] = sum(t["bytes"] for t in tasks)
+        t1 = time.time()
+        copies = copier(tasks) if tasks or dry_run else []
+        out["copy_s"] = time.time() - t1
+        for log, plan, removed in plans:
+            row: dict[str, Any] = {"topic": log.topic, "partition": log.partition,
+                                   "planned": plan["upload"], "already_cold": plan["drop"],
+                                   "orphans_removed": removed}
+            if copies is not None:
+                mine = [c for c in copies if c["partition"] == log.partition
+                        and c.get("topic", log.topic) == log.topic]
+                row.update(commit(log, plan, mine, now))
+            out["partitions"].append(row)
+    out["seconds"] = time.time() - t0
+    return out
+
+
+def copy_in_process(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**copy_segment(t), "topic": t["topic"]} for t in tasks]
+
+
+# ------------------------------------------------------------------------------ status
+def status(eng: Engine, log: PartitionLog, hot: dict[str, int]) -> dict[str, Any]:
+    """Where a partition's offsets live: cold range and bytes, local range, hot cache."""
+    colds = log.cold_entries()
+    segs = log.all_segments()
+    start, end = log.offsets()
+    lookups = hot.get("hits", 0) + hot.get("misses", 0)
+    return {
+        "topic": log.topic, "partition": log.partition,
+        "log_start_offset": start, "end_offset": end,
+        "cold_segments": len(colds),
+        "cold_start_offset": colds[0].base_offset if colds else None,
+        "cold_end_offset": colds[-1].next_offset if colds else None,
+        "cold_bytes": sum(e.bytes for e in colds),
+        "local_segments": len(segs),
+        "local_start_offset": log.local_start(),
+        "local_end_offset": end,
+        "local_bytes": sum(s.size for s in segs),
+        "hot_bytes": hot.get("bytes", 0),
+        "hot_hits": hot.get("hits", 0),
+        "hot_misses": hot.get("misses", 0),
+        "hot_hit_rate": hot.get("hits", 0) / lookups if lookups else None,
+        "last_upload_ms": max((e.uploaded_ms for e in log.tier), default=None),
+    }
