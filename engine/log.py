@@ -23,6 +23,7 @@ from typing import Any
 from . import compaction, files, tier_manifest
 from .config import TopicConfig
 from .errors import CorruptRecordError, OffsetOutOfRange, RivvenError, StorageError, UnknownTopic
+from .failpoint import failpoint
 from .locks import flocked, open_lock_file
 from .records import EncodedBatch
 from .segment import BatchRef, Segment, TornTail
@@ -731,6 +732,7 @@ class PartitionLog:
                 except FileNotFoundError:
                     pass
             gone.append({"base_offset": base, "next_offset": self.bases[i + 1], "bytes": size})
+            failpoint("segment-deleted")
         if gone:
             files.fsync_dir(self.dir)
             self.bases = self.bases[len(gone):]
@@ -743,6 +745,7 @@ class PartitionLog:
         with self._exclusive():
             self._check_alive()
             self._refresh(repair=True)
+            self._read_tier()  # the start offset must see the entries before the files go
             n = 0
             while n < len(self.bases) - 1 and self.bases[n] < keep_from:
                 e = by_base.get(self.bases[n])
@@ -756,6 +759,7 @@ class PartitionLog:
     def all_segments(self) -> list[Segment]:
         with self.mutex:
             self._refresh(repair=False)
+            self._read_log_start()  # (and the tier manifest: start_offset depends on both)
             return [self.active if b == self.active.base else self._sealed(b) for b in self.bases]
 
     def segment_max_timestamp(self, seg: Segment) -> int:

@@ -28,7 +28,7 @@ def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any
     the whole log), each with ``tier``, ``reason`` and ``detail``."""
     segs = log.all_segments()
     start = log.start_offset()
-    colds = log.cold_entries() if log.tier else []
+    colds = log.cold_entries()
     pieces: list[tuple[int, int, int, Any, str, str]] = [
         (e.base_offset, e.next_offset, e.bytes, e.max_timestamp, e.url(files.LOG), "cold")
         for e in colds]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import cold, files, tier_manifest
 from .config import TopicConfig
 from .errors import RivvenError
+from .failpoint import failpoint
 from .locks import open_lock_file, try_lock
 from .log import PartitionLog
 from .tier_manifest import SUFFIXES, ColdSegment
@@ -142,9 +143,11 @@ def commit(log: PartitionLog, plan: dict[str, Any], copies: list[dict[str, Any]]
             index_bytes=c["index_bytes"], index_crc32c=c["index_crc32c"],
             timeindex_bytes=c["timeindex_bytes"], timeindex_crc32c=c["timeindex_crc32c"],
             object=row["object"], uploaded_ms=now_ms))
+    failpoint("tier-copied")
     if added:
         entries = sorted(entries + added, key=lambda e: e.base_offset)
         tier_manifest.save(log.dir, entries)
+        failpoint("tier-manifest")
     rows = plan["upload"] + plan["drop"]
     keep_from = max((r["next_offset"] for r in rows), default=0)
     gone = log.drop_tiered(entries, keep_from) if rows else []
@@ -199,8 +202,10 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
     to local disk, newest first (the local log stays contiguous at every step), then drop them
     from the manifest and the cold store."""
     with locked(log):
-        entries = log.cold_entries()
-        pick = [e for e in entries if e.next_offset > from_offset]
+        log.cold_entries()  # (refreshes the view; raises on a damaged manifest)
+        # entries held locally too (a crash between install and manifest write, or between a
+        # tier run's manifest write and its deletes) only lose their cold copy
+        pick = [e for e in tier_manifest.load(log.dir) if e.next_offset > from_offset]
         out: dict[str, Any] = {"topic": log.topic, "partition": log.partition,
                                "from_offset": from_offset, "dry_run": dry_run,
                                "segments": [_row(e) for e in pick],
@@ -208,14 +213,25 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
         if dry_run or not pick:
             return out
         for e in reversed(pick):
+            if _is_local(log, e):
+                continue
             _install(log, e)
+            failpoint("restore-installed")
         keep = [e for e in tier_manifest.load(log.dir) if e.object not in
                 {p.object for p in pick}]
         tier_manifest.save(log.dir, keep)
+        failpoint("restore-manifest")
         for e in pick:
             for suffix in SUFFIXES:
                 cold.remove(e.url(suffix))
         return out
+
+
+def _is_local(log: PartitionLog, e: ColdSegment) -> bool:
+    try:
+        return os.path.getsize(files.path(log.dir, e.base_offset, files.LOG)) == e.bytes
+    except FileNotFoundError:
+        return False
 
 
 def _install(log: PartitionLog, e: ColdSegment) -> None:

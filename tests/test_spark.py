@@ -248,3 +248,60 @@ def test_kill_9_of_spark_compact_during_the_job_and_during_the_swap(data_dir):
     clean_stale(data_dir)  # ... which the next run removes (their locks are free)
     assert not [f for f in os.listdir(os.path.join(data_dir, ".compaction"))
                 if not f.endswith(".log")]
+
+
+def test_spark_tier_end_to_end_with_kill_9_during_the_job(data_dir):
+    """Tier on local[2] to the file:// cold store: a run killed while Spark copies leaves
+    every record readable; the next run (a producer appending meanwhile) moves the segments,
+    removes the killed run's copies, and everything reads back."""
+    tiered = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
+              "segment.bytes": "1500"}
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 2, tiered)
+        for p in (0, 1):
+            for i in range(0, 600, 10):
+                eng.produce("t", [Record(key=b"k", value=b"%d-%05d" % (p, i + j))
+                                  for j in range(10)], partition=p)
+        before = [[r.value for r in eng.read("t", p, 0, 10_000)] for p in (0, 1)]
+    cold = os.path.join(data_dir, "cold")
+
+    def objects():
+        return sorted(os.path.join(r, n) for r, _, ns in os.walk(cold) for n in ns)
+
+    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([*RIVVEN, "spark", "tier", "--master", "local[2]"], env=env,
+                            cwd=ROOT, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not objects() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with Engine.open(data_dir) as eng:
+        assert [[r.value for r in eng.read("t", p, 0, 10_000)] for p in (0, 1)] == before
+        assert all(row["findings"] == [] for row in eng.verify_cold("t"))
+
+    producer = subprocess.Popen([*RIVVEN, "produce", "t", "-p", "0"], stdin=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    r = run_rivven(data_dir, "spark", "tier", "t", "--master", "local[2]", "--json",
+                   timeout=600)
+    producer.communicate(b"".join(b"live%d\n" % i for i in range(500)), timeout=120)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    out = json.loads(r.stdout)
+    assert out["tasks"] >= 10 and out["exec_s"] > 0
+    for part in out["partitions"]:
+        assert part["uploaded"] or part["already_cold"]
+    from engine import tier_manifest
+    named = set()
+    for p in (0, 1):
+        entries = tier_manifest.load(os.path.join(data_dir, "topics", "t", f"partition-{p}"))
+        assert entries[0].base_offset == 0
+        named |= {e.object + s for e in entries for s in (".log", ".index", ".timeindex")}
+    assert {"file://" + o for o in objects()} == named  # the killed run's copies are gone
+    r = run_rivven(data_dir, "consume", "t", "-p", "0", "-o", "beginning", "-f", "%v\n",
+                   check=True)
+    assert r.stdout.split(b"\n")[:-1] == before[0] + [b"live%d" % i for i in range(500)]
+    r = run_rivven(data_dir, "consume", "t", "-p", "1", "-o", "beginning", "-f", "%v\n",
+                   check=True)
+    assert r.stdout.split(b"\n")[:-1] == before[1]
+    r = run_rivven(data_dir, "segment", "verify", "--cold")
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,355 @@
+"""Tiered storage: moving segments to a file:// cold store, reads across tiers, crash safety at
+every step of a tier run and a restore, damaged cold objects, restore, retention across tiers,
+the hot cache and the bounded cold cache."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, run_rivven
+
+from engine import Engine, Record, tier_manifest
+from engine.cold import ColdObjectError
+from engine.errors import InvalidConfig, OffsetOutOfRange
+
+DAY = 86_400_000
+TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
+          "segment.bytes": "1500"}
+
+
+def pdir(data_dir, p=0, topic="t"):
+    return os.path.join(data_dir, "topics", topic, f"partition-{p}")
+
+
+def local_bases(data_dir, p=0, topic="t"):
+    return sorted(int(f[:20]) for f in os.listdir(pdir(data_dir, p, topic))
+                  if f.endswith(".log") and len(f) == 24)
+
+
+def cold_objects(data_dir):
+    out = []
+    for root, _, names in os.walk(os.path.join(data_dir, "cold")):
+        out += [os.path.join(root, n) for n in names]
+    return sorted(out)
+
+
+def make(data_dir, n=400, partitions=1, cfg=None, ts=None):
+    """``n`` records per partition, 10 per batch (~5 batches per segment); values name their
+    partition and index so every read can be compared with what was written."""
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", partitions, {**TIERED, **(cfg or {})})
+        for p in range(partitions):
+            for i in range(0, n, 10):
+                eng.produce("t", [Record(key=b"k%d" % ((i + j) % 7), value=b"p%d-v%05d" % (p, i + j),
+                                         timestamp=ts(i + j) if ts else None)
+                                  for j in range(10)], partition=p)
+
+
+def everything(eng, p=0, topic="t"):
+    start = eng.start_offsets(topic)[p]
+    out = []
+    while True:
+        recs = eng.read(topic, p, start, 97)
+        if not recs:
+            return out
+        out += [(r.offset, r.key, r.value) for r in recs]
+        start = recs[-1].offset + 1
+
+
+def expected(n, p=0):
+    return [(i, b"k%d" % (i % 7), b"p%d-v%05d" % (p, i)) for i in range(n)]
+
+
+def test_config_rules(data_dir):
+    with Engine.open(data_dir) as eng:
+        with pytest.raises(InvalidConfig, match="local.retention.ms=5000 must not exceed "
+                           "retention.ms=1000"):
+            eng.create_topic("a", 1, {"retention.ms": "1000", "local.retention.ms": "5000"})
+        with pytest.raises(InvalidConfig, match="local.retention.bytes=-1 must not exceed"):
+            eng.create_topic("a", 1, {"retention.bytes": "10", "local.retention.bytes": "-1"})
+        with pytest.raises(InvalidConfig, match="cannot be combined with cleanup.policy"):
+            eng.create_topic("a", 1, {"remote.storage.enable": "true",
+                                      "cleanup.policy": "compact"})
+        with pytest.raises(InvalidConfig, match="must be a URI"):
+            eng.create_topic("a", 1, {"remote.storage.uri": "not a uri"})
+        with pytest.raises(InvalidConfig, match="must be true or false"):
+            eng.create_topic("a", 1, {"remote.storage.enable": "yes"})
+        eng.create_topic("a", 1, {"retention.ms": "-1", "local.retention.ms": "1000"})
+        with pytest.raises(InvalidConfig, match="local.retention.ms=1000 must not exceed"):
+            eng.alter_topic_config("a", {"retention.ms": "500"})
+        assert eng.topic("a").config == {"retention.ms": "-1", "local.retention.ms": "1000"}
+    r = run_rivven(data_dir, "topic", "alter-config", "a", "--set", "cleanup.policy=compact",
+                   "--set", "remote.storage.enable=true")
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_rivven(data_dir, "spark", "tier", "a")
+    assert r.returncode == 1 and b"remote.storage.enable=false" in r.stderr
+
+
+def test_tier_then_read_everything_back_across_tiers(data_dir):
+    make(data_dir, n=400, partitions=2)
+    with Engine.open(data_dir) as eng:
+        before = {p: everything(eng, p) for p in range(2)}
+        assert before == {p: expected(400, p) for p in range(2)}
+        plan = eng.tier("t", dry_run=True)
+        assert plan["tasks"] > 4 and not cold_objects(data_dir)  # a dry run moves nothing
+        out = eng.tier("t")
+        for part in out["partitions"]:
+            assert part["uploaded"] and len(part["local_deleted"]) == len(part["uploaded"])
+        status = eng.tier_status("t")
+    for p, st in enumerate(status):
+        locals_ = local_bases(data_dir, p)
+        assert st["cold_start_offset"] == 0 and st["cold_end_offset"] == locals_[0]
+        assert st["local_start_offset"] == locals_[0] and st["local_end_offset"] == 400
+        assert st["log_start_offset"] == 0
+        size = sum(os.path.getsize(os.path.join(pdir(data_dir, p), f"{b:020d}.log"))
+                   for b in locals_)
+        assert st["local_bytes"] == size and size - os.path.getsize(
+            os.path.join(pdir(data_dir, p), f"{locals_[-1]:020d}.log")) <= 3000
+        entries = tier_manifest.load(pdir(data_dir, p))
+        assert [e.base_offset for e in entries][0] == 0
+        assert all(a.next_offset == b.base_offset for a, b in zip(entries, entries[1:]))
+    # another process reads it all, cold then warm (CLI), and so does a fresh engine
+    r = run_rivven(data_dir, "consume", "t", "-p", "1", "-o", "beginning", "-f", "%o %v\n",
+                   check=True)
+    assert r.stdout.decode().split("\n")[:-1] == [f"{o} {v.decode()}" for o, _, v in before[1]]
+    with Engine.open(data_dir, read_only=True) as eng:
+        assert {p: everything(eng, p) for p in range(2)} == before
+        assert eng.read("t", 0, 123, 1)[0].offset == 123  # a seek into a cold segment
+    r = run_rivven(data_dir, "segment", "verify", "--cold")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert b"cold segment(s)" in r.stderr and b"OK" in r.stderr
+
+
+def test_offsets_for_times_cross_tiers(data_dir):
+    now = int(time.time() * 1000)
+    make(data_dir, n=300, ts=lambda i: now - DAY + i * 1000)
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+        first_local = local_bases(data_dir)[0]
+        assert first_local > 50
+        for off in (0, 37, 50, first_local - 1, first_local, 299):
+            assert eng.offset_for_time("t", 0, now - DAY + off * 1000) == off
+        assert eng.offset_for_time("t", 0, now + 1000) is None
+    r = run_rivven(data_dir, "offsets", "t", "--time", str(now - DAY + 42_000), "--json",
+                   check=True)
+    assert "42" in r.stdout.decode()
+
+
+def test_a_topic_without_remote_storage_is_left_alone(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("plain", 1, {"segment.bytes": "1500"})
+        for _ in range(10):
+            eng.produce("plain", [Record(value=b"x" * 100) for _ in range(10)])
+        make(data_dir, n=200)
+        out = eng.tier()
+        assert {p["topic"] for p in out["partitions"]} == {"t"}
+    assert len(local_bases(data_dir, topic="plain")) > 1
+
+
+def test_damaged_and_missing_cold_objects(data_dir):
+    make(data_dir, n=300)
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+    entries = tier_manifest.load(pdir(data_dir))
+    victim = entries[1].url(".log")[len("file://"):]
+    with open(victim, "r+b") as f:
+        f.seek(80)
+        b = f.read(1)
+        f.seek(80)
+        f.write(bytes([b[0] ^ 0x10]))
+    os.unlink(entries[2].url(".index")[len("file://"):])
+    with Engine.open(data_dir) as eng:
+        assert eng.read("t", 0, 0, 10)[0].offset == 0  # the intact first segment
+        with pytest.raises(ColdObjectError, match=f"cold object file://{victim} is damaged"):
+            eng.read("t", 0, entries[1].base_offset, 10)
+        with pytest.raises(ColdObjectError, match="is missing"):
+            eng.read("t", 0, entries[2].base_offset, 10)
+        rows = eng.verify_cold("t")
+    problems = [f["problem"] for f in rows[0]["findings"]]
+    assert len(problems) == 2 and victim in problems[0] and "missing" in problems[1]
+    r = run_rivven(data_dir, "segment", "verify", "--cold")
+    assert r.returncode == 3
+    assert victim.encode() in r.stdout and b"2 problem(s) found" in r.stderr
+    r = run_rivven(data_dir, "consume", "t", "-o", "beginning")
+    assert r.returncode == 3 and b"Traceback" not in r.stderr and victim.encode() in r.stderr
+    # a damaged manifest: a clear error for reads of cold offsets, local reads still work
+    with open(tier_manifest.path(pdir(data_dir)), "r+b") as f:
+        f.write(b"{{{{")
+    with Engine.open(data_dir) as eng:
+        first_local = local_bases(data_dir)[0]
+        assert eng.read("t", 0, first_local, 1)[0].offset == first_local
+        with pytest.raises(Exception, match="tier manifest .* is damaged"):
+            eng.verify_cold("t")
+
+
+def test_restore_brings_segments_back(data_dir):
+    make(data_dir, n=400)
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+    entries = tier_manifest.load(pdir(data_dir))
+    cut = entries[len(entries) // 2]
+    before_local = local_bases(data_dir)
+    r = run_rivven(data_dir, "tier", "restore", "t", "--from", str(cut.base_offset + 3),
+                   "--dry-run", "--json", check=True)
+    plan = json.loads(r.stdout)["partitions"][0]
+    assert [s["base_offset"] for s in plan["segments"]] == [
+        e.base_offset for e in entries if e.base_offset >= cut.base_offset]
+    assert local_bases(data_dir) == before_local  # a dry run changes nothing
+    r = run_rivven(data_dir, "tier", "restore", "t", "--from", str(cut.base_offset + 3),
+                   check=True)
+    assert b"restored" in r.stderr and b"remote.storage.enable=true" in r.stderr
+    now_local = local_bases(data_dir)
+    assert now_local[0] == cut.base_offset and now_local[-len(before_local):] == before_local
+    left = tier_manifest.load(pdir(data_dir))
+    assert left == [e for e in entries if e.base_offset < cut.base_offset]
+    assert len(cold_objects(data_dir)) == 3 * len(left)
+    with Engine.open(data_dir) as eng:
+        assert everything(eng) == expected(400)
+    r = run_rivven(data_dir, "segment", "verify", "--cold")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_rivven(data_dir, "tier", "restore", "t", "--from", "x")
+    assert r.returncode == 2 and b"neither an offset nor @TIMESTAMP" in r.stderr
+
+
+def test_retention_deletes_from_the_cold_store(data_dir):
+    now = int(time.time() * 1000)
+    make(data_dir, n=400, ts=lambda i: now - 3 * DAY if i < 200 else now,
+         cfg={"retention.ms": str(7 * DAY)})
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+        entries = tier_manifest.load(pdir(data_dir))
+        assert entries and len(cold_objects(data_dir)) == 3 * len(entries)
+        eng.alter_topic_config("t", {"retention.ms": str(DAY), "local.retention.ms": "-2"})
+        rows = eng.apply_retention("t")
+    assert rows and all(r["tier"] == "cold" and r["reason"] == "time" for r in rows)
+    new_start = rows[-1]["new_log_start_offset"]
+    assert 150 <= new_start <= 200
+    left = tier_manifest.load(pdir(data_dir))
+    assert all(e.next_offset > new_start for e in left)
+    assert len(cold_objects(data_dir)) == 3 * len(left)
+    with Engine.open(data_dir) as eng:
+        assert eng.start_offsets("t") == {0: new_start}
+        with pytest.raises(OffsetOutOfRange):
+            eng.read("t", 0, 0)
+        assert everything(eng) == expected(400)[new_start:]
+    # by size, over both tiers: delete-records style start moves drop cold entries too
+    with Engine.open(data_dir) as eng:
+        rows = eng.delete_records("t", {0: 300})
+        assert eng.start_offsets("t") == {0: 300}
+    assert all(e.next_offset > 300 for e in tier_manifest.load(pdir(data_dir)))
+
+
+def test_unreferenced_objects_are_collected_and_topic_delete_removes_cold_data(data_dir):
+    make(data_dir, n=300)
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+        objs = cold_objects(data_dir)
+        prefix = os.path.dirname(objs[0])
+        for name in ("00000000000000009999-deadbeef.log", "00000000000000000000-x.log.part-1"):
+            with open(os.path.join(prefix, name), "wb") as f:
+                f.write(b"junk")
+        out = eng.tier("t")
+        assert len(out["partitions"][0]["orphans_removed"]) == 2
+        assert cold_objects(data_dir) == objs
+        eng.delete_topic("t")
+    assert cold_objects(data_dir) == []
+
+
+TIER_CHILD = """
+import sys
+from engine import Engine
+with Engine.open(sys.argv[1]) as eng:
+    eng.tier("t")
+"""
+RESTORE_CHILD = """
+import sys
+from engine import Engine
+with Engine.open(sys.argv[1]) as eng:
+    eng.tier_restore("t", from_offset=0)
+"""
+
+
+@pytest.mark.parametrize("point,child", [
+    ("tier-copied", TIER_CHILD), ("tier-manifest", TIER_CHILD), ("segment-deleted", TIER_CHILD),
+    ("restore-installed", RESTORE_CHILD), ("restore-manifest", RESTORE_CHILD)])
+def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
+    make(data_dir, n=300)
+    if child is RESTORE_CHILD:
+        with Engine.open(data_dir) as eng:
+            eng.tier("t")
+    env = dict(os.environ, RIVVEN_FAILPOINT=point, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", child, data_dir], env=env, timeout=120)
+    assert p.returncode == -9
+    _consistent(data_dir, 300)
+    with Engine.open(data_dir) as eng:  # the next run finishes the job
+        if child is TIER_CHILD:
+            eng.tier("t")
+            assert len(local_bases(data_dir)) <= 3
+        else:
+            eng.tier_restore("t", from_offset=0)
+            assert local_bases(data_dir)[0] == 0 and tier_manifest.load(pdir(data_dir)) == []
+    _consistent(data_dir, 300)
+
+
+def _consistent(data_dir, n):
+    """Every offset is local or in the manifest, every record reads back, the objects the
+    manifest names are intact, and only they remain after the next collection."""
+    entries = tier_manifest.load(pdir(data_dir))
+    bases = local_bases(data_dir)
+    covered = entries[-1].next_offset if entries else 0
+    assert bases[0] <= covered or bases[0] == 0
+    with Engine.open(data_dir) as eng:
+        assert everything(eng) == expected(n)
+        assert eng.verify_cold("t")[0]["findings"] == []
+    r = run_rivven(data_dir, "segment", "verify")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_hot_cache_serves_tailing_readers(data_dir):
+    with Engine.open(data_dir, settings={"hot.max.bytes": "100000"}) as eng:
+        eng.create_topic("t", 1)
+        seen = []
+        for i in range(200):
+            eng.produce("t", [Record(value=b"v%05d" % (i * 5 + j)) for j in range(5)])
+            seen += [r.value for r in eng.read("t", 0, len(seen), 1000)]
+        st = eng.tier_status("t")[0]
+        assert seen == [b"v%05d" % i for i in range(1000)]
+        assert st["hot_hits"] >= 199 and st["hot_hit_rate"] > 0.9 and 0 < st["hot_bytes"] <= 100000
+        # another process appends: the gap restarts the run, reads stay exact
+        run_rivven(data_dir, "produce", "t", input=b"a\nb\n", check=True)
+        eng.produce("t", [Record(value=b"c")])
+        assert [r.value for r in eng.read("t", 0, 998, 10)] == [b"v00998", b"v00999", b"a", b"b",
+                                                               b"c"]
+        eng.checkpoint()
+        r = run_rivven(data_dir, "tier", "status", "--json", check=True)
+        other = json.loads(r.stdout)[0]  # published by this live process at its checkpoint
+        assert other["hot_bytes"] > 0 and other["hot_hits"] >= 199
+    with Engine.open(data_dir, settings={"hot.max.bytes": "0"}) as eng:
+        assert eng.hot is None
+        assert len(eng.read("t", 0, 0, 2000)) == 1003
+
+
+def test_the_cold_cache_is_bounded(data_dir):
+    make(data_dir, n=600)
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+    entries = tier_manifest.load(pdir(data_dir))
+    biggest = max(e.bytes + e.index_bytes + e.timeindex_bytes for e in entries)
+    bound = 3 * biggest
+    cache = os.path.join(data_dir, ".tier-cache")
+    with Engine.open(data_dir, settings={"tier.cache.max.bytes": str(bound)}) as eng:
+        for _ in range(2):
+            assert everything(eng) == expected(600)
+            held = sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(cache)
+                       for n in ns)
+            assert held <= bound
+        assert eng.cold_cache.downloads >= 2 * len(entries) - 3  # evicted, fetched again
+    with Engine.open(data_dir) as eng:  # a fresh engine reuses what is cached
+        random.seed(1)
+        e = random.choice(entries)
+        assert eng.read("t", 0, e.base_offset, 1)[0].offset == e.base_offset
