@@ -16,13 +16,19 @@ if TYPE_CHECKING:
 
 
 def segment_list(eng: Engine, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
-    """Per segment: file, base/last offset, records, bytes, time range (header scan)."""
-    """Per segment: file, base/last offset, records, bytes, time range (header scan)."""
+    """Per segment, cold ones first: tier, file, base/last offset, records, bytes, time range
+    (a header scan of local segments; cold ones from the tier manifest, records unknown)."""
     meta = eng.topic(topic)
     parts = range(meta.partitions) if partition is None else [partition]
     rows = []
     for p in parts:
-        for seg in eng._log(meta, p).all_segments():
+        log = eng._log(meta, p)
+        for e in log.cold_entries():
+            rows.append({"partition": p, "tier": "cold", "file": e.url(".log"),
+                         "base_offset": e.base_offset, "last_offset": e.next_offset - 1,
+                         "records": None, "bytes": e.bytes, "min_timestamp": None,
+                         "max_timestamp": e.max_timestamp})
+        for seg in log.all_segments():
             records = 0
             last = lo = hi = None
             for ref in seg.iter_batches(0, seg.size, crc=False):
@@ -31,7 +37,8 @@ def segment_list(eng: Engine, topic: str, partition: int | None = None) -> list[
                 last = h.last_offset
                 lo = h.first_timestamp if lo is None else min(lo, h.first_timestamp)
                 hi = h.max_timestamp if hi is None else max(hi, h.max_timestamp)
-            rows.append({"partition": p, "file": seg.path, "base_offset": seg.base,
+            rows.append({"partition": p, "tier": "local", "file": seg.path,
+                         "base_offset": seg.base,
                          "last_offset": last, "records": records, "bytes": seg.size,
                          "min_timestamp": lo, "max_timestamp": hi})
     return rows
@@ -39,7 +46,6 @@ def segment_list(eng: Engine, topic: str, partition: int | None = None) -> list[
 
 def recover_segments(eng: Engine, targets: Sequence[str], truncate_corrupt: bool = False,
                      dry_run: bool = False) -> list[dict[str, Any]]:
-    """Cut torn (and, asked to, corrupt) tails and rebuild indexes, under partition locks."""
     """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
     of the targeted segments, each partition under its lock."""
     from .verify import recover_segment, resolve_targets

@@ -36,10 +36,13 @@ def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: Parti
     if json:
         print_json(rows)
         return
-    print_table(["PARTITION", "FILE", "BASE", "LAST", "RECORDS", "SIZE", "FIRST-TIME", "LAST-TIME"],
-                [(r["partition"], os.path.basename(r["file"]), r["base_offset"], r["last_offset"],
-                  r["records"], human_bytes(r["bytes"]), _ts(r["min_timestamp"]),
-                  _ts(r["max_timestamp"])) for r in rows],
+    tiered = any(r["tier"] == "cold" for r in rows)
+    print_table(["PARTITION", *(["TIER"] if tiered else []), "FILE", "BASE", "LAST", "RECORDS",
+                 "SIZE", "FIRST-TIME", "LAST-TIME"],
+                [(r["partition"], *([r["tier"]] if tiered else []), os.path.basename(r["file"]),
+                  r["base_offset"], r["last_offset"],
+                  "-" if r["records"] is None else r["records"], human_bytes(r["bytes"]),
+                  _ts(r["min_timestamp"]), _ts(r["max_timestamp"])) for r in rows],
                 right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"))
 
 

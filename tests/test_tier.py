@@ -353,3 +353,46 @@ def test_the_cold_cache_is_bounded(data_dir):
         random.seed(1)
         e = random.choice(entries)
         assert eng.read("t", 0, e.base_offset, 1)[0].offset == e.base_offset
+
+
+READER_CHILD = """
+import sys
+from engine import Engine
+want = [b"p0-v%05d" % i for i in range(int(sys.argv[2]))]
+rounds = 0
+with Engine.open(sys.argv[1], read_only=True) as eng:
+    while True:
+        got, off = [], 0
+        while True:
+            recs = eng.read("t", 0, off, 37)
+            if not recs:
+                break
+            got += [r.value for r in recs]
+            off = recs[-1].offset + 1
+        assert got == want, (len(got), got[:3])
+        rounds += 1
+        if rounds > 3 and open(sys.argv[3]).read() == "done":
+            break
+print(rounds)
+"""
+
+
+def test_readers_in_other_processes_keep_reading_while_segments_move(data_dir, tmp_path):
+    make(data_dir, n=600)
+    flag = tmp_path / "flag"
+    flag.write_text("")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    readers = [subprocess.Popen([sys.executable, "-c", READER_CHILD, data_dir, "600",
+                                 str(flag)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE) for _ in range(2)]
+    time.sleep(0.5)
+    with Engine.open(data_dir) as eng:
+        for _ in range(2):  # tier, bring half back, tier again: files come and go under them
+            eng.tier("t")
+            eng.tier_restore("t", from_offset=300)
+        eng.tier("t")
+    flag.write_text("done")
+    for r in readers:
+        out, err = r.communicate(timeout=120)
+        assert r.returncode == 0, err.decode()[-2000:]
+        assert int(out) > 3
