@@ -39,8 +39,10 @@
                 reader right behind the producer, same process). Timed: the reads only. With
                 the default hot.max.bytes (32 MiB), then with hot.max.bytes=0 (reads go to the
                 segment file, page-cached): hit rate (hot cache hits / lookups) and MB/s of log
-                bytes read over the time spent in reads; --runs runs of each, alternating,
-                the median reported.
+                bytes read over the time spent in reads; then the same new batches once more
+                through ``PartitionLog.batches`` (the raw CRC-checked batches under every read
+                API, where the hot cache sits), timed apart. --runs runs of each setting,
+                alternating, the median reported.
 
 gc.collect() runs before every timed phase; every file of a data dir is read (page cache)
 before a timed step that reads it.
@@ -238,8 +240,9 @@ def read_all(eng: Engine, parts: int) -> tuple[int, float]:
     return n, time.perf_counter() - t
 
 
-def run_inproc(d: str, records: int) -> dict[str, Any]:
-    """d: warm reads, c: eng.tier() in process, d: the first and the second read after it."""
+def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
+    """d: warm reads, c: eng.tier() in process, d: the first and the second read after it.
+    ``baseline()`` (the plain copy) runs right before the tier call; its seconds are kept."""
     out: dict[str, Any] = {"log_bytes": log_bytes(d)}
     warm(d)
     with Engine.open(d) as eng:
@@ -248,6 +251,8 @@ def run_inproc(d: str, records: int) -> dict[str, Any]:
             n, out[f"{name}_s"] = read_all(eng, PARTS)
             assert n == records, (n, records)
     log(f"warm read: {out['log_bytes'] / out['warm_s'] / 1e6:.0f} MB/s")
+    if baseline is not None:
+        out["plain_before_s"] = baseline()
     warm(d)
     gc.collect()
     t = time.perf_counter()
@@ -283,29 +288,34 @@ def run_hot(d: str, mib: int, hot: str | None) -> dict[str, Any]:
     payload = os.urandom(VALUE)
     values = [payload] * 100
     calls = mib * MIB // (VALUE * 100)
-    read_s = 0.0
+    read_s = raw_s = 0.0
     got = nbytes = 0
     with Engine.open(d, settings=settings) as eng:
         eng.create_topic("h", 1)
         eng.read_arrow("h", 0, 0, 1)
+        plog = eng.partition_log("h", 0)
         gc.collect()
-        off = 0
+        off = raw = 0
         t0 = time.perf_counter()
         for _ in range(calls):
             eng.produce_batch("h", values, partition=0)
             t = time.perf_counter()
             tbl = eng.read_arrow("h", 0, off, ARROW_CHUNK)
-            read_s += time.perf_counter() - t
+            t1 = time.perf_counter()
+            for ref in plog.batches(raw, 1 << 20):  # the same bytes, below read_arrow
+                raw = ref.header.next_offset
+                nbytes += ref.header.size
+            raw_s += time.perf_counter() - t1
+            read_s += t1 - t
             off += tbl.num_rows
             got += tbl.num_rows
-            nbytes += tbl.column("value").nbytes
         wall = time.perf_counter() - t0
-        assert got == calls * 100, (got, calls)
+        assert got == calls * 100 and raw == got, (got, raw, calls)
         st = eng.tier_status("h")[0]
     seg = log_bytes(d)
     return {"hot_max_bytes": hot or "default", "records": got, "log_bytes": seg,
-            "value_bytes": nbytes, "read_s": read_s, "wall_s": wall, "hits": st["hot_hits"],
-            "misses": st["hot_misses"], "hit_rate": st["hot_hit_rate"]}
+            "batch_bytes": nbytes, "read_s": read_s, "batches_s": raw_s, "wall_s": wall,
+            "hits": st["hot_hits"], "misses": st["hot_misses"], "hit_rate": st["hot_hit_rate"]}
 
 
 # ------------------------------------------------------------------ report
@@ -336,7 +346,9 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows += [("-- tiering (MB/s of sealed log bytes)", "", ""),
                  ("spark tier local[2]: copy phase", f"{copy / mb:.0f} MB/s",
                   f"exec {s['exec_s']:.1f} s, {s['tasks']} tasks" + (
-                      f"; {copy / base:.2f}x disk write" if base else "") +
+                      f"; {copy / base:.2f}x write+fdatasync" if base else "") + (
+                      f"; {s['plain_before_s'] * copy / res['plain_copy']['bytes']:.2f}x the "
+                      "plain copy run just before" if s.get("plain_before_s") else "") +
                   f"; target >= 300 MB/s: {'MET' if copy >= TARGET_TIER else 'MISSED'}"),
                  ("spark tier local[2]: whole run", f"{s['bytes'] / s['seconds'] / mb:.0f} MB/s",
                   f"{s['seconds']:.1f} s: spark-submit {s['spark_s']:.1f} s (session "
@@ -346,8 +358,10 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
         r = res["inproc"]
         copy = r["tier_bytes"] / r["tier_copy_s"]
         rows += [("in-process eng.tier(): copy phase", f"{copy / mb:.0f} MB/s",
-                  f"{r['tier_copy_s']:.1f} s" + (f"; {copy / base:.2f}x disk write" if base
-                                                  else "")),
+                  f"{r['tier_copy_s']:.1f} s" + (f"; {copy / base:.2f}x write+fdatasync" if base
+                                                  else "") + (
+                      f"; {r['plain_before_s'] * copy / res['plain_copy']['bytes']:.2f}x the "
+                      "plain copy run just before" if r.get("plain_before_s") else "")),
                  ("in-process eng.tier(): whole call",
                   f"{r['tier_bytes'] / r['tier_s'] / mb:.0f} MB/s", f"{r['tier_s']:.1f} s")]
         lb = r["log_bytes"]
@@ -366,14 +380,18 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                      "", ""))
         for h in res["hot"]:
             rate = "-" if h["hit_rate"] is None else f"{100 * h['hit_rate']:.1f}% hits"
-            rows.append((f"hot.max.bytes={h['hot_max_bytes']}",
+            rows.append((f"hot.max.bytes={h['hot_max_bytes']}: read_arrow",
                          f"{h['log_bytes'] / h['read_s'] / mb:.0f} MB/s",
-                         f"{rate} ({h['hits']:,} hits, {h['misses']:,} misses); reads "
-                         f"{h['read_s']:.2f} s of {h['wall_s']:.2f} s; "
+                         f"{rate} ({h['hits']:,} hits, {h['misses']:,} misses, both APIs); "
+                         f"reads {h['read_s']:.2f} s of {h['wall_s']:.2f} s; "
                          + mbs(h["log_bytes"], h["read_s_runs"])))
+            rows.append((f"hot.max.bytes={h['hot_max_bytes']}: PartitionLog.batches",
+                         f"{h['batch_bytes'] / h['batches_s'] / mb:.0f} MB/s",
+                         mbs(h["batch_bytes"], h["batches_s_runs"])))
         if len(res["hot"]) == 2:
             a, b = res["hot"]
-            rows.append(("hot on / off", f"{b['read_s'] / a['read_s']:.2f}x", "read speed"))
+            rows.append(("hot on / off", f"{b['read_s'] / a['read_s']:.2f}x",
+                         f"read_arrow; PartitionLog.batches {b['batches_s'] / a['batches_s']:.2f}x"))
     return rows
 
 
@@ -408,11 +426,17 @@ def main() -> None:
                                  "runs": [c[0] for c in copies]}
             log(f"write + fdatasync: {mbs(nbytes, runs)}; plain copy: "
                 f"{mbs(copies[0][1], res['plain_copy']['runs'])}")
+        def plain() -> float:
+            warm(src)
+            return plain_copy(src, os.path.join(scratch, "plain"), sealed_stems(src))[0]
+
         if "c" in a.steps:
             d = os.path.join(scratch, "run-spark")
             shutil.copytree(src, d)
+            before = plain() if "b" in a.steps else None
             log(f"running rivven spark tier --master {a.master}")
             res["spark"] = run_spark(d, a.master)
+            res["spark"]["plain_before_s"] = before
             log(f"spark: {res['spark']}")
             shutil.rmtree(d)
             if "dd" in res:  # the disk again, right after the job (it varies)
@@ -420,7 +444,8 @@ def main() -> None:
         if set(a.steps) & set("cd"):
             d = os.path.join(scratch, "run-inproc")
             shutil.copytree(src, d)
-            res["inproc"] = run_inproc(d, res["data"]["records"])
+            res["inproc"] = run_inproc(d, res["data"]["records"],
+                                       plain if "b" in a.steps else None)
             shutil.rmtree(d)
         if "e" in a.steps:
             runs: dict[str | None, list[dict[str, Any]]] = {None: [], "0": []}
@@ -433,7 +458,9 @@ def main() -> None:
             res["hot"] = []
             for rs in runs.values():
                 med = sorted(rs, key=lambda r: r["read_s"])[len(rs) // 2]
-                res["hot"].append({**med, "read_s_runs": [r["read_s"] for r in rs]})
+                res["hot"].append({**med, "read_s_runs": [r["read_s"] for r in rs],
+                                   "batches_s": statistics.median(r["batches_s"] for r in rs),
+                                   "batches_s_runs": [r["batches_s"] for r in rs]})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if a.json:
