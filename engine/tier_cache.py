@@ -44,18 +44,13 @@ class ColdCache:
                 self.hits += 1
                 return seg
             d = self.folder(entry)
-            log_path = files.path(d, entry.base_offset, files.LOG)
-            try:
-                ok = os.path.getsize(log_path) == entry.bytes
-            except OSError:
-                ok = False
-            if ok:
-                self.hits += 1
-                os.utime(log_path)
-            else:
-                shutil.rmtree(d, ignore_errors=True)  # (an incomplete or altered copy)
-                self._download(entry, d)
-            seg = Segment(d, entry.base_offset, writable=False)
+            for attempt in range(3):  # another process may evict it between look and open
+                try:
+                    seg = self._open_cached(entry, d)
+                    break
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
             seg.size = entry.bytes
             seg.next_offset = entry.next_offset
             seg.max_timestamp = entry.max_timestamp
@@ -63,6 +58,20 @@ class ColdCache:
             self._open[entry.object] = seg
             self._evict(keep=d)
             return seg
+
+    def _open_cached(self, entry: ColdSegment, d: str) -> Segment:
+        log_path = files.path(d, entry.base_offset, files.LOG)
+        try:
+            ok = os.path.getsize(log_path) == entry.bytes
+        except OSError:
+            ok = False
+        if ok:
+            self.hits += 1
+            os.utime(log_path)
+        else:
+            shutil.rmtree(d, ignore_errors=True)  # (an incomplete or altered copy)
+            self._download(entry, d)
+        return Segment(d, entry.base_offset, writable=False)
 
     def _download(self, entry: ColdSegment, d: str) -> None:
         os.makedirs(self.root, exist_ok=True)
@@ -107,8 +116,11 @@ class ColdCache:
             except OSError:
                 continue
             if n.startswith(TMP_PREFIX):
-                if now - used > 3600:  # left by a process that died mid-download
-                    shutil.rmtree(d, ignore_errors=True)
+                try:  # (its own mtime: a download that just began holds no file yet)
+                    if now - max(used, os.stat(d).st_mtime) > 3600:
+                        shutil.rmtree(d, ignore_errors=True)  # a downloader died
+                except FileNotFoundError:
+                    pass
                 continue
             total += size
             folders.append((used, d, size))
