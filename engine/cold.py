@@ -75,6 +75,12 @@ def _fs(uri: str) -> tuple[Any, str]:
     return fs, path
 
 
+def check(uri: str) -> None:
+    """Fail now, with the fix, when the store's fsspec backend is not installed."""
+    if local_path(uri) is None:
+        _fs(uri)
+
+
 def put(src: str, uri: str) -> tuple[int, int]:
     """Copy the local file ``src`` to ``uri`` durably; returns (bytes, crc32c of the bytes)."""
     dest = local_path(uri)

@@ -152,7 +152,7 @@ def validate(updates: dict[str, str]) -> dict[str, str]:
             parsed = key.parse(str(v))
         except ValueError as e:
             raise InvalidConfig(f"invalid value {str(v)!r} for {k}: {e}") from None
-        out[k] = str(parsed)
+        out[k] = str(parsed).lower() if isinstance(parsed, bool) else str(parsed)
     return out
 
 

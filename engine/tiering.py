@@ -324,6 +324,7 @@ def run(eng: Engine, topic: str | None, copier: Callable[[list[dict[str, Any]]],
     with contextlib.ExitStack() as stack:
         plans = []
         for meta in tiered_topics(eng, topic):
+            cold.check(store_uri(eng.path, meta.typed))
             for p in range(meta.partitions):
                 log = eng.partition_log(meta.name, p)
                 stack.enter_context(locked(log))

@@ -396,3 +396,27 @@ def test_readers_in_other_processes_keep_reading_while_segments_move(data_dir, t
         out, err = r.communicate(timeout=120)
         assert r.returncode == 0, err.decode()[-2000:]
         assert int(out) > 3
+
+
+def test_any_fsspec_store_works_memory_uri(data_dir):
+    """The generic fsspec path (what s3://, gs://, hdfs:// use), on fsspec's in-process
+    memory:// file system."""
+    make(data_dir, n=300, cfg={"remote.storage.uri": "memory://rivven-cold"})
+    with Engine.open(data_dir) as eng:
+        out = eng.tier("t")
+        assert out["partitions"][0]["uploaded"] and not os.path.exists(
+            os.path.join(data_dir, "cold"))
+        entries = tier_manifest.load(pdir(data_dir))
+        assert all(e.object.startswith("memory://rivven-cold/t-") for e in entries)
+        assert everything(eng) == expected(300)
+        assert eng.verify_cold("t")[0]["findings"] == []
+        import fsspec
+        fs = fsspec.filesystem("memory")
+        fs.pipe(entries[0].url(".log")[len("memory://"):], b"tampered")
+        findings = eng.verify_cold("t")[0]["findings"]
+        assert len(findings) == 1 and "holds 8 bytes" in findings[0]["problem"]
+        fs.rm(entries[0].url(".log")[len("memory://"):])
+        eng.tier_restore("t", from_offset=entries[1].base_offset)
+        assert local_bases(data_dir)[0] == entries[1].base_offset
+        eng.delete_topic("t")
+        assert fs.find("/rivven-cold") == []
