@@ -21,9 +21,12 @@
                 fdatasync, rename, then the read-back of each copy for size and CRC32C --
                 after Spark start-up), and over the whole run (spark-submit start-up, planning,
                 the manifest commit and the local deletes included); each against baseline
-                (1). For reference, the in-process ``eng.tier("t")`` (the same copy_segment, one
-                segment after another, no Spark) on another identical copy: MB/s of its copy
-                phase (``copy_s``) and of the whole call.
+                (1) and against a plain copy (2) run right before the job. Then the same job
+                with the cold store in /dev/shm (tmpfs; --no-shm skips it): the copy phase
+                when the disk does not limit it, i.e. the job's own cost. For reference, the
+                in-process ``eng.tier("t")`` (the same copy_segment, one segment after
+                another, no Spark) on another identical copy, with a plain copy (2) right
+                before it: MB/s of its copy phase (``copy_s``) and of the whole call.
   d reads       on the in-process copy, with ``eng.read_arrow`` in calls of 100,000 records,
                 every partition from its start to its end, MB/s of log bytes (.log sizes):
                 warm = local segments, page-cached, second of two passes in one engine;
@@ -354,6 +357,12 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                   f"{s['seconds']:.1f} s: spark-submit {s['spark_s']:.1f} s (session "
                   f"{s['startup_s']:.1f} s), manifest + deletes "
                   f"{s['tool_s'] - s['spark_s']:.1f} s")]
+    if "spark_shm" in res:
+        s = res["spark_shm"]
+        rows.append(("spark tier local[2], cold store in memory",
+                     f"{s['bytes'] / s['exec_s'] / mb:.0f} MB/s",
+                     f"copy phase, exec {s['exec_s']:.1f} s (/dev/shm: what the job does when "
+                     f"the disk does not limit it); whole run {s['seconds']:.1f} s"))
     if "inproc" in res:
         r = res["inproc"]
         copy = r["tier_bytes"] / r["tier_copy_s"]
@@ -402,6 +411,8 @@ def main() -> None:
     ap.add_argument("--steps", default="abcde")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--runs", type=int, default=3, help="runs of each disk baseline")
+    ap.add_argument("--shm", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run the Spark job with the cold store in /dev/shm (memory)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dir", default=None)
     a = ap.parse_args()
@@ -441,6 +452,19 @@ def main() -> None:
             shutil.rmtree(d)
             if "dd" in res:  # the disk again, right after the job (it varies)
                 res["dd"]["after_spark"] = dd_fdatasync(scratch, res["dd"]["bytes"])
+        if "c" in a.steps and a.shm:
+            d = os.path.join(scratch, "run-spark-shm")
+            shutil.copytree(src, d)
+            shm = tempfile.mkdtemp(prefix="rivven-bench-cold-", dir="/dev/shm")
+            try:
+                with Engine.open(d) as eng:
+                    eng.alter_topic_config("t", {"remote.storage.uri": f"file://{shm}"})
+                log(f"running rivven spark tier --master {a.master}, cold store in {shm}")
+                res["spark_shm"] = run_spark(d, a.master)
+                log(f"spark (shm): {res['spark_shm']}")
+            finally:
+                shutil.rmtree(shm, ignore_errors=True)
+                shutil.rmtree(d)
         if set(a.steps) & set("cd"):
             d = os.path.join(scratch, "run-inproc")
             shutil.copytree(src, d)
