@@ -38,7 +38,8 @@
                 objects are page-cached first), with the time spent in the downloads
                 (cold.fetch: read, CRC32C, write of the cache file, no fsync) measured apart;
                 cached = the second pass in that engine. cached/warm (issue target >= 50%),
-                and the first read against a plain copy (b2) run right before it.
+                and the first read against a plain copy (b2) without fdatasync (as the
+                cache's downloads) run right before it.
   e hot cache   one thread produces --hot-mib MiB (1000-byte values, calls of 100 records,
                 wal.sync=none, one partition, one active segment) and after every call reads
                 the new records with ``eng.read_arrow`` from where it left off (a tailing
@@ -173,8 +174,9 @@ def dd_fdatasync(d: str, nbytes: int) -> float:
     return dt
 
 
-def plain_copy(src: str, dest: str, sealed: set[str]) -> tuple[float, int]:
-    """Seconds and bytes to copy the sealed segments' files (read + write + fdatasync each)."""
+def plain_copy(src: str, dest: str, sealed: set[str], sync: bool = True) -> tuple[float, int]:
+    """Seconds and bytes to copy the sealed segments' files (read + write + fdatasync each;
+    without ``sync``, no fdatasync: what a download into the read cache does)."""
     paths = [p for p in files_under(os.path.join(src, "topics"), (".log", ".index", ".timeindex"))
              if os.path.splitext(p)[0] in sealed]
     os.makedirs(dest)
@@ -192,7 +194,8 @@ def plain_copy(src: str, dest: str, sealed: set[str]) -> tuple[float, int]:
                     while view:
                         view = view[os.write(fd, view):]
                     total += n
-            os.fdatasync(fd)
+            if sync:
+                os.fdatasync(fd)
         finally:
             os.close(fd)
     dt = time.perf_counter() - t
@@ -248,7 +251,8 @@ def read_all(eng: Engine, parts: int) -> tuple[int, float]:
 
 def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
     """d: warm reads, c: eng.tier() in process, d: the first and the second read after it.
-    ``baseline()`` (the plain copy) runs right before the tier call; its seconds are kept."""
+    ``baseline(sync)`` (the plain copy) runs right before the tier call (with fdatasync) and
+    before the first cold read (without); its seconds are kept."""
     out: dict[str, Any] = {"log_bytes": log_bytes(d)}
     warm(d)
     with Engine.open(d) as eng:
@@ -258,7 +262,7 @@ def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
             assert n == records, (n, records)
     log(f"warm read: {out['log_bytes'] / out['warm_s'] / 1e6:.0f} MB/s")
     if baseline is not None:
-        out["plain_before_s"] = baseline()
+        out["plain_before_s"] = baseline(True)
     warm(d)
     gc.collect()
     t = time.perf_counter()
@@ -272,7 +276,7 @@ def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
     cache = os.path.join(d, ".tier-cache")
     assert not os.path.exists(cache) or not os.listdir(cache)
     if baseline is not None:
-        out["plain_before_cold_s"] = baseline()
+        out["plain_before_cold_s"] = baseline(False)
     warm(os.path.join(d, "cold"))
     with Engine.open(d) as eng:
         st = eng.tier_status("t")
@@ -348,6 +352,7 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
     data = res.get("data")
     mb = 1e6
     base = None
+    pcb = res["plain_copy"]["bytes"] if "plain_copy" in res else 0
     if data:
         rows += [("-- input", "", ""),
                  ("sealed log", f"{data['sealed_bytes'] / 1e9:.2f} GB",
@@ -372,7 +377,8 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                   f"exec {s['exec_s']:.1f} s, {s['tasks']} tasks" + (
                       f"; {copy / base:.2f}x write+fdatasync" if base else "") + (
                       f"; {s['plain_before_s'] * copy / res['plain_copy']['bytes']:.2f}x the "
-                      "plain copy run just before" if s.get("plain_before_s") else "") +
+                      f"plain copy run just before ({pcb / s['plain_before_s'] / mb:.0f}"
+                      " MB/s)" if s.get("plain_before_s") else "") +
                   f"; target >= 300 MB/s: {'MET' if copy >= TARGET_TIER else 'MISSED'}"),
                  ("spark tier local[2]: whole run", f"{s['bytes'] / s['seconds'] / mb:.0f} MB/s",
                   f"{s['seconds']:.1f} s: spark-submit {s['spark_s']:.1f} s (session "
@@ -402,7 +408,8 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                   f"{r['tier_copy_s']:.1f} s" + (f"; {copy / base:.2f}x write+fdatasync" if base
                                                   else "") + (
                       f"; {r['plain_before_s'] * copy / res['plain_copy']['bytes']:.2f}x the "
-                      "plain copy run just before" if r.get("plain_before_s") else "")),
+                      f"plain copy run just before ({pcb / r['plain_before_s'] / mb:.0f}"
+                      " MB/s)" if r.get("plain_before_s") else "")),
                  ("in-process eng.tier(): whole call",
                   f"{r['tier_bytes'] / r['tier_s'] / mb:.0f} MB/s", f"{r['tier_s']:.1f} s")]
         lb = r["log_bytes"]
@@ -414,7 +421,9 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                   f"{r['downloads']['downloaded_bytes'] / 1e9:.2f} GB) {r['fetch_s']:.2f} s = "
                   f"{r['downloads']['downloaded_bytes'] / r['fetch_s'] / mb:.0f} MB/s" + (
                       f"; first read {c * r['plain_before_cold_s'] / res['plain_copy']['bytes']:.2f}x"
-                      " the plain copy run just before" if r.get("plain_before_cold_s") else "")),
+                      " a plain copy without fdatasync run just before ("
+                      f"{res['plain_copy']['bytes'] / r['plain_before_cold_s'] / mb:.0f} MB/s)"
+                      if r.get("plain_before_cold_s") else "")),
                  ("cold, cached (second read)", f"{k / mb:.0f} MB/s",
                   f"{r['cached_s']:.2f} s; cached/warm {k / w:.2f} (target >= 0.5: "
                   f"{'MET' if k / w >= TARGET_CACHED else 'MISSED'})")]
@@ -471,9 +480,9 @@ def main() -> None:
                                  "runs": [c[0] for c in copies]}
             log(f"write + fdatasync: {mbs(nbytes, runs)}; plain copy: "
                 f"{mbs(copies[0][1], res['plain_copy']['runs'])}")
-        def plain() -> float:
+        def plain(sync: bool = True) -> float:
             warm(src)
-            return plain_copy(src, os.path.join(scratch, "plain"), sealed_stems(src))[0]
+            return plain_copy(src, os.path.join(scratch, "plain"), sealed_stems(src), sync)[0]
 
         if "c" in a.steps:
             d = os.path.join(scratch, "run-spark")
