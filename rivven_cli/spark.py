@@ -164,7 +164,7 @@ def tier(
                 right=("PARTITION", "SEGMENTS", "BYTES", "LOCAL-DELETED"))
     total = sum(p["bytes"] for p in moved)
     spark = (f" (spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, copies "
-             f"{out['exec_s']:.1f} s = {total / max(out['exec_s'], 1e-9) / 1e6:.0f} MB/s)"
+             f"{out['exec_s']:.1f} s = {human_bytes(int(total / max(out['exec_s'], 1e-9)))}/s)"
              if out.get("spark_s") else "")
     info(f"tiered {sum(len(p['uploaded']) for p in moved)} segment(s), {human_bytes(total)}, "
          f"verified, in {out['seconds']:.1f} s{spark} on {out['master']}")
