@@ -425,14 +425,16 @@ class Engine:
                         os.unlink(lock)
                 finally:
                     os.close(fd)
+            prefixes = tiering.topic_prefixes(self.path, meta)
             if os.path.exists(tdir):
                 self._trash(tdir, name)
         self._forget(name)
-        try:  # its cold objects too (under the topic id: a new topic of this name is apart)
-            from . import cold
-            cold.remove_tree(f"{tiering.store_uri(self.path, meta.typed)}/{name}-{meta.id}")
-        except (RivvenError, OSError):
-            pass
+        for prefix in prefixes:  # its cold objects too (the topic id keeps a new topic of
+            try:                 # this name apart)
+                from . import cold
+                cold.remove_tree(prefix)
+            except (RivvenError, OSError):
+                pass  # best effort: the manifests that named them are gone with the topic
 
     def _forget(self, name: str) -> None:
         with self._logs_mutex:

@@ -45,6 +45,19 @@ def prefix(data_dir: str, cfg: TopicConfig, topic: str, topic_id: str, partition
     return f"{store_uri(data_dir, cfg)}/{topic}-{topic_id}/partition-{partition}"
 
 
+def topic_prefixes(data_dir: str, meta: TopicMeta) -> set[str]:
+    """Every cold prefix holding a topic's objects: the configured store's, and those its
+    manifests name (remote.storage.uri may have changed since they were written)."""
+    out = {f"{store_uri(data_dir, meta.typed)}/{meta.name}-{meta.id}"}
+    for p in range(meta.partitions):
+        try:
+            entries = tier_manifest.load(files.partition_dir(data_dir, meta.name, p))
+        except RivvenError:
+            continue
+        out |= {e.object.rsplit("/", 2)[0] for e in entries}
+    return out
+
+
 @contextlib.contextmanager
 def locked(log: PartitionLog) -> Iterator[None]:
     """The partition's tier lock, or TierBusy at once when another run holds it."""

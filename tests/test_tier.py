@@ -420,3 +420,24 @@ def test_any_fsspec_store_works_memory_uri(data_dir):
         assert local_bases(data_dir)[0] == entries[1].base_offset
         eng.delete_topic("t")
         assert fs.find("/rivven-cold") == []
+
+
+def test_a_changed_store_uri_keeps_old_copies_readable_and_delete_removes_both(data_dir,
+                                                                                tmp_path):
+    make(data_dir, n=300)
+    other = tmp_path / "elsewhere"
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+        first = len(tier_manifest.load(pdir(data_dir)))
+        eng.alter_topic_config("t", {"remote.storage.uri": f"file://{other}"})
+        for i in range(300, 500, 10):
+            eng.produce("t", [Record(key=b"k%d" % ((i + j) % 7), value=b"p0-v%05d" % (i + j))
+                              for j in range(10)])
+        eng.tier("t")
+        entries = tier_manifest.load(pdir(data_dir))
+        assert entries[0].object.startswith(f"file://{data_dir}/cold/")
+        assert entries[-1].object.startswith(f"file://{other}/") and len(entries) > first
+        assert everything(eng) == expected(500)
+        eng.delete_topic("t")
+    assert cold_objects(data_dir) == []
+    assert [f for _, _, fs in os.walk(other) for f in fs] == []
