@@ -80,6 +80,7 @@ class PartitionLog:
         self.cold = cold  # engine.tier_cache.ColdCache: where reads of tiered offsets go
         self.hot = hot  # engine.hot.HotCache: recent batches in memory, or None
         self.tier: list[ColdSegment] = []  # the tier manifest (offsets in the cold store)
+        self._tier_bases: list[int] = []
         self.tier_error: Exception | None = None
         self._tier_stamp: tuple[int, int, int] | None = None
         self.progress = progress  # long scans of a segment report (what, total, done) bytes
@@ -233,9 +234,11 @@ class PartitionLog:
             return
         try:
             self.tier = tier_manifest.load(self.dir)
+            self._tier_bases = [e.base_offset for e in self.tier]
             self.tier_error = None
         except RivvenError as e:  # raised to whoever needs the cold offsets
             self.tier = []
+            self._tier_bases = []
             self.tier_error = e
         if self._tier_stamp is not None or st is not None:
             self._relist()  # segments came back (restore) or went (tiering)
@@ -610,7 +613,7 @@ class PartitionLog:
             end = self.active.next_offset
             active = self.active
             start = self.start_offset()
-            tier = self.tier
+            tier, tier_bases = self.tier, self._tier_bases
         if offset < start or offset > end:
             raise self._out_of_range(offset, start, end)
         sent = 0
@@ -624,7 +627,7 @@ class PartitionLog:
             i = bisect_right(bases, offset) - 1
             try:
                 if i < 0:  # below the local segments: tiered to the cold store
-                    entry = _cold_entry(tier, offset)
+                    entry = _cold_entry(tier, tier_bases, offset)
                     if entry is None:
                         if self.tier_error is not None:
                             raise self.tier_error
@@ -637,7 +640,7 @@ class PartitionLog:
                     nxt = bases[i + 1] if i + 1 < len(bases) else end
             except SegmentGone:
                 # deleted by retention, delete-records, a compaction swap or tiering
-                start, bases, tier = self._reload_view()
+                start, bases, tier, tier_bases = self._reload_view()
                 if offset < start:
                     raise self._out_of_range(offset, start, end) from None
                 retries += 1
@@ -663,14 +666,14 @@ class PartitionLog:
                 return
             offset = max(offset, nxt)
 
-    def _reload_view(self) -> tuple[int, list[int], list[ColdSegment]]:
+    def _reload_view(self) -> tuple[int, list[int], list[ColdSegment], list[int]]:
         with self.mutex:
             self._ckpt_stamp = None
             self._tier_stamp = None
             self._read_log_start()
             self._drop_replaced()
             self._relist()
-            return self.start_offset(), list(self.bases), self.tier
+            return self.start_offset(), list(self.bases), self.tier, self._tier_bases
 
     def cold_segment(self, entry: ColdSegment) -> Segment:
         """A read-only Segment over the locally cached copy of a cold segment."""
@@ -769,8 +772,8 @@ class PartitionLog:
         return seg.max_timestamp
 
 
-def _cold_entry(tier: list[ColdSegment], offset: int) -> ColdSegment | None:
-    i = bisect_right([e.base_offset for e in tier], offset) - 1
+def _cold_entry(tier: list[ColdSegment], bases: list[int], offset: int) -> ColdSegment | None:
+    i = bisect_right(bases, offset) - 1
     if i >= 0 and offset < tier[i].next_offset:
         return tier[i]
     return None
