@@ -51,7 +51,8 @@
                 API, where the hot cache sits), timed apart. --runs runs of each setting,
                 alternating, the median reported.
 
-gc.collect() runs before every timed phase; every file of a data dir is read (page cache)
+Before every timed phase os.sync() writes back the dirty pages of earlier steps (copies of the
+data dir, downloads) and gc.collect() runs; every file of a data dir is read (page cache)
 before a timed step that reads it.
 
 Usage: python tests/bench/bench_tier.py [--gib 1.0] [--hot-mib 256] [--steps abcde] [--json]
@@ -108,6 +109,13 @@ def warm(d: str) -> None:
                 pass
 
 
+def settle() -> None:
+    """Write back every dirty page (copytree, the cache's downloads...) and collect garbage,
+    so a timed step does not pay for the writes of the step before it."""
+    os.sync()
+    gc.collect()
+
+
 def log_bytes(d: str) -> int:
     return sum(os.path.getsize(p) for p in files_under(os.path.join(d, "topics"), (".log",)))
 
@@ -159,7 +167,7 @@ def dd_fdatasync(d: str, nbytes: int) -> float:
     """Seconds to write ``nbytes`` to a new file in 8 MiB chunks, then fdatasync it."""
     buf = os.urandom(CHUNK)
     path = os.path.join(d, "dd.bin")
-    gc.collect()
+    settle()
     t = time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -182,7 +190,7 @@ def plain_copy(src: str, dest: str, sealed: set[str], sync: bool = True) -> tupl
     os.makedirs(dest)
     buf = bytearray(CHUNK)
     total = 0
-    gc.collect()
+    settle()
     t = time.perf_counter()
     for i, p in enumerate(paths):
         fd = os.open(os.path.join(dest, f"{i}-{os.path.basename(p)}"),
@@ -217,7 +225,7 @@ def sealed_stems(d: str) -> set[str]:
 def run_spark(d: str, master: str) -> dict[str, Any]:
     env = dict(os.environ, RIVVEN_DATA_DIR=d)
     warm(d)
-    gc.collect()
+    settle()
     t = time.perf_counter()
     r = subprocess.run([cli_exe(), "spark", "tier", "t", "--master", master, "--json"],
                        env=env, capture_output=True, timeout=7200)
@@ -234,7 +242,7 @@ def run_spark(d: str, master: str) -> dict[str, Any]:
 
 def read_all(eng: Engine, parts: int) -> tuple[int, float]:
     """Every record of every partition with read_arrow; (records, seconds)."""
-    gc.collect()
+    settle()
     n = 0
     t = time.perf_counter()
     for p in range(parts):
@@ -264,7 +272,7 @@ def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
     if baseline is not None:
         out["plain_before_s"] = baseline(True)
     warm(d)
-    gc.collect()
+    settle()
     t = time.perf_counter()
     with Engine.open(d) as eng:
         res = eng.tier("t")
@@ -322,7 +330,7 @@ def run_hot(d: str, mib: int, hot: str | None) -> dict[str, Any]:
         eng.create_topic("h", 1)
         eng.read_arrow("h", 0, 0, 1)
         plog = eng.partition_log("h", 0)
-        gc.collect()
+        settle()
         off = raw = 0
         t0 = time.perf_counter()
         for _ in range(calls):
