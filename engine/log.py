@@ -198,8 +198,9 @@ class PartitionLog:
             act.load(repair=True, checkpoint=read_checkpoint(self.dir))
         if act.file_size() != act.size:
             act.catch_up(repair)
-        while act.next_offset > act.base and os.path.exists(
-                files.path(self.dir, act.next_offset, files.LOG)):
+        # (access, not exists: no exception raised and caught on the common miss)
+        while act.next_offset > act.base and os.access(
+                files.path(self.dir, act.next_offset, files.LOG), os.F_OK):
             self._relist()
             act = self._open(act.next_offset)
             act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
@@ -364,6 +365,8 @@ class PartitionLog:
         wal = self.wal
         always = self.wal_sync == "always"
         settled = False
+        if len(pending) > 1 and not self._broken:
+            settled = self._drain_group()
         while pending:
             e = pending[0]
             if self._broken:
@@ -389,6 +392,48 @@ class PartitionLog:
             self.wal.listeners.discard(self)
         if settled and self._waiters:
             self._cond.notify_all()
+
+    def _drain_group(self) -> bool:
+        """(mutex held.) Write the leading durable pending batches with one pwritev when they
+        all fit in the active segment (a group commit's batches: one syscall, not one each).
+        Returns whether any batch was settled; anything it cannot do is left to _drain."""
+        pending = self._pending
+        wal = self.wal
+        if wal is None:  # (no WAL: each batch is written and fsynced as it comes)
+            return False
+        check = self.wal_sync == "always"
+        run: list[_Entry] = []
+        nbytes = count = 0
+        for e in pending:
+            if e.error is not None or (check and not wal.durable(e.wal_end)) or len(run) >= 512:
+                break  # (512: well below IOV_MAX)
+            run.append(e)
+            nbytes += len(e.buf)
+            count += e.batch.last_offset_delta + 1
+        if len(run) < 2:
+            return False
+        seg = self.active
+        seg.index_interval = self.config.index_interval_bytes
+        # the same limits _maybe_roll applies batch by batch (each batch adds at most one
+        # index entry); a group that would roll goes batch by batch
+        if seg.size == 0 or run[0].base != seg.next_offset or self._must_roll(
+                seg, nbytes, count, len(run) - 1):
+            return False
+        pos = seg.size
+        try:
+            seg.writev([e.buf for e in run], pos)
+        except StorageError:
+            self._undo(seg, pos)
+            return False  # _drain retries batch by batch and settles the failures
+        for e in run:
+            b = e.batch
+            n = len(e.buf)
+            seg.appended(pos, e.base, n, e.base + b.last_offset_delta + 1, b.max_timestamp)
+            pos += n
+            pending.popleft()
+            e.done = True
+            self._done_seq = e.seq
+        return True
 
     def _wait(self, timeout: float | None = None) -> None:
         self._waiters += 1
@@ -515,15 +560,20 @@ class PartitionLog:
         seg.index_interval = self.config.index_interval_bytes
         if seg.size == 0:
             return seg
-        cfg = self.config
-        first_ts = seg.first_batch_timestamp
-        if (seg.size + nbytes > cfg.segment_bytes
-                or (first_ts is not None
-                    and now_ms() - max(first_ts, seg.opened_ms) > cfg.segment_ms)
-                or len(seg.index) >= cfg.segment_index_bytes // 8
-                or seg.next_offset + count - seg.base > MAX_RELATIVE_OFFSET):
+        if self._must_roll(seg, nbytes, count, 0):
             return self.roll()
         return seg
+
+    def _must_roll(self, seg: Segment, nbytes: int, count: int, index_entries: int) -> bool:
+        """Would ``nbytes`` more (``count`` records, adding up to ``index_entries`` more index
+        entries before the last batch) overflow the active segment's limits?"""
+        cfg = self.config
+        first_ts = seg.first_batch_timestamp
+        return (seg.size + nbytes > cfg.segment_bytes
+                or (first_ts is not None
+                    and now_ms() - max(first_ts, seg.opened_ms) > cfg.segment_ms)
+                or len(seg.index) + index_entries >= cfg.segment_index_bytes // 8
+                or seg.next_offset + count - seg.base > MAX_RELATIVE_OFFSET)
 
     def roll(self) -> Segment:
         """Seal the active segment (fsync log and indexes) and start a new one at the end."""

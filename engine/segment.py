@@ -335,6 +335,16 @@ class Segment:
         except OSError as e:
             raise StorageError(f"cannot write {self.path}: {e.strerror} (errno {e.errno})") from e
 
+    def writev(self, buffers: list, position: int) -> None:
+        """Write ``buffers`` back to back from ``position`` (one pwritev when it takes all)."""
+        try:
+            n = os.pwritev(self.fd, buffers, position)
+        except OSError as e:
+            raise StorageError(f"cannot write {self.path}: {e.strerror} (errno {e.errno})") from e
+        total = sum(map(len, buffers))
+        if n < total:  # a short write: the rest the slow way
+            self.write(memoryview(b"".join(buffers))[n:], position + n)
+
     def sync(self) -> None:
         try:
             os.fdatasync(self.fd)
