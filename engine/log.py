@@ -73,6 +73,7 @@ class PartitionLog:
                  wal_sync: str = "always", cuts: list[dict] | None = None,
                  progress: Callable[[str, int, int], None] | None = None) -> None:
         self.dir = directory
+        self._prefix = os.path.join(directory, "")  # + files.name(...): a file's path
         self.progress = progress  # long scans of a segment report (what, total, done) bytes
         self.topic = topic
         self.partition = partition
@@ -200,7 +201,7 @@ class PartitionLog:
             act.catch_up(repair)
         # (access, not exists: no exception raised and caught on the common miss)
         while act.next_offset > act.base and os.access(
-                files.path(self.dir, act.next_offset, files.LOG), os.F_OK):
+                f"{self._prefix}{act.next_offset:020d}{files.LOG}", os.F_OK):
             self._relist()
             act = self._open(act.next_offset)
             act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
