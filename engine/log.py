@@ -423,9 +423,11 @@ class PartitionLog:
         pos = seg.size
         try:
             seg.writev([e.buf for e in run], pos)
-        except StorageError:
+        except StorageError as err:
+            # as if the first batch's write failed: _drain fails it and the ones after it
             self._undo(seg, pos)
-            return False  # _drain retries batch by batch and settles the failures
+            run[0].error = err
+            return False
         for e in run:
             b = e.batch
             n = len(e.buf)
