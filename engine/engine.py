@@ -34,7 +34,7 @@ from .errors import (
     UnknownTopic,
 )
 from .locks import flocked, lock_path, open_lock_file
-from .log import PartitionLog, now_ms
+from .log import FlockHolds, PartitionLog, now_ms
 from .partitioner import StickyPartitioner, partition_for_key
 from .records import (
     HEADER_SIZE,
@@ -94,6 +94,7 @@ class Engine:
         self._catalog_checked = -1e9  # monotonic time of the last catalog look (_produce_meta)
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
         self._logs_mutex = threading.Lock()
+        self._holds = FlockHolds()  # partition flocks kept between appends (FlockHolds)
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         self._consumers: set[Any] = set()
         self.closed = False
@@ -497,7 +498,7 @@ class Engine:
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only,
                                wal=None, topic_id=bytes.fromhex(meta.id),
                                wal_sync=self.settings.wal_sync, cuts=self._cuts,
-                               progress=self.progress)
+                               progress=self.progress, holds=self._holds)
             self._logs[key] = (meta.id, log)
         if retain and not self.read_only:
             try:  # retention runs when a writer opens a partition (and at checkpoints)

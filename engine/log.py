@@ -29,6 +29,7 @@ from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load
+IDLE_HOLD_S = 0.02  # longest an idle partition keeps it while the engine appends elsewhere
 
 
 def now_ms() -> int:
@@ -52,6 +53,77 @@ class _Entry:
         self.done = False
 
 
+class FlockHolds:
+    """Partition flocks an engine keeps between appends while it appends elsewhere.
+
+    Taking and dropping a partition's flock costs five syscalls per append (flock twice,
+    the liveness and size checks, the next-segment probe); with threads appending to several
+    partitions, each of them a GIL hand-off. So a partition whose pipeline goes idle keeps
+    its flock while other appends of the engine are in flight, as a pipeline under load
+    does: the last append of the engine to finish drops every kept flock, and a reaper
+    thread drops those kept longer than IDLE_HOLD_S (so a thread blocked elsewhere, say on
+    another process's flock, never makes another process wait longer than that).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = 0  # threads inside PartitionLog.append
+        self.idle: dict[PartitionLog, float] = {}  # flock kept while idle: since (monotonic)
+        self.reaper: threading.Thread | None = None
+
+    def enter(self) -> None:
+        with self.lock:
+            self.active += 1
+
+    def keep(self, log: PartitionLog) -> bool:
+        """(``log``'s mutex held, its pipeline idle, its flock held.) Keep the flock?"""
+        with self.lock:
+            if self.active <= 1:  # only the caller appends: drop it now
+                return False
+            self.idle.pop(log, None)  # (re-inserted: the dict stays in time order)
+            self.idle[log] = time.monotonic()
+            if self.reaper is None:
+                self.reaper = threading.Thread(target=self._reap, daemon=True,
+                                               name="rivven-flock-holds")
+                self.reaper.start()
+            return True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.active -= 1
+            if self.active or not self.idle:
+                return
+            logs = list(self.idle)
+            self.idle.clear()
+        self._drop(logs, time.monotonic())
+
+    def _drop(self, logs: list[PartitionLog], since: float) -> None:
+        busy = [log for log in logs if not log.release_idle()]
+        if busy:  # (their mutex was taken: the reaper tries again)
+            with self.lock:
+                for log in busy:
+                    self.idle.setdefault(log, since - IDLE_HOLD_S)  # due at once
+                if self.reaper is None:
+                    self.reaper = threading.Thread(target=self._reap, daemon=True,
+                                                   name="rivven-flock-holds")
+                    self.reaper.start()
+
+    def _reap(self) -> None:
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                due = [log for log, since in self.idle.items() if now - since >= IDLE_HOLD_S]
+                for log in due:
+                    del self.idle[log]
+                if not self.idle and not due:
+                    self.reaper = None
+                    return
+                wait = min(self.idle.values(), default=now) + IDLE_HOLD_S - now
+            if due:
+                self._drop(due, now)
+            time.sleep(max(wait, 0.001))
+
+
 def read_checkpoint(directory: str) -> dict | None:
     """The partition's recovery point, or None when there is none (or it is unreadable)."""
     try:
@@ -71,8 +143,10 @@ class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
                  writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
                  wal_sync: str = "always", cuts: list[dict] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> None:
+                 progress: Callable[[str, int, int], None] | None = None,
+                 holds: FlockHolds | None = None) -> None:
         self.dir = directory
+        self.holds = holds  # shared by the engine's partitions: see FlockHolds
         self._prefix = os.path.join(directory, "")  # + files.name(...): a file's path
         self.progress = progress  # long scans of a segment report (what, total, done) bytes
         self.topic = topic
@@ -265,8 +339,19 @@ class PartitionLog:
 
         The partition flock is taken by the first append and kept while appends are in
         flight (at most about HOLD_S under constant load, so other processes get their
-        turn); the in-memory log end is authoritative meanwhile.
+        turn); the in-memory log end is authoritative meanwhile. With ``holds``, an idle
+        pipeline keeps it too while the engine appends to other partitions (FlockHolds).
         """
+        holds = self.holds
+        if holds is None:
+            return self._append(batch)
+        holds.enter()
+        try:
+            return self._append(batch)
+        finally:
+            holds.leave()
+
+    def _append(self, batch: EncodedBatch) -> int:
         cond = self._cond
         with cond:
             if self._closed:
@@ -448,7 +533,23 @@ class PartitionLog:
     def _maybe_release(self) -> None:
         """(mutex held.) Drop the flock once nobody appends and nothing is in flight."""
         if self._flock_held and not self._active and not self._pending:
+            if self.holds is not None and not self._broken and self.holds.keep(self):
+                return
             self._release_flock()
+
+    def release_idle(self) -> bool:
+        """Drop a flock kept by FlockHolds unless an append took it up again; False when
+        the mutex was busy (never waited for: its holder may wait for another process)."""
+        if not self._flock_held:
+            return True
+        if not self.mutex.acquire(blocking=False):
+            return False
+        try:
+            if not self._active and not self._pending:
+                self._release_flock()
+        finally:
+            self.mutex.release()
+        return True
 
     def _release_flock(self) -> None:
         """(mutex held, nothing in flight.) Drop the pipeline's flock."""
