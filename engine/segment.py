@@ -326,8 +326,12 @@ class Segment:
 
     # ---------------------------------------------------------------- writing
     def write(self, data: bytes | bytearray, position: int) -> None:
-        view = memoryview(data)
         try:
+            n = os.pwrite(self.fd, data, position)
+            if n == len(data):  # (nearly always: no view to slice)
+                return
+            view = memoryview(data)[n:]
+            position += n
             while view:
                 n = os.pwrite(self.fd, view, position)
                 view = view[n:]
