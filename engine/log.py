@@ -493,6 +493,8 @@ class PartitionLog:
         for e in pending:
             if e.error is not None or (check and not wal.durable(e.wal_end)) or len(run) >= 512:
                 break  # (512: well below IOV_MAX)
+            if run and e.base != run[-1].base + run[-1].batch.last_offset_delta + 1:
+                break  # (never, offsets are assigned back to back: _write would refuse it)
             run.append(e)
             nbytes += len(e.buf)
             count += e.batch.last_offset_delta + 1
