@@ -1,7 +1,8 @@
 """The topic catalog: ``topics.json``, replaced atomically under ``catalog.lock``.
 
 Readers never lock: they see the old file or the new one. A process notices another process's
-change by the file's identity (inode, mtime, size), one ``stat`` per lookup.
+change by the file's identity (inode, mtime, size), one ``stat`` per lookup (produce looks
+at most every few ms: Engine._produce_meta).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from .errors import (
 )
 from .hot import HotCache
 from .locks import flocked, lock_path, open_lock_file
-from .log import PartitionLog, now_ms
+from .log import FlockHolds, PartitionLog, now_ms
 from .partitioner import StickyPartitioner, partition_for_key
 from .records import (
     HEADER_SIZE,
@@ -57,6 +57,7 @@ FORMAT_VERSION = 1
 MARKER = "rivven.json"
 STATS_DIR = ".stats"
 MAX_PARTITIONS = 10_000
+CATALOG_RECHECK_S = 0.01  # a produce stats topics.json at most this often (_produce_meta)
 _offset_of = attrgetter("offset")
 
 
@@ -94,8 +95,10 @@ class Engine:
         self._recovery_owner: int | None = None
         self._cuts: list[dict[str, Any]] = []
         self.catalog = Catalog(self.path)
+        self._catalog_checked = -1e9  # monotonic time of the last catalog look (_produce_meta)
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
         self._logs_mutex = threading.Lock()
+        self._holds = FlockHolds()  # partition flocks kept between appends (FlockHolds)
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         self._consumers: set[Any] = set()
         self.closed = False
@@ -523,7 +526,8 @@ class Engine:
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=not self.read_only,
                                wal=None, topic_id=bytes.fromhex(meta.id),
                                wal_sync=self.settings.wal_sync, cuts=self._cuts,
-                               progress=self.progress, cold=self.cold_cache, hot=self.hot)
+                               progress=self.progress, holds=self._holds,
+                               cold=self.cold_cache, hot=self.hot)
             self._logs[key] = (meta.id, log)
         if retain and not self.read_only:
             try:  # retention runs when a writer opens a partition (and at checkpoints)
@@ -578,29 +582,71 @@ class Engine:
             keys = [None] * n
         if len(keys) != n:
             raise InvalidArgument("keys and values must have the same length")
-        meta = self.topic(topic)
-        cfg = meta.typed
-        codec = self._codec(cfg, compression)
+        meta, cached = self._produce_meta(topic)
         ts = self._timestamps(timestamps, n)
         if headers is not None and not any(headers):
             headers = None
-        if cfg.compacted and None in keys:
-            raise InvalidArgument(
-                f"topic {topic!r} is compacted (cleanup.policy={cfg.cleanup_policy}): every "
-                "record needs a key")
-        groups = self._assign_partitions(meta, keys, partition, partitions)
-        acks = self._produce_groups(meta, groups, keys, values, headers, ts, codec, cfg, n)
+        appended = [0]  # batches stored so far: a retry after the first would duplicate them
+        try:
+            acks = self._produce_to(meta, keys, values, headers, ts, partition, partitions,
+                                    compression, n, appended)
+        except (UnknownTopic, UnknownPartition):
+            if not cached or appended[0]:
+                raise
+            # the cached catalog entry may be stale: another process deleted and recreated
+            # the topic (its partition lock is gone) or added partitions; look again
+            fresh = self._fresh_meta(topic)
+            if fresh is meta:
+                raise
+            acks = self._produce_to(fresh, keys, values, headers, ts, partition, partitions,
+                                    compression, n, appended)
         self._maybe_checkpoint()
         return acks
 
+    def _produce_meta(self, topic: str) -> tuple[TopicMeta, bool]:
+        """The topic's metadata for a produce; ``True`` when it came from the cache.
+
+        Looking at topics.json costs a stat per call; a produce checks it at most every
+        CATALOG_RECHECK_S. What changes meanwhile is still noticed: a deleted (or recreated)
+        topic by its partition's unlinked lock file (PartitionLog._check_alive under the
+        flock, then produce_batch looks again), added partitions by UnknownPartition, and
+        changes made through this engine at once (they reload the catalog).
+        """
+        if time.monotonic() - self._catalog_checked < CATALOG_RECHECK_S:
+            meta = self.catalog.topics.get(topic)
+            if meta is not None:
+                return meta, True
+        return self._fresh_meta(topic), False
+
+    def _fresh_meta(self, topic: str) -> TopicMeta:
+        checked = time.monotonic()
+        meta = self.topic(topic)
+        self._catalog_checked = checked
+        return meta
+
+    def _produce_to(self, meta: TopicMeta, keys: Sequence, values: Sequence,
+                    headers: Sequence | None, ts: Any, partition: int | None,
+                    partitions: Sequence[int | None] | None, compression: str | None, n: int,
+                    appended: list[int]) -> list[tuple[int, int]]:
+        cfg = meta.typed
+        codec = self._codec(cfg, compression)
+        if cfg.compacted and None in keys:
+            raise InvalidArgument(
+                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
+                "every record needs a key")
+        groups = self._assign_partitions(meta, keys, partition, partitions)
+        return self._produce_groups(meta, groups, keys, values, headers, ts, codec, cfg, n,
+                                    appended)
+
     def _produce_groups(self, meta: TopicMeta, groups: dict, keys: Sequence, values: Sequence,
-                        headers: Sequence | None, ts: Any, codec: int, cfg: TopicConfig, n: int
-                        ) -> list[tuple[int, int]]:
+                        headers: Sequence | None, ts: Any, codec: int, cfg: TopicConfig, n: int,
+                        appended: list[int]) -> list[tuple[int, int]]:
         acks: list[tuple[int, int]] = [None] * n if len(groups) > 1 else []  # type: ignore[list-item]
         for p, idx in groups.items():
             log = self._log(meta, p)
             if idx is None:
-                base_offsets = self._append(log, keys, values, headers, ts, codec, cfg)
+                base_offsets = self._append(log, keys, values, headers, ts, codec, cfg,
+                                            appended)
                 for base, count in base_offsets:
                     acks.extend(zip([p] * count, range(base, base + count)))
             else:
@@ -609,7 +655,8 @@ class Engine:
 
                 bases = self._append(log, sub(keys), sub(values),
                                      sub(headers) if headers is not None else None,
-                                     ts if isinstance(ts, int) else sub(ts), codec, cfg)
+                                     ts if isinstance(ts, int) else sub(ts), codec, cfg,
+                                     appended)
                 it = iter(idx)
                 for base, count in bases:
                     for off in range(base, base + count):
@@ -678,7 +725,7 @@ class Engine:
 
     def _append(self, log: PartitionLog, keys: Sequence, values: Sequence,
                 headers: Sequence | None, ts: int | list[int], codec: int, cfg: TopicConfig,
-                ) -> list[tuple[int, int]]:
+                appended: list[int]) -> list[tuple[int, int]]:
         """Encode (splitting at max.message.bytes) and append; ``[(base_offset, count)]``."""
         if log.wal is None:
             self._writable()
@@ -686,7 +733,9 @@ class Engine:
         limit = cfg.max_message_bytes
         batch = encode_batch(keys, values, ts, headers, codec)
         if len(batch) <= limit:
-            return [(log.append(batch), batch.count)]
+            base = log.append(batch)
+            appended[0] += 1
+            return [(base, batch.count)]
         chunks = self._split(keys, values, headers, limit)
         batches = []
         for a, b in chunks:
@@ -706,7 +755,11 @@ class Engine:
                 continue
             batches.append((a, enc))
         batches.sort(key=lambda x: x[0])
-        return [(log.append(enc), enc.count) for _, enc in batches]
+        out = []
+        for _, enc in batches:
+            out.append((log.append(enc), enc.count))
+            appended[0] += 1
+        return out
 
     @staticmethod
     def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: int

@@ -32,6 +32,7 @@ from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load
+IDLE_HOLD_S = 0.02  # longest an idle partition keeps it while the engine appends elsewhere
 
 
 def now_ms() -> int:
@@ -55,6 +56,77 @@ class _Entry:
         self.done = False
 
 
+class FlockHolds:
+    """Partition flocks an engine keeps between appends while it appends elsewhere.
+
+    Taking and dropping a partition's flock costs five syscalls per append (flock twice,
+    the liveness and size checks, the next-segment probe); with threads appending to several
+    partitions, each of them a GIL hand-off. So a partition whose pipeline goes idle keeps
+    its flock while other appends of the engine are in flight, as a pipeline under load
+    does: the last append of the engine to finish drops every kept flock, and a reaper
+    thread drops those kept longer than IDLE_HOLD_S (so a thread blocked elsewhere, say on
+    another process's flock, never makes another process wait longer than that).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = 0  # threads inside PartitionLog.append
+        self.idle: dict[PartitionLog, float] = {}  # flock kept while idle: since (monotonic)
+        self.reaper: threading.Thread | None = None
+
+    def enter(self) -> None:
+        with self.lock:
+            self.active += 1
+
+    def keep(self, log: PartitionLog) -> bool:
+        """(``log``'s mutex held, its pipeline idle, its flock held.) Keep the flock?"""
+        with self.lock:
+            if self.active <= 1:  # only the caller appends: drop it now
+                return False
+            self.idle.pop(log, None)  # (re-inserted: the dict stays in time order)
+            self.idle[log] = time.monotonic()
+            if self.reaper is None:
+                self.reaper = threading.Thread(target=self._reap, daemon=True,
+                                               name="rivven-flock-holds")
+                self.reaper.start()
+            return True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.active -= 1
+            if self.active or not self.idle:
+                return
+            logs = list(self.idle)
+            self.idle.clear()
+        self._drop(logs, time.monotonic())
+
+    def _drop(self, logs: list[PartitionLog], since: float) -> None:
+        busy = [log for log in logs if not log.release_idle()]
+        if busy:  # (their mutex was taken: the reaper tries again)
+            with self.lock:
+                for log in busy:
+                    self.idle.setdefault(log, since - IDLE_HOLD_S)  # due at once
+                if self.reaper is None:
+                    self.reaper = threading.Thread(target=self._reap, daemon=True,
+                                                   name="rivven-flock-holds")
+                    self.reaper.start()
+
+    def _reap(self) -> None:
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                due = [log for log, since in self.idle.items() if now - since >= IDLE_HOLD_S]
+                for log in due:
+                    del self.idle[log]
+                if not self.idle and not due:
+                    self.reaper = None
+                    return
+                wait = min(self.idle.values(), default=now) + IDLE_HOLD_S - now
+            if due:
+                self._drop(due, now)
+            time.sleep(max(wait, 0.001))
+
+
 def read_checkpoint(directory: str) -> dict | None:
     """The partition's recovery point, or None when there is none (or it is unreadable)."""
     try:
@@ -75,8 +147,10 @@ class PartitionLog:
                  writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
                  wal_sync: str = "always", cuts: list[dict] | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
-                 cold: Any = None, hot: Any = None) -> None:
+                 holds: FlockHolds | None = None, cold: Any = None, hot: Any = None) -> None:
         self.dir = directory
+        self.holds = holds  # shared by the engine's partitions: see FlockHolds
+        self._prefix = os.path.join(directory, "")  # + files.name(...): a file's path
         self.cold = cold  # engine.tier_cache.ColdCache: where reads of tiered offsets go
         self.hot = hot  # engine.hot.HotCache: recent batches in memory, or None
         self.tier: list[ColdSegment] = []  # the tier manifest (offsets in the cold store)
@@ -212,8 +286,9 @@ class PartitionLog:
             if self.hot is not None and act.file_size() < act.size:
                 self.hot.clear(self)  # cut by a repair: cached batches may be gone
             act.catch_up(repair)
-        while act.next_offset > act.base and os.path.exists(
-                files.path(self.dir, act.next_offset, files.LOG)):
+        # (access, not exists: no exception raised and caught on the common miss)
+        while act.next_offset > act.base and os.access(
+                f"{self._prefix}{act.next_offset:020d}{files.LOG}", os.F_OK):
             self._relist()
             act = self._open(act.next_offset)
             act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
@@ -296,8 +371,19 @@ class PartitionLog:
 
         The partition flock is taken by the first append and kept while appends are in
         flight (at most about HOLD_S under constant load, so other processes get their
-        turn); the in-memory log end is authoritative meanwhile.
+        turn); the in-memory log end is authoritative meanwhile. With ``holds``, an idle
+        pipeline keeps it too while the engine appends to other partitions (FlockHolds).
         """
+        holds = self.holds
+        if holds is None:
+            return self._append(batch)
+        holds.enter()
+        try:
+            return self._append(batch)
+        finally:
+            holds.leave()
+
+    def _append(self, batch: EncodedBatch) -> int:
         cond = self._cond
         with cond:
             if self._closed:
@@ -397,6 +483,8 @@ class PartitionLog:
         wal = self.wal
         always = self.wal_sync == "always"
         settled = False
+        if len(pending) > 1 and not self._broken:
+            settled = self._drain_group()
         while pending:
             e = pending[0]
             if self._broken:
@@ -423,6 +511,54 @@ class PartitionLog:
         if settled and self._waiters:
             self._cond.notify_all()
 
+    def _drain_group(self) -> bool:
+        """(mutex held.) Write the leading durable pending batches with one pwritev when they
+        all fit in the active segment (a group commit's batches: one syscall, not one each).
+        Returns whether any batch was settled; anything it cannot do is left to _drain."""
+        pending = self._pending
+        wal = self.wal
+        if wal is None:  # (no WAL: each batch is written and fsynced as it comes)
+            return False
+        check = self.wal_sync == "always"
+        run: list[_Entry] = []
+        nbytes = count = 0
+        for e in pending:
+            if e.error is not None or (check and not wal.durable(e.wal_end)) or len(run) >= 512:
+                break  # (512: well below IOV_MAX)
+            if run and e.base != run[-1].base + run[-1].batch.last_offset_delta + 1:
+                break  # (never, offsets are assigned back to back: _write would refuse it)
+            run.append(e)
+            nbytes += len(e.buf)
+            count += e.batch.last_offset_delta + 1
+        if len(run) < 2:
+            return False
+        seg = self.active
+        seg.index_interval = self.config.index_interval_bytes
+        # the same limits _maybe_roll applies batch by batch (each batch adds at most one
+        # index entry); a group that would roll goes batch by batch
+        if seg.size == 0 or run[0].base != seg.next_offset or self._must_roll(
+                seg, nbytes, count, len(run) - 1):
+            return False
+        pos = seg.size
+        try:
+            seg.writev([e.buf for e in run], pos)
+        except StorageError as err:
+            # as if the first batch's write failed: _drain fails it and the ones after it
+            self._undo(seg, pos)
+            run[0].error = err
+            return False
+        for e in run:
+            b = e.batch
+            n = len(e.buf)
+            seg.appended(pos, e.base, n, e.base + b.last_offset_delta + 1, b.max_timestamp)
+            if self.hot is not None:
+                self.hot.add(self, e.base, e.base + b.last_offset_delta + 1, pos, e.buf)
+            pos += n
+            pending.popleft()
+            e.done = True
+            self._done_seq = e.seq
+        return True
+
     def _wait(self, timeout: float | None = None) -> None:
         self._waiters += 1
         try:
@@ -433,7 +569,23 @@ class PartitionLog:
     def _maybe_release(self) -> None:
         """(mutex held.) Drop the flock once nobody appends and nothing is in flight."""
         if self._flock_held and not self._active and not self._pending:
+            if self.holds is not None and not self._broken and self.holds.keep(self):
+                return
             self._release_flock()
+
+    def release_idle(self) -> bool:
+        """Drop a flock kept by FlockHolds unless an append took it up again; False when
+        the mutex was busy (never waited for: its holder may wait for another process)."""
+        if not self._flock_held:
+            return True
+        if not self.mutex.acquire(blocking=False):
+            return False
+        try:
+            if not self._active and not self._pending:
+                self._release_flock()
+        finally:
+            self.mutex.release()
+        return True
 
     def _release_flock(self) -> None:
         """(mutex held, nothing in flight.) Drop the pipeline's flock."""
@@ -550,15 +702,20 @@ class PartitionLog:
         seg.index_interval = self.config.index_interval_bytes
         if seg.size == 0:
             return seg
-        cfg = self.config
-        first_ts = seg.first_batch_timestamp
-        if (seg.size + nbytes > cfg.segment_bytes
-                or (first_ts is not None
-                    and now_ms() - max(first_ts, seg.opened_ms) > cfg.segment_ms)
-                or len(seg.index) >= cfg.segment_index_bytes // 8
-                or seg.next_offset + count - seg.base > MAX_RELATIVE_OFFSET):
+        if self._must_roll(seg, nbytes, count, 0):
             return self.roll()
         return seg
+
+    def _must_roll(self, seg: Segment, nbytes: int, count: int, index_entries: int) -> bool:
+        """Would ``nbytes`` more (``count`` records, adding up to ``index_entries`` more index
+        entries before the last batch) overflow the active segment's limits?"""
+        cfg = self.config
+        first_ts = seg.first_batch_timestamp
+        return (seg.size + nbytes > cfg.segment_bytes
+                or (first_ts is not None
+                    and now_ms() - max(first_ts, seg.opened_ms) > cfg.segment_ms)
+                or len(seg.index) + index_entries >= cfg.segment_index_bytes // 8
+                or seg.next_offset + count - seg.base > MAX_RELATIVE_OFFSET)
 
     def roll(self) -> Segment:
         """Seal the active segment (fsync log and indexes) and start a new one at the end."""

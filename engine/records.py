@@ -220,8 +220,61 @@ def encode_batch(
     n = len(values)
     if n == 0 or len(keys) != n:
         raise InvalidArgument("a batch needs at least one record and as many keys as values")
-    parts: list = []
     attrs = (codec & ATTR_CODEC) | (flags & (ATTR_TRANSACTIONAL | ATTR_CONTROL))
+    body = None
+    if (type(timestamps) is int and offset_deltas is None and headers is None
+            and type(keys) in _SEQ and type(values) in _SEQ):
+        body = _plain_body(keys, values, n)  # the common produce: no per-column checks
+    if body is not None:
+        last_delta = n - 1
+        first_ts = max_ts = timestamps
+        attrs |= ATTR_UNIFORM_TIMESTAMP
+    else:
+        body, attrs, last_delta, first_ts, max_ts = _body(
+            keys, values, timestamps, headers, offset_deltas, attrs, n)
+    body_len = len(body)
+    stored = codecs.compress(codec, body) if codec else body
+    stored_len = len(stored)
+    total = HEADER_SIZE + stored_len
+    total += -total & 7
+    if total > MAX_BATCH_BYTES:
+        raise InvalidArgument(f"batch of {total} bytes is larger than the format allows")
+    buf = bytearray(HEADER_SIZE)
+    buf += stored
+    if len(buf) < total:
+        buf += _ZEROS[: total - len(buf)]
+    HEADER.pack_into(buf, 0, 0, total - LENGTH_PREFIX, MAGIC, 0, 0, 0, attrs, 0, last_delta, n,
+                     first_ts, max_ts, producer_id, producer_epoch, 0, base_sequence, body_len,
+                     stored_len)
+    tail_crc = crc32c(memoryview(buf)[CRC_FROM:])
+    return EncodedBatch(buf, n, first_ts, max_ts, last_delta, tail_crc)
+
+
+_SEQ = (list, tuple)
+
+
+def _plain_body(keys: Sequence[Any], values: Sequence[Any], n: int) -> bytes | None:
+    """Key and value columns without nulls (the same bytes _binary_column makes), or None
+    when a key or value is None or not bytes-like (the general path sorts that out)."""
+    fmt = f"<{n + 1}i"
+    try:
+        koffs = struct.pack(fmt, *accumulate(map(len, keys), initial=0))
+        voffs = struct.pack(fmt, *accumulate(map(len, values), initial=0))
+        kdata = b"".join(keys)
+        vdata = b"".join(values)
+    except TypeError:
+        return None
+    z = _ZEROS
+    return b"".join((koffs, z[:-len(koffs) & 7], kdata, z[:-len(kdata) & 7],
+                     voffs, z[:-len(voffs) & 7], vdata, z[:-len(vdata) & 7]))
+
+
+def _body(keys: Sequence[Any], values: Sequence[Any], timestamps: int | Sequence[int],
+          headers: Sequence[Sequence[tuple[Any, bytes | None]]] | None,
+          offset_deltas: Sequence[int] | None, attrs: int, n: int
+          ) -> tuple[bytes, int, int, int, int]:
+    """The general body: ``(body, attributes, last offset delta, first ts, max ts)``."""
+    parts: list = []
     if offset_deltas is not None:
         last_delta = offset_deltas[-1]
         if offset_deltas[0] != 0 or last_delta != n - 1:
@@ -256,23 +309,7 @@ def encode_batch(
         raise InvalidArgument(
             f"record keys, values and header values must be bytes or None ({e})"
         ) from None
-    body = b"".join(parts)
-    body_len = len(body)
-    stored = codecs.compress(codec, body) if codec else body
-    stored_len = len(stored)
-    total = HEADER_SIZE + stored_len
-    total += -total & 7
-    if total > MAX_BATCH_BYTES:
-        raise InvalidArgument(f"batch of {total} bytes is larger than the format allows")
-    buf = bytearray(HEADER_SIZE)
-    buf += stored
-    if len(buf) < total:
-        buf += _ZEROS[: total - len(buf)]
-    HEADER.pack_into(buf, 0, 0, total - LENGTH_PREFIX, MAGIC, 0, 0, 0, attrs, 0, last_delta, n,
-                     first_ts, max_ts, producer_id, producer_epoch, 0, base_sequence, body_len,
-                     stored_len)
-    tail_crc = crc32c(memoryview(buf)[CRC_FROM:])
-    return EncodedBatch(buf, n, first_ts, max_ts, last_delta, tail_crc)
+    return b"".join(parts), attrs, last_delta, first_ts, max_ts
 
 
 def read_header(buf: Any, pos: int = 0, where: str = "") -> BatchHeader:

@@ -326,14 +326,28 @@ class Segment:
 
     # ---------------------------------------------------------------- writing
     def write(self, data: bytes | bytearray, position: int) -> None:
-        view = memoryview(data)
         try:
+            n = os.pwrite(self.fd, data, position)
+            if n == len(data):  # (nearly always: no view to slice)
+                return
+            view = memoryview(data)[n:]
+            position += n
             while view:
                 n = os.pwrite(self.fd, view, position)
                 view = view[n:]
                 position += n
         except OSError as e:
             raise StorageError(f"cannot write {self.path}: {e.strerror} (errno {e.errno})") from e
+
+    def writev(self, buffers: list, position: int) -> None:
+        """Write ``buffers`` back to back from ``position`` (one pwritev when it takes all)."""
+        try:
+            n = os.pwritev(self.fd, buffers, position)
+        except OSError as e:
+            raise StorageError(f"cannot write {self.path}: {e.strerror} (errno {e.errno})") from e
+        total = sum(map(len, buffers))
+        if n < total:  # a short write: the rest the slow way
+            self.write(memoryview(b"".join(buffers))[n:], position + n)
 
     def sync(self) -> None:
         try:

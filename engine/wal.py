@@ -41,14 +41,19 @@ GATHER_S = 0.002  # longest a syncer waits for the waiters of a typical group
 GATHER_IDLE_S = 0.0005  # ... and it stops waiting once nobody new came for this long
 
 
+_TYPE_BYTES = bytes([TYPE_BATCH, 0, 0, 0])  # bytes [4, 8) of a batch record's frame
+_ZEROS = bytes(8)
+
+
 def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
                         ) -> bytes:
     nb = name.encode()
+    crc32c = records.crc32c
     head = PAYLOAD.pack(topic_id, partition, time.time_ns(), len(nb)) + nb
-    crc = records.crc32c(batch, records.crc32c(head, records.crc32c(bytes([TYPE_BATCH, 0, 0, 0]))))
+    crc = crc32c(batch, crc32c(head, crc32c(_TYPE_BYTES)))
     length = len(head) + len(batch)
-    pad = -(FRAME_SIZE + length) & 7
-    return b"".join((FRAME.pack(length, TYPE_BATCH, crc), head, batch, bytes(pad)))
+    return b"".join((FRAME.pack(length, TYPE_BATCH, crc), head, batch,
+                     _ZEROS[:-(FRAME_SIZE + length) & 7]))
 
 
 @dataclass

@@ -167,3 +167,57 @@ def test_writer_killed_holding_the_lock(data_dir):
     r = run_rivven(data_dir, "produce", "t", "--print-offsets", input=b"b\n", timeout=30)
     assert r.stdout == b"0 3\n"
     assert run_rivven(data_dir, "consume", "t").stdout == b"a\na\na\nb\n"
+
+
+def _flock_free(data_dir: str, topic: str, partition: int) -> bool:
+    import fcntl
+
+    from engine import files
+
+    fd = os.open(os.path.join(files.partition_dir(data_dir, topic, partition), files.LOCK_FILE),
+                 os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_idle_partition_flock_is_kept_only_while_the_engine_appends_elsewhere(data_dir):
+    # a partition whose appends are done keeps its flock while other threads of the engine
+    # append (FlockHolds), at most IDLE_HOLD_S; once nobody appends, every flock is free
+    import threading
+
+    from engine.log import IDLE_HOLD_S
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", partitions=2)
+        stop = threading.Event()
+        started = threading.Event()
+
+        def busy() -> None:
+            while not stop.is_set():
+                eng.produce_batch("t", [b"x"] * 10, partition=1)
+                started.set()
+
+        th = threading.Thread(target=busy)
+        th.start()
+        try:
+            started.wait(10)
+            eng.produce_batch("t", [b"y"], partition=0)
+            # another process waits at most about IDLE_HOLD_S for partition 0
+            deadline = time.monotonic() + IDLE_HOLD_S + 2.0
+            while not _flock_free(data_dir, "t", 0):
+                assert time.monotonic() < deadline, "idle partition kept its flock"
+                time.sleep(0.001)
+            with Engine.open(data_dir) as other:  # another "process" appends meanwhile
+                assert other.produce_batch("t", [b"z"], partition=0) == [(0, 1)]
+        finally:
+            stop.set()
+            th.join()
+        # nothing appends any more: no flock is kept
+        assert _flock_free(data_dir, "t", 0) and _flock_free(data_dir, "t", 1)
+        assert eng.produce_batch("t", [b"w"], partition=0) == [(0, 2)]
+        assert _flock_free(data_dir, "t", 0)

@@ -181,3 +181,43 @@ def test_data_dir_checks(tmp_path):
         Engine.open(str(other))
     with pytest.raises(DataDirError):
         Engine.open(str(tmp_path / "missing"), read_only=True)
+
+
+def test_produce_notices_topic_recreated_by_another_process(data_dir, monkeypatch):
+    # a produce looks at topics.json at most every CATALOG_RECHECK_S; make the cache always
+    # hit, so that only the failure paths can notice what the other "process" did
+    import engine.engine as engine_mod
+    monkeypatch.setattr(engine_mod, "CATALOG_RECHECK_S", 3600.0)
+    with Engine.open(data_dir) as a, Engine.open(data_dir) as b:
+        a.create_topic("t", 1)
+        assert a.produce_batch("t", [b"old"], partition=0) == [(0, 0)]
+        b.delete_topic("t")
+        with pytest.raises(UnknownTopic):  # its partition lock file is gone
+            a.produce_batch("t", [b"x"], partition=0)
+        b.create_topic("t", 2)  # recreated, with more partitions
+        assert a.produce_batch("t", [b"new"], partition=0) == [(0, 0)]
+        b.delete_topic("t")
+        b.create_topic("t", 3)
+        assert a.produce_batch("t", [b"p2"], partition=2) == [(2, 0)]  # UnknownPartition: look again
+        assert a.produce_batch("t", [b"p0"], partition=0) == [(0, 0)]
+        assert [r.value for r in b.read("t", 0, 0)] == [b"p0"]
+        assert [r.value for r in b.read("t", 2, 0)] == [b"p2"]
+        b.add_partitions("t", 4)
+        assert a.produce_batch("t", [b"p3"], partition=3) == [(3, 0)]
+        with pytest.raises(UnknownPartition):
+            a.produce_batch("t", [b"x"], partition=4)
+
+
+def test_produce_sees_config_changed_by_another_process(data_dir):
+    import time
+
+    import engine.engine as engine_mod
+    with Engine.open(data_dir) as a, Engine.open(data_dir) as b:
+        a.create_topic("t", 1)
+        a.produce_batch("t", [b"x" * 500], partition=0)
+        b.alter_topic_config("t", {"max.message.bytes": "200"})
+        time.sleep(engine_mod.CATALOG_RECHECK_S * 2)
+        with pytest.raises(RecordTooLarge):
+            a.produce_batch("t", [b"x" * 500], partition=0)
+        a.alter_topic_config("t", {"max.message.bytes": "100000"})  # this engine's: at once
+        assert a.produce_batch("t", [b"x" * 500], partition=0) == [(0, 1)]

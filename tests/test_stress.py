@@ -487,9 +487,15 @@ def test_segment_write_fails_mid_pipeline(data_dir, monkeypatch):
                 return len(data) // 2
         return real(fd, data, position)
 
+    def flaky_v(fd, buffers, position):  # a group's batches, written with one pwritev
+        return flaky(fd, b"".join(buffers), position)
+
+    real_v = os.pwritev
     monkeypatch.setattr(os, "pwrite", flaky)
+    monkeypatch.setattr(os, "pwritev", flaky_v)
     acked, failed, problems = produce_outcomes(eng, threads=6, n=40, partitions=1, rng_seed=1)
     monkeypatch.setattr(os, "pwrite", real)
+    monkeypatch.setattr(os, "pwritev", real_v)
     assert not problems, problems[:3]
     assert failed and acked
     assert all("No space left" in f for f in failed), failed[:3]

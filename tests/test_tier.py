@@ -441,3 +441,27 @@ def test_a_changed_store_uri_keeps_old_copies_readable_and_delete_removes_both(d
         eng.delete_topic("t")
     assert cold_objects(data_dir) == []
     assert [f for _, _, fs in os.walk(other) for f in fs] == []
+
+
+def test_hot_cache_under_group_commit_returns_exactly_the_log(data_dir):
+    import threading
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+
+        def work(t):
+            for i in range(150):
+                eng.produce("t", [Record(value=b"%d-%d-%d" % (t, i, j)) for j in range(3)])
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        seen = []
+        while any(th.is_alive() for th in threads) or len(seen) < 1800:
+            seen += [(r.offset, r.value) for r in eng.read("t", 0, len(seen), 100)]
+        for th in threads:
+            th.join()
+        assert eng.tier_status("t")[0]["hot_hits"] > 0
+    with Engine.open(data_dir, settings={"hot.max.bytes": "0"}) as eng:
+        assert [(r.offset, r.value) for r in eng.read("t", 0, 0, 5000)] == seen
+    assert sorted(v for _, v in seen) == sorted(b"%d-%d-%d" % (t, i, j) for t in range(4)
+                                               for i in range(150) for j in range(3))
