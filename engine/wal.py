@@ -373,13 +373,20 @@ class WalStream:
                 fd, target = self.fd, self.written
             self._fsync(fd)
         except BaseException as e:
-            cond.acquire()
-            self.syncing = False
-            if isinstance(e, StorageError) and not self.closed:
-                if fd == self.fd:  # (a rotation since: the current file is not the failed one)
-                    self.poisoned = e
-                    self.poison_end = target
-                self.lost.append((low, target))
+            # write_mutex first (the order _rotate and close take them): every record already
+            # written to the failed file is lost, also those written while the fsync ran (the
+            # kernel may have dropped their pages; a later fsync "succeeding" proves nothing),
+            # and any later append sees ``poisoned`` and starts a new file
+            with self.write_mutex:
+                cond.acquire()
+                self.syncing = False
+                if isinstance(e, StorageError) and not self.closed:
+                    end = target
+                    if fd == self.fd:  # (a rotation since: the current file is not the failed
+                        end = self.written  # one, and the rotation marked the rest lost)
+                        self.poisoned = e
+                        self.poison_end = end
+                    self.lost.append((low, end))
             self._close_retired()
             wake, self.sleepers = self.sleepers, []  # everyone looks again (and raises)
             for s in wake:

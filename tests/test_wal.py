@@ -458,3 +458,33 @@ def test_a_long_scan_without_checkpoint_reports_progress(data_dir, monkeypatch):
     total = calls[-1][1]
     assert calls[-1][2] == total and total > 4_000_000
     assert [d for _, _, d in calls] == sorted(d for _, _, d in calls)
+
+
+def test_a_record_written_while_an_fsync_fails_is_never_acknowledged(tmp_path, monkeypatch):
+    """After a failed fdatasync the kernel may have dropped the file's dirty pages, so a record
+    written before the failure was handled is lost even if a later fdatasync 'succeeds'."""
+    import errno
+
+    from engine.errors import StorageError
+    from engine.wal import WalStream
+
+    w = WalStream(str(tmp_path), 1 << 20)
+    first = w.append(b"a" * 100)
+    during: list[int] = []
+    real = os.fdatasync
+
+    def flaky(fd):
+        if not during:  # the first fsync: another record lands while it runs, then it fails
+            during.append(w.append(b"b" * 100))
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", flaky)
+    with pytest.raises(StorageError):
+        w.sync(first)
+    with pytest.raises(StorageError, match="lost an fsync"):
+        w.sync(during[0])
+    later = w.append(b"c" * 100)  # a new file: durable as usual
+    w.sync(later)
+    assert w.durable(later) and not w.durable(during[0])
+    w.close(delete=True)
