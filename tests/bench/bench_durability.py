@@ -263,23 +263,31 @@ def group_run(d: str, threads: int, partitions: int, seconds: float) -> dict[str
 
 
 def step_group(scratch: str, seconds: float, runs: int) -> dict[str, Any]:
+    """Rounds of the three configs back to back; each ratio is taken within its round (the
+    machine's speed drifts between rounds), the median of the rounds reported."""
     configs = (("1 thread, 1 partition", 1, 1), ("4 threads, same partition", 4, 1),
                ("4 threads, 4 partitions", 4, 4))
     out: dict[str, Any] = {"seconds": seconds, "records_per_call": SMALL_CALL, "configs": {}}
-    for label, th, parts in configs:
-        rs = []
-        for _ in range(runs):
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for _ in range(runs):
+        got = {}
+        for label, th, parts in configs:
             d = tempfile.mkdtemp(prefix="group-", dir=scratch)
-            rs.append(group_run(d, th, parts, seconds))
+            got[label] = group_run(d, th, parts, seconds)
             shutil.rmtree(d)
+        rounds.append(got)
+    one = configs[0][0]
+    for label, _, _ in configs:
+        rs = [r[label] for r in rounds]
         mid = sorted(rs, key=lambda r: r["rps"])[len(rs) // 2]
         mid["runs_rps"] = [round(r["rps"]) for r in rs]
+        ratios = sorted(r[label]["rps"] / r[one]["rps"] for r in rounds)
+        mid["ratio_vs_1_thread"] = ratios[len(ratios) // 2]
+        mid["round_ratios"] = [round(x, 2) for x in ratios]
         out["configs"][label] = mid
         log(f"[2] {label}: {mid['rps']:,.0f} rec/s, {mid['calls_per_s']:,.0f} calls/s, "
-            f"WAL fsyncs/call {mid['wal_fsyncs_per_call']:.3f}")
-    one = out["configs"]["1 thread, 1 partition"]["rps"]
-    for c in out["configs"].values():
-        c["ratio_vs_1_thread"] = c["rps"] / one
+            f"WAL fsyncs/call {mid['wal_fsyncs_per_call']:.3f}, ratio per round "
+            f"{mid['round_ratios']}")
     return out
 
 
