@@ -108,7 +108,7 @@ def test_mid_file_corruption_needs_truncate_corrupt(data_dir):
 def test_list_and_inspect(data_dir):
     pdir = make(data_dir, batches=4, cfg={})
     rows = json.loads(run_rivven(data_dir, "segment", "list", "t", "--json").stdout)
-    assert rows == [{"partition": 0, "file": os.path.join(os.path.abspath(pdir),
+    assert rows == [{"partition": 0, "tier": "local", "file": os.path.join(os.path.abspath(pdir),
                                                           "00000000000000000000.log"),
                      "base_offset": 0, "last_offset": 39, "records": 40,
                      "bytes": os.path.getsize(rows[0]["file"]), "min_timestamp": 1000,
