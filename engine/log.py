@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import compaction, files, tier_manifest
+from .cold import ColdObjectError
 from .config import TopicConfig
 from .errors import CorruptRecordError, OffsetOutOfRange, RivvenError, StorageError, UnknownTopic
 from .failpoint import failpoint
@@ -790,7 +791,18 @@ class PartitionLog:
                             raise self.tier_error
                         raise SegmentGone(f"offset {offset} of {self.topic}-{self.partition} "
                                           "is neither local nor in the tier manifest")
-                    seg = self.cold_segment(entry)
+                    try:
+                        seg = self.cold_segment(entry)
+                    except ColdObjectError:
+                        # restored or deleted by retention since we read the manifest? then
+                        # the next look finds the offsets elsewhere; else the object is gone
+                        start, bases, tier, tier_bases = self._reload_view()
+                        if any(e.object == entry.object for e in tier) or retries > 10:
+                            raise
+                        retries += 1
+                        if offset < start:
+                            raise self._out_of_range(offset, start, end) from None
+                        continue
                     nxt = entry.next_offset
                 else:
                     seg = active if bases[i] == active.base else self._sealed(bases[i])

@@ -387,7 +387,7 @@ def test_readers_in_other_processes_keep_reading_while_segments_move(data_dir, t
                                 stderr=subprocess.PIPE) for _ in range(2)]
     time.sleep(0.5)
     with Engine.open(data_dir) as eng:
-        for _ in range(2):  # tier, bring half back, tier again: files come and go under them
+        for _ in range(4):  # tier, bring half back, tier again: files come and go under them
             eng.tier("t")
             eng.tier_restore("t", from_offset=300)
         eng.tier("t")
