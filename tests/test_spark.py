@@ -81,6 +81,8 @@ def test_source_reads_every_record(spark, data_dir):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_survivors_transform_matches_the_reference(spark, data_dir, seed):
+    from pyspark.sql import functions as F
+
     from engine.spark.transform import survivors
 
     rng = random.Random(seed)
@@ -105,6 +107,14 @@ def test_survivors_transform_matches_the_reference(spark, data_dir, seed):
                  .option("path", data_dir).option("topic", "c")
                  .option("endOffsets", json.dumps(ends)).load())
     assert {(r.partition, r.offset) for r in survivors(keys_only, bounds).collect()} == want
+    for split_bytes, splits in (("3000", "0"), ("1000000", "1")):  # many splits; one for both
+        last = (spark.read.format("rivven")
+                .schema("partition int, offset long, key binary, tombstone boolean")
+                .option("path", data_dir).option("topic", "c").option("lastPerKey", "true")
+                .option("splitBytes", split_bytes).option("splits", splits)
+                .option("endOffsets", json.dumps(ends)).load()
+                .withColumn("topic", F.lit("c")))
+        assert {(r.partition, r.offset) for r in survivors(last, bounds).collect()} == want
 
 
 def test_survivors_transform_refuses_null_keys(spark, data_dir):
@@ -116,6 +126,11 @@ def test_survivors_transform_refuses_null_keys(spark, data_dir):
     df = spark.read.format("rivven").option("path", data_dir).option("topic", "d").load()
     with pytest.raises(Exception, match="record at offset 1 of d-0 has no key"):
         survivors(df).collect()
+    last = (spark.read.format("rivven").schema("topic string, partition int, offset long, "
+                                                "key binary, tombstone boolean")
+            .option("path", data_dir).option("topic", "d").option("lastPerKey", "true").load())
+    with pytest.raises(Exception, match="record at offset 1 of d-0 has no key"):
+        survivors(last).collect()  # keyless records pass the per-split reduction untouched
 
 
 # ---------------------------------------------------------------- real spark-submit

@@ -1,26 +1,29 @@
 """The compaction job, run by ``spark-submit`` (see engine.spark.submit): ``job.py PLAN.json``.
 
-1. The rivven source reads only ``(topic, partition, offset, key, tombstone)`` of every
-   cleanable segment (split by segment and index position, decoded in the executors).
+1. The rivven source reads only ``(partition, offset, key, tombstone)`` of every cleanable
+   segment (split by segment and index position, decoded in the executors), and each split
+   sends only its last record per key (``lastPerKey``: Arrow's C++ hash aggregation).
 2. ``survivors`` picks the last record per key (dropping tombstones past their horizon).
-3. Survivor offsets are tagged with their output segment (group) and sorted; the
-   ``rivven-compact`` sink writes each group's cleaned segment from its source segments
+3. Survivor offsets are tagged with their output segment (group) and shuffled by group; a
+   ``mapInArrow`` stage writes each group's cleaned segment from its source segments
    (batches whose records all survive are copied byte for byte), indexes rebuilt, into the
-   staging folder.
+   staging folder, and returns its stats. One Spark job, three stages.
 4. The driver writes ``result.json`` next to the plan. The swap happens later, outside Spark,
    under the partition lock (engine.compaction.swap).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
-KEYS_SCHEMA = "topic string, partition int, offset long, key binary, tombstone boolean"
+KEYS_SCHEMA = "partition int, offset long, key binary, tombstone boolean"
 
 
 def _groups(plan: dict[str, Any]) -> dict[int, tuple[int, list[dict[str, Any]], str]]:
@@ -48,55 +51,44 @@ def _write(plan: dict[str, Any], gid: int, offsets: list[Any], tombs: int) -> di
     return {**write_group(segs, keep, out_dir), "gid": gid, "tombstones_kept": tombs}
 
 
-def sink() -> Any:
-    """The ``rivven-compact`` data source: writes each group's cleaned segment from its
-    survivor offsets ``(gid, offset, tombstone)``, sorted by gid then offset per task."""
-    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+STATS_SCHEMA = "stats string"
 
-    class Done(WriterCommitMessage):
-        def __init__(self, stats: list[dict[str, Any]]) -> None:
-            self.stats = stats
 
-    class Writer(DataSourceArrowWriter):
-        def __init__(self, plan_path: str) -> None:
-            self.plan_path = plan_path
+def write_task(plan_path: str, batches: Iterator[Any]) -> Iterator[Any]:
+    """One task of the write stage (``mapInArrow``): the survivors ``(gid, offset, tombstone)``
+    of some groups in any order -> each group's cleaned segment, one JSON stats row per group.
+    Grouping happens here in Arrow (C++), so Spark needs no sort before this stage."""
+    import pyarrow as pa
 
-        def write(self, iterator: Any) -> Done:
-            import pyarrow.compute as pc
+    with open(plan_path) as f:
+        plan = json.load(f)
+    got = list(batches)
+    t = pa.Table.from_batches(got) if got else None  # a task may receive no group at all
+    if t is not None and t.num_rows:
+        by_gid = (t.group_by("gid").aggregate([("offset", "list"), ("tombstone", "sum")])
+                  .sort_by("gid"))
+        lists = by_gid["offset_list"].combine_chunks()
+        for i, (gid, tombs) in enumerate(zip(by_gid["gid"].to_pylist(),
+                                             by_gid["tombstone_sum"].to_pylist())):
+            st = _write(plan, gid, [lists[i].values], int(tombs or 0))
+            yield pa.RecordBatch.from_pydict({"stats": [json.dumps(st)]})
 
-            with open(self.plan_path) as f:
-                plan = json.load(f)
-            stats: list[dict[str, Any]] = []
-            gid, offsets, tombs = None, [], 0
-            for batch in iterator:
-                gids = batch.column("gid")
-                for g in pc.unique(gids).to_pylist():  # sorted: each gid is one run
-                    rows = batch.filter(pc.equal(gids, g))
-                    if g != gid:
-                        if gid is not None:
-                            stats.append(_write(plan, gid, offsets, tombs))
-                        gid, offsets, tombs = g, [], 0
-                    offsets.append(rows.column("offset"))
-                    tombs += pc.sum(rows.column("tombstone").cast("int64")).as_py() or 0
-            if gid is not None:
-                stats.append(_write(plan, gid, offsets, tombs))
-            return Done(stats)
 
-        def commit(self, messages: list[Any]) -> None:
-            stats = [s for m in messages if m is not None for s in m.stats]
-            path = os.path.join(os.path.dirname(self.plan_path), "written.json")
-            with open(path, "w") as f:
-                json.dump(stats, f)
+def map_in_arrow(df: Any, func: Any, schema: str) -> Any:
+    """``df.mapInArrow(func, schema)`` without pandas: PySpark checks for pandas when it builds
+    the UDF although the Arrow path never uses it (the Python data source runs on the same
+    path without it). With pandas installed, the public call."""
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        from pyspark.sql import DataFrame
+        from pyspark.sql.udf import _create_udf
+        from pyspark.util import PythonEvalType
 
-    class Sink(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "rivven-compact"
-
-        def writer(self, schema: Any, overwrite: bool) -> Writer:
-            return Writer(self.options["plan"])
-
-    return Sink
+        udf = _create_udf(func, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+        col = udf(*[df[c] for c in df.columns])
+        return DataFrame(df._jdf.mapInArrow(col._jc, False, None), df.sparkSession)
+    return df.mapInArrow(func, schema)
 
 
 class _FirstJob(threading.Thread):
@@ -126,16 +118,20 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from engine.compaction import write_group
+    from engine.spark.job import write_task  # by reference: this file runs as __main__
     from engine.spark.source import RivvenDataSource
     from engine.spark.transform import survivors
 
     spark.dataSource.register(RivvenDataSource)
-    spark.dataSource.register(sink())
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # the shuffles carry keys and offsets only: Spark's 200 partitions cost more in
         # per-partition overhead than they spread (a --conf still wins)
         spark.conf.set("spark.sql.shuffle.partitions",
                        str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    if not spark.sparkContext.getConf().contains("spark.sql.adaptive.enabled"):
+        # AQE runs each shuffle stage as a job of its own and re-plans in between (about a
+        # second per stage here) to tune shuffles that carry one small row per key anyway
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
     parts = plan["partitions"]
     groups = _groups(plan)
     ranges = [(part, g[0]["base_offset"], g[-1]["next_offset"], gid)
@@ -149,7 +145,12 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
             .option("partitions", ",".join(str(p["partition"]) for p in parts))
             .option("endOffsets", json.dumps({p["partition"]: p["cleanable_end"] for p in parts}))
             .option("splitBytes", str(split_bytes)).option("splits", str(2 * par))
-            .load())
+            # each split sends only its last record per key: the JVM's share of the work
+            # (Arrow -> rows, hash aggregation) shrinks to about one row per distinct key
+            .option("lastPerKey", "true")
+            .load()
+            # one topic: a literal, which Spark drops from the grouping keys
+            .withColumn("topic", F.lit(plan["topic"])))
     surv = survivors(keys, {p["partition"]: p["tombstone_bound"] for p in parts})
     # each survivor's output segment: a CASE over the groups' offset ranges (no join, and no
     # small DataFrame to ship: that would cost a job of its own)
@@ -161,11 +162,11 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
               .select("gid", "offset", "tombstone"))
     planned = time.time()
     first_job = _watch_first_job(spark)
-    (tagged.repartition(max(1, min(len(groups), 2 * par)), "gid")
-     .sortWithinPartitions("gid", "offset")
-     .write.format("rivven-compact").mode("append").option("plan", plan_path).save())
-    with open(os.path.join(os.path.dirname(plan_path), "written.json")) as f:
-        rows = json.load(f)
+    # the writes run in the stage that receives the survivors: a mapInArrow, not a Python data
+    # source sink, whose planning and commit each cost a Python process in the driver
+    rows = [json.loads(r.stats) for r in
+            map_in_arrow(tagged.repartition(max(1, min(len(groups), 2 * par)), "gid"),
+                         functools.partial(write_task, plan_path), STATS_SCHEMA).collect()]
     done = {r["gid"] for r in rows}
     for gid, (_, segs, out_dir) in groups.items():  # no survivor at all: an empty segment
         if gid not in done:

@@ -5,7 +5,9 @@
           .load())          # topic, partition, offset, timestamp, key, value, headers
 
 Options: ``path`` (data dir) and ``topic`` (required); ``partitions`` ("0,2"); ``endOffsets``
-(JSON ``{"0": 1200}``: read below these offsets only); ``splitBytes`` (default 64 MiB).
+(JSON ``{"0": 1200}``: read below these offsets only); ``splitBytes`` (default 64 MiB);
+``lastPerKey`` ("true": per split and partition only the last record of each key, for a
+keys-only schema; a compaction pass needs no more).
 A user schema with a subset of the columns reads only those (``tombstone`` boolean is also
 available: value is null), e.g. ``.schema("partition int, offset long, key binary")``.
 Splits are whole segments, and large segments are cut at offset-index positions, so the
@@ -97,10 +99,56 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
     return [SegmentSplit(ps) for ps in packed]
 
 
-def read_split(split: SegmentSplit, columns: list[str]) -> Iterator[Any]:
-    """Arrow record batches (``columns`` only) of one split."""
-    for piece in split.pieces:
-        yield from read_piece(piece, columns)
+def read_split(split: SegmentSplit, columns: list[str], last_per_key: bool = False
+               ) -> Iterator[Any]:
+    """Arrow record batches (``columns`` only) of one split; with ``last_per_key`` only the
+    last record of each key per partition within the split (see ``last_per_key``)."""
+    if not last_per_key:
+        for piece in split.pieces:
+            yield from read_piece(piece, columns)
+    else:
+        run: list[Any] = []
+        for i, piece in enumerate(split.pieces):
+            if i and piece.partition != split.pieces[i - 1].partition:
+                yield from _last_per_key(run, columns)
+                run = []
+            run.extend(read_piece(piece, columns))
+        yield from _last_per_key(run, columns)
+
+
+LAST_PER_KEY_COLUMNS = {"topic", "partition", "offset", "key", "tombstone"}
+
+
+def _last_per_key(batches: list[Any], columns: list[str]) -> Iterator[Any]:
+    """The batches of one partition (in offset order) reduced to the last record per key:
+    Arrow's hash aggregation (C++), so only about one row per distinct key crosses into the
+    JVM. Records without a key pass through untouched (whoever reads them refuses them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not batches:
+        return
+    t = pa.Table.from_batches(batches)
+    missing = pc.is_null(t["key"])
+    nulls = None
+    if pc.any(missing).as_py():
+        nulls, t = t.filter(missing), t.filter(pc.invert(missing))
+    aggs = [("offset", "max")] + [("tombstone", "last")] * ("tombstone" in columns)
+    # use_threads=False keeps input order, so "last" is the record with the highest offset
+    g = t.group_by("key", use_threads=False).aggregate(aggs)
+    n = g.num_rows
+    arrays = {"key": g["key"], "offset": g["offset_max"]}
+    if "tombstone" in columns:
+        arrays["tombstone"] = g["tombstone_last"]
+    if "topic" in columns:
+        arrays["topic"] = pa.array([t["topic"][0].as_py() if len(t) else None] * n, pa.string())
+    if "partition" in columns:
+        arrays["partition"] = pa.array([t["partition"][0].as_py() if len(t) else None] * n,
+                                       pa.int32())
+    out = pa.Table.from_arrays([arrays[c] for c in columns], schema=t.schema)
+    if nulls is not None:
+        out = pa.concat_tables([out, nulls])
+    yield from out.to_batches(max_chunksize=ROWS_PER_BATCH)
 
 
 def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
@@ -179,6 +227,11 @@ class RivvenReader(DataSourceReader):
         unknown = [c for c in self.columns if c not in COLUMNS]
         if unknown:
             raise ValueError(f"unknown rivven column(s) {unknown}: use {', '.join(COLUMNS)}")
+        self.last_per_key = self.options.get("lastperkey", "false").lower() == "true"
+        if self.last_per_key and not ({"key", "offset"} <= set(self.columns)
+                                      <= LAST_PER_KEY_COLUMNS):
+            raise ValueError("lastPerKey reads key and offset, and only "
+                             f"{', '.join(sorted(LAST_PER_KEY_COLUMNS))}")
 
     def partitions(self) -> list[SegmentSplit]:
         o = self.options
@@ -189,7 +242,7 @@ class RivvenReader(DataSourceReader):
                           ends, int(o.get("splitbytes", 64 << 20)), int(o.get("splits", 0)))
 
     def read(self, partition: SegmentSplit) -> Iterator[Any]:  # type: ignore[override]
-        return read_split(partition, self.columns)
+        return read_split(partition, self.columns, self.last_per_key)
 
 
 class RivvenDataSource(DataSource):

@@ -83,15 +83,32 @@ def environment(python: str = sys.executable) -> dict[str, str]:
 
 
 def engine_zip(dest: str) -> str:
-    """The engine package as a zip for ``--py-files`` (sources only)."""
+    """The engine package as a zip for ``--py-files``: sources, plus bytecode compiled here.
+    zipimport never writes bytecode, so without it every Python process Spark starts (the
+    planners of the data source, each worker) compiles the engine again. The bytecode is
+    unchecked-hash (no timestamps to match); an interpreter of another version rejects its
+    magic number and compiles the source next to it."""
+    import py_compile
+    import tempfile
+
     path = os.path.join(dest, "engine.zip")
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z, \
+            tempfile.TemporaryDirectory() as tmp:
         for root, dirs, names in os.walk(ENGINE_DIR):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             for n in names:
                 if n.endswith(".py"):
                     full = os.path.join(root, n)
-                    z.write(full, os.path.join("engine", os.path.relpath(full, ENGINE_DIR)))
+                    arc = os.path.join("engine", os.path.relpath(full, ENGINE_DIR))
+                    z.write(full, arc)
+                    pyc = os.path.join(tmp, "x.pyc")
+                    try:
+                        py_compile.compile(full, pyc, dfile=arc, doraise=True,
+                                           invalidation_mode=py_compile.PycInvalidationMode
+                                           .UNCHECKED_HASH)
+                    except py_compile.PyCompileError:
+                        continue  # the source alone: the executor's error is clearer
+                    z.write(pyc, arc + "c")
     return path
 
 
@@ -108,6 +125,10 @@ def command(plan_path: str, py_files: str, master: str, confs: list[str],
         if "=" not in c:
             raise RivvenError(f"--conf {c!r} is not key=value, e.g. spark.executor.memory=4g")
         cmd += ["--conf", c]
+    if not any(c.startswith("spark.driver.extraJavaOptions=") for c in confs):
+        # the driver JVM (all of Spark in local mode) lives for seconds: C2's compilations
+        # cost more CPU than their faster code saves (about a third of the JVM's CPU here)
+        cmd += ["--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"]
     return [*cmd, os.path.join(HERE, script), plan_path]
 
 

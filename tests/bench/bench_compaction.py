@@ -107,6 +107,7 @@ def main() -> None:
             shutil.copytree(src, d)
             subprocess.run(["cat"] + [os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs
                                       if f.endswith(".log")], stdout=subprocess.DEVNULL)
+            os.sync()  # else the copy's writeback (~1 GB) competes with the measured run
             log(f"running {v}")
             res[v] = run_inproc(d) if v == "inproc" else run_spark(d, f"local[{v}]")
             log(f"{v}: {res[v]}")
