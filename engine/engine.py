@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from . import admin, codecs, files, groups, retention, tiering
+from . import admin, codecs, files, groups, retention, tier_manifest, tiering
 from . import wal as wal_mod
 from .arrow import batch_columns
 from .arrow import table as arrow_table
@@ -26,6 +26,7 @@ from .config import KEYS, TopicConfig, check_combination, effective, validate
 from .errors import (
     DataDirError,
     InvalidArgument,
+    InvalidConfig,
     OffsetOutOfRange,
     ReadOnlyError,
     RecordTooLarge,
@@ -458,6 +459,14 @@ class Engine:
             for k in delete:
                 cfg.pop(k, None)
             check_combination(cfg)
+            if TopicConfig.from_overrides(cfg).compacted:
+                cold = sum(len(tier_manifest.load(files.partition_dir(self.path, name, p)))
+                           for p in range(meta.partitions))
+                if cold:
+                    raise InvalidConfig(
+                        f"topic {name!r} has {cold} segment(s) in the cold store, which compaction "
+                        f"would never clean: bring them back first with 'rivven tier restore "
+                        f"{name} --from 0', then set cleanup.policy")
             topics[name] = TopicMeta(name, meta.id, meta.partitions, cfg, meta.created_ms)
         return self.topic(name)
 

@@ -18,13 +18,14 @@ from .segment import BatchRef
 
 
 class _Run:
-    __slots__ = ("bases", "items", "head", "bytes")
+    __slots__ = ("bases", "items", "head", "bytes", "live")
 
     def __init__(self) -> None:
         self.bases: list[int] = []
         self.items: list[tuple[int, int, bytes]] = []  # (next offset, file position, bytes)
         self.head = 0  # entries before it are evicted (compacted away lazily)
         self.bytes = 0
+        self.live = True
 
     def popleft(self) -> int:
         n = len(self.items[self.head][2])
@@ -43,7 +44,10 @@ class HotCache:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._runs: dict[Hashable, _Run] = {}
-        self._order: deque[Hashable] = deque()  # one item per batch added, oldest first
+        # one item per batch added, oldest first: the run it went to (a cleared run's items
+        # are skipped, and dropped in bulk once they outnumber the live ones)
+        self._order: deque[_Run] = deque()
+        self._live = 0  # batches held by live runs
         self.bytes = 0
         self.hits: dict[Hashable, int] = {}
         self.misses: dict[Hashable, int] = {}
@@ -64,12 +68,15 @@ class HotCache:
             run.items.append((next_offset, position, bytes(buf)))
             run.bytes += n
             self.bytes += n
-            self._order.append(key)
+            self._live += 1
+            self._order.append(run)
             while self.bytes > self.max_bytes and self._order:
-                k = self._order.popleft()
-                r = self._runs.get(k)
-                if r is not None and r.head < len(r.items):
+                r = self._order.popleft()
+                if r.live and r.head < len(r.items):
                     self.bytes -= r.popleft()
+                    self._live -= 1
+            if len(self._order) > 2 * self._live + 1024:
+                self._order = deque(r for r in self._order if r.live)
 
     def clear(self, key: Hashable) -> None:
         with self._lock:
@@ -78,7 +85,9 @@ class HotCache:
     def _clear(self, key: Hashable) -> None:
         run = self._runs.pop(key, None)
         if run is not None:
+            run.live = False
             self.bytes -= run.bytes
+            self._live -= len(run.items) - run.head
 
     def get(self, key: Hashable, offset: int, end: int, max_bytes: int) -> list[BatchRef]:
         """Batches holding ``offset`` and after (below ``end``), or [] on a miss."""

@@ -176,6 +176,10 @@ def _row(e: ColdSegment) -> dict[str, Any]:
 def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:
     """(Tier lock held.) Delete objects under the partition's prefix that the manifest does
     not name: copies of a run that died before its manifest write, half-written temp files."""
+    if not os.path.exists(tier_manifest.path(log.dir)):
+        # no manifest (no tier run committed yet, or the file was lost): deleting "unreferenced"
+        # objects could destroy the only copy of cold data, so nothing is collected
+        return []
     named = {e.object for e in tier_manifest.load(log.dir)}
     removed = []
     for url in cold.listdir(cold_prefix):
@@ -350,7 +354,7 @@ def run(eng: Engine, topic: str | None, copier: Callable[[list[dict[str, Any]]],
         out["tasks"] = len(tasks)
         out["plan_bytes"] = sum(t["bytes"] for t in tasks)
         t1 = time.time()
-        copies = copier(tasks) if tasks or dry_run else []
+        copies = copier(tasks) if tasks else (None if dry_run else [])
         out["copy_s"] = time.time() - t1
         for log, plan, removed in plans:
             row: dict[str, Any] = {"topic": log.topic, "partition": log.partition,

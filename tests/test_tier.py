@@ -465,3 +465,34 @@ def test_hot_cache_under_group_commit_returns_exactly_the_log(data_dir):
         assert [(r.offset, r.value) for r in eng.read("t", 0, 0, 5000)] == seen
     assert sorted(v for _, v in seen) == sorted(b"%d-%d-%d" % (t, i, j) for t in range(4)
                                                for i in range(150) for j in range(3))
+
+
+def test_guards_compaction_lost_manifest_and_empty_dry_run(data_dir):
+    make(data_dir, n=300)
+    with Engine.open(data_dir) as eng:
+        r = run_rivven(data_dir, "spark", "tier", "--dry-run")
+        assert r.returncode == 0 and b"spark-submit" in r.stdout  # something to do
+        eng.tier("t")
+        r = run_rivven(data_dir, "spark", "tier", "--dry-run")
+        assert r.returncode == 0 and b"spark-submit" not in r.stdout
+        assert b"nothing to tier" in r.stderr
+        eng.alter_topic_config("t", {"remote.storage.enable": "false"})
+        with pytest.raises(InvalidConfig, match="in the cold store, which compaction"):
+            eng.alter_topic_config("t", {"cleanup.policy": "compact"})
+        eng.alter_topic_config("t", {"remote.storage.enable": "true"})
+        objs = cold_objects(data_dir)
+        os.rename(tier_manifest.path(pdir(data_dir)), os.path.join(data_dir, "saved.json"))
+        eng.tier("t")  # a lost manifest: nothing in the cold store is collected
+        assert cold_objects(data_dir) == objs
+        os.rename(os.path.join(data_dir, "saved.json"), tier_manifest.path(pdir(data_dir)))
+        assert everything(eng) == expected(300)
+
+
+def test_hot_cache_bookkeeping_stays_bounded(data_dir):
+    with Engine.open(data_dir, sync=False) as eng:
+        eng.create_topic("t", 1, {"segment.bytes": "20000"})
+        for _ in range(5000):  # many rolls: every roll clears the partition's run
+            eng.produce("t", [Record(value=b"x" * 50)])
+        hot = eng.hot
+        assert len(hot._order) <= 2 * hot._live + 1024 and hot.bytes <= 20000
+        assert len(eng.read("t", 0, 4990, 100)) == 10
