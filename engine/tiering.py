@@ -348,6 +348,11 @@ def run(eng: Engine, topic: str | None, copier: Callable[[list[dict[str, Any]]],
                 pre = prefix(eng.path, meta.typed, meta.name, meta.id, p)
                 removed = [] if dry_run else collect_garbage(log, pre)
                 plan = plan_partition(log, meta.typed, now, pre)
+                if plan["upload"] and not dry_run and not os.path.exists(
+                        tier_manifest.path(log.dir)):
+                    # an (empty) manifest before the first copy: if this run dies, the next
+                    # one may collect its copies (without a manifest nothing is collected)
+                    tier_manifest.save(log.dir, [])
                 plans.append((log, plan, removed))
         tasks = [{"topic": pl["topic"], "partition": pl["partition"], **row}
                  for _, pl, _ in plans for row in pl["upload"]]

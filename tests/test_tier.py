@@ -290,6 +290,8 @@ def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
         if child is TIER_CHILD:
             eng.tier("t")
             assert len(local_bases(data_dir)) <= 3
+            # the dead run's copies are collected (its first step left an empty manifest)
+            assert len(cold_objects(data_dir)) == 3 * len(tier_manifest.load(pdir(data_dir)))
         else:
             eng.tier_restore("t", from_offset=0)
             assert local_bases(data_dir)[0] == 0 and tier_manifest.load(pdir(data_dir)) == []
