@@ -13,6 +13,13 @@ from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 
+MasterOpt = Annotated[str, typer.Option(
+    "--master", help="Spark master: local[*], local[2], spark://HOST:PORT, yarn, k8s://...")]
+ConfOpt = Annotated[list[str] | None, typer.Option(
+    "--conf", help="Spark config key=value (repeatable), passed to spark-submit.")]
+DeployModeOpt = Annotated[str | None, typer.Option(
+    "--deploy-mode", help="client or cluster, passed to spark-submit.")]
+
 
 def _pct(before: int, after: int) -> str:
     return f"{100 * (1 - after / before):.1f}%" if before else "0.0%"
@@ -34,18 +41,27 @@ def _progress() -> Any:
     return bar, update
 
 
+def _with_progress(job: Any) -> Any:
+    """``job(engine, progress)`` with the Spark progress bar drawn while it runs."""
+    bar, update = _progress()
+    with open_engine() as eng:
+        if bar is not None:
+            bar.start()
+        try:
+            return job(eng, update)
+        finally:
+            if bar is not None:
+                bar.stop()
+
+
 @app.command()
 def compact(
     topic: Annotated[str, typer.Argument(help="A topic with cleanup.policy=compact.")],
     partition: Annotated[list[int] | None, typer.Option(
         "--partition", "-p", min=0, help="Only these partitions (repeatable).")] = None,
-    master: Annotated[str, typer.Option(
-        "--master", help="Spark master: local[*], local[2], spark://HOST:PORT, yarn, k8s://...")
-    ] = "local[*]",
-    conf: Annotated[list[str] | None, typer.Option(
-        "--conf", help="Spark config key=value (repeatable), passed to spark-submit.")] = None,
-    deploy_mode: Annotated[str | None, typer.Option(
-        "--deploy-mode", help="client or cluster, passed to spark-submit.")] = None,
+    master: MasterOpt = "local[*]",
+    conf: ConfOpt = None,
+    deploy_mode: DeployModeOpt = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan and the exact spark-submit command; run nothing.")
     ] = False,
@@ -57,16 +73,8 @@ def compact(
     segments in (crash-safe; producers keep appending meanwhile)."""
     from engine.spark.submit import compact as run
 
-    bar, update = _progress()
-    with open_engine() as eng:
-        if bar is not None:
-            bar.start()
-        try:
-            out = run(eng, topic, partition, master, conf or [], deploy_mode, dry_run, force,
-                      update)
-        finally:
-            if bar is not None:
-                bar.stop()
+    out = _with_progress(lambda eng, update: run(eng, topic, partition, master, conf or [],
+                                                 deploy_mode, dry_run, force, update))
     if json:
         print_json(out)
         return
@@ -111,13 +119,9 @@ def compact(
 def tier(
     topic: Annotated[str | None, typer.Argument(
         help="A topic with remote.storage.enable=true (default: every such topic).")] = None,
-    master: Annotated[str, typer.Option(
-        "--master", help="Spark master: local[*], local[2], spark://HOST:PORT, yarn, k8s://...")
-    ] = "local[*]",
-    conf: Annotated[list[str] | None, typer.Option(
-        "--conf", help="Spark config key=value (repeatable), passed to spark-submit.")] = None,
-    deploy_mode: Annotated[str | None, typer.Option(
-        "--deploy-mode", help="client or cluster, passed to spark-submit.")] = None,
+    master: MasterOpt = "local[*]",
+    conf: ConfOpt = None,
+    deploy_mode: DeployModeOpt = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print what would move and the exact spark-submit command.")] = False,
     json: JsonOpt = False,
@@ -127,15 +131,8 @@ def tier(
     locally. Reads of those offsets keep working (through a local cache)."""
     from engine.spark.submit import tier as run
 
-    bar, update = _progress()
-    with open_engine() as eng:
-        if bar is not None:
-            bar.start()
-        try:
-            out = run(eng, topic, master, conf or [], deploy_mode, dry_run, update)
-        finally:
-            if bar is not None:
-                bar.stop()
+    out = _with_progress(lambda eng, update: run(eng, topic, master, conf or [], deploy_mode,
+                                                 dry_run, update))
     if json:
         print_json(out)
         return

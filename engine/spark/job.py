@@ -197,11 +197,16 @@ def main(argv: list[str]) -> int:
     # start-up as the compaction issue counts it: everything before the first job runs
     result.update({"startup_s": started - t0, "plan_s": first - started, "exec_s": done - first,
                    "job_s": done - started})
+    write_result(plan_path, result)
+    return 0
+
+
+def write_result(plan_path: str, result: dict[str, Any]) -> None:
+    """``result.json`` next to the plan, whole or not at all (the launcher reads it)."""
     tmp = os.path.join(os.path.dirname(plan_path), "result.json.tmp")
     with open(tmp, "w") as f:
         json.dump(result, f)
     os.replace(tmp, os.path.join(os.path.dirname(plan_path), "result.json"))
-    return 0
 
 
 if __name__ == "__main__":

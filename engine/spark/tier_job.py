@@ -10,7 +10,6 @@ partitions' tier locks.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from typing import Any
@@ -24,6 +23,8 @@ def copy(task: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
+
+    from engine.spark.job import write_result
 
     plan_path = argv[1]
     with open(plan_path) as f:
@@ -40,10 +41,7 @@ def main(argv: list[str]) -> int:
         spark.stop()
     result = {"copies": copies, "startup_s": started - t0, "plan_s": 0.0,
               "exec_s": done - started, "job_s": done - started}
-    tmp = os.path.join(os.path.dirname(plan_path), "result.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(result, f)
-    os.replace(tmp, os.path.join(os.path.dirname(plan_path), "result.json"))
+    write_result(plan_path, result)
     return 0
 
 
