@@ -13,6 +13,11 @@ A batch payload is ``topic id (16 bytes) | partition uint32 | write time ns uint
 name length uint16 | topic name | batch bytes`` — the batch exactly as it goes to the segment,
 offsets assigned. A zero length ends a file (zero-filled or preallocated tails are never
 records); a record that runs past the end or fails its CRC is a torn tail.
+
+A busy stream writes into zero-filled files prepared ahead by a background thread
+(``next.tmp`` until a rotation renames it): overwriting blocks that are already allocated and
+inside the file's size, an fdatasync has no metadata to commit, which on ext4 makes it about a
+third cheaper, and much more so for large writes.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ PAYLOAD = struct.Struct("<16sIQH")
 MAX_RECORD = 1 << 31
 GATHER_S = 0.002  # longest a syncer waits for the waiters of a typical group
 GATHER_IDLE_S = 0.0005  # ... and it stops waiting once nobody new came for this long
+PREPARED = "next.tmp"  # the zero-filled file the next rotation takes
+PREPARE_AFTER = 256 << 10  # bytes written to a file before its successor is prepared
+PREPARE_FIRST = 4 << 20  # a stream's first prepared file; each next one doubles, up to
+# wal.segment.bytes (so a stream that turns busy is on prepared files within milliseconds)
+PREPARE_FREE_FACTOR = 4  # prepare only while the disk has this many times the file free
+_ZERO_CHUNK = memoryview(bytes(1 << 20))
 
 
 _TYPE_BYTES = bytes([TYPE_BATCH, 0, 0, 0])  # bytes [4, 8) of a batch record's frame
@@ -110,7 +121,9 @@ def scan_file(path: str) -> Iterator[WalRecord]:
                           incomplete=True)
         payload = mv[pos + FRAME_SIZE:end]
         if records.crc32c(payload, records.crc32c(data[pos + 4:pos + 8])) != crc:
-            raise WalTail(pos, "CRC mismatch", False)
+            # followed by nothing but zeros: a write in flight or torn by a crash in a
+            # zero-filled file (the same as a record running past the end of an unfilled one)
+            raise WalTail(pos, "CRC mismatch", False, incomplete=not any(data[end:]))
         if rtype != TYPE_BATCH or length < PAYLOAD.size:
             raise WalTail(pos, f"unknown record type {rtype}", False)
         pad_end = end + (-(FRAME_SIZE + length) & 7)
@@ -190,12 +203,25 @@ class WalStream:
         self.waiting = 0  # threads inside sync()
         self.last_group = 1  # threads the previous fsync served
         self.closed = False
+        self.zeroed = 0  # bytes of the current file that were zero-filled ahead of the writes
+        self.prepared: tuple[str, int] | None = None  # (path, size) ready for the next rotation
+        self.preparer: threading.Thread | None = None
+        self.prepare_size = min(PREPARE_FIRST, segment_bytes)
+        self.prepare_skip = -1  # file start for which preparing failed: not tried again
         self._open_file(0)
 
     def _open_file(self, start: int) -> None:
         path = os.path.join(self.dir, f"{start:020d}{SUFFIX}")
+        zeroed = 0
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            if self.prepared is not None:
+                src, zeroed = self.prepared
+                self.prepared = None
+                try:
+                    os.rename(src, path)
+                except OSError:
+                    zeroed = 0  # (lost meanwhile?) a plain new file will do
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         except OSError as e:
             raise StorageError(f"cannot create WAL file {path}: {e.strerror} "
                                f"(errno {e.errno})") from e
@@ -207,28 +233,81 @@ class WalStream:
             raise StorageError(f"cannot fsync WAL dir {self.dir}: {e.strerror}") from e
         self.fd = fd
         self.file_start = start
+        self.zeroed = zeroed
 
     def append(self, record: bytes) -> int:
         """Write a framed record; returns the stream position its durability needs."""
         with self.write_mutex:
             if self.closed:  # its fd number may belong to another file by now
                 raise StorageError(f"WAL stream {self.dir} is closed")
-            if self.poisoned is not None or self.written - self.file_start >= self.segment_bytes:
-                self._rotate()
+            pos = self.written - self.file_start
+            if (self.poisoned is not None or pos >= self.segment_bytes
+                    or (pos and self.prepared is not None and pos + len(record) > self.zeroed)):
+                self._rotate()  # (a prepared file waits: take it once this one is used up)
+                pos = 0
             try:
-                n = os.write(self.fd, record)
+                n = os.pwrite(self.fd, record, pos)
                 if n != len(record):
                     raise OSError(28, "short write")
             except OSError as e:
                 # leave no partial record behind: cut the file back to where it was
                 try:
-                    os.ftruncate(self.fd, self.written - self.file_start)
+                    os.ftruncate(self.fd, pos)
+                    self.zeroed = min(self.zeroed, pos)
                 except OSError:
                     pass
                 raise StorageError(f"cannot write WAL {self.dir}: {e.strerror or e} "
                                    f"(errno {e.errno})") from e
             self.written += len(record)
+            pos += len(record)
+            if (self.preparer is None and self.prepared is None
+                    and pos >= max(PREPARE_AFTER, self.zeroed // 2)
+                    and self.prepare_skip != self.file_start):
+                self._start_preparing()
             return self.written
+
+    def _start_preparing(self) -> None:
+        """(write_mutex held.) Zero-fill the next file in the background."""
+        size = self.prepare_size
+        try:
+            st = os.statvfs(self.dir)
+            roomy = st.f_bavail * st.f_frsize >= PREPARE_FREE_FACTOR * size
+        except OSError:
+            roomy = False
+        if not roomy:  # never crowd the disk the log itself needs
+            self.prepare_skip = self.file_start
+            return
+        self.preparer = threading.Thread(target=self._prepare, args=(size, self.file_start),
+                                         daemon=True, name="rivven-wal-prepare")
+        self.preparer.start()
+
+    def _prepare(self, size: int, for_file: int) -> None:
+        path = os.path.join(self.dir, PREPARED)
+        ok = False
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                left = size
+                while left > 0 and not self.closed:
+                    left -= os.write(fd, _ZERO_CHUNK[:min(left, len(_ZERO_CHUNK))])
+                if not self.closed:
+                    os.fdatasync(fd)
+                    ok = True
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # (disk full, say) the stream goes on with plain files
+        with self.write_mutex:
+            self.preparer = None
+            if ok and not self.closed:
+                self.prepared = (path, size)
+                self.prepare_size = min(size * 2, max(self.segment_bytes, size))
+                return
+            self.prepare_skip = for_file
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
     def _rotate(self) -> None:
         """Start a new file (caller holds write_mutex); the old one is synced first, unless a
@@ -431,6 +510,15 @@ class WalStream:
             return
         with self.write_mutex:  # no append or fsync starts on the fd once it is closed
             self.closed = True
+            preparer = self.preparer
+        if preparer is not None:
+            preparer.join()  # (it stops at its next chunk and removes its file)
+        if self.prepared is not None:
+            try:
+                os.unlink(self.prepared[0])
+            except OSError:
+                pass
+            self.prepared = None
         with self.sync_cond:
             self._close_retired()
         os.close(self.fd)
@@ -520,19 +608,21 @@ def stream_info(stream_dir: str) -> dict:
     """
     fs = stream_files(stream_dir)
     records = 0
+    used = 0  # up to where the records end (a zero-filled file is longer)
     parts: set[tuple[str, int]] = set()
     torn = None
     for f in fs:
         try:
             for rec in scan_file(f):
                 records += 1
+                used += rec.size
                 parts.add((rec.topic, rec.partition))
         except WalTail as t:
             if not t.zero:
                 torn = {"file": f, "position": t.position, "reason": t.reason}
     return {"stream": os.path.basename(stream_dir), "path": stream_dir,
             "live": pid_alive(os.path.basename(stream_dir)),
-            "files": len(fs), "bytes": sum(os.path.getsize(f) for f in fs), "records": records,
+            "files": len(fs), "bytes": used, "records": records,
             "partitions": sorted(f"{t}-{p}" for t, p in parts), "torn_tail": torn}
 
 

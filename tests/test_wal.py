@@ -2,6 +2,7 @@
 commit, and failing writes/fsyncs."""
 
 import errno
+import json
 import os
 import random
 import shutil
@@ -16,6 +17,7 @@ from conftest import ROOT, run_rivven
 
 from engine import Engine, Record, StorageError
 from engine import wal as wal_mod
+from engine.records import read_header
 
 PRODUCER = """
 import sys, threading
@@ -161,6 +163,89 @@ def test_wal_torn_at_every_byte_of_the_last_record(data_dir, tmp_path):
         assert values == [v for _, v in acks][:expect], cut  # ...every whole one comes back
 
 
+def zero_filled_files(stream_dir):
+    """WAL files of a stream that run on past their records (zero-filled ahead)."""
+    out = []
+    for f in wal_mod.stream_files(stream_dir):
+        recs = list(wal_mod.scan_file(f))
+        end = recs[-1].position + recs[-1].size if recs else 0
+        if os.path.getsize(f) > end:
+            out.append((f, recs))
+    return out
+
+
+def test_busy_stream_writes_into_zero_filled_files_and_recovers(data_dir, tmp_path):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+    tag = "x" * 2000  # 20 records of 2 KB per call: the stream turns busy at once
+    out = tmp_path / "out"
+    p = start_producer(data_dir, out, threads=2, limit=3000, tag=tag)
+    assert p.wait(timeout=120) == 0
+    acks = acked(out)
+    assert len(acks) == 6000
+    (stream_dir,) = wal_mod.all_streams(data_dir)
+    filled = zero_filled_files(stream_dir)
+    assert filled, "the stream never wrote into a zero-filled file"
+    info = json.loads(run_rivven(data_dir, "wal", "list", "--json").stdout)[0]
+    assert info["bytes"] == sum(r.size for f in wal_mod.stream_files(stream_dir)
+                                for r in wal_mod.scan_file(f))  # records, not the zero fill
+    assert run_rivven(data_dir, "wal", "verify").returncode == 0
+    # a write torn inside a zero-filled file: the record's end is still zeros
+    f, recs = filled[-1]
+    last = recs[-1]
+    base = tmp_path / "base"
+    lose_unsynced_segment_tail(data_dir)
+    shutil.copytree(data_dir, base)
+    ordered = [v for _, v in sorted(acks)]
+    kept = []
+    torn_base = read_header(last.batch, 0).base_offset
+    for cut in (last.position + 4, last.position + wal_mod.FRAME_SIZE + 40,
+                last.position + last.size // 2, last.position + last.size - 8):
+        d = tmp_path / "try"
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(base, d)
+        with open(os.path.join(d, os.path.relpath(f, data_dir)), "r+b") as fh:
+            fh.seek(cut)
+            fh.write(bytes(last.position + last.size - cut))
+        assert run_rivven(str(d), "wal", "verify").returncode == 3  # a dead stream's torn tail
+        with Engine.open(str(d)) as eng2:
+            values = [r.value for r in eng2.read("t", 0, 0, 10_000)]
+        # every record before the torn batch comes back; the torn batch only when its
+        # segment bytes survived (a checkpoint came after it)
+        assert values == ordered[:len(values)], cut
+        assert len(values) in (torn_base, len(ordered)), (cut, len(values), torn_base)
+        kept.append(len(values))
+    assert torn_base in kept  # (the torn batch was past the checkpoint: really lost)
+    check_all_acked(data_dir, acks)
+    # kill -9 while the stream writes into zero-filled files
+    out2 = tmp_path / "out2"
+    p = start_producer(data_dir, out2, threads=2, tag=tag + "k")
+    deadline = time.monotonic() + 60
+    while len(acked(out2)) < 4000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    more = acked(out2)
+    assert len(more) >= 4000
+    streams = [s for s in wal_mod.all_streams(data_dir) if zero_filled_files(s)]
+    assert streams, "the killed stream never wrote into a zero-filled file"
+    lose_unsynced_segment_tail(data_dir)
+    check_all_acked(data_dir, [(o, v) for o, v in acks] + more)
+
+
+def test_a_record_cut_short_by_zeros_is_incomplete_and_garbage_is_not(tmp_path):
+    """In a zero-filled file a write in flight (or torn by a crash) is a frame whose bytes
+    stop and zeros follow: incomplete, as a record running past the end of a plain file is.
+    Garbage after it is damage."""
+    rec = wal_mod.encode_batch_record(bytes(16), 0, "t", b"\x07" * 200)
+    for tail, incomplete in ((bytes(4096), True), (b"\x01" + bytes(4095), False)):
+        path = tmp_path / "f.wal"
+        path.write_bytes(rec + rec[:100] + bytes(len(rec) - 100) + tail)
+        with pytest.raises(wal_mod.WalTail) as e:
+            list(wal_mod.scan_file(str(path)))
+        assert e.value.position == len(rec) and e.value.incomplete is incomplete
+
+
 def test_clean_close_leaves_no_wal(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -224,22 +309,21 @@ def test_enospc_on_write(data_dir, monkeypatch):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
         eng.produce("t", [Record(value=b"a")])
-        real = os.write
+        real = os.pwrite
 
-        def full(fd, data):
+        def full(fd, data, pos):  # the WAL and the segments write with pwrite
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(os, "write", full)
+        monkeypatch.setattr(os, "pwrite", full)
         with pytest.raises(StorageError, match="No space left"):
             eng.produce("t", [Record(value=b"b" * 1000)])
-        monkeypatch.setattr(os, "write", real)
+        monkeypatch.setattr(os, "pwrite", real)
         assert eng.produce("t", [Record(value=b"c")]) == [(0, 1)]
     with Engine.open(data_dir) as eng:
         assert [r.value for r in eng.read("t", 0, 0)] == [b"a", b"c"]
 
 
 def test_wal_commands(data_dir, tmp_path):
-    import json
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -269,7 +353,6 @@ def test_wal_commands(data_dir, tmp_path):
 
 
 def test_flipped_bits_in_wal_are_found(data_dir, tmp_path):
-    import json
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)

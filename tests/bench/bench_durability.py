@@ -9,8 +9,9 @@
                       this same process; and produce_batch with {"wal.sync": "none"} for reference.
                       WAL fsyncs per call = eng.wal.fsyncs / calls (rotations and checkpoints
                       included); "all fsyncs" also counts segment, index and directory syncs.
-  2 group commit      10 records (same shape) per call for --seconds: 1 thread; 4 threads to the
-                      same partition; 4 threads to 4 partitions (one each). records/s, ratio to
+  2 group commit      10 records (same shape) per call for --seconds, after --warmup seconds not
+                      counted: 1 thread; 4 threads to the same partition; 4 threads to 4
+                      partitions (one each). records/s, ratio to
                       1 thread (target >= 3x) and WAL fsyncs per call.
   3 kill -9 recovery  a child produces ~--gib GiB (1000-byte values, calls of 1000, default
                       settings plus checkpoint.interval.bytes=64 MiB) into one partition
@@ -212,7 +213,10 @@ def step_produce(scratch: str, n: int, runs: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ 2. group commit
-def group_run(d: str, threads: int, partitions: int, seconds: float) -> dict[str, Any]:
+def group_run(d: str, threads: int, partitions: int, seconds: float, warmup: float
+              ) -> dict[str, Any]:
+    """Threads produce for ``warmup`` seconds (not counted: the WAL reaches its steady state,
+    writing into zero-filled files), then for ``seconds`` counted."""
     from engine import Engine
 
     blob = os.urandom(SMALL_CALL * 50).hex().encode()
@@ -232,48 +236,50 @@ def group_run(d: str, threads: int, partitions: int, seconds: float) -> dict[str
             keys = [b"t%d%08d" % (i, j) for j in range(SMALL_CALL)]
             try:
                 barrier.wait()
-                c = 0
                 while not stop.is_set():
                     eng.produce_batch("g", vals, keys=keys, partition=p)
-                    c += 1
-                counts[i] = c
+                    counts[i] += 1
             except BaseException as e:  # noqa: BLE001 - reported by the caller
                 errors.append(e)
 
         ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
         for t in ts:
             t.start()
-        f0 = wal_fsyncs(eng)
         barrier.wait()
+        time.sleep(warmup)
+        c0, f0 = list(counts), wal_fsyncs(eng)
         t0 = time.perf_counter()
         time.sleep(seconds)
+        c1, fs = list(counts), wal_fsyncs(eng) - f0
+        el = time.perf_counter() - t0
         stop.set()
         for t in ts:
             t.join()
-        el = time.perf_counter() - t0
-        fs = wal_fsyncs(eng) - f0
         ends = eng.end_offsets("g")
     if errors:
         raise errors[0]
-    calls = sum(counts)
-    assert sum(ends.values()) == (calls + partitions) * SMALL_CALL, (ends, calls)
+    assert sum(ends.values()) == (sum(counts) + partitions) * SMALL_CALL, (ends, counts)
+    per = [b - a for a, b in zip(c0, c1)]
+    calls = sum(per)
     return {"threads": threads, "partitions": partitions, "seconds": el, "calls": calls,
             "rps": calls * SMALL_CALL / el, "calls_per_s": calls / el, "wal_fsyncs": fs,
-            "wal_fsyncs_per_call": fs / calls if calls else 0.0, "per_thread_calls": counts}
+            "wal_fsyncs_per_call": fs / calls if calls else 0.0, "per_thread_calls": per}
 
 
-def step_group(scratch: str, seconds: float, runs: int) -> dict[str, Any]:
+def step_group(scratch: str, seconds: float, runs: int, warmup: float = 1.0
+               ) -> dict[str, Any]:
     """Rounds of the three configs back to back; each ratio is taken within its round (the
     machine's speed drifts between rounds), the median of the rounds reported."""
     configs = (("1 thread, 1 partition", 1, 1), ("4 threads, same partition", 4, 1),
                ("4 threads, 4 partitions", 4, 4))
-    out: dict[str, Any] = {"seconds": seconds, "records_per_call": SMALL_CALL, "configs": {}}
+    out: dict[str, Any] = {"seconds": seconds, "warmup_seconds": warmup,
+                           "records_per_call": SMALL_CALL, "configs": {}}
     rounds: list[dict[str, dict[str, Any]]] = []
     for _ in range(runs):
         got = {}
         for label, th, parts in configs:
             d = tempfile.mkdtemp(prefix="group-", dir=scratch)
-            got[label] = group_run(d, th, parts, seconds)
+            got[label] = group_run(d, th, parts, seconds, warmup)
             shutil.rmtree(d)
         rounds.append(got)
     one = configs[0][0]
@@ -545,7 +551,8 @@ def build_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
     g = res.get("group")
     if g:
         rows.append((f"-- 2. group commit: {g['records_per_call']} records/call, "
-                     f"{g['seconds']:g} s each, wal.sync=always", "", ""))
+                     f"{g['seconds']:g} s each after {g.get('warmup_seconds', 0):g} s of warm-up, "
+                     "wal.sync=always", "", ""))
         for label, c in g["configs"].items():
             verdict = ""
             if c["threads"] > 1:
@@ -634,7 +641,7 @@ def run_all(a: argparse.Namespace) -> dict[str, Any]:
         if "1" in a.steps:
             res["produce"] = step_produce(scratch, a.records, a.runs)
         if "2" in a.steps:
-            res["group"] = step_group(scratch, a.seconds, a.runs)
+            res["group"] = step_group(scratch, a.seconds, a.runs, a.warmup)
         if "3" in a.steps or "4" in a.steps:
             res["crash"] = step_crash(scratch, gib, a.recoveries)
             if "4" in a.steps:
@@ -651,6 +658,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000, help="records in step 1")
     ap.add_argument("--runs", type=int, default=3, help="median of this many runs (steps 1, 2)")
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each step-2 run")
+    ap.add_argument("--warmup", type=float, default=1.0,
+                    help="step 2: seconds each run produces before it counts")
     ap.add_argument("--gib", type=float, default=1.0, help="GiB produced before the kill -9")
     ap.add_argument("--recoveries", type=int, default=3,
                     help="step 3: recoveries per variant, each on a fresh copy (median)")
