@@ -177,7 +177,7 @@ def zero_filled_files(stream_dir):
 def test_busy_stream_writes_into_zero_filled_files_and_recovers(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
-    tag = "x" * 2000  # 20 records of 2 KB per call: the stream turns busy at once
+    tag = "x" * 500  # 20 records of 0.5 KB per call: busy, with small fsyncs
     out = tmp_path / "out"
     p = start_producer(data_dir, out, threads=2, limit=3000, tag=tag)
     assert p.wait(timeout=120) == 0
