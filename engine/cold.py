@@ -15,9 +15,7 @@ import uuid
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import crc32c
-
-from . import files
+from . import files, records
 from .errors import RivvenError, StorageError
 
 CHUNK = 8 << 20
@@ -92,7 +90,7 @@ def put(src: str, uri: str) -> tuple[int, int]:
             size = crc = 0
             with fs.open(path, "wb") as out:
                 for chunk in _chunks(fin):
-                    crc = crc32c.crc32c(chunk, crc)
+                    crc = records.crc32c(chunk, crc)
                     size += len(chunk)
                     out.write(chunk)
             return size, crc
@@ -117,7 +115,7 @@ def _put_local(fin: Any, dest: str) -> tuple[int, int]:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         for chunk in _chunks(fin):
-            crc = crc32c.crc32c(chunk, crc)
+            crc = records.crc32c(chunk, crc)
             size += len(chunk)
             while chunk:
                 chunk = chunk[os.write(fd, chunk):]
@@ -152,11 +150,11 @@ def _sum(f: Any) -> tuple[int, int]:
     size = crc = 0
     if hasattr(f, "readinto"):
         for chunk in _chunks(f):
-            crc = crc32c.crc32c(chunk, crc)
+            crc = records.crc32c(chunk, crc)
             size += len(chunk)
         return size, crc
     while chunk := f.read(CHUNK):
-        crc = crc32c.crc32c(chunk, crc)
+        crc = records.crc32c(chunk, crc)
         size += len(chunk)
     return size, crc
 
@@ -180,7 +178,7 @@ def fetch(uri: str, dest: str) -> tuple[int, int]:
             chunks = _chunks(src) if hasattr(src, "readinto") else iter(
                 lambda: src.read(CHUNK), b"")
             for chunk in chunks:
-                crc = crc32c.crc32c(chunk, crc)
+                crc = records.crc32c(chunk, crc)
                 size += len(chunk)
                 out.write(chunk)
     except OSError as e:
