@@ -246,6 +246,21 @@ def test_a_record_cut_short_by_zeros_is_incomplete_and_garbage_is_not(tmp_path):
         assert e.value.position == len(rec) and e.value.incomplete is incomplete
 
 
+def test_close_removes_the_zero_filled_files(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        deadline = time.monotonic() + 30
+        while eng.wal is None or (eng.wal.zeroed == 0 and time.monotonic() < deadline):
+            eng.produce_batch("t", [b"v" * 500] * 20, partition=0)  # 10 KB per fsync
+        assert eng.wal.zeroed > 0, "the stream never moved to a zero-filled file"
+        stream_dir = eng.wal.dir
+        while eng.wal.prepared is None and eng.wal.preparer is None:  # the next one too
+            eng.produce_batch("t", [b"w" * 500] * 20, partition=0)
+    assert not os.path.exists(stream_dir) and wal_mod.all_streams(data_dir) == []
+    with Engine.open(data_dir) as eng:
+        assert eng.end_offsets("t")[0] % 20 == 0 and eng.end_offsets("t")[0] > 500
+
+
 def test_clean_close_leaves_no_wal(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
