@@ -14,10 +14,10 @@ name length uint16 | topic name | batch bytes`` — the batch exactly as it goes
 offsets assigned. A zero length ends a file (zero-filled or preallocated tails are never
 records); a record that runs past the end or fails its CRC is a torn tail.
 
-A busy stream writes into zero-filled files prepared ahead by a background thread
-(``next.tmp`` until a rotation renames it): overwriting blocks that are already allocated and
-inside the file's size, an fdatasync has no metadata to commit, which on ext4 makes it about a
-third cheaper, and much more so for large writes.
+A busy stream whose fsyncs are small writes into zero-filled files prepared ahead by a
+background thread (``next.tmp`` until a rotation renames it): overwriting blocks that are
+already allocated and inside the file's size, an fdatasync has no metadata to commit, which on
+ext4 makes it about a third cheaper. (For large fsyncs the extra zeros cost more than that.)
 """
 
 from __future__ import annotations
