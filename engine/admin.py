@@ -69,8 +69,8 @@ def recover_segments(eng: Engine, targets: Sequence[str], truncate_corrupt: bool
 
 
 def reindex(eng: Engine, path: str) -> dict[str, Any]:
-    """Rebuild one segment's indexes from its log, under its partition's lock."""
-    """Rebuild the ``.index`` and ``.timeindex`` of one ``.log`` from its bytes."""
+    """Rebuild one segment's ``.index`` and ``.timeindex`` from its log, under its partition's
+    lock."""
     from .segment import Segment
 
     eng._writable()

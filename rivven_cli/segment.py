@@ -207,11 +207,15 @@ def recover(
 
 
 @app.command()
-def reindex(path: Annotated[str, typer.Argument(help="A .log segment file.")]) -> None:
+def reindex(path: Annotated[str, typer.Argument(help="A .log segment file.")],
+            json: JsonOpt = False) -> None:
     """Rebuild a segment's .index and .timeindex from its log."""
     if not path.endswith(".log") or not os.path.isfile(path):
         fail(f"{path} is not a .log segment file")
     with open_engine(recover=False) as eng:
         r = eng.reindex(path)
+    if json:
+        print_json(r)
+        return
     info(f"rebuilt indexes of {path}: {r['index_entries']} offset and {r['timeindex_entries']} "
          "time entries")

@@ -63,8 +63,9 @@ def test_flipped_index_entry_is_found(data_dir):
     assert [f.kind for f in found] == ["index"] and found[0].position == 0
     r = run_rivven(data_dir, "segment", "verify", "t")
     assert r.returncode == 3 and b"index" in r.stdout
-    assert run_rivven(data_dir, "segment", "reindex",
-                      os.path.join(pdir, "00000000000000000000.log")).returncode == 0
+    r = run_rivven(data_dir, "segment", "reindex", os.path.join(pdir, "00000000000000000000.log"),
+                   "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["index_entries"] >= 1
     assert run_rivven(data_dir, "segment", "verify", "t").returncode == 0
 
 
