@@ -62,36 +62,35 @@ def crc32c(data: Any, value: int = 0) -> int:  # noqa: F811
 def _load_crc32c() -> Any:
     """The crc32c library's C function. Its extension module is loaded by itself when it can
     be: the package's ``__init__`` reads its own version through ``importlib.metadata``, which
-    costs 20-40 ms of every command's start-up here."""
+    costs 20-40 ms of every command's start-up here. (Not put in ``sys.modules``: the package,
+    if something imports it later, loads its own.)"""
     import importlib.machinery
     import importlib.util
     import os
-    import sys
 
-    name = "crc32c._crc32c"
-    mod = sys.modules.get(name)
-    if mod is None:
-        try:
-            spec = importlib.util.find_spec("crc32c")
-            for d in (spec.submodule_search_locations or []) if spec else []:
-                for f in sorted(os.listdir(d)):
-                    if f.startswith("_crc32c.") and f.endswith(
-                            tuple(importlib.machinery.EXTENSION_SUFFIXES)):
-                        loader = importlib.machinery.ExtensionFileLoader(name, os.path.join(d, f))
-                        mod = importlib.util.module_from_spec(
-                            importlib.util.spec_from_loader(name, loader))
-                        loader.exec_module(mod)
-                        sys.modules[name] = mod  # (the package, if imported later, uses it)
-                        break
-                if mod is not None:
+    fn = None
+    try:
+        spec = importlib.util.find_spec("crc32c")
+        for d in (spec.submodule_search_locations or []) if spec else []:
+            # the suffixes in the import system's order: this interpreter's own build first
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(d, "_crc32c" + suffix)
+                if os.path.isfile(path):
+                    name = "crc32c._crc32c"
+                    loader = importlib.machinery.ExtensionFileLoader(name, path)
+                    mod = importlib.util.module_from_spec(
+                        importlib.util.spec_from_loader(name, loader))
+                    loader.exec_module(mod)
+                    fn = getattr(mod, "crc32c", None)
                     break
-        except (ImportError, OSError):
-            mod = None
-    if mod is None or not hasattr(mod, "crc32c"):
-        from crc32c import crc32c as real  # the ordinary way
+            if fn is not None:
+                break
+    except Exception:  # noqa: BLE001 - any surprise: the ordinary import below
+        fn = None
+    if fn is None:
+        from crc32c import crc32c as fn  # the ordinary way
+    return fn
 
-        return real
-    return mod.crc32c
 
 _I32 = struct.Struct("<i")
 _BASE_CRC = struct.Struct("<q")

@@ -101,6 +101,12 @@ class WalTail(Exception):
         self.incomplete = incomplete
 
 
+def _zeros_from(data: bytes, start: int) -> bool:
+    """Is every byte from ``start`` on zero? (``count`` runs in C; ``any`` over a 64 MiB
+    zero-filled tail takes most of a second.)"""
+    return data.count(0, start) == len(data) - start
+
+
 def scan_file(path: str) -> Iterator[WalRecord]:
     """Records of one WAL file; raises WalTail where the valid records end (not at EOF)."""
     with open(path, "rb") as f:
@@ -114,7 +120,7 @@ def scan_file(path: str) -> Iterator[WalRecord]:
                           not any(data[pos:]), incomplete=True)
         length, rtype, crc = FRAME.unpack_from(data, pos)
         if length == 0:
-            if any(data[pos:]):
+            if not _zeros_from(data, pos):
                 raise WalTail(pos, "zero length followed by non-zero bytes", False)
             return
         end = pos + FRAME_SIZE + length
@@ -127,7 +133,7 @@ def scan_file(path: str) -> Iterator[WalRecord]:
         if records.crc32c(payload, records.crc32c(data[pos + 4:pos + 8])) != crc:
             # followed by nothing but zeros: a write in flight or torn by a crash in a
             # zero-filled file (the same as a record running past the end of an unfilled one)
-            raise WalTail(pos, "CRC mismatch", False, incomplete=not any(data[end:]))
+            raise WalTail(pos, "CRC mismatch", False, incomplete=_zeros_from(data, end))
         if rtype != TYPE_BATCH or length < PAYLOAD.size:
             raise WalTail(pos, f"unknown record type {rtype}", False)
         pad_end = end + (-(FRAME_SIZE + length) & 7)
@@ -309,17 +315,17 @@ class WalStream:
                 os.close(fd)
         except OSError:
             pass  # (disk full, say) the stream goes on with plain files
-        with self.write_mutex:
+        with self.write_mutex:  # (held while unlinking: no new preparer has the name yet)
             self.preparer = None
             if ok and not self.closed:
                 self.prepared = (path, size)
                 self.prepare_size = min(size * 2, max(self.segment_bytes, size))
                 return
             self.prepare_skip = for_file
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     def _rotate(self) -> None:
         """Start a new file (caller holds write_mutex); the old one is synced first, unless a
@@ -619,6 +625,7 @@ def stream_info(stream_dir: str) -> dict:
     would briefly make a dead stream look live to a process opening the data dir.
     """
     fs = stream_files(stream_dir)
+    live = pid_alive(os.path.basename(stream_dir))
     records = 0
     used = 0  # up to where the records end (a zero-filled file is longer)
     parts: set[tuple[str, int]] = set()
@@ -630,12 +637,57 @@ def stream_info(stream_dir: str) -> dict:
                 used += rec.size
                 parts.add((rec.topic, rec.partition))
         except WalTail as t:
-            if not t.zero:
+            if not t.zero and not (live and f == fs[-1] and not settled_findings(
+                    f, [{"position": t.position, "message": t.reason}])):
                 torn = {"file": f, "position": t.position, "reason": t.reason}
-    return {"stream": os.path.basename(stream_dir), "path": stream_dir,
-            "live": pid_alive(os.path.basename(stream_dir)),
+        except FileNotFoundError:
+            pass  # deleted by a checkpoint meanwhile
+    return {"stream": os.path.basename(stream_dir), "path": stream_dir, "live": live,
             "files": len(fs), "bytes": used, "records": records,
             "partitions": sorted(f"{t}-{p}" for t, p in parts), "torn_tail": torn}
+
+
+SETTLE_TRIES = 10  # re-reads of a live stream's current file before a finding counts
+SETTLE_S = 0.05  # ... this far apart (a stalled writer is not damage)
+
+
+def file_findings(path: str) -> list[dict] | None:
+    """The problems of one WAL file (framing, CRC, the batch inside); None once it is gone."""
+    try:
+        return [{"file": path, "position": r["position"], "message": r["error"]}
+                for r in inspect_file(path) if "error" in r]
+    except FileNotFoundError:
+        return None
+
+
+def settled_findings(path: str, found: list[dict]) -> list[dict]:
+    """(The current file of a live stream.) The findings that stay put while the file is read
+    again: a write in flight (a record not all there yet, or zeros before bytes a later write
+    put further on) is gone or has moved on within microseconds; damage stays where it is."""
+    for _ in range(SETTLE_TRIES):
+        if not found:
+            break
+        time.sleep(SETTLE_S)
+        again = file_findings(path)
+        if again is None:
+            return []
+        seen = {(x["position"], x["message"]) for x in found}
+        found = [x for x in again if (x["position"], x["message"]) in seen]
+    return found
+
+
+def verify_stream(stream_dir: str, live: bool) -> list[dict]:
+    """Every problem in a stream's files. Only the current file of a live stream can hold a
+    write in flight (a rotated file was fdatasynced and is never written again), so only its
+    findings must first stay put (``settled_findings``)."""
+    fs = stream_files(stream_dir)
+    out = []
+    for f in fs:
+        found = file_findings(f)
+        if found and live and f == fs[-1]:
+            found = settled_findings(f, found)
+        out += found or []
+    return out
 
 
 def inspect_file(path: str) -> Iterator[dict]:

@@ -261,6 +261,66 @@ def test_close_removes_the_zero_filled_files(data_dir):
         assert eng.end_offsets("t")[0] % 20 == 0 and eng.end_offsets("t")[0] > 500
 
 
+HOLDER = """
+import sys, time
+from engine import Engine
+eng = Engine.open(sys.argv[1])
+while eng.wal is None or eng.wal.zeroed == 0:  # until it writes into a zero-filled file
+    eng.produce_batch("t", [b"v" * 500] * 20, partition=0)
+print(eng.wal.dir, flush=True)
+time.sleep(600)
+"""
+
+
+def test_live_stream_verify_sees_damage_in_a_zero_filled_file_and_no_write_in_flight(
+        data_dir, tmp_path):
+    """A live stream's current file may end in a write in flight, and a reader of a zero-filled
+    file can even see zeros before bytes a later write put further on: neither is damage. A
+    flipped bit in an acknowledged record is, live or not."""
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+    # 1. 4 threads keep writing into zero-filled files while verify reads them, again and again
+    out = tmp_path / "out"
+    p = start_producer(data_dir, out, threads=4, tag="x" * 500)
+    try:
+        deadline = time.monotonic() + 60
+        while len(acked(out)) < 2000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (stream_dir,) = wal_mod.all_streams(data_dir)
+        scans = 0
+        while scans < 60 or not zero_filled_files(stream_dir):
+            assert wal_mod.verify_stream(stream_dir, live=True) == []
+            scans += 1
+            assert time.monotonic() < deadline + 60, "never saw a zero-filled file"
+    finally:
+        p.kill()
+        p.wait()
+    lose_unsynced_segment_tail(data_dir)
+    with Engine.open(data_dir):
+        pass  # replays and removes the dead stream
+    # 2. a live process holds a zero-filled file; a bit flips in its last, acknowledged record
+    h = subprocess.Popen([sys.executable, "-c", HOLDER, data_dir], stdout=subprocess.PIPE,
+                         env=env_for(data_dir), cwd=ROOT)
+    try:
+        stream_dir = h.stdout.readline().decode().strip()
+        f = wal_mod.stream_files(stream_dir)[-1]
+        last = list(wal_mod.scan_file(f))[-1]
+        assert wal_mod.verify_stream(stream_dir, live=True) == []
+        assert run_rivven(data_dir, "wal", "verify").returncode == 0
+        with open(f, "r+b") as fh:
+            fh.seek(last.batch_position + 100)
+            b = fh.read(1)
+            fh.seek(last.batch_position + 100)
+            fh.write(bytes([b[0] ^ 1]))
+        found = wal_mod.verify_stream(stream_dir, live=True)
+        assert [(x["file"], x["position"]) for x in found] == [(f, last.position)]
+        r = run_rivven(data_dir, "wal", "verify", "--json")
+        assert r.returncode == 3 and json.loads(r.stdout)["findings"][0]["position"] == last.position
+    finally:
+        h.kill()
+        h.wait()
+
+
 def test_clean_close_leaves_no_wal(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
