@@ -181,19 +181,28 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    return run_job(argv, "compact", run)
+
+
+def run_job(argv: list[str], kind: str, body: Any) -> int:
+    """The main of each Spark job: read the plan, start the session, ``body(spark, plan,
+    plan_path)`` returns the result with ``done_at`` (and ``first_job_at`` when planning came
+    first), and the result goes to ``result.json`` with the timings."""
     from pyspark.sql import SparkSession
 
     plan_path = argv[1]
     with open(plan_path) as f:
         plan = json.load(f)
     t0 = time.time()
-    spark = SparkSession.builder.appName(f"rivven-compact-{plan['topic']}").getOrCreate()
+    spark = SparkSession.builder.appName(f"rivven-{kind}-{plan['topic'] or 'all'}").getOrCreate()
     started = time.time()
     try:
-        result = run(spark, plan, plan_path)
+        result = body(spark, plan, plan_path)
     finally:
         spark.stop()
-    planned, done, first = (result.pop(k) for k in ("planned_at", "done_at", "first_job_at"))
+    result.pop("planned_at", None)
+    done = result.pop("done_at")
+    first = result.pop("first_job_at", started)
     # start-up as the compaction issue counts it: everything before the first job runs
     result.update({"startup_s": started - t0, "plan_s": first - started, "exec_s": done - first,
                    "job_s": done - started})

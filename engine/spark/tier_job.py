@@ -9,7 +9,6 @@ partitions' tier locks.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
@@ -21,28 +20,17 @@ def copy(task: dict[str, Any]) -> dict[str, Any]:
     return {**copy_segment(task), "topic": task["topic"]}
 
 
+def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
+    tasks = sorted(plan["tasks"], key=lambda t: -t["bytes"])  # big ones first
+    copies = (spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(copy).collect()
+              if tasks else [])
+    return {"copies": copies, "done_at": time.time()}
+
+
 def main(argv: list[str]) -> int:
-    from pyspark.sql import SparkSession
+    from engine.spark.job import run_job
 
-    from engine.spark.job import write_result
-
-    plan_path = argv[1]
-    with open(plan_path) as f:
-        plan = json.load(f)
-    t0 = time.time()
-    spark = SparkSession.builder.appName(f"rivven-tier-{plan['topic'] or 'all'}").getOrCreate()
-    started = time.time()
-    try:
-        tasks = sorted(plan["tasks"], key=lambda t: -t["bytes"])  # big ones first
-        copies = (spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(copy).collect()
-                  if tasks else [])
-        done = time.time()
-    finally:
-        spark.stop()
-    result = {"copies": copies, "startup_s": started - t0, "plan_s": 0.0,
-              "exec_s": done - started, "job_s": done - started}
-    write_result(plan_path, result)
-    return 0
+    return run_job(argv, "tier", run)
 
 
 if __name__ == "__main__":
