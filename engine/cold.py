@@ -87,18 +87,16 @@ def put(src: str, uri: str) -> tuple[int, int]:
             if dest is not None:
                 return _put_local(fin, dest)
             fs, path = _fs(uri)
-            size = crc = 0
             with fs.open(path, "wb") as out:
-                for chunk in _chunks(fin):
-                    crc = records.crc32c(chunk, crc)
-                    size += len(chunk)
-                    out.write(chunk)
-            return size, crc
+                return _copy(fin, out.write)
     except OSError as e:
         raise StorageError(f"copying {src} to the cold store {uri} failed: {e}") from e
 
 
 def _chunks(f: Any) -> Any:
+    if not hasattr(f, "readinto"):  # (some fsspec files only read)
+        yield from iter(lambda: f.read(CHUNK), b"")
+        return
     buf = bytearray(CHUNK)
     view = memoryview(buf)
     while True:
@@ -108,17 +106,28 @@ def _chunks(f: Any) -> Any:
         yield view[:n]
 
 
+def _copy(f: Any, write: Any = None) -> tuple[int, int]:
+    """Read ``f`` to its end, passing each chunk to ``write``; returns (bytes, crc32c)."""
+    size = crc = 0
+    for chunk in _chunks(f):
+        crc = records.crc32c(chunk, crc)
+        size += len(chunk)
+        if write is not None:
+            write(chunk)
+    return size, crc
+
+
 def _put_local(fin: Any, dest: str) -> tuple[int, int]:
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     tmp = f"{dest}.part-{uuid.uuid4().hex[:8]}"
-    size = crc = 0
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+
+    def write(chunk: Any) -> None:
+        while chunk:
+            chunk = chunk[os.write(fd, chunk):]
+
     try:
-        for chunk in _chunks(fin):
-            crc = records.crc32c(chunk, crc)
-            size += len(chunk)
-            while chunk:
-                chunk = chunk[os.write(fd, chunk):]
+        size, crc = _copy(fin, write)
         os.fdatasync(fd)
     except BaseException:
         os.close(fd)
@@ -136,27 +145,14 @@ def checksum(uri: str) -> tuple[int, int]:
     try:
         if path is not None:
             with open(path, "rb", buffering=0) as f:
-                return _sum(f)
+                return _copy(f)
         fs, p = _fs(uri)
         with fs.open(p, "rb") as f:
-            return _sum(f)
+            return _copy(f)
     except FileNotFoundError:
         raise ColdObjectError(f"cold object {uri} is missing") from None
     except OSError as e:
         raise ColdObjectError(f"cold object {uri} cannot be read: {e}") from e
-
-
-def _sum(f: Any) -> tuple[int, int]:
-    size = crc = 0
-    if hasattr(f, "readinto"):
-        for chunk in _chunks(f):
-            crc = records.crc32c(chunk, crc)
-            size += len(chunk)
-        return size, crc
-    while chunk := f.read(CHUNK):
-        crc = records.crc32c(chunk, crc)
-        size += len(chunk)
-    return size, crc
 
 
 def fetch(uri: str, dest: str) -> tuple[int, int]:
@@ -172,18 +168,11 @@ def fetch(uri: str, dest: str) -> tuple[int, int]:
         raise ColdObjectError(f"cold object {uri} is missing") from None
     except OSError as e:
         raise ColdObjectError(f"cold object {uri} cannot be read: {e}") from e
-    size = crc = 0
     try:
         with src, open(dest, "wb", buffering=0) as out:
-            chunks = _chunks(src) if hasattr(src, "readinto") else iter(
-                lambda: src.read(CHUNK), b"")
-            for chunk in chunks:
-                crc = records.crc32c(chunk, crc)
-                size += len(chunk)
-                out.write(chunk)
+            return _copy(src, out.write)
     except OSError as e:
         raise StorageError(f"downloading cold object {uri} to {dest} failed: {e}") from e
-    return size, crc
 
 
 def remove(uri: str) -> None:
