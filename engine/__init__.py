@@ -5,21 +5,21 @@
 
 from .engine import Engine
 from .errors import (
-                     CorruptRecordError,
-                     DataDirError,
-                     InvalidArgument,
-                     InvalidConfig,
-                     InvalidTopicName,
-                     OffsetOutOfRange,
-                     ReadOnlyError,
-                     RecordTooLarge,
-                     RivvenError,
-                     StorageError,
-                     TopicExists,
-                     UnknownPartition,
-                     UnknownTopic,
+    CorruptRecordError,
+    DataDirError,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidTopicName,
+    OffsetOutOfRange,
+    ReadOnlyError,
+    RecordTooLarge,
+    RivvenError,
+    StorageError,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
 )
-from .records import Record
+from .format.records import Record
 
 __version__ = "0.1.0"
 

@@ -17,12 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from . import admin, codecs, files, groups, retention, tier_manifest, tiering
-from . import wal as wal_mod
-from .arrow import batch_columns
-from .arrow import table as arrow_table
-from .catalog import Catalog, TopicMeta, check_topic_name
-from .config import KEYS, TopicConfig, check_combination, effective, validate
+from .client.partitioner import StickyPartitioner, partition_for_key
 from .errors import (
     DataDirError,
     InvalidArgument,
@@ -35,11 +30,10 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from .hot import HotCache
-from .locks import flocked, lock_path, open_lock_file
-from .log import FlockHolds, PartitionLog, now_ms
-from .partitioner import StickyPartitioner, partition_for_key
-from .records import (
+from .format import codecs
+from .format.arrow import batch_columns
+from .format.arrow import table as arrow_table
+from .format.records import (
     HEADER_SIZE,
     Record,
     body_of,
@@ -48,11 +42,22 @@ from .records import (
     encode_batch,
     layout,
 )
-from .recovery import cut_dead_tails, replay_dead_streams
-from .segment import BatchRef
-from .settings import Settings
-from .tier_cache import ColdCache
-from .wal import WalStream
+from .groups import admin as groups
+from .maintenance import retention
+from .storage import files, tier_manifest
+from .storage.catalog import Catalog, TopicMeta, check_topic_name
+from .storage.config import KEYS, TopicConfig, check_combination, effective, validate
+from .storage.locks import flocked, lock_path, open_lock_file
+from .storage.log import FlockHolds, PartitionLog, now_ms
+from .storage.segment import BatchRef
+from .storage.settings import Settings
+from .tiering import tier as tiering
+from .tiering.cache import ColdCache
+from .tiering.hot import HotCache
+from .tools import repair as admin
+from .wal import stream as wal_mod
+from .wal.replay import cut_dead_tails, replay_dead_streams
+from .wal.stream import WalStream
 
 FORMAT_VERSION = 1
 MARKER = "rivven.json"
@@ -435,7 +440,7 @@ class Engine:
         self._forget(name)
         for prefix in prefixes:  # its cold objects too (the topic id keeps a new topic of
             try:                 # this name apart)
-                from . import cold
+                from .tiering import cold
                 cold.remove_tree(prefix)
             except (RivvenError, OSError):
                 pass  # best effort: the manifests that named them are gone with the topic
@@ -1070,7 +1075,7 @@ class Engine:
     def compaction_plan(self, topic: str, partitions: Sequence[int] | None = None,
                         force: bool = False) -> list[dict[str, Any]]:
         """What the next compaction pass would clean per partition, and why not the rest."""
-        from . import compaction
+        from .maintenance import compaction
         meta = self.topic(topic)
         now = now_ms()
         return [compaction.plan_partition(self._log(meta, p), meta.typed, now, force)
@@ -1079,7 +1084,7 @@ class Engine:
     def explain_compaction(self, topic: str) -> list[dict[str, Any]]:
         """Per partition: dirty ratio, cleanable range, what holds the rest back, and every
         tombstone's delete horizon."""
-        from . import compaction
+        from .maintenance import compaction
         meta = self.topic(topic)
         now = now_ms()
         return [compaction.explain_partition(self._log(meta, p), meta.typed, now)
@@ -1089,7 +1094,7 @@ class Engine:
                 ) -> list[dict[str, Any]]:
         """One compaction pass in this process, without Spark (small topics; the reference
         for the Spark job: engine.spark.submit.compact)."""
-        from . import compaction
+        from .maintenance import compaction
         self._writable()
         meta = self.topic(topic)
         root = os.path.join(self.path, ".compaction")
@@ -1107,7 +1112,7 @@ class Engine:
                  auto_offset_reset: str = "earliest", **options: Any) -> Any:
         """A group member reading ``topics`` from the group's committed offsets; see
         engine.consumer.Consumer for ``options`` (enable_auto_commit, member_id, ...)."""
-        from .consumer import Consumer
+        from .groups.consumer import Consumer
         return Consumer(self, group, topics, auto_offset_reset=auto_offset_reset, **options)
 
     def list_groups(self) -> list[dict[str, Any]]:

@@ -130,7 +130,7 @@ def produce(
     if key_separator == "":
         raise typer.BadParameter("--key-separator must not be empty")
     if compression is not None:
-        from engine.codecs import codec_id
+        from engine.format.codecs import codec_id
 
         codec_id(compression)
     hdrs = _headers(header or [])

@@ -54,7 +54,7 @@ def inspect(
     json: JsonOpt = False,
 ) -> None:
     """One row per batch: position, offsets, count, codec, sizes, timestamps, CRC."""
-    from engine.inspect import inspect_segment
+    from engine.tools.inspect import inspect_segment
 
     left = max_
     rows = []
@@ -107,7 +107,7 @@ def verify(
     json: JsonOpt = False,
 ) -> None:
     """Check every batch CRC, offsets, indexes, gaps/overlaps and torn tails (exit 3 on damage)."""
-    from engine.verify import resolve_targets, verify_partition
+    from engine.tools.verify import resolve_targets, verify_partition
 
     data_dir = STATE["data_dir"]
     parts = resolve_targets(data_dir, targets or [])
@@ -149,9 +149,9 @@ def verify(
 
 def _verify_cold(dirs: list[str]) -> dict:
     """Cold copies of the partitions in ``dirs`` against their tier manifests."""
-    from engine import tier_manifest
     from engine.errors import CorruptRecordError
-    from engine.tiering import check_objects
+    from engine.storage import tier_manifest
+    from engine.tiering.tier import check_objects
 
     loaded = []
     findings: list[dict] = []

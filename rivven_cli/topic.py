@@ -23,7 +23,7 @@ def create(
         "--if-not-exists", help="Succeed quietly when the topic exists.")] = False,
 ) -> None:
     """Create a topic."""
-    from engine.config import parse_pairs
+    from engine.storage.config import parse_pairs
 
     with open_engine() as eng:
         meta = eng.create_topic(name, partitions, parse_pairs(config or []),
@@ -77,7 +77,7 @@ def alter_config(
         "--delete", help="Key to reset to its default (repeatable).")] = None,
 ) -> None:
     """Change topic configs while producers keep running."""
-    from engine.config import parse_pairs
+    from engine.storage.config import parse_pairs
 
     if not set_ and not delete:
         raise typer.BadParameter("give at least one --set key=value or --delete key")

@@ -32,7 +32,7 @@ def list_(json: JsonOpt = False) -> None:
 
 
 def _files(file: str | None) -> list[str]:
-    from engine import wal as wal_mod
+    from engine.wal import stream as wal_mod
 
     if file is not None:
         if not os.path.isfile(file):
@@ -50,8 +50,8 @@ def inspect(
     json: JsonOpt = False,
 ) -> None:
     """One row per WAL record: position, topic, partition, offsets, count, bytes, CRC ok."""
-    from engine import wal as wal_mod
-    from engine.records import body_of, decode_records, layout, read_header
+    from engine.format.records import body_of, decode_records, layout, read_header
+    from engine.wal import stream as wal_mod
 
     rows = []
     for f in _files(file):
@@ -97,7 +97,7 @@ def verify(json: JsonOpt = False) -> None:
     again, not a write in flight)."""
     with open_engine(read_only=True) as eng:
         streams = eng.wal_streams()
-    from engine import wal as wal_mod
+    from engine.wal import stream as wal_mod
 
     findings = [{**x, "stream": s["stream"]} for s in streams
                 for x in wal_mod.verify_stream(s["path"], s["live"])]

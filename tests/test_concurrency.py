@@ -141,7 +141,7 @@ def test_kill_9_producer_at_random_moments(data_dir, tmp_path):
 
 LOCK_AND_DIE = """
 import fcntl, os, sys, time
-from engine.records import encode_batch
+from engine.format.records import encode_batch
 d = sys.argv[1]
 fd = os.open(os.path.join(d, ".lock"), os.O_RDWR)
 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -172,7 +172,7 @@ def test_writer_killed_holding_the_lock(data_dir):
 def _flock_free(data_dir: str, topic: str, partition: int) -> bool:
     import fcntl
 
-    from engine import files
+    from engine.storage import files
 
     fd = os.open(os.path.join(files.partition_dir(data_dir, topic, partition), files.LOCK_FILE),
                  os.O_RDWR)
@@ -190,7 +190,7 @@ def test_idle_partition_flock_is_kept_only_while_the_engine_appends_elsewhere(da
     # append (FlockHolds), at most IDLE_HOLD_S; once nobody appends, every flock is free
     import threading
 
-    from engine.log import IDLE_HOLD_S
+    from engine.storage.log import IDLE_HOLD_S
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", partitions=2)

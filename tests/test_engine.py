@@ -16,7 +16,7 @@ from engine import (
     UnknownPartition,
     UnknownTopic,
 )
-from engine.partitioner import partition_for_key
+from engine.client.partitioner import partition_for_key
 
 
 def test_contract_example(data_dir):

@@ -13,7 +13,7 @@ from conftest import RIVVEN, ROOT, run_rivven
 
 from engine import Engine, Record
 from engine.errors import InvalidArgument, OffsetOutOfRange
-from engine.offset_store import OffsetStore
+from engine.groups.offset_store import OffsetStore
 
 
 def fill(data_dir, partitions=3, n=100, topic="t", cfg=None):
@@ -126,7 +126,7 @@ def test_offset_store_torn_tail_at_every_byte(tmp_path):
 
 
 def test_offset_store_rewrites_when_it_grows(tmp_path, monkeypatch):
-    import engine.offset_store as mod
+    import engine.groups.offset_store as mod
     monkeypatch.setattr(mod, "COMPACT_MIN", 4096)
     d = str(tmp_path / "g")
     s = OffsetStore(d, sync=False)

@@ -3,7 +3,7 @@ import os
 import pytest
 
 from engine import CorruptRecordError, Engine, OffsetOutOfRange, Record
-from engine.files import segment_bases
+from engine.storage.files import segment_bases
 
 SMALL = {"segment.bytes": "4096", "index.interval.bytes": "512"}
 
@@ -73,7 +73,7 @@ def test_torn_tail_is_invisible_then_truncated_by_next_writer(data_dir):
     log_path = os.path.join(pdir(data_dir), "00000000000000000000.log")
     size = os.path.getsize(log_path)
     with open(log_path, "ab") as f:  # half a batch, as a writer killed mid-write leaves it
-        from engine.records import encode_batch
+        from engine.format.records import encode_batch
         f.write(bytes(encode_batch([b"k"], [b"torn"], 1).assign(21))[:50])
     with Engine.open(data_dir, read_only=True) as ro:
         assert ro.end_offsets("t") == {0: 21}
@@ -134,21 +134,21 @@ def test_damaged_index_is_rebuilt(data_dir):
 
 
 def test_segment_ms_rolls_by_age(data_dir, monkeypatch):
-    import engine.log
+    import engine.storage.log
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, {"segment.ms": "60000"})
         eng.produce("t", [Record(value=b"a")])
         eng.produce("t", [Record(value=b"b", timestamp=1)])  # old timestamps alone don't roll
         assert segment_bases(pdir(data_dir)) == [0]
-        later = engine.log.now_ms() + 61_000
-        monkeypatch.setattr(engine.log, "now_ms", lambda: later)
+        later = engine.storage.log.now_ms() + 61_000
+        monkeypatch.setattr(engine.storage.log, "now_ms", lambda: later)
         eng.produce("t", [Record(value=b"c")])
     assert segment_bases(pdir(data_dir)) == [0, 2]
 
 
 def test_reads_skip_offset_gaps(data_dir):
-    from engine.records import encode_batch
+    from engine.format.records import encode_batch
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, {"segment.bytes": "600"})

@@ -9,7 +9,7 @@ from conftest import ROOT, run_rivven
 from test_compaction import SWAP_CHILD, everything, random_log, reference
 
 from engine import Engine, Record
-from engine.compaction import MANIFEST, CompactionError
+from engine.maintenance.compaction import MANIFEST, CompactionError
 
 
 def _pdir(data_dir, p=0):
@@ -63,7 +63,7 @@ def test_stale_pass_cannot_swap_over_a_segment_rewritten_to_the_same_size(data_d
     third: the 4-byte offset deltas fill the padding the removed record leaves), so a stale
     pass swapped its older copy of segment 0 back in, over the passes that had removed the
     key's old value and then its tombstone: deleted data came back."""
-    from engine import compaction
+    from engine.maintenance import compaction
 
     cfg = {"cleanup.policy": "compact", "segment.bytes": "150", "delete.retention.ms": "0",
            "min.cleanable.dirty.ratio": "0.01"}
@@ -138,7 +138,7 @@ def test_arrow_encoder_takes_any_binary_array():
 
     import pyarrow as pa
 
-    from engine.records import body_of, decode_columns, encode_batch, layout, read_header
+    from engine.format.records import body_of, decode_columns, encode_batch, layout, read_header
 
     def roundtrip(values):
         buf = bytes(encode_batch([b"k"] * len(values), values, 5).assign(0))

@@ -8,9 +8,11 @@ import threading
 import pytest
 from test_stress import HANG_S, fd_path, stored
 
-from engine import Engine, StorageError, membership, retention
-from engine import wal as wal_mod
+from engine import Engine, StorageError
 from engine.errors import OffsetOutOfRange, RivvenError
+from engine.groups import membership
+from engine.maintenance import retention
+from engine.wal import stream as wal_mod
 
 
 def record(tag: bytes) -> bytes:
@@ -253,8 +255,8 @@ def test_checkpoint_never_moves_the_log_start_back(data_dir, monkeypatch):
     rewrites of equal size in one tick look the same. A writer in another process that read
     the old file then checkpoints with its stale log start: the start moves back and records
     deleted by delete-records are readable again."""
-    from engine import files
-    from engine.log import read_checkpoint
+    from engine.storage import files
+    from engine.storage.log import read_checkpoint
 
     real = files.write_atomic
 
@@ -329,7 +331,7 @@ def test_checkpoint_racing_a_topic_delete(data_dir, monkeypatch):
     (another thread) has its PartitionLog closed (lock_fd -1). Checkpointing that log must be
     skipped like any deleted partition, not raise OSError(EBADF) out of the checkpoint, and so
     out of an acknowledged produce (_maybe_checkpoint catches only RivvenError) or close()."""
-    from engine import files
+    from engine.storage import files
 
     eng = Engine.open(data_dir)
     eng.create_topic("u", 1)

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import codecs
 from engine.errors import CorruptRecordError, InvalidArgument
-from engine.records import (
+from engine.format import codecs
+from engine.format.records import (
     HEADER_SIZE,
     body_of,
     check_crc,

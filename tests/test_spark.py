@@ -305,7 +305,7 @@ def test_spark_tier_end_to_end_with_kill_9_during_the_job(data_dir):
     assert out["tasks"] >= 10 and out["exec_s"] > 0
     for part in out["partitions"]:
         assert part["uploaded"] or part["already_cold"]
-    from engine import tier_manifest
+    from engine.storage import tier_manifest
     named = set()
     for p in (0, 1):
         entries = tier_manifest.load(os.path.join(data_dir, "topics", "t", f"partition-{p}"))

@@ -24,11 +24,12 @@ from random import Random
 
 from conftest import ROOT
 
-from engine import Engine, StorageError, files
-from engine import wal as wal_mod
-from engine.locks import open_lock_file, try_lock
-from engine.log import read_checkpoint
-from engine.records import read_header
+from engine import Engine, StorageError
+from engine.format.records import read_header
+from engine.storage import files
+from engine.storage.locks import open_lock_file, try_lock
+from engine.storage.log import read_checkpoint
+from engine.wal import stream as wal_mod
 
 SETTINGS = {"wal.segment.bytes": "8192", "checkpoint.interval.bytes": "20000"}
 HANG_S = 30  # a produce call that takes this long is hung

@@ -12,9 +12,10 @@ import time
 import pytest
 from conftest import ROOT, run_rivven
 
-from engine import Engine, Record, tier_manifest
-from engine.cold import ColdObjectError
+from engine import Engine, Record
 from engine.errors import InvalidConfig, OffsetOutOfRange
+from engine.storage import tier_manifest
+from engine.tiering.cold import ColdObjectError
 
 DAY = 86_400_000
 TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000",

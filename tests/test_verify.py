@@ -7,7 +7,7 @@ import random
 from conftest import run_rivven
 
 from engine import Engine, Record
-from engine.verify import scan_segment, verify_partition
+from engine.tools.verify import scan_segment, verify_partition
 
 
 def make(data_dir, batches=40, cfg=None):

@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, run_rivven
 
 from engine import Engine, Record, StorageError
-from engine import wal as wal_mod
-from engine.records import read_header
+from engine.format.records import read_header
+from engine.wal import stream as wal_mod
 
 PRODUCER = """
 import sys, threading
@@ -79,7 +79,7 @@ def check_all_acked(data_dir, acks):
 def lose_unsynced_segment_tail(data_dir):
     """What a machine crash does to segment bytes written after the last checkpoint: the active
     segment loses its unsynced tail (sealed segments were fsynced when they rolled)."""
-    from engine.log import read_checkpoint
+    from engine.storage.log import read_checkpoint
 
     pdir = os.path.join(data_dir, "topics", "t", "partition-0")
     point = read_checkpoint(pdir)
@@ -479,7 +479,7 @@ def test_active_segment_cut_at_every_byte_of_the_last_batch(data_dir, tmp_path):
     acks = acked(tmp_path / "out")
     log = os.path.join(data_dir, "topics", "t", "partition-0", "00000000000000000000.log")
     size = os.path.getsize(log)
-    from engine.verify import scan_segment
+    from engine.tools.verify import scan_segment
 
     last = scan_segment(log, 0).batch_starts[-1]
     base = tmp_path / "base"
@@ -496,7 +496,7 @@ def test_active_segment_cut_at_every_byte_of_the_last_batch(data_dir, tmp_path):
 
 
 def test_replayed_partitions_are_checkpointed_before_the_stream_goes(data_dir, tmp_path):
-    from engine.log import read_checkpoint
+    from engine.storage.log import read_checkpoint
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -533,7 +533,7 @@ def test_rotation_under_concurrent_group_commit(data_dir):
 
 
 def test_segment_recover_before_replay(data_dir, tmp_path):
-    from engine.verify import scan_segment
+    from engine.tools.verify import scan_segment
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -599,7 +599,7 @@ def test_cut_tails_are_reported(data_dir, tmp_path):
 
 
 def test_a_long_scan_without_checkpoint_reports_progress(data_dir, monkeypatch):
-    import engine.segment as segmod
+    import engine.storage.segment as segmod
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -624,7 +624,7 @@ def test_a_record_written_while_an_fsync_fails_is_never_acknowledged(tmp_path, m
     import errno
 
     from engine.errors import StorageError
-    from engine.wal import WalStream
+    from engine.wal.stream import WalStream
 
     w = WalStream(str(tmp_path), 1 << 20)
     first = w.append(b"a" * 100)

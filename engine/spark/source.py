@@ -54,8 +54,8 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
                ) -> list[SegmentSplit]:
     """Pieces of at most ``split_bytes`` (segments cut at index positions), packed into
     splits of about ``split_bytes`` each, or into about ``splits`` equal splits."""
-    from .. import files
-    from ..index import OffsetIndex
+    from ..storage import files
+    from ..storage.index import OffsetIndex
 
     tdir = os.path.join(data_dir, "topics", topic)
     if not os.path.isdir(tdir):
@@ -154,9 +154,9 @@ def _last_per_key(batches: list[Any], columns: list[str]) -> Iterator[Any]:
 def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
     import pyarrow as pa
 
-    from ..arrow import batch_columns, offsets_column
-    from ..records import body_of, layout
-    from ..segment import Segment
+    from ..format.arrow import batch_columns, offsets_column
+    from ..format.records import body_of, layout
+    from ..storage.segment import Segment
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)
     parts: list[tuple[int, int, tuple[Any, ...]]] = []

@@ -20,9 +20,9 @@ import zipfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import compaction
 from ..errors import RivvenError
-from ..locks import open_lock_file, try_lock
+from ..maintenance import compaction
+from ..storage.locks import open_lock_file, try_lock
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -321,7 +321,7 @@ def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
          confs: list[str] | None = None, deploy_mode: str | None = None, dry_run: bool = False,
          progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
     """One tiering pass whose copies run as a Spark job, one task per segment."""
-    from .. import tiering
+    from ..tiering import tier as tiering
 
     extra: dict[str, Any] = {"master": master, "command": None}
 

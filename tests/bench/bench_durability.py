@@ -25,7 +25,7 @@
                       fincore reports the residency of the .log.
   4 verify            ``rivven segment verify`` over the recovered data dir of step 3 (page
                       cached), run twice, the second reported: GB/s = bytes of .log / wall s;
-                      and in-process engine.verify.verify_partition (second of two runs).
+                      and in-process engine.tools.verify.verify_partition (second of two runs).
 
 Usage: python tests/bench/bench_durability.py [--records 1000000] [--runs 3] [--seconds 5]
        [--gib 1.0] [--recoveries 3] [--steps 1234] [--json] [--dir /tmp]
@@ -333,10 +333,10 @@ def recover_child(d: str) -> None:
     t = time.perf_counter()
     import engine
     from engine import Engine
-    from engine.segment import Segment
+    from engine.storage.segment import Segment
 
     import_s = time.perf_counter() - t
-    from engine import wal as wal_mod
+    from engine.wal import stream as wal_mod
 
     spent = {"segment_load_s": 0.0, "recover_wal_s": 0.0, "wal_scan_s": 0.0, "rmtree_s": 0.0}
     real_load, real_recover = Segment.load, Engine.recover_wal
@@ -397,8 +397,8 @@ def recover_child(d: str) -> None:
 def index_position_before(pdir: str, position: int) -> int:
     """Position of the last offset-index entry at or below ``position`` (0 if none): where a
     load that trusts ``position`` starts scanning."""
-    from engine import files
-    from engine.index import OffsetIndex
+    from engine.storage import files
+    from engine.storage.index import OffsetIndex
 
     idx = OffsetIndex(files.path(pdir, 0, files.INDEX), writable=False)
     try:
@@ -424,8 +424,8 @@ def timed_recovery(d: str, pdir: str) -> dict[str, Any]:
 
 
 def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
-    from engine import files
-    from engine.log import read_checkpoint
+    from engine.storage import files
+    from engine.storage.log import read_checkpoint
 
     d = os.path.join(scratch, "crash")
     log(f"[3] child producing ~{gib:g} GiB (1000-byte values, calls of 1000, WAL always) ...")
@@ -488,8 +488,8 @@ def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ 4. verify
 def step_verify(d: str) -> dict[str, Any]:
-    from engine import files
-    from engine.verify import verify_partition
+    from engine.storage import files
+    from engine.tools.verify import verify_partition
 
     exe = cli_exe()
     log_bytes = tree_bytes(os.path.join(d, "topics"), ".log")
@@ -608,7 +608,7 @@ def build_rows(res: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("  same, minus its start-up on an empty dir",
                      f"{v['cli_gbps_minus_startup']:>9.3f} GB/s",
                      f"rivven segment verify on an empty data dir: {v['cli_empty_dir_s']:.2f} s"))
-        rows.append(("engine.verify.verify_partition (2nd run)", f"{v['inprocess_gbps']:>9.3f} GB/s",
+        rows.append(("engine.tools.verify.verify_partition (2nd run)", f"{v['inprocess_gbps']:>9.3f} GB/s",
                      f"{v['inprocess_s'][1]:.2f} s (1st {v['inprocess_s'][0]:.2f} s)"))
     return rows
 

@@ -91,7 +91,7 @@ def step_consume(d: str, n: int) -> dict[str, Any]:
 
 
 def step_commit(scratch: str, commits: int) -> dict[str, Any]:
-    from engine.offset_store import OffsetStore
+    from engine.groups.offset_store import OffsetStore
 
     d = os.path.join(scratch, "commit")
     store = OffsetStore(os.path.join(d, "g"))

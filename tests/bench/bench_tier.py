@@ -82,7 +82,8 @@ for _p in (HERE, ROOT):
 
 from bench_engine import cli_exe, log, print_rows  # noqa: E402
 
-from engine import Engine, cold  # noqa: E402
+from engine import Engine  # noqa: E402
+from engine.tiering import cold  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20

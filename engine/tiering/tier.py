@@ -19,17 +19,18 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import cold, files, tier_manifest
-from .config import TopicConfig
-from .errors import RivvenError
-from .failpoint import failpoint
-from .locks import open_lock_file, try_lock
-from .log import PartitionLog
-from .tier_manifest import SUFFIXES, ColdSegment
+from ..errors import RivvenError
+from ..failpoint import failpoint
+from ..storage import files, tier_manifest
+from ..storage.config import TopicConfig
+from ..storage.locks import open_lock_file, try_lock
+from ..storage.log import PartitionLog
+from ..storage.tier_manifest import SUFFIXES, ColdSegment
+from . import cold
 
 if TYPE_CHECKING:
-    from .catalog import TopicMeta
-    from .engine import Engine
+    from ..engine import Engine
+    from ..storage.catalog import TopicMeta
 
 
 class TierBusy(RivvenError):

@@ -13,8 +13,8 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Hashable
 
-from .records import read_header
-from .segment import BatchRef
+from ..format.records import read_header
+from ..storage.segment import BatchRef
 
 
 class _Run:

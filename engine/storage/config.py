@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .codecs import NAMES as CODEC_NAMES
-from .errors import InvalidConfig
+from ..errors import InvalidConfig
+from ..format.codecs import NAMES as CODEC_NAMES
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1

@@ -7,11 +7,11 @@ import shutil
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from . import wal as wal_mod
-from .records import read_header
+from ..format.records import read_header
+from . import stream as wal_mod
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 
 def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:

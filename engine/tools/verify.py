@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
-from . import files
-from .errors import CorruptRecordError
-from .index import OffsetIndex, TimeIndex
-from .records import HEADER_SIZE, BatchHeader, check_crc, read_header
+from ..errors import CorruptRecordError
+from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
+from ..storage import files
+from ..storage.index import OffsetIndex, TimeIndex
 
 CHUNK = 8 << 20
 
@@ -236,7 +236,7 @@ def recover_segment(path: str, base_offset: int, truncate_corrupt: bool,
                     dry_run: bool) -> dict:
     """Cut a torn tail (and, with ``truncate_corrupt``, everything from the first damage on),
     then rebuild the indexes. Returns what was (or would be) done."""
-    from .segment import Segment
+    from ..storage.segment import Segment
 
     rep = scan_segment(path, base_offset)
     damage = [f for f in rep.findings if f.kind != "torn-tail"]
@@ -296,7 +296,7 @@ def _records_after(path: str, base_offset: int, position: int) -> int:
 def resolve_targets(data_dir: str, targets: list[str]) -> list[tuple[str, list[str]]]:
     """Targets (topic names, partition dirs, topic dirs, .log files or a data dir) to
     ``(partition_dir, [log files or []=all])``. Raises InvalidArgument for unknown targets."""
-    from .errors import InvalidArgument
+    from ..errors import InvalidArgument
 
     out: dict[str, list[str]] = {}
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..errors import DataDirError, InvalidTopicName
 from . import files
 from .config import TopicConfig
-from .errors import DataDirError, InvalidTopicName
 from .locks import lock_path
 
 CATALOG = "topics.json"

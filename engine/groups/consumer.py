@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from . import membership
-from .errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from .offset_store import OffsetStore
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 log = logging.getLogger("rivven.consumer")
 HEARTBEAT_S = 0.5  # how often a member re-checks who is alive (a crash changes no mtime)

@@ -15,8 +15,9 @@ import uuid
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from . import files, records
-from .errors import RivvenError, StorageError
+from ..errors import RivvenError, StorageError
+from ..format import records
+from ..storage import files
 
 CHUNK = 8 << 20
 

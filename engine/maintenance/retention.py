@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import files, tiering
-from .config import TopicConfig
-from .log import PartitionLog
+from ..storage import files
+from ..storage.config import TopicConfig
+from ..storage.log import PartitionLog
+from ..tiering import tier as tiering
 
 
 def _age(ms: int) -> str:

@@ -26,11 +26,10 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import files
-from .arrow import batch_columns
-from .errors import RivvenError
-from .failpoint import failpoint
-from .records import (
+from ..errors import RivvenError
+from ..failpoint import failpoint
+from ..format.arrow import batch_columns
+from ..format.records import (
     ATTR_CODEC,
     ATTR_EXPLICIT_OFFSETS,
     ATTR_HAS_HEADERS,
@@ -40,11 +39,12 @@ from .records import (
     encode_batch,
     layout,
 )
-from .segment import Segment
+from ..storage import files
+from ..storage.segment import Segment
 
 if TYPE_CHECKING:
-    from .config import TopicConfig
-    from .log import PartitionLog
+    from ..storage.config import TopicConfig
+    from ..storage.log import PartitionLog
 
 CLEANER = ".cleaner"
 MANIFEST = "compaction.swap.json"
@@ -449,7 +449,7 @@ def summarize(writes: list[dict[str, Any]]) -> dict[str, Any]:
 def tombstones(log: PartitionLog, limit: int = 100_000) -> list[int]:
     """Offsets of tombstones in the partition (only batches flagged as holding nulls are
     decoded)."""
-    from .records import ATTR_VALUE_NULLS
+    from ..format.records import ATTR_VALUE_NULLS
 
     out: list[int] = []
     for seg in log.all_segments():

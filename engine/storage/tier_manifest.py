@@ -13,8 +13,8 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
+from ..errors import CorruptRecordError
 from . import files
-from .errors import CorruptRecordError
 
 MANIFEST = "tier.json"
 TIER_LOCK = ".tier.lock"

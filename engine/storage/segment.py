@@ -14,10 +14,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from ..errors import CorruptRecordError, StorageError
+from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
 from . import files
-from .errors import CorruptRecordError, StorageError
 from .index import OffsetIndex, TimeIndex
-from .records import HEADER_SIZE, BatchHeader, check_crc, read_header
 
 READ_CHUNK = 1 << 18  # a read of one batch should not drag in much more
 

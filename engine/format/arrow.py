@@ -116,7 +116,7 @@ def batch_columns(body: Any, h: BatchHeader, lay: Layout, where: str = "") -> tu
         try:
             headers.validate(full=True)
         except pa.ArrowInvalid as e:
-            from .errors import CorruptRecordError
+            from ..errors import CorruptRecordError
 
             raise CorruptRecordError(f"bad header lists: {e}{where}") from None
     else:

@@ -16,9 +16,10 @@ import threading
 import time
 import uuid
 
-from . import cold, files
-from .segment import Segment
-from .tier_manifest import SUFFIXES, ColdSegment
+from ..storage import files
+from ..storage.segment import Segment
+from ..storage.tier_manifest import SUFFIXES, ColdSegment
+from . import cold
 
 TMP_PREFIX = ".tmp-"
 

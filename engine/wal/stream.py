@@ -30,9 +30,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import files, records
-from .errors import CorruptRecordError, StorageError
-from .locks import open_lock_file, try_lock
+from ..errors import CorruptRecordError, StorageError
+from ..format import records
+from ..storage import files
+from ..storage.locks import open_lock_file, try_lock
 
 SUFFIX = ".wal"
 LOCK = "stream.lock"
@@ -577,7 +578,7 @@ def all_streams(data_dir: str) -> list[str]:
 
 def check_record_batch(rec: WalRecord) -> None:
     """The batch inside a WAL record must itself be whole and CRC-valid."""
-    from .records import check_crc, read_header
+    from ..format.records import check_crc, read_header
 
     h = read_header(rec.batch, 0, f" in WAL {rec.path} at position {rec.position}")
     if h.size != len(rec.batch):
@@ -692,7 +693,7 @@ def verify_stream(stream_dir: str, live: bool) -> list[dict]:
 
 def inspect_file(path: str) -> Iterator[dict]:
     """One row per WAL record (and a final row for a torn tail)."""
-    from .records import read_header
+    from ..format.records import read_header
 
     try:
         for rec in scan_file(path):

@@ -20,16 +20,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import compaction, files, tier_manifest
-from .cold import ColdObjectError
+from ..errors import CorruptRecordError, OffsetOutOfRange, RivvenError, StorageError, UnknownTopic
+from ..failpoint import failpoint
+from ..format.records import EncodedBatch
+from ..maintenance import compaction
+from ..tiering.cold import ColdObjectError
+from ..wal.stream import WalStream, encode_batch_record
+from . import files, tier_manifest
 from .config import TopicConfig
-from .errors import CorruptRecordError, OffsetOutOfRange, RivvenError, StorageError, UnknownTopic
-from .failpoint import failpoint
 from .locks import flocked, open_lock_file
-from .records import EncodedBatch
 from .segment import BatchRef, Segment, TornTail
 from .tier_manifest import ColdSegment
-from .wal import WalStream, encode_batch_record
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load

@@ -19,8 +19,8 @@ import uuid
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .errors import InvalidArgument
-from .locks import open_lock_file, try_lock
+from ..errors import InvalidArgument
+from ..storage.locks import open_lock_file, try_lock
 
 GROUPS = "groups"
 MEMBERS = "members"

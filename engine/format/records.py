@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from itertools import accumulate, repeat
 from typing import Any, NamedTuple
 
+from ..errors import CorruptRecordError, InvalidArgument
 from . import codecs
-from .errors import CorruptRecordError, InvalidArgument
 
 MAGIC = 1
 HEADER = struct.Struct("<qiBBHIHHiiqqqhhiii")

@@ -6,12 +6,12 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidArgument, RivvenError, UnknownTopic
 from . import membership
-from .errors import InvalidArgument, RivvenError, UnknownTopic
 from .offset_store import OffsetStore
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 RESET_MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "by-duration", "shift-by")
 

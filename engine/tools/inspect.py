@@ -6,10 +6,10 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .codecs import IDS
-from .errors import CorruptRecordError, DataDirError
-from .files import parse
-from .records import HEADER_SIZE, body_of, check_crc, decode_records, layout, read_header
+from ..errors import CorruptRecordError, DataDirError
+from ..format.codecs import IDS
+from ..format.records import HEADER_SIZE, body_of, check_crc, decode_records, layout, read_header
+from ..storage.files import parse
 
 
 def _text(b: bytes | None) -> str | None:

@@ -18,10 +18,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import files
-from .errors import CorruptRecordError, StorageError
-from .locks import flocked, open_lock_file
-from .records import crc32c
+from ..errors import CorruptRecordError, StorageError
+from ..format.records import crc32c
+from ..storage import files
+from ..storage.locks import flocked, open_lock_file
 
 LOG = "offsets.log"
 LOCK = "offsets.lock"

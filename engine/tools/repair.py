@@ -7,12 +7,12 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import files
-from .errors import InvalidArgument
-from .locks import flocked
+from ..errors import InvalidArgument
+from ..storage import files
+from ..storage.locks import flocked
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 
 def segment_list(eng: Engine, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
@@ -71,7 +71,7 @@ def recover_segments(eng: Engine, targets: Sequence[str], truncate_corrupt: bool
 def reindex(eng: Engine, path: str) -> dict[str, Any]:
     """Rebuild one segment's ``.index`` and ``.timeindex`` from its log, under its partition's
     lock."""
-    from .segment import Segment
+    from ..storage.segment import Segment
 
     eng._writable()
     d = os.path.dirname(os.path.abspath(path))

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from .errors import CorruptRecordError, InvalidArgument
+from ..errors import CorruptRecordError, InvalidArgument
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 NAMES = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
