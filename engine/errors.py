@@ -65,5 +65,11 @@ class CorruptRecordError(RivvenError):
         self.position = position
 
 
+class ColdObjectError(RivvenError):
+    """A cold object is missing, unreadable or does not match its tier manifest entry."""
+
+    exit_code = 3
+
+
 class StorageError(RivvenError):
     """The operating system refused a write, an fsync or a rename (EIO, ENOSPC, EACCES ...)."""

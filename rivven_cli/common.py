@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -19,13 +17,19 @@ STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False}
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
 PartitionOpt = Annotated[
     int | None, typer.Option("--partition", "-p", min=0, help="Only this partition.")]
+PartitionsOpt = Annotated[list[int] | None, typer.Option(
+    "--partition", "-p", min=0, help="Only these partitions (repeatable).")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Only show what would be done; change nothing.")]
 
 
 def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True) -> Any:
     from engine import Engine
 
-    with recovery_progress() as progress:
+    from .progress import progress_bar
+
+    with progress_bar() as progress:  # (crash recovery can take a while)
         eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover,
                           progress=progress)
     STATE["engine"] = eng
@@ -38,34 +42,7 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
     return eng
 
 
-@contextmanager
-def recovery_progress() -> Iterator[Any]:
-    """A progress bar on stderr (terminals only) for crash recovery during an open."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-    tasks: dict[str, Any] = {}
-
-    def update(what: str, total: int, done: int) -> None:
-        if not tasks:
-            bar.start()
-        if what not in tasks:
-            tasks[what] = bar.add_task(what, total=total)
-        bar.update(tasks[what], completed=done)
-
-    try:
-        yield update
-    finally:
-        if tasks:
-            bar.stop()
-
-
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print one red line on stderr and exit."""
     from rich.console import Console
 

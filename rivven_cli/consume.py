@@ -5,18 +5,17 @@ from __future__ import annotations
 import base64
 import json as jsonlib
 import sys
-import time
 from collections.abc import Callable
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
-from .common import open_engine
-from .positions import resolve_offset
+from .common import PartitionsOpt, open_engine
+from .positions import parse_position
 from .render import info
 
-CHUNK = 5000
+CHUNK = 5000  # records per poll of a group consumer
 POLL_S = 0.1
 
 
@@ -117,8 +116,7 @@ def _formatter(fmt: str, topic: str, kenc: Callable, venc: Callable
 
 def consume(
     topic: Annotated[str, typer.Argument(help="Topic to read.")],
-    partition: Annotated[list[int] | None, typer.Option(
-        "--partition", "-p", min=0, help="Only these partitions (repeatable).")] = None,
+    partition: PartitionsOpt = None,
     offset: Annotated[str, typer.Option(
         "--offset", "-o", help="beginning, end, N, -N (N before the end) or @TIMESTAMP "
         "(epoch ms, RFC 3339, or relative like -2h).")] = "beginning",
@@ -176,48 +174,10 @@ def consume(
                        num, follow, emit, out)
         return
 
+    start = parse_position(offset, "--offset", reading=True)
     with open_engine(read_only=True) as eng:
-        meta = eng.topic(topic)
-        parts = partition if partition else list(range(meta.partitions))
-        now = int(time.time() * 1000)
-        pos: dict[int, int] = {}
-        stop: dict[int, int | None] = {}
-        for p in parts:
-            log = eng.partition_log(topic, p)
-            start, end = log.offsets()
-            pos[p] = resolve_offset(offset, start, end,
-                                    lambda ts, p=p: eng.offset_for_time(topic, p, ts), now)
-            stop[p] = None if follow else end
-        left = num
-        while True:
-            progressed = False
-            for p in parts:
-                limit = stop[p]
-                if limit is not None and pos[p] >= limit:
-                    continue
-                want = CHUNK if left is None else min(CHUNK, left)
-                if limit is not None:
-                    want = min(want, limit - pos[p])
-                for offs, ts, keys, values, hs in eng.read_columns(topic, p, pos[p], want):
-                    offs, ts, keys, values, hs = _trim(offs, ts, keys, values, hs, pos[p],
-                                                       limit, left)
-                    if not keys:
-                        continue
-                    out.write(emit(p, offs, ts, keys, values, hs))
-                    pos[p] = offs[-1] + 1
-                    progressed = True
-                    if left is not None:
-                        left -= len(keys)
-                        if left <= 0:
-                            out.flush()
-                            return
-                if follow:
-                    pos[p] = max(pos[p], 0)
-            if not progressed:
-                if not follow:
-                    break
-                out.flush()
-                time.sleep(POLL_S)
+        for b in eng.stream(topic, partition, start, num, follow, on_idle=out.flush):
+            out.write(emit(b.partition, b.offsets, b.timestamps, b.keys, b.values, b.headers))
         out.flush()
 
 
@@ -245,21 +205,3 @@ def _consume_group(topic: str, group: str, member_id: str | None, reset: str, nu
                     left -= len(b.keys)
             out.flush()
             c.commit()  # only what reached stdout
-
-
-def _trim(offs: Any, ts: Any, keys: list, values: list, hs: Any, start: int,
-          limit: int | None, left: int | None) -> tuple:
-    """Cut one batch's columns to offsets in [start, limit) and to ``left`` records."""
-    offs = list(offs)
-    lo = 0
-    while lo < len(offs) and offs[lo] < start:
-        lo += 1
-    hi = len(offs)
-    if limit is not None:
-        while hi > lo and offs[hi - 1] >= limit:
-            hi -= 1
-    if left is not None:
-        hi = min(hi, lo + left)
-    if lo == 0 and hi == len(offs):
-        return offs, list(ts), keys, values, list(hs)
-    return offs[lo:hi], list(ts)[lo:hi], keys[lo:hi], values[lo:hi], list(hs)[lo:hi]

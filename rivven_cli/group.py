@@ -127,7 +127,7 @@ def reset_offsets(
     elif mode == "shift-by":
         value = shift_by
     elif mode == "to-datetime":
-        value = parse_time(to_datetime or "", now)
+        value = parse_time(to_datetime or "", "--to-datetime", now)
         resolved = f"--to-datetime {to_datetime} resolved to {utc(value)} ({value})"
     elif mode == "by-duration":
         value = now - parse_duration(by_duration or "")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
+
+from engine.client.read import Position
 
 from .common import JsonOpt, open_engine
 from .positions import parse_time
@@ -20,24 +21,10 @@ def offsets(
     json: JsonOpt = False,
 ) -> None:
     """Show log start and end offsets of every partition."""
-    rows = []
+    named = {"earliest": Position("beginning"), "latest": Position("end"), None: None}
+    pos = named[at] if at in named else Position("timestamp", parse_time(at or "", "--time"))
     with open_engine(read_only=True) as eng:
-        meta = eng.topic(topic)
-        ts = None
-        if at not in (None, "earliest", "latest"):
-            ts = parse_time(at, int(time.time() * 1000))
-        for p in range(meta.partitions):
-            start, end = eng.partition_log(topic, p).offsets()
-            row = {"partition": p, "start_offset": start, "end_offset": end}
-            if at == "earliest":
-                row["offset"] = start
-            elif at == "latest":
-                row["offset"] = end
-            elif ts is not None:
-                off = eng.offset_for_time(topic, p, ts)
-                row["offset"] = end if off is None else off
-                row["timestamp"] = ts
-            rows.append(row)
+        rows = eng.list_offsets(topic, pos)
     if json:
         print_json(rows)
         return

@@ -1,54 +1,64 @@
-"""Parsing of offset and time specs shared by consume and offsets."""
+"""The one grammar of offsets and times on the command line (rpk's and kcat's), parsed into the
+engine's ``Position``; what a position means in a partition is the engine's to say.
+
+  TIME      epoch ms, RFC 3339 / ISO 8601 (UTC unless an offset is given), or relative: -2h
+  POSITION  N (an offset) | @TIME, and where a command reads: beginning | end | -N (N before
+            the end)
+"""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
 
-import typer
+from engine import clock
+from engine.client.read import Position
+
+from .common import fail
 
 _REL = re.compile(r"^-(\d+)(ms|s|m|h|d)$")
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+EXAMPLE_TIME = "2026-11-01T00:00:00Z"
 
 
-def parse_time(text: str, now_ms: int) -> int:
+def parse_time(text: str, option: str, now: int | None = None) -> int:
     """Epoch ms, RFC 3339 / ISO 8601 (UTC unless an offset is given), or relative like -2h."""
     t = text.strip()
     if t.lstrip("-").isdigit() and not _REL.match(t):
         v = int(t)
         if v < 0:
-            raise typer.BadParameter(f"timestamp {text!r} is negative")
+            fail(f"{option}: timestamp {text!r} is negative", 2)
         return v
     m = _REL.match(t)
     if m:
-        return max(0, now_ms - int(m.group(1)) * UNITS[m.group(2)])
+        base = clock.now_ms() if now is None else now
+        return max(0, base - int(m.group(1)) * UNITS[m.group(2)])
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
-        raise typer.BadParameter(
-            f"cannot read time {text!r}: use epoch ms, RFC 3339 like 2026-01-31T12:00:00Z, "
-            "or relative like -2h") from None
+        fail(f"{option}: cannot read time {text!r}: use epoch ms, RFC 3339 like "
+             f"{EXAMPLE_TIME}, or relative like -2h", 2)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 
-def resolve_offset(spec: str, start: int, end: int, time_lookup, now_ms: int) -> int:
-    """``beginning | end | N | -N | @TIME`` to an offset inside [start, end]."""
-    s = spec.strip()
-    if s == "beginning":
-        return start
-    if s == "end":
-        return end
+def parse_position(text: str, option: str, reading: bool = False) -> Position:
+    """``N`` or ``@TIME``; with ``reading`` also ``beginning``, ``end`` and ``-N``."""
+    s = text.strip()
     if s.startswith("@"):
-        off = time_lookup(parse_time(s[1:], now_ms))
-        return end if off is None else max(off, start)
+        return Position("timestamp", parse_time(s[1:], option))
+    if reading and s in ("beginning", "end"):
+        return Position(s)
     try:
         n = int(s)
     except ValueError:
-        raise typer.BadParameter(
-            f"offset {spec!r} is not beginning, end, N, -N or @TIMESTAMP", param_hint="--offset"
-        ) from None
-    if n < 0:
-        return max(start, end + n)
-    return min(max(n, start), end)
+        n = None
+    if n is not None and n >= 0:
+        return Position("offset", n)
+    if n is not None and reading:
+        return Position("from_end", -n)
+    forms = "an offset, @TIMESTAMP, beginning, end or -N" if reading else \
+        "neither an offset nor @TIMESTAMP"
+    fail(f"{option} {text!r} is {'not ' if reading else ''}{forms} (e.g. {option} 1000 or "
+         f"{option} @{EXAMPLE_TIME})", 2)

@@ -1,30 +1,63 @@
-"""Progress bars for long work: on stderr, and only when stderr is a terminal."""
+"""The one progress bar of long work (verify, recovery, Spark jobs): on stderr, and only when
+stderr is a terminal — nothing decorative in pipes or logs.
+
+The engine reports progress as ``update(what, total, done)``; ``progress_bar`` turns those
+calls into Rich rows: one row per ``what`` (bytes, rate and ETA), or with ``tasks`` a single
+row counting Spark tasks whose label follows ``what``.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
+
+Update = Callable[[str, int, int], None]
 
 
 @contextmanager
-def bytes_progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
-    """Yields ``advance(nbytes)``; draws bytes, rate and ETA while the block runs."""
-    if not sys.stderr.isatty() or total <= 0:
-        yield lambda n: None
+def progress_bar(tasks: bool = False, label: str | None = None) -> Iterator[Update | None]:
+    """Yields ``update(what, total, done)``, or None when stderr is not a terminal. A
+    ``label`` shows at once, before the first update (a job that takes a while to start)."""
+    if not sys.stderr.isatty():
+        yield None
         return
     from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
+        MofNCompleteColumn,
         Progress,
         TextColumn,
+        TimeElapsedColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
+    counts: tuple[Any, ...] = (MofNCompleteColumn(), TextColumn("tasks"), TimeElapsedColumn()) \
+        if tasks else (DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), *counts,
+                   console=Console(stderr=True), transient=True)
+    rows: dict[str, Any] = {}
+    started = False
+
+    def update(what: str, total: int, done: int) -> None:
+        nonlocal started
+        if not started:
+            bar.start()
+            started = True
+        key = "" if tasks else what
+        if key not in rows:
+            rows[key] = bar.add_task(what, total=total)
+        bar.update(rows[key], description=what, total=total, completed=done)
+
+    if label is not None:
+        bar.start()
+        started = True
+        rows["" if tasks else label] = bar.add_task(label, total=None)
+    try:
+        yield update
+    finally:
+        if started:
+            bar.stop()

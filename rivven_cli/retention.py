@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, PartitionOpt, YesOpt, confirm, open_engine
-from .positions import parse_time
+from .common import DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, open_engine
+from .positions import parse_position
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -17,8 +16,7 @@ app = typer.Typer(no_args_is_help=True)
 @app.command()
 def apply(
     topic: Annotated[str | None, typer.Argument(help="Only this topic (default: all).")] = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Show what would be deleted; change nothing.")] = False,
+    dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Delete sealed segments past retention.ms / retention.bytes now, saying why."""
@@ -49,26 +47,10 @@ def delete_records(
     json: JsonOpt = False,
 ) -> None:
     """Move log start offsets forward (never back); reads below them fail from then on."""
+    pos = parse_position(before, "--before")
     with open_engine() as eng:
-        meta = eng.topic(topic)
-        parts = [partition] if partition is not None else list(range(meta.partitions))
-        target: dict[int, int] = {}
-        if before.startswith("@"):
-            ts = parse_time(before[1:], int(time.time() * 1000))
-            for p in parts:
-                off = eng.offset_for_time(topic, p, ts)
-                target[p] = eng.end_offsets(topic)[p] if off is None else off
-        else:
-            try:
-                n = int(before)
-            except ValueError:
-                raise typer.BadParameter(f"{before!r} is not OFFSET or @TIMESTAMP",
-                                         param_hint="--before") from None
-            if n < 0:
-                raise typer.BadParameter("offset must be >= 0", param_hint="--before")
-            ends = eng.end_offsets(topic)
-            target = {p: n if partition is not None else min(n, ends[p]) for p in parts}
-        plan = eng.delete_records(topic, target, dry_run=True)
+        parts = [partition] if partition is not None else None
+        plan = eng.delete_records_before(topic, pos, parts, dry_run=True)
         moving = [r for r in plan if r["new_log_start_offset"] > r["prior_log_start_offset"]]
         if moving:
             where = ", ".join(f"p{r['partition']}:{r['new_log_start_offset']}" for r in moving)

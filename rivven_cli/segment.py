@@ -5,26 +5,17 @@ from __future__ import annotations
 import json as jsonlib
 import os
 import sys
-from datetime import UTC
 from typing import Annotated
 
 import typer
 
-from .common import STATE, JsonOpt, PartitionOpt, YesOpt, confirm, fail, open_engine
-from .progress import bytes_progress
-from .render import human_bytes, info, print_json, print_table
+from .common import STATE, DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, fail, open_engine
+from .progress import progress_bar
+from .render import human_bytes, info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
 TargetsArg = Annotated[list[str] | None, typer.Argument(
     help="Topics, partition directories, .log files or a data dir (default: the whole data dir).")]
-
-
-def _ts(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    from datetime import datetime
-
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
 
 
 @app.command("list")
@@ -42,7 +33,7 @@ def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: Parti
                 [(r["partition"], *([r["tier"]] if tiered else []), os.path.basename(r["file"]),
                   r["base_offset"], r["last_offset"],
                   "-" if r["records"] is None else r["records"], human_bytes(r["bytes"]),
-                  _ts(r["min_timestamp"]), _ts(r["max_timestamp"])) for r in rows],
+                  utc(r["min_timestamp"]), utc(r["max_timestamp"])) for r in rows],
                 right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"))
 
 
@@ -107,72 +98,35 @@ def verify(
     json: JsonOpt = False,
 ) -> None:
     """Check every batch CRC, offsets, indexes, gaps/overlaps and torn tails (exit 3 on damage)."""
-    from engine.tools.verify import resolve_targets, verify_partition
+    from engine.tools.verify import verify as run
 
-    data_dir = STATE["data_dir"]
-    parts = resolve_targets(data_dir, targets or [])
-    total = sum(os.path.getsize(os.path.join(d, f)) for d, _ in parts for f in os.listdir(d)
-                if f.endswith(".log"))
-    reports = []
-    with bytes_progress("verifying", total) as advance:
-        for d, only in parts:
-            for rep in verify_partition(d, advance):
-                if not only or rep.path in only:
-                    reports.append(rep)
-    findings = [f for r in reports for f in r.findings]
-    colds = _verify_cold([d for d, _ in parts]) if cold else None
+    with progress_bar() as progress:
+        doc = run(STATE["data_dir"], targets or [], cold, progress)
+    colds = doc.get("cold")
     if json:
-        doc = {"segments": len(reports), "batches": sum(r.batches for r in reports),
-               "records": sum(r.records for r in reports),
-               "bytes": sum(r.bytes for r in reports),
-               "ok": not findings and not (colds and colds["findings"]),
-               "findings": [f.to_json() for f in findings]}
-        if colds is not None:
-            doc["cold"] = colds
         print_json(doc)
     else:
-        for f in findings:
-            where = "" if f.path in f.message else f"{f.path} at position {f.position}: "
-            typer.echo(f"{f.kind}: {where}{f.message}")
-        info(f"verified {len(reports)} segment(s), {sum(r.batches for r in reports)} batches, "
-             f"{sum(r.records for r in reports)} records, {human_bytes(sum(r.bytes for r in reports))}"
-             f": {'OK' if not findings else f'{len(findings)} problem(s) found'}")
+        for f in doc["findings"]:
+            where = "" if f["path"] in f["message"] else f"{f['path']} at position {f['position']}: "
+            typer.echo(f"{f['kind']}: {where}{f['message']}")
+        bad = len(doc["findings"])
+        info(f"verified {doc['segments']} segment(s), {doc['batches']} batches, "
+             f"{doc['records']} records, {human_bytes(doc['bytes'])}: "
+             f"{f'{bad} problem(s) found' if bad else 'OK'}")
         if colds is not None:
             for f in colds["findings"]:
                 typer.echo(f"cold: {f['problem']}")
             bad = len(colds["findings"])
             info(f"verified {colds['segments']} cold segment(s), {colds['objects']} objects, "
                  f"{human_bytes(colds['bytes'])}: {f'{bad} problem(s) found' if bad else 'OK'}")
-    if findings or (colds and colds["findings"]):
+    if not doc["ok"]:
         raise typer.Exit(3)
-
-
-def _verify_cold(dirs: list[str]) -> dict:
-    """Cold copies of the partitions in ``dirs`` against their tier manifests."""
-    from engine.errors import CorruptRecordError
-    from engine.storage import tier_manifest
-    from engine.tiering.tier import check_objects
-
-    loaded = []
-    findings: list[dict] = []
-    for d in dirs:
-        try:
-            loaded.append(tier_manifest.load(d))
-        except CorruptRecordError as e:
-            findings.append({"object": tier_manifest.path(d), "base_offset": None,
-                             "problem": str(e)})
-    total = sum(e.bytes + e.index_bytes + e.timeindex_bytes for es in loaded for e in es)
-    with bytes_progress("verifying cold copies", total) as advance:
-        for entries in loaded:
-            findings += check_objects(entries, advance)
-    return {"segments": sum(len(es) for es in loaded),
-            "objects": 3 * sum(len(es) for es in loaded), "bytes": total, "findings": findings}
 
 
 @app.command()
 def recover(
     targets: TargetsArg = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be done.")] = False,
+    dry_run: DryRunOpt = False,
     truncate_corrupt: Annotated[bool, typer.Option(
         "--truncate-corrupt", help="Also cut a segment at mid-file corruption (drops records).")
     ] = False,
@@ -183,13 +137,14 @@ def recover(
     WAL of crashed writers into the mended segments."""
     with open_engine(recover=False) as eng:
         if truncate_corrupt and not dry_run:
-            plan = eng.recover(targets or [], truncate_corrupt=True, dry_run=True)
+            plan = eng.segment_recover(targets or [], truncate_corrupt=True, dry_run=True)
             drop = sum(r["records_removed"] for r in plan)
             if drop:
                 confirm(f"cut corrupt segments, dropping {drop} record(s)?", yes)
-        results = eng.recover(targets or [], truncate_corrupt=truncate_corrupt, dry_run=dry_run)
+        results = eng.segment_recover(targets or [], truncate_corrupt=truncate_corrupt,
+                                      dry_run=dry_run)
         if not dry_run and not any(r["unrepaired"] for r in results):
-            eng.recover_wal()
+            eng.wal_replay()
     if json:
         print_json(results)
     else:

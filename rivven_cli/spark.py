@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from typing import Annotated, Any
 
 import typer
 
-from .common import JsonOpt, open_engine
+from .common import DryRunOpt, JsonOpt, PartitionsOpt, open_engine
+from .progress import progress_bar
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -25,52 +25,27 @@ def _pct(before: int, after: int) -> str:
     return f"{100 * (1 - after / before):.1f}%" if before else "0.0%"
 
 
-def _progress() -> Any:
-    if not sys.stderr.isatty():
-        return None, None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("tasks"), TimeElapsedColumn(), console=Console(stderr=True),
-                   transient=True)
-    task = bar.add_task("spark: starting", total=None)
-
-    def update(stage: int, done: int, total: int) -> None:
-        bar.update(task, description=f"spark: stage {stage}", completed=done, total=total)
-    return bar, update
-
-
 def _with_progress(job: Any) -> Any:
     """``job(engine, progress)`` with the Spark progress bar drawn while it runs."""
-    bar, update = _progress()
-    with open_engine() as eng:
-        if bar is not None:
-            bar.start()
-        try:
-            return job(eng, update)
-        finally:
-            if bar is not None:
-                bar.stop()
+    with progress_bar(tasks=True, label="spark: starting") as update, open_engine() as eng:
+        return job(eng, update)
 
 
 @app.command()
 def compact(
     topic: Annotated[str, typer.Argument(help="A topic with cleanup.policy=compact.")],
-    partition: Annotated[list[int] | None, typer.Option(
-        "--partition", "-p", min=0, help="Only these partitions (repeatable).")] = None,
+    partition: PartitionsOpt = None,
     master: MasterOpt = "local[*]",
     conf: ConfOpt = None,
     deploy_mode: DeployModeOpt = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the plan and the exact spark-submit command; run nothing.")
-    ] = False,
+    dry_run: DryRunOpt = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Clean partitions below min.cleanable.dirty.ratio too.")] = False,
     json: JsonOpt = False,
 ) -> None:
     """Compact a topic on Spark: keep the last record per key, then swap the cleaned
-    segments in (crash-safe; producers keep appending meanwhile)."""
+    segments in (crash-safe; producers keep appending meanwhile). --dry-run prints the plan
+    and the exact spark-submit command."""
     from engine.spark.submit import compact as run
 
     out = _with_progress(lambda eng, update: run(eng, topic, partition, master, conf or [],
@@ -122,13 +97,13 @@ def tier(
     master: MasterOpt = "local[*]",
     conf: ConfOpt = None,
     deploy_mode: DeployModeOpt = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print what would move and the exact spark-submit command.")] = False,
+    dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Move sealed segments past local retention to the cold store on Spark (one task per
     segment, each copy verified), then record them in the tier manifest and delete them
-    locally. Reads of those offsets keep working (through a local cache)."""
+    locally. Reads of those offsets keep working (through a local cache). --dry-run prints
+    what would move and the exact spark-submit command."""
     from engine.spark.submit import tier as run
 
     out = _with_progress(lambda eng, update: run(eng, topic, master, conf or [], deploy_mode,

@@ -3,13 +3,12 @@ segments back to local disk."""
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, PartitionOpt, fail, open_engine
-from .positions import parse_time
+from .common import DryRunOpt, JsonOpt, PartitionOpt, open_engine
+from .positions import parse_position
 from .render import human_bytes, info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
@@ -55,24 +54,14 @@ def restore(
         "--from", help="OFFSET, or @TIMESTAMP (epoch ms, RFC 3339, -2h): restore the cold "
         "segments from the one holding it up to the local ones.")],
     partition: PartitionOpt = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Show what would come back; change nothing.")] = False,
+    dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Bring cold segments back to local disk (each checked against the tier manifest), then
     drop them from the cold store."""
-    off: int | None = None
-    ts: int | None = None
-    if from_.startswith("@"):
-        ts = parse_time(from_[1:], int(time.time() * 1000))
-    else:
-        try:
-            off = int(from_)
-        except ValueError:
-            fail(f"--from {from_!r} is neither an offset nor @TIMESTAMP (e.g. --from 1000 or "
-                 "--from @2026-11-01T00:00:00Z)", 2)
-        if off is not None and off < 0:
-            fail(f"--from {off} is negative: give an offset >= 0", 2)
+    pos = parse_position(from_, "--from")
+    off = pos.value if pos.kind == "offset" else None
+    ts = pos.value if pos.kind == "timestamp" else None
     with open_engine(read_only=dry_run) as eng:
         rows = eng.tier_restore(topic, off, ts, [partition] if partition is not None else None,
                                 dry_run)

@@ -9,11 +9,10 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, fail, open_engine
+from .common import DryRunOpt, JsonOpt, fail, open_engine
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Only say what would be done.")]
 
 
 @app.command("list")
@@ -32,14 +31,14 @@ def list_(json: JsonOpt = False) -> None:
 
 
 def _files(file: str | None) -> list[str]:
-    from engine.wal import stream as wal_mod
+    from engine.wal import all_streams, stream_files
 
     if file is not None:
         if not os.path.isfile(file):
             fail(f"{file} is not a WAL file")
         return [file]
     with open_engine(read_only=True) as eng:
-        return [f for d in wal_mod.all_streams(eng.path) for f in wal_mod.stream_files(d)]
+        return [f for d in all_streams(eng.path) for f in stream_files(d)]
 
 
 @app.command()
@@ -50,22 +49,13 @@ def inspect(
     json: JsonOpt = False,
 ) -> None:
     """One row per WAL record: position, topic, partition, offsets, count, bytes, CRC ok."""
-    from engine.format.records import body_of, decode_records, layout, read_header
-    from engine.wal import stream as wal_mod
+    from engine.wal import inspect_file
 
     rows = []
     for f in _files(file):
-        for row in wal_mod.inspect_file(f):
-            rec = row.pop("_record", None)
+        for row in inspect_file(f, records=records):
+            recs = row.pop("records", [])
             row = {"file": f, **row}
-            recs = []
-            if records and rec is not None and row.get("crc_ok"):
-                h = read_header(rec.batch, 0)
-                body = body_of(rec.batch, 0, h)
-                recs = [{"offset": r.offset, "timestamp": r.timestamp,
-                         "key": None if r.key is None else r.key.decode("utf-8", "replace"),
-                         "value": None if r.value is None else r.value.decode("utf-8", "replace")}
-                        for r in decode_records(body, h, layout(body, h))]
             if json:
                 sys.stdout.write(jsonlib.dumps(row) + "\n")
                 for r in recs:
@@ -95,12 +85,12 @@ def verify(json: JsonOpt = False) -> None:
     """Check every WAL record's framing and CRC (exit 3 on damage; a dead stream's torn tail
     counts; at the end of a live stream's current file only what stays put while it is read
     again, not a write in flight)."""
+    from engine.wal import verify_stream
+
     with open_engine(read_only=True) as eng:
         streams = eng.wal_streams()
-    from engine.wal import stream as wal_mod
-
     findings = [{**x, "stream": s["stream"]} for s in streams
-                for x in wal_mod.verify_stream(s["path"], s["live"])]
+                for x in verify_stream(s["path"], s["live"])]
     if json:
         print_json({"streams": len(streams), "records": sum(s["records"] for s in streams),
                     "ok": not findings, "findings": findings})
@@ -114,7 +104,7 @@ def verify(json: JsonOpt = False) -> None:
 
 
 @app.command()
-def recover(dry_run: DryRun = False, json: JsonOpt = False) -> None:
+def recover(dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Truncate the torn tails of WAL streams whose process is gone (no replay)."""
     with open_engine(recover=False) as eng:
         rows = eng.wal_recover(dry_run=dry_run)
@@ -128,11 +118,11 @@ def recover(dry_run: DryRun = False, json: JsonOpt = False) -> None:
 
 
 @app.command()
-def replay(dry_run: DryRun = False, json: JsonOpt = False) -> None:
+def replay(dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Apply outstanding records of dead WAL streams to the segments (what a writable open
     does); --dry-run reports what it would do."""
     with open_engine(read_only=dry_run) as eng:
-        rep = eng.recover_wal(dry_run=True) if dry_run else eng.last_recovery
+        rep = eng.wal_replay(dry_run=True) if dry_run else eng.last_recovery
     if json:
         print_json(rep)
         return

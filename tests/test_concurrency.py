@@ -190,7 +190,7 @@ def test_idle_partition_flock_is_kept_only_while_the_engine_appends_elsewhere(da
     # append (FlockHolds), at most IDLE_HOLD_S; once nobody appends, every flock is free
     import threading
 
-    from engine.storage.log import IDLE_HOLD_S
+    from engine.storage.holds import IDLE_HOLD_S
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", partitions=2)

@@ -186,8 +186,8 @@ def test_data_dir_checks(tmp_path):
 def test_produce_notices_topic_recreated_by_another_process(data_dir, monkeypatch):
     # a produce looks at topics.json at most every CATALOG_RECHECK_S; make the cache always
     # hit, so that only the failure paths can notice what the other "process" did
-    import engine.engine as engine_mod
-    monkeypatch.setattr(engine_mod, "CATALOG_RECHECK_S", 3600.0)
+    import engine.client.produce as produce_mod
+    monkeypatch.setattr(produce_mod, "CATALOG_RECHECK_S", 3600.0)
     with Engine.open(data_dir) as a, Engine.open(data_dir) as b:
         a.create_topic("t", 1)
         assert a.produce_batch("t", [b"old"], partition=0) == [(0, 0)]
@@ -211,12 +211,12 @@ def test_produce_notices_topic_recreated_by_another_process(data_dir, monkeypatc
 def test_produce_sees_config_changed_by_another_process(data_dir):
     import time
 
-    import engine.engine as engine_mod
+    import engine.client.produce as produce_mod
     with Engine.open(data_dir) as a, Engine.open(data_dir) as b:
         a.create_topic("t", 1)
         a.produce_batch("t", [b"x" * 500], partition=0)
         b.alter_topic_config("t", {"max.message.bytes": "200"})
-        time.sleep(engine_mod.CATALOG_RECHECK_S * 2)
+        time.sleep(produce_mod.CATALOG_RECHECK_S * 2)
         with pytest.raises(RecordTooLarge):
             a.produce_batch("t", [b"x" * 500], partition=0)
         a.alter_topic_config("t", {"max.message.bytes": "100000"})  # this engine's: at once

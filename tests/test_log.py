@@ -134,30 +134,35 @@ def test_damaged_index_is_rebuilt(data_dir):
 
 
 def test_segment_ms_rolls_by_age(data_dir, monkeypatch):
-    import engine.storage.log
+    import engine.clock
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, {"segment.ms": "60000"})
         eng.produce("t", [Record(value=b"a")])
         eng.produce("t", [Record(value=b"b", timestamp=1)])  # old timestamps alone don't roll
         assert segment_bases(pdir(data_dir)) == [0]
-        later = engine.storage.log.now_ms() + 61_000
-        monkeypatch.setattr(engine.storage.log, "now_ms", lambda: later)
+        later = engine.clock.now_ms() + 61_000
+        monkeypatch.setattr(engine.clock, "now_ms", lambda: later)
         eng.produce("t", [Record(value=b"c")])
     assert segment_bases(pdir(data_dir)) == [0, 2]
 
 
 def test_reads_skip_offset_gaps(data_dir):
     from engine.format.records import encode_batch
+    from engine.storage.log import PartitionLog
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, {"segment.bytes": "600"})
-        log = eng.partition_log("t", 0)
-        # batches with holes, as compaction leaves them: offsets 0,2,5 | 6,9 | 10 | 11
+        meta = eng.topic("t")
+        # another writer of the partition appends batches with holes, as compaction leaves
+        # them: offsets 0,2,5 | 6,9 | 10 | 11
+        log = PartitionLog(pdir(data_dir), "t", 0, meta.typed, writable=True,
+                           topic_id=bytes.fromhex(meta.id))
         for deltas, vals in (([0, 2, 5], [b"a", b"b", b"c"]), ([0, 3], [b"d", b"e"]),
                              ([0], [b"f"])):
             log.append(encode_batch([b"k"] * len(vals), vals, 1, offset_deltas=deltas))
         log.append(encode_batch([b"k"], [b"g"], 1, offset_deltas=[0]))
+        log.close()
         assert eng.end_offsets("t") == {0: 12}
         got = {o: [r.offset for r in eng.read("t", 0, o, 100)] for o in range(12)}
         assert got[0] == [0, 2, 5, 6, 9, 10, 11]

@@ -5,11 +5,13 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT, run_rivven
 from test_compaction import SWAP_CHILD, everything, random_log, reference
 
 from engine import Engine, Record
-from engine.maintenance.compaction import MANIFEST, CompactionError
+from engine.maintenance.compaction import CompactionError
+from engine.storage.swap import MANIFEST
 
 
 def _pdir(data_dir, p=0):
@@ -63,7 +65,7 @@ def test_stale_pass_cannot_swap_over_a_segment_rewritten_to_the_same_size(data_d
     third: the 4-byte offset deltas fill the padding the removed record leaves), so a stale
     pass swapped its older copy of segment 0 back in, over the passes that had removed the
     key's old value and then its tombstone: deleted data came back."""
-    from engine.maintenance import compaction
+    from engine.maintenance import cleaner, compaction
 
     cfg = {"cleanup.policy": "compact", "segment.bytes": "150", "delete.retention.ms": "0",
            "min.cleanable.dirty.ratio": "0.01"}
@@ -71,25 +73,23 @@ def test_stale_pass_cannot_swap_over_a_segment_rewritten_to_the_same_size(data_d
         eng.create_topic("c", 1, cfg)
         eng.produce("c", [Record(key=k, value=b"1") for k in (b"a", b"b", b"c", b"d")])
         eng.produce("c", [Record(key=b"e", value=b"1")])  # rolls: segment 0 is sealed
-        log = eng.partition_log("c", 0)
-        meta = eng.topic("c")
         # pass B: planned and written now, swapped last (a slow Spark job, say)
-        plan = compaction.plan_partition(log, meta.typed, compaction_now(), force=True)
+        (plan,) = eng.compaction_plan("c", force=True, now=compaction_now())
         assert [s["base_offset"] for s in plan["segments"]] == [0]
-        keep, _ = compaction.survivor_offsets(compaction.scan_keys(plan["segments"]),
-                                              plan["tombstone_bound"])
+        keep, _ = cleaner.survivor_offsets(cleaner.scan_keys(plan["segments"]),
+                                           plan["tombstone_bound"])
         out = os.path.join(data_dir, ".compaction", "stale", "c-0")
-        writes = [compaction.write_group(g, lambda offs: [o in keep for o in offs], out)
+        writes = [cleaner.write_group(g, lambda offs: [o in keep for o in offs], out)
                   for g in plan["groups"]]
         eng.produce("c", [Record(key=b"c", value=None)])  # delete c
         eng.produce("c", [Record(key=b"f", value=b"1")])
         eng.compact("c", force=True)  # removes c's value (segment 0 keeps its size) ...
         eng.compact("c", force=True)  # ... then its tombstone
         assert [r.key for r in eng.read("c", 0, 0, 100)] == [b"a", b"b", b"d", b"e", b"f"]
-        try:
-            compaction.swap(log, plan, out, compaction_now(), compaction.min_tombstone(writes))
-        except CompactionError:
-            pass  # refused: segment 0 is not the file the plan saw
+        with pytest.raises(CompactionError, match="changed or vanished since the plan"):
+            # refused: segment 0 is not the file the plan saw
+            eng.apply_compaction("c", plan, out, compaction_now(),
+                                 compaction.min_tombstone(writes))
         assert [r.key for r in eng.read("c", 0, 0, 100)] == [b"a", b"b", b"d", b"e", b"f"]
     _verify(data_dir)
 
@@ -101,6 +101,8 @@ def compaction_now():
 
 STALE_CHILD = r"""
 import sys
+
+import pytest
 sys.path.insert(0, sys.argv[1])
 from engine import Engine, Record
 with Engine.open(sys.argv[2]) as eng:

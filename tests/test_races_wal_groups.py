@@ -9,10 +9,10 @@ import pytest
 from test_stress import HANG_S, fd_path, stored
 
 from engine import Engine, StorageError
+from engine import wal as wal_mod
 from engine.errors import OffsetOutOfRange, RivvenError
 from engine.groups import membership
 from engine.maintenance import retention
-from engine.wal import stream as wal_mod
 
 
 def record(tag: bytes) -> bytes:
@@ -214,8 +214,7 @@ def test_produce_racing_close_survives_a_crash(data_dir, tmp_path, monkeypatch):
             t.join(HANG_S)
         return rows
 
-    import engine.engine as engine_mod
-    monkeypatch.setattr(engine_mod.retention, "apply", apply_and_race)
+    monkeypatch.setattr(retention, "apply", apply_and_race)
     image = tmp_path / "crashed"
     from test_stress import crash_image
 
@@ -256,7 +255,7 @@ def test_checkpoint_never_moves_the_log_start_back(data_dir, monkeypatch):
     the old file then checkpoints with its stale log start: the start moves back and records
     deleted by delete-records are readable again."""
     from engine.storage import files
-    from engine.storage.log import read_checkpoint
+    from engine.storage.checkpoint import read_checkpoint
 
     real = files.write_atomic
 
@@ -272,7 +271,7 @@ def test_checkpoint_never_moves_the_log_start_back(data_dir, monkeypatch):
     pdir = files.partition_dir(data_dir, "t", 0)
     ino1 = os.stat(os.path.join(pdir, files.CHECKPOINT)).st_ino
     b = Engine.open(data_dir)  # another process, say
-    assert b.partition_log("t", 0).offsets() == (10, 100)
+    assert b.partition_offsets("t", 0) == (10, 100)
     a.checkpoint_all()  # .checkpoint rewritten twice, the same size as b saw it
     a.delete_records("t", {0: 50})
     if os.stat(os.path.join(pdir, files.CHECKPOINT)).st_ino != ino1:

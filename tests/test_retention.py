@@ -66,7 +66,7 @@ def test_retention_never_deletes_the_active_segment(data_dir):
     now = int(time.time() * 1000)
     make(data_dir, 100, 0, {"retention.ms": "1000"}, now)
     with Engine.open(data_dir) as eng:  # a writer's open applies retention by itself
-        eng.partition_log("t", 0)
+        eng.partition_offsets("t", 0)
         assert len(logs(data_dir)) == 1  # the active one, old records and all
         assert eng.start_offsets("t") == {0: int(logs(data_dir)[0][:20])}
         assert eng.end_offsets("t") == {0: 100}
@@ -126,7 +126,7 @@ def test_delete_records_moves_the_start_and_survives_reopen(data_dir, tmp_path):
     shutil.copy(saved, first)
     with Engine.open(data_dir) as eng:
         assert eng.start_offsets("t") == {0: 125}
-        eng.partition_log("t", 0)
+        eng.partition_offsets("t", 0)
         assert not os.path.exists(first)
         eng.produce("t", [Record(value=b"after")])
     with Engine.open(data_dir, read_only=True) as eng:

@@ -25,11 +25,11 @@ from random import Random
 from conftest import ROOT
 
 from engine import Engine, StorageError
+from engine import wal as wal_mod
 from engine.format.records import read_header
 from engine.storage import files
+from engine.storage.checkpoint import read_checkpoint
 from engine.storage.locks import open_lock_file, try_lock
-from engine.storage.log import read_checkpoint
-from engine.wal import stream as wal_mod
 
 SETTINGS = {"wal.segment.bytes": "8192", "checkpoint.interval.bytes": "20000"}
 HANG_S = 30  # a produce call that takes this long is hung
@@ -218,7 +218,7 @@ def value(tag, i, j):
     return b"%s-%d-%d-" % (tag, i, j) + b"v" * ((i * 31 + j * 7) % 180)
 data_dir, tag, threads, n, sizes = sys.argv[2], sys.argv[3].encode(), 4, int(sys.argv[4]), (1, 3, 10, 40)
 eng = Engine.open(data_dir, settings=json.loads(sys.argv[5]))
-eng.partition_log("t", 0)
+eng.partition_offsets("t", 0)
 lock = threading.Lock()
 print("READY", flush=True)
 sys.stdin.readline()

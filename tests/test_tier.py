@@ -13,9 +13,8 @@ import pytest
 from conftest import ROOT, run_rivven
 
 from engine import Engine, Record
-from engine.errors import InvalidConfig, OffsetOutOfRange
+from engine.errors import ColdObjectError, InvalidConfig, OffsetOutOfRange
 from engine.storage import tier_manifest
-from engine.tiering.cold import ColdObjectError
 
 DAY = 86_400_000
 TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
@@ -276,8 +275,12 @@ with Engine.open(sys.argv[1]) as eng:
 
 
 @pytest.mark.parametrize("point,child", [
-    ("tier-copied", TIER_CHILD), ("tier-manifest", TIER_CHILD), ("segment-deleted", TIER_CHILD),
-    ("restore-installed", RESTORE_CHILD), ("restore-manifest", RESTORE_CHILD)])
+    # a tier run: copied; its swap committed, the manifest written, a local segment deleted;
+    # the swap done
+    ("tier-copied", TIER_CHILD), ("swap-committed", TIER_CHILD), ("swap-files", TIER_CHILD),
+    ("swap-deleting", TIER_CHILD), ("tier-manifest", TIER_CHILD),
+    # a restore: a segment installed (the swap committed); the swap done, objects not removed
+    ("swap-installing", RESTORE_CHILD), ("restore-manifest", RESTORE_CHILD)])
 def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
     make(data_dir, n=300)
     if child is RESTORE_CHILD:

@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, run_rivven
 
 from engine import Engine, Record, StorageError
+from engine import wal as wal_mod
 from engine.format.records import read_header
-from engine.wal import stream as wal_mod
 
 PRODUCER = """
 import sys, threading
@@ -79,7 +79,7 @@ def check_all_acked(data_dir, acks):
 def lose_unsynced_segment_tail(data_dir):
     """What a machine crash does to segment bytes written after the last checkpoint: the active
     segment loses its unsynced tail (sealed segments were fsynced when they rolled)."""
-    from engine.storage.log import read_checkpoint
+    from engine.storage.checkpoint import read_checkpoint
 
     pdir = os.path.join(data_dir, "topics", "t", "partition-0")
     point = read_checkpoint(pdir)
@@ -496,7 +496,7 @@ def test_active_segment_cut_at_every_byte_of_the_last_batch(data_dir, tmp_path):
 
 
 def test_replayed_partitions_are_checkpointed_before_the_stream_goes(data_dir, tmp_path):
-    from engine.storage.log import read_checkpoint
+    from engine.storage.checkpoint import read_checkpoint
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)

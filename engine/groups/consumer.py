@@ -2,8 +2,8 @@
 
 Partitions are split between the live members of the group (round robin over the sorted
 topic-partitions, members sorted by id), and a member reads a partition only while it holds
-the partition's lease (engine.membership): during a change of membership the old owner commits
-and lets go before the new owner starts, so no record is handed to two members while both run.
+the partition's lease (engine.groups.membership): during a change of membership the old owner
+commits and lets go before the new owner starts, so no record is handed to two members while both run.
 A member that dies loses its leases with its process; the others take its partitions over
 within ``HEARTBEAT_S`` from its last committed offsets.
 """
@@ -14,16 +14,14 @@ import logging
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice, repeat
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
+from ..format.records import ColumnBatch
 from . import membership
 from .offset_store import OffsetStore
-
-if TYPE_CHECKING:
-    from ..engine import Engine
 
 log = logging.getLogger("rivven.consumer")
 HEARTBEAT_S = 0.5  # how often a member re-checks who is alive (a crash changes no mtime)
@@ -43,19 +41,21 @@ class ConsumerRecord(NamedTuple):
     headers: tuple
 
 
-class ColumnBatch(NamedTuple):
-    """Consecutive records of one partition as columns (``poll_batches``)."""
-
-    topic: str
-    partition: int
-    offsets: Sequence[int]
-    timestamps: Sequence[int]
-    keys: Sequence[bytes | None]
-    values: Sequence[bytes | None]
-    headers: Sequence[Any]
-
-
 _new_tuple = tuple.__new__
+
+
+class Source(Protocol):
+    """What a consumer reads through (engine.Engine is one)."""
+
+    path: str
+    read_only: bool
+
+    def topic(self, name: str) -> Any: ...  # .partitions; raises UnknownTopic
+
+    def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]: ...
+
+    def read_columns(self, topic: str, partition: int, offset: int, max_records: int
+                     ) -> Iterator[tuple[Any, Any, list, list, Any]]: ...
 
 
 def _records(batches: list[ColumnBatch]) -> list[ConsumerRecord]:
@@ -93,12 +93,14 @@ class Consumer:
     when a partition moves to another member, and on ``close()``.
     """
 
-    def __init__(self, engine: Engine, group: str, topics: str | Iterable[str],
+    def __init__(self, engine: Source, group: str, topics: str | Iterable[str],
                  auto_offset_reset: str = "earliest", enable_auto_commit: bool = True,
                  auto_commit_interval_ms: int = 5000, member_id: str | None = None,
                  client_id: str = "rivven", max_poll_records: int = 500,
                  consumer_timeout_ms: int | None = None,
-                 on_reset: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_reset: Callable[[dict[str, Any]], None] | None = None,
+                 sync_commits: bool = True,
+                 on_close: Callable[[Consumer], None] | None = None) -> None:
         if engine.read_only:
             raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
         if auto_offset_reset not in POLICIES:
@@ -120,7 +122,8 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.timeout_ms = consumer_timeout_ms
         self.on_reset = on_reset
-        self.store = OffsetStore(self.gdir, sync=engine.settings.wal_sync != "none")
+        self.store = OffsetStore(self.gdir, sync=sync_commits)
+        self._on_close = on_close
         self.member = membership.Member(self.gdir, member_id,
                                         {"client_id": client_id, "topics": self.topics})
         self.member_id = self.member.member_id
@@ -138,7 +141,6 @@ class Consumer:
         self._rest: dict[TopicPartition, tuple] = {}
         self._buffered = 0
         self.closed = False
-        engine._consumers.add(self)
         try:
             self._rebalance(force=True)
         except BaseException:
@@ -147,7 +149,6 @@ class Consumer:
             self.closed = True
             self.leases.release_all()
             self.member.close()
-            engine._consumers.discard(self)
             raise
 
     # ---------------------------------------------------------------- membership
@@ -196,7 +197,7 @@ class Consumer:
         self.leases.release(*tp)
 
     def _start(self, tp: TopicPartition, committed: int | None) -> int:
-        start, end = self.engine.partition_log(*tp).offsets()
+        start, end = self.engine.partition_offsets(*tp)
         if committed is not None and start <= committed <= end:
             return committed
         return self._reset(tp, committed, start, end)
@@ -262,7 +263,7 @@ class Consumer:
                         break
             except OffsetOutOfRange as e:
                 start, end = (e.start, e.end) if e.start is not None else \
-                    self.engine.partition_log(topic, p).offsets()
+                    self.engine.partition_offsets(topic, p)
                 self._positions[tp] = self._reset(tp, pos, start, end)
         return out
 
@@ -341,7 +342,7 @@ class Consumer:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Read that partition from ``offset`` next (checked against the log's range)."""
         tp = self._owned(topic, partition)
-        start, end = self.engine.partition_log(topic, partition).offsets()
+        start, end = self.engine.partition_offsets(topic, partition)
         if not isinstance(offset, int) or not start <= offset <= end:
             raise OffsetOutOfRange(f"cannot seek {topic}-{partition} to {offset}: valid offsets "
                                    f"are {start}..{end}", start, end)
@@ -350,10 +351,10 @@ class Consumer:
         self._positions[tp] = offset
 
     def seek_to_beginning(self, topic: str, partition: int) -> None:
-        self.seek(topic, partition, self.engine.partition_log(topic, partition).offsets()[0])
+        self.seek(topic, partition, self.engine.partition_offsets(topic, partition)[0])
 
     def seek_to_end(self, topic: str, partition: int) -> None:
-        self.seek(topic, partition, self.engine.partition_log(topic, partition).offsets()[1])
+        self.seek(topic, partition, self.engine.partition_offsets(topic, partition)[1])
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
         rest = [r for r in self._buffer[self._buffered:] if (r.topic, r.partition) != tp]
@@ -396,7 +397,8 @@ class Consumer:
             self.closed = True
             self.leases.release_all()
             self.member.close()
-            self.engine._consumers.discard(self)
+            if self._on_close is not None:
+                self._on_close(self)
 
     def __enter__(self) -> Consumer:
         return self

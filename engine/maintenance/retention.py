@@ -14,7 +14,7 @@ from typing import Any
 from ..storage import files
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
-from ..tiering import tier as tiering
+from ..tiering.tier import drop_below
 
 
 def _age(ms: int) -> str:
@@ -69,7 +69,22 @@ def apply(log: PartitionLog, cfg: TopicConfig, now_ms: int, dry_run: bool = Fals
         if rows:
             _, new_start, _ = log.advance_start(rows[-1]["next_offset"])
         if log.tier and log.tier[0].next_offset <= new_start:
-            tiering.drop_below(log, new_start)
+            drop_below(log, new_start)
     for r in rows:
         r["new_log_start_offset"] = new_start
     return rows
+
+
+def delete_before(log: PartitionLog, offset: int, prior: int, dry_run: bool = False
+                  ) -> dict[str, Any]:
+    """(delete-records) Move the log start forward to ``offset`` (``prior`` is the start now),
+    deleting whole segments below it, cold ones too."""
+    row = {"topic": log.topic, "partition": log.partition, "prior_log_start_offset": prior,
+           "new_log_start_offset": max(prior, offset), "deleted_segments": []}
+    if dry_run:
+        return row
+    prior, new, gone = log.advance_start(offset)
+    if log.tier and log.tier[0].next_offset <= new:
+        gone = drop_below(log, new) + gone
+    return {**row, "prior_log_start_offset": prior, "new_log_start_offset": new,
+            "deleted_segments": gone}

@@ -1,5 +1,6 @@
-"""Spark jobs over rivven data dirs: a topic reader (source), the compaction transform
-(transform), the job entry point (job) and the ``spark-submit`` launcher (submit).
+"""Layer 8 — Spark: a topic reader (source), the compaction transform (transform), the job
+entry points (job, tier_job) and the ``spark-submit`` launcher (submit).
 
-Importing this package does not import pyspark; its modules do.
+May import every layer and the façade. Importing this package does not import pyspark; its
+modules that need it do, and ``import engine`` imports none of them.
 """

@@ -20,6 +20,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .. import clock
 from ..errors import RivvenError
 from ..maintenance import compaction
 from ..storage.locks import open_lock_file, try_lock
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ..engine import Engine
 
 STAGING = ".compaction"
+Progress = Callable[[str, int, int], None]  # (what, total, done)
 _STAGE = re.compile(rb"\[Stage (\d+):[=> ]*\((\d+) \+ (\d+)\) / (\d+)\]")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINE_DIR = os.path.dirname(HERE)
@@ -142,10 +144,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_spark(cmd: list[str], log_path: str,
-              progress: Callable[[int, int, int], None] | None, python: str = sys.executable
-              ) -> int:
-    """Run spark-submit, its output to ``log_path``; ``progress(stage, done, total)``."""
+def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
+              python: str = sys.executable) -> int:
+    """Run spark-submit, its output to ``log_path``; ``progress("spark: stage N", tasks,
+    tasks done)`` as Spark's console progress reports it."""
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=environment(python), preexec_fn=_die_with_parent)
@@ -159,7 +161,7 @@ def run_spark(cmd: list[str], log_path: str,
             buf = (buf + chunk)[-4096:]
             if progress is not None:
                 for m in _STAGE.finditer(buf):
-                    progress(int(m.group(1)), int(m.group(2)), int(m.group(4)))
+                    progress(f"spark: stage {m.group(1)}", int(m.group(4)), int(m.group(2)))
                 buf = buf[buf.rfind(b"]") + 1:] if b"]" in buf else buf
         return proc.wait()
 
@@ -225,15 +227,12 @@ def _sanity(plan: dict[str, Any], rows: list[dict[str, Any]]) -> None:
 def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
             master: str = "local[*]", confs: list[str] | None = None,
             deploy_mode: str | None = None, dry_run: bool = False, force: bool = False,
-            progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+            progress: Progress | None = None) -> dict[str, Any]:
     """Plan, run the Spark job, swap: one compaction pass over ``topic``."""
     t0 = time.time()
-    now = int(t0 * 1000)
-    meta = eng.topic(topic)
-    cfg = meta.typed
-    parts = partitions if partitions is not None else list(range(meta.partitions))
-    plans = [compaction.plan_partition(eng.partition_log(topic, p), cfg, now, force)
-             for p in parts]
+    now = clock.now_ms()
+    cfg = eng.topic(topic).typed
+    plans = eng.compaction_plan(topic, partitions, force, now)
     todo = [p for p in plans if not p["skip"]]
     out: dict[str, Any] = {"topic": topic, "master": master, "plans": plans, "dry_run": dry_run,
                            "partitions": [], "command": None}
@@ -253,9 +252,8 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
         for p in todo:
             rows = result["partitions"].get(str(p["partition"]), [])
             _sanity(p, rows)
-            log = eng.partition_log(topic, p["partition"])
-            swapped = compaction.swap(log, p, os.path.join(staging, str(p["partition"])), now,
-                                      compaction.min_tombstone(rows))
+            swapped = eng.apply_compaction(topic, p, os.path.join(staging, str(p["partition"])),
+                                           now, compaction.min_tombstone(rows))
             out["partitions"].append({"partition": p["partition"], **swapped,
                                       **compaction.summarize(rows),
                                       "tombstones_kept": sum(r["tombstones_kept"] for r in rows)})
@@ -267,7 +265,7 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
 @contextlib.contextmanager
 def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], master: str,
                confs: list[str], deploy_mode: str | None, dry_run: bool,
-               progress: Callable[[int, int, int], None] | None, out: dict[str, Any]
+               progress: Progress | None, out: dict[str, Any]
                ) -> Iterator[tuple[dict[str, Any] | None, str]]:
     """Stage ``job`` (plus the engine zip) in DATA/.compaction/<run>/, run ``script`` with
     spark-submit and yield ``(result.json, staging folder)`` for the caller to apply; yields
@@ -319,10 +317,8 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
 
 def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
          confs: list[str] | None = None, deploy_mode: str | None = None, dry_run: bool = False,
-         progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+         progress: Progress | None = None) -> dict[str, Any]:
     """One tiering pass whose copies run as a Spark job, one task per segment."""
-    from ..tiering import tier as tiering
-
     extra: dict[str, Any] = {"master": master, "command": None}
 
     def copier(tasks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -333,7 +329,5 @@ def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
                 return None
             return result["copies"]
 
-    if not dry_run:
-        eng._writable()
-    out = tiering.run(eng, topic, copier, dry_run)
+    out = eng.tier(topic, dry_run=dry_run, copier=copier)
     return {**extra, **out}

@@ -1,11 +1,20 @@
-"""File naming: 20-digit zero-padded base offsets, so that ``ls`` sorts segments by offset."""
+"""Names and durable writes of a partition's files, in one place.
+
+Segment files are named by their 20-digit zero-padded base offset, so that ``ls`` sorts them
+by offset. A segment is its ``.log``: the ``.log`` is installed last and deleted first
+(``INSTALL_ORDER``/``DELETE_ORDER``), so indexes without their ``.log`` are debris a writer
+removes, never a segment.
+"""
 
 from __future__ import annotations
 
 import os
 
 LOG, INDEX, TIMEINDEX = ".log", ".index", ".timeindex"
-CLEANED, SWAP, DELETED = ".cleaned", ".swap", ".deleted"
+SEGMENT_FILES = (LOG, INDEX, TIMEINDEX)  # every file of a segment
+INSTALL_ORDER = (INDEX, TIMEINDEX, LOG)  # indexes first: a .log is the segment
+DELETE_ORDER = (LOG, INDEX, TIMEINDEX)  # .log first, for the same reason
+CLEANED, SWAP = ".cleaned", ".swap"
 LOCK_FILE = ".lock"
 CHECKPOINT = ".checkpoint"
 
@@ -41,12 +50,44 @@ def partition_dir(data_dir: str, topic: str, partition: int) -> str:
     return os.path.join(data_dir, "topics", topic, f"partition-{partition}")
 
 
+def delete_segment(directory: str, base: int) -> int:
+    """Unlink a segment's files in DELETE_ORDER (missing ones are fine); returns the
+    ``.log``'s size. The caller fsyncs the directory."""
+    size = 0
+    for suffix in DELETE_ORDER:
+        p = path(directory, base, suffix)
+        try:
+            if suffix == LOG:
+                size = os.path.getsize(p)
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+    return size
+
+
+def fsync_file(target: str) -> None:
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_write_debris(directory: str) -> None:
+    """Temp files of ``write_atomic`` calls cut short by a crash (``NAME.tmp.PID``). Only for
+    a directory whose files are written under a lock the caller holds."""
+    for f in os.listdir(directory):
+        stem, sep, pid = f.rpartition(".tmp.")
+        if sep and stem and pid.isdigit():
+            os.unlink(os.path.join(directory, f))
 
 
 def write_atomic(target: str, data: bytes) -> None:

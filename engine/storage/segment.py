@@ -355,6 +355,12 @@ class Segment:
         except OSError as e:
             raise StorageError(f"cannot fsync {self.path}: {e.strerror} (errno {e.errno})") from e
 
+    def sync_all(self) -> None:
+        """fsync the log and both indexes (a roll, a checkpoint, a rebuilt segment)."""
+        self.sync()
+        self.index.sync()
+        self.timeindex.sync()
+
     def appended(self, position: int, base_offset: int, size: int, next_offset: int,
                  max_ts: int) -> None:
         """Account a batch written at ``position`` once it is durable."""

@@ -1,10 +1,10 @@
 """The per-partition tier manifest ``tier.json``: which offsets live in the cold store, where.
 
-Written whole and atomically (tmp, fsync, rename, fsync dir) by the one process holding the
-partition's ``.tier.lock``; read by anyone without a lock (old file or new, never a mix). An
-entry is added only after its cold copy is verified, and a local segment is deleted only after
-its entry is in the file: a crash never leaves offsets that are neither local nor in here.
-Everything read from the file is checked before use.
+Written whole and atomically, as part of a segment swap (PartitionLog.set_tier), by the one
+process holding the partition's ``.tier.lock``; read by anyone without a lock (old file or new,
+never a mix). An entry is added only after its cold copy is verified, and a local segment is
+deleted only after its entry is in the file: a crash never leaves offsets that are neither
+local nor in here. Everything read from the file is checked before use.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _entry(e: dict) -> ColdSegment:
     return ColdSegment(object=e["object"], **ints)
 
 
-def save(pdir: str, entries: list[ColdSegment]) -> None:
+def document(entries: list[ColdSegment]) -> dict:
+    """The file's JSON document for ``entries`` (written by PartitionLog.set_tier)."""
     entries = sorted(entries, key=lambda e: e.base_offset)
-    doc = {"version": VERSION, "segments": [asdict(e) for e in entries]}
-    files.write_atomic(path(pdir), json.dumps(doc, indent=1).encode())
+    return {"version": VERSION, "segments": [asdict(e) for e in entries]}

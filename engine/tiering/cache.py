@@ -12,16 +12,27 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 import threading
 import time
 import uuid
 
+from ..errors import ColdObjectError
 from ..storage import files
 from ..storage.segment import Segment
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
 
 TMP_PREFIX = ".tmp-"
+
+
+def cache_root(data_dir: str) -> str:
+    """The cold-segment cache: in the data dir, or (read-only data dir) a temp folder."""
+    root = os.path.join(data_dir, ".tier-cache")
+    if os.access(data_dir, os.W_OK):
+        return root
+    tag = hashlib.sha1(data_dir.encode()).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), f"rivven-tier-cache-{os.getuid()}-{tag}")
 
 
 class ColdCache:
@@ -79,17 +90,7 @@ class ColdCache:
         tmp = os.path.join(self.root, f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         os.mkdir(tmp)
         try:
-            for suffix in SUFFIXES:
-                url = entry.url(suffix)
-                got = cold.fetch(url, files.path(tmp, entry.base_offset, suffix))
-                want = entry.expected(suffix)
-                if got != want:
-                    raise cold.ColdObjectError(
-                        f"cold object {url} is damaged: it holds {got[0]} bytes with CRC32C "
-                        f"{got[1]:#010x}, the tier manifest records {want[0]} bytes with "
-                        f"{want[1]:#010x}; check the cold store with 'rivven segment verify "
-                        "--cold'")
-                self.downloaded_bytes += got[0]
+            self.downloaded_bytes += download_segment(entry, tmp)
             try:
                 os.rename(tmp, d)
             except OSError:  # another process put it there first
@@ -140,3 +141,20 @@ class ColdCache:
     def stats(self) -> dict[str, int]:
         return {"hits": self.hits, "downloads": self.downloads,
                 "downloaded_bytes": self.downloaded_bytes}
+
+
+def download_segment(entry: ColdSegment, dest_dir: str) -> int:
+    """Fetch a cold segment's three files into ``dest_dir`` (named as in a partition dir),
+    each checked against the manifest's size and CRC32C; returns the bytes fetched."""
+    total = 0
+    for suffix in SUFFIXES:
+        url = entry.url(suffix)
+        got = cold.fetch(url, files.path(dest_dir, entry.base_offset, suffix))
+        want = entry.expected(suffix)
+        if got != want:
+            raise ColdObjectError(
+                f"cold object {url} is damaged: it holds {got[0]} bytes with CRC32C "
+                f"{got[1]:#010x}, the tier manifest records {want[0]} bytes with "
+                f"{want[1]:#010x}; check the cold store with 'rivven segment verify --cold'")
+        total += got[0]
+    return total

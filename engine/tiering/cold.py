@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ..errors import RivvenError, StorageError
+from ..errors import ColdObjectError, RivvenError, StorageError
 from ..format import records
 from ..storage import files
 
@@ -23,12 +23,6 @@ CHUNK = 8 << 20
 
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hdfs": "hdfs", "abfs": "azure",
           "az": "azure"}
-
-
-class ColdObjectError(RivvenError):
-    """A cold object is missing, unreadable or does not match its manifest entry."""
-
-    exit_code = 3
 
 
 def default_uri(data_dir: str) -> str:

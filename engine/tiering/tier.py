@@ -1,13 +1,11 @@
-"""Tiered storage: which segments move to the cold store, the commit after a copy, restore,
-cold retention, status and verification.
+"""Tiered storage: which segments move to the cold store, the copy, the commit, a whole pass.
 
 The order that makes a crash harmless: copy (a fresh object name per upload, verified by size
-and CRC32C of the whole file) -> add the entry to the partition's tier manifest (atomic) ->
-delete the local segment. A crash before the manifest write leaves an unreferenced object
-(removed by the next run); after it, a segment both local and cold (reads prefer the local
-copy; the next run deletes it). Restore runs the other way: download and verify -> install
-the local segment -> drop the entry -> delete the object. Every step holds the partition's
-``.tier.lock``, so tier runs, restores and cold retention never interleave.
+and CRC32C of the whole file) -> one swap of the partition (PartitionLog.set_tier) that writes
+the tier manifest naming the copies and then deletes the local segments it holds. A crash
+before the swap commits leaves unreferenced objects (removed by the next run); after it, the
+swap is finished by whoever finds it. Every step holds the partition's ``.tier.lock``, so tier
+runs, restores (engine.tiering.restore) and cold retention (``drop_below``) never interleave.
 """
 
 from __future__ import annotations
@@ -17,20 +15,21 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import RivvenError
+from .. import clock
+from ..errors import ColdObjectError, RivvenError
 from ..failpoint import failpoint
 from ..storage import files, tier_manifest
+from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.locks import open_lock_file, try_lock
 from ..storage.log import PartitionLog
+from ..storage.swap import SwapRefused
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
 
-if TYPE_CHECKING:
-    from ..engine import Engine
-    from ..storage.catalog import TopicMeta
+LogFor = Callable[[TopicMeta, int], PartitionLog]
 
 
 class TierBusy(RivvenError):
@@ -122,13 +121,13 @@ def copy_segment(task: dict[str, Any]) -> dict[str, Any]:
         size, crc = cold.put(src, url)
         back = cold.checksum(url)
         if back != (size, crc):
-            raise cold.ColdObjectError(
+            raise ColdObjectError(
                 f"the copy {url} does not read back as written ({back[0]} bytes, CRC32C "
                 f"{back[1]:#010x}; wrote {size} bytes, {crc:#010x}); the local segment is kept")
         out[names[suffix] + "bytes"] = size
         out[names[suffix] + "crc32c"] = crc
     if out["bytes"] != task["bytes"]:
-        raise cold.ColdObjectError(f"segment {src} changed while it was copied ({task['bytes']} "
+        raise ColdObjectError(f"segment {src} changed while it was copied ({task['bytes']} "
                                    f"-> {out['bytes']} bytes); nothing was tiered")
     return out
 
@@ -158,18 +157,40 @@ def commit(log: PartitionLog, plan: dict[str, Any], copies: list[dict[str, Any]]
             timeindex_bytes=c["timeindex_bytes"], timeindex_crc32c=c["timeindex_crc32c"],
             object=row["object"], uploaded_ms=now_ms))
     failpoint("tier-copied")
-    if added:
-        entries = sorted(entries + added, key=lambda e: e.base_offset)
-        tier_manifest.save(log.dir, entries)
-        failpoint("tier-manifest")
+    entries = sorted(entries + added, key=lambda e: e.base_offset)
     rows = plan["upload"] + plan["drop"]
     keep_from = max((r["next_offset"] for r in rows), default=0)
-    gone = log.drop_tiered(entries, keep_from) if rows else []
-    return {"uploaded": [_row(e) for e in added], "local_deleted": gone,
+    gone = _held_locally(log, entries, keep_from) if rows else []
+    if added or gone:
+        try:  # the manifest names the copies, then the local segments go: one swap
+            log.set_tier(entries, remove=[g["base_offset"] for g in gone],
+                         expect={g["base_offset"]: {"bytes": g["bytes"]} for g in gone})
+        except SwapRefused:
+            gone = []  # one changed meanwhile (retention?): keep them all, the next run retries
+            if added:
+                log.set_tier(entries)
+        failpoint("tier-manifest")
+    return {"uploaded": [manifest_row(e) for e in added], "local_deleted": gone,
             "bytes": sum(e.bytes for e in added)}
 
 
-def _row(e: ColdSegment) -> dict[str, Any]:
+def _held_locally(log: PartitionLog, entries: list[ColdSegment], keep_from: int
+                  ) -> list[dict[str, Any]]:
+    """The oldest local segments that ``entries`` hold (same offsets and size), up to (not
+    including) the one at ``keep_from``: what may go once the manifest names them."""
+    by_base = {e.base_offset: e for e in entries}
+    segs = log.all_segments()
+    out = []
+    for seg, nxt in zip(segs, segs[1:]):
+        e = by_base.get(seg.base)
+        if seg.base >= keep_from or e is None or e.next_offset != nxt.base or \
+                seg.file_size() != e.bytes:
+            break
+        out.append({"base_offset": seg.base, "next_offset": nxt.base, "bytes": e.bytes})
+    return out
+
+
+def manifest_row(e: ColdSegment) -> dict[str, Any]:
     return {"base_offset": e.base_offset, "next_offset": e.next_offset, "bytes": e.bytes,
             "crc32c": e.crc32c, "object": e.object + files.LOG}
 
@@ -205,155 +226,52 @@ def drop_below(log: PartitionLog, start: int) -> list[dict[str, Any]]:
             gone = [e for e in entries if e.next_offset <= start]
             if not gone:
                 return []
-            tier_manifest.save(log.dir, [e for e in entries if e.next_offset > start])
+            log.set_tier([e for e in entries if e.next_offset > start])
             for e in gone:
                 for suffix in SUFFIXES:
                     cold.remove(e.url(suffix))
-            return [_row(e) for e in gone]
+            return [manifest_row(e) for e in gone]
     except TierBusy:
         return []
 
 
-# ------------------------------------------------------------------------------ restore
-def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[str, Any]:
-    """Bring the cold segments from the one holding ``from_offset`` up to the local start back
-    to local disk, newest first (the local log stays contiguous at every step), then drop them
-    from the manifest and the cold store."""
-    with locked(log):
-        log.cold_entries()  # (refreshes the view; raises on a damaged manifest)
-        # entries held locally too (a crash between install and manifest write, or between a
-        # tier run's manifest write and its deletes) only lose their cold copy
-        pick = [e for e in tier_manifest.load(log.dir) if e.next_offset > from_offset]
-        out: dict[str, Any] = {"topic": log.topic, "partition": log.partition,
-                               "from_offset": from_offset, "dry_run": dry_run,
-                               "segments": [_row(e) for e in pick],
-                               "bytes": sum(e.bytes for e in pick)}
-        if dry_run or not pick:
-            return out
-        for e in reversed(pick):
-            if _is_local(log, e):
-                continue
-            _install(log, e)
-            failpoint("restore-installed")
-        keep = [e for e in tier_manifest.load(log.dir) if e.object not in
-                {p.object for p in pick}]
-        tier_manifest.save(log.dir, keep)
-        failpoint("restore-manifest")
-        for e in pick:
-            for suffix in SUFFIXES:
-                cold.remove(e.url(suffix))
-        return out
-
-
-def _is_local(log: PartitionLog, e: ColdSegment) -> bool:
-    try:
-        return os.path.getsize(files.path(log.dir, e.base_offset, files.LOG)) == e.bytes
-    except FileNotFoundError:
-        return False
-
-
-def _install(log: PartitionLog, e: ColdSegment) -> None:
-    tmp = {s: files.path(log.dir, e.base_offset, s) + ".restore" for s in SUFFIXES}
-    try:
-        for suffix in SUFFIXES:
-            got = cold.fetch(e.url(suffix), tmp[suffix])
-            if got != e.expected(suffix):
-                raise cold.ColdObjectError(
-                    f"cold object {e.url(suffix)} is damaged ({got[0]} bytes, CRC32C "
-                    f"{got[1]:#010x}; the manifest records {e.expected(suffix)[0]} bytes, "
-                    f"{e.expected(suffix)[1]:#010x}); nothing was restored from it")
-            fd = os.open(tmp[suffix], os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        for suffix in (files.INDEX, files.TIMEINDEX, files.LOG):  # .log last: it defines
-            os.rename(tmp[suffix], files.path(log.dir, e.base_offset, suffix))  # the segment
-        files.fsync_dir(log.dir)
-    finally:
-        for p in tmp.values():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(p)
-
-
-# ------------------------------------------------------------------------------ checking
-def check_objects(entries: list[ColdSegment],
-                  advance: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-    """Every cold object of ``entries`` read back whole against its manifest entry (size and
-    CRC32C); rows of findings naming the object."""
-    findings = []
-    for e in entries:
-        for suffix in SUFFIXES:
-            url = e.url(suffix)
-            want = e.expected(suffix)
-            try:
-                got = cold.checksum(url)
-            except cold.ColdObjectError as err:
-                findings.append({"object": url, "base_offset": e.base_offset,
-                                 "problem": str(err)})
-                continue
-            finally:
-                if advance is not None:
-                    advance(want[0])
-            if got != want:
-                findings.append({"object": url, "base_offset": e.base_offset, "problem": (
-                    f"cold object {url} holds {got[0]} bytes with CRC32C {got[1]:#010x}; the "
-                    f"manifest records {want[0]} bytes with {want[1]:#010x}")})
-    return findings
-
-
-def verify_cold(log: PartitionLog) -> list[dict[str, Any]]:
-    """check_objects over the partition's manifest, plus offsets neither cold nor local."""
-    entries = tier_manifest.load(log.dir)
-    findings = check_objects(entries)
-    local_first = log.all_segments()[0].base
-    if entries and entries[-1].next_offset < local_first and log.start_offset() < local_first:
-        findings.append({"object": None, "base_offset": entries[-1].next_offset, "problem": (
-            f"offsets {entries[-1].next_offset}..{local_first - 1} of {log.topic}-"
-            f"{log.partition} are neither in the cold store nor local")})
-    return findings
-
-
-def verified_bytes(log: PartitionLog) -> int:
-    return sum(e.bytes + e.index_bytes + e.timeindex_bytes for e in log.tier)
-
-
 # ------------------------------------------------------------------------------ a whole run
-def tiered_topics(eng: Engine, topic: str | None) -> list[TopicMeta]:
-    if topic is not None:
-        meta = eng.topic(topic)
-        if not meta.typed.remote_storage_enable:
-            raise RivvenError(f"topic {topic!r} has remote.storage.enable=false: turn it on with "
-                              f"'rivven topic alter-config {topic} --set "
-                              "remote.storage.enable=true'")
-        return [meta]
-    return [m for m in eng.topics() if m.typed.remote_storage_enable]
+def tiered_topics(metas: list[TopicMeta], named: str | None) -> list[TopicMeta]:
+    """The topics a pass covers: ``metas`` with remote storage on (the ``named`` topic must
+    have it)."""
+    if named is not None:
+        for meta in metas:
+            if meta.name == named and not meta.typed.remote_storage_enable:
+                raise RivvenError(f"topic {named!r} has remote.storage.enable=false: turn it on "
+                                  f"with 'rivven topic alter-config {named} --set "
+                                  "remote.storage.enable=true'")
+    return [m for m in metas if m.typed.remote_storage_enable]
 
 
-def run(eng: Engine, topic: str | None, copier: Callable[[list[dict[str, Any]]],
-        list[dict[str, Any]] | None], dry_run: bool = False,
-        now: int | None = None) -> dict[str, Any]:
-    """One tiering pass: plan every partition (holding its tier lock until the end), hand the
-    uploads to ``copier`` (a Spark job, or ``copy_segment`` in process), commit. ``copier``
-    returns None on a dry run."""
+def run(data_dir: str, metas: list[TopicMeta], log_for: LogFor,
+        copier: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+        dry_run: bool = False, now: int | None = None) -> dict[str, Any]:
+    """One tiering pass over ``metas`` (see ``tiered_topics``): plan every partition (holding
+    its tier lock until the end), hand the uploads to ``copier`` (a Spark job, or
+    ``copy_segment`` in process), commit. ``copier`` returns None on a dry run."""
     t0 = time.time()
-    now = int(t0 * 1000) if now is None else now
+    now = clock.now_ms() if now is None else now
     out: dict[str, Any] = {"dry_run": dry_run, "partitions": []}
     with contextlib.ExitStack() as stack:
         plans = []
-        for meta in tiered_topics(eng, topic):
-            cold.check(store_uri(eng.path, meta.typed))
+        for meta in metas:
+            cold.check(store_uri(data_dir, meta.typed))
             for p in range(meta.partitions):
-                log = eng.partition_log(meta.name, p)
+                log = log_for(meta, p)
                 stack.enter_context(locked(log))
-                pre = prefix(eng.path, meta.typed, meta.name, meta.id, p)
+                pre = prefix(data_dir, meta.typed, meta.name, meta.id, p)
                 removed = [] if dry_run else collect_garbage(log, pre)
                 plan = plan_partition(log, meta.typed, now, pre)
                 if plan["upload"] and not dry_run and not os.path.exists(
                         tier_manifest.path(log.dir)):
                     # an (empty) manifest before the first copy: if this run dies, the next
                     # one may collect its copies (without a manifest nothing is collected)
-                    tier_manifest.save(log.dir, [])
+                    log.set_tier([])
                 plans.append((log, plan, removed))
         tasks = [{"topic": pl["topic"], "partition": pl["partition"], **row}
                  for _, pl, _ in plans for row in pl["upload"]]
@@ -379,27 +297,3 @@ def copy_in_process(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**copy_segment(t), "topic": t["topic"]} for t in tasks]
 
 
-# ------------------------------------------------------------------------------ status
-def status(eng: Engine, log: PartitionLog, hot: dict[str, int]) -> dict[str, Any]:
-    """Where a partition's offsets live: cold range and bytes, local range, hot cache."""
-    colds = log.cold_entries()
-    segs = log.all_segments()
-    start, end = log.offsets()
-    lookups = hot.get("hits", 0) + hot.get("misses", 0)
-    return {
-        "topic": log.topic, "partition": log.partition,
-        "log_start_offset": start, "end_offset": end,
-        "cold_segments": len(colds),
-        "cold_start_offset": colds[0].base_offset if colds else None,
-        "cold_end_offset": colds[-1].next_offset if colds else None,
-        "cold_bytes": sum(e.bytes for e in colds),
-        "local_segments": len(segs),
-        "local_start_offset": log.local_start(),
-        "local_end_offset": end,
-        "local_bytes": sum(s.size for s in segs),
-        "hot_bytes": hot.get("bytes", 0),
-        "hot_hits": hot.get("hits", 0),
-        "hot_misses": hot.get("misses", 0),
-        "hot_hit_rate": hot.get("hits", 0) / lookups if lookups else None,
-        "last_upload_ms": max((e.uploaded_ms for e in log.tier), default=None),
-    }

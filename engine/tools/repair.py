@@ -1,97 +1,62 @@
-"""Segment administration behind ``rivven segment``: list, recover, reindex."""
+"""Mending segment files by hand (``rivven segment recover|reindex``), each partition under its
+lock so a live writer waits while its files are mended. The caller reopens its logs after."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..errors import InvalidArgument
 from ..storage import files
 from ..storage.locks import flocked
-
-if TYPE_CHECKING:
-    from ..engine import Engine
-
-
-def segment_list(eng: Engine, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
-    """Per segment, cold ones first: tier, file, base/last offset, records, bytes, time range
-    (a header scan of local segments; cold ones from the tier manifest, records unknown)."""
-    meta = eng.topic(topic)
-    parts = range(meta.partitions) if partition is None else [partition]
-    rows = []
-    for p in parts:
-        log = eng._log(meta, p)
-        for e in log.cold_entries():
-            rows.append({"partition": p, "tier": "cold", "file": e.url(".log"),
-                         "base_offset": e.base_offset, "last_offset": e.next_offset - 1,
-                         "records": None, "bytes": e.bytes, "min_timestamp": None,
-                         "max_timestamp": e.max_timestamp})
-        for seg in log.all_segments():
-            records = 0
-            last = lo = hi = None
-            for ref in seg.iter_batches(0, seg.size, crc=False):
-                h = ref.header
-                records += h.record_count
-                last = h.last_offset
-                lo = h.first_timestamp if lo is None else min(lo, h.first_timestamp)
-                hi = h.max_timestamp if hi is None else max(hi, h.max_timestamp)
-            rows.append({"partition": p, "tier": "local", "file": seg.path,
-                         "base_offset": seg.base,
-                         "last_offset": last, "records": records, "bytes": seg.size,
-                         "min_timestamp": lo, "max_timestamp": hi})
-    return rows
+from ..storage.segment import Segment
+from .verify import recover_segment, resolve_targets
 
 
-def recover_segments(eng: Engine, targets: Sequence[str], truncate_corrupt: bool = False,
+@contextlib.contextmanager
+def _partition_locked(pdir: str) -> Iterator[None]:
+    """The partition's flock when it has a lock file (a topic's partition); else nothing."""
+    lock = os.path.join(pdir, files.LOCK_FILE)
+    if not os.path.exists(lock):
+        yield
+        return
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        with flocked(fd):
+            yield
+    finally:
+        os.close(fd)
+
+
+def recover_segments(data_dir: str, targets: Sequence[str], truncate_corrupt: bool = False,
                      dry_run: bool = False) -> list[dict[str, Any]]:
     """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
     of the targeted segments, each partition under its lock."""
-    from .verify import recover_segment, resolve_targets
-
-    if not dry_run:
-        eng._writable()
     out = []
-    for d, only in resolve_targets(eng.path, list(targets)):
+    for d, only in resolve_targets(data_dir, list(targets)):
         logs = only or [files.path(d, b, files.LOG) for b in files.segment_bases(d)]
-        with contextlib.ExitStack() as stack:
-            lock = os.path.join(d, files.LOCK_FILE)
-            if os.path.exists(lock):  # a live writer waits while its files are mended
-                fd = os.open(lock, os.O_RDWR)
-                stack.callback(os.close, fd)
-                stack.enter_context(flocked(fd))
+        with _partition_locked(d):
             for path in logs:
                 base = files.parse(os.path.basename(path))[0]
                 out.append(recover_segment(path, base, truncate_corrupt, dry_run))
-    eng._forget_all()
     return out
 
 
-def reindex(eng: Engine, path: str) -> dict[str, Any]:
+def reindex(path: str) -> dict[str, Any]:
     """Rebuild one segment's ``.index`` and ``.timeindex`` from its log, under its partition's
     lock."""
-    from ..storage.segment import Segment
-
-    eng._writable()
     d = os.path.dirname(os.path.abspath(path))
     parsed = files.parse(os.path.basename(path))
     if parsed is None or parsed[1] != files.LOG:
         raise InvalidArgument(f"{path} is not a segment .log file")
-    with contextlib.ExitStack() as stack:
-        lock = os.path.join(d, files.LOCK_FILE)
-        if os.path.exists(lock):
-            fd = os.open(lock, os.O_RDWR)
-            stack.callback(os.close, fd)
-            stack.enter_context(flocked(fd))
+    with _partition_locked(d):
         seg = Segment(d, parsed[0], writable=True)
         try:
             seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True)
-            seg.index.sync()
-            seg.timeindex.sync()
-            result = {"path": path, "index_entries": len(seg.index),
-                      "timeindex_entries": len(seg.timeindex), "valid_bytes": seg.size}
+            seg.sync_all()
+            return {"path": path, "index_entries": len(seg.index),
+                    "timeindex_entries": len(seg.timeindex), "valid_bytes": seg.size}
         finally:
             seg.close()
-    eng._forget_all()
-    return result

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, InvalidArgument
 from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
 from ..storage import files
 from ..storage.index import OffsetIndex, TimeIndex
+from ..storage.segment import Segment
+from ..tiering.status import check_manifests
 
 CHUNK = 8 << 20
 
@@ -232,12 +234,41 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
     return reports
 
 
+def verify(data_dir: str, targets: list[str], cold: bool = False,
+           progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Check every segment of ``targets`` (see ``resolve_targets``; default: the data dir),
+    and with ``cold`` every cold copy against its tier manifest. Returns the report as data:
+    segments, batches, records, bytes, ok, findings (and cold). Changes nothing."""
+    parts = resolve_targets(data_dir, targets)
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _ in parts for f in os.listdir(d)
+                if f.endswith(files.LOG))
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress("verifying", total, done)
+
+    reports = []
+    for d, only in parts:
+        for rep in verify_partition(d, advance):
+            if not only or rep.path in only:
+                reports.append(rep)
+    findings = [f.to_json() for r in reports for f in r.findings]
+    doc = {"segments": len(reports), "batches": sum(r.batches for r in reports),
+           "records": sum(r.records for r in reports), "bytes": sum(r.bytes for r in reports),
+           "ok": not findings, "findings": findings}
+    if cold:
+        doc["cold"] = check_manifests([d for d, _ in parts], progress)
+        doc["ok"] = doc["ok"] and not doc["cold"]["findings"]
+    return doc
+
+
 def recover_segment(path: str, base_offset: int, truncate_corrupt: bool,
                     dry_run: bool) -> dict:
     """Cut a torn tail (and, with ``truncate_corrupt``, everything from the first damage on),
     then rebuild the indexes. Returns what was (or would be) done."""
-    from ..storage.segment import Segment
-
     rep = scan_segment(path, base_offset)
     damage = [f for f in rep.findings if f.kind != "torn-tail"]
     torn = [f for f in rep.findings if f.kind == "torn-tail"]
@@ -266,8 +297,7 @@ def recover_segment(path: str, base_offset: int, truncate_corrupt: bool,
     seg = Segment(directory, base_offset, writable=True)
     try:
         seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True)
-        seg.index.sync()
-        seg.timeindex.sync()
+        seg.sync_all()
     finally:
         seg.close()
     return result
@@ -296,8 +326,6 @@ def _records_after(path: str, base_offset: int, position: int) -> int:
 def resolve_targets(data_dir: str, targets: list[str]) -> list[tuple[str, list[str]]]:
     """Targets (topic names, partition dirs, topic dirs, .log files or a data dir) to
     ``(partition_dir, [log files or []=all])``. Raises InvalidArgument for unknown targets."""
-    from ..errors import InvalidArgument
-
     out: dict[str, list[str]] = {}
 
     def add_partitions(topic_dir: str) -> None:

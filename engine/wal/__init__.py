@@ -1,0 +1,28 @@
+"""Layer 3 — the write-ahead log: one stream per writing process, group commit, recovery.
+
+May import: ``engine.storage``, ``engine.format`` and the base modules.
+
+- ``records``: the WAL file format (framed records), scanning a file
+- ``stream``: ``WalStream``, this process's stream (group-committed fdatasync)
+- ``streams``: every stream of a data dir from outside: dead or live, info, verify, inspect
+- ``replay``: replaying dead streams into the segments, cutting their torn tails
+- ``owner``: an engine's stream, interval syncer and checkpoints (``WalOwner``)
+"""
+
+from .records import FRAME, FRAME_SIZE, SUFFIX, WalRecord, WalTail, encode_batch_record, scan_file
+from .replay import merge_by_offset
+from .stream import RECOVERY_LOCK, WalStream, stream_files
+from .streams import (
+    all_streams,
+    dead_streams,
+    inspect_file,
+    stream_info,
+    torn_tail,
+    truncate_torn_tail,
+    verify_stream,
+)
+
+__all__ = ["FRAME", "FRAME_SIZE", "RECOVERY_LOCK", "SUFFIX", "WalRecord", "WalStream", "WalTail",
+           "all_streams", "dead_streams", "encode_batch_record", "inspect_file",
+           "merge_by_offset", "scan_file", "stream_files", "stream_info", "torn_tail",
+           "truncate_torn_tail", "verify_stream"]

@@ -1,37 +1,46 @@
-"""Crash recovery: replaying the WAL streams of processes that died, mending their tails."""
+"""Crash recovery: replaying the WAL streams of processes that died, mending their tails.
+
+Both run with ``wal/recovery.lock`` held (engine.wal.owner) and take the lock of every dead
+stream they touch, so two processes never recover one stream at once.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from ..format.records import read_header
-from . import stream as wal_mod
+from ..storage.catalog import TopicMeta
+from ..storage.log import PartitionLog
+from . import streams
+from .records import WalTail, scan_file
+from .stream import stream_files
 
-if TYPE_CHECKING:
-    from ..engine import Engine
 
-
-def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
+def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], list[TopicMeta]],
+                        log_for: Callable[[TopicMeta, int], PartitionLog],
+                        progress: Callable[[str, int, int], None] | None,
+                        dry_run: bool) -> dict[str, Any]:
     """Batches of dead streams past each partition's log end go back into its segments
     (merged across streams by offset, idempotent); then those partitions are checkpointed
-    and the streams deleted. The caller holds the recovery lock."""
-    own = eng.wal.id if eng.wal is not None else None
-    dead = wal_mod.dead_streams(eng.path, own)
+    and the streams deleted. ``own`` is this process's live stream. The caller holds the
+    recovery lock."""
+    dead = streams.dead_streams(data_dir, own)
     report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
                               "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": []}
     if not dead:
         return report
     try:
         found: dict[tuple[bytes, int], list] = defaultdict(list)
-        sizes = {f: os.path.getsize(f) for d, _ in dead for f in wal_mod.stream_files(d)}
+        sizes = {f: os.path.getsize(f) for d, _ in dead for f in stream_files(d)}
         total = sum(sizes.values())
         done = 0
         for f, size in sizes.items():
             try:
-                for rec in wal_mod.scan_file(f):
+                for rec in scan_file(f):
                     h = read_header(rec.batch, 0)
                     # where the bytes are, not the bytes: most batches of a process crash
                     # are already in the log and are never read again
@@ -39,20 +48,20 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
                         (rec.write_ns, h.base_offset, h.record_count,
                          h.last_offset_delta, h.max_timestamp,
                          (f, rec.batch_position, len(rec.batch))))
-            except wal_mod.WalTail as t:
+            except WalTail as t:
                 if not t.zero:
                     report["torn_tails"].append({"file": f, "position": t.position,
                                                  "reason": t.reason})
             done += size
-            if eng.progress is not None:
-                eng.progress("replaying WAL", total, done)
-        by_id = {bytes.fromhex(m.id): m for m in eng.topics()}
+            if progress is not None:
+                progress("replaying WAL", total, done)
+        by_id = {bytes.fromhex(m.id): m for m in topics()}
         for (tid, p), recs in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             meta = by_id.get(tid)
             if meta is None or p >= meta.partitions:
                 continue  # the topic was deleted since
-            plan = wal_mod.merge_by_offset(recs)
-            log = eng._log(meta, p)
+            plan = merge_by_offset(recs)
+            log = log_for(meta, p)
             if dry_run:
                 end = log.end_offset()
                 applied = dropped = 0
@@ -86,20 +95,20 @@ def replay_dead_streams(eng: Engine, dry_run: bool) -> dict[str, Any]:
     return report
 
 
-def cut_dead_tails(eng: Engine, dry_run: bool = False) -> list[dict[str, Any]]:
+def cut_dead_tails(data_dir: str, own: str | None, dry_run: bool = False
+                   ) -> list[dict[str, Any]]:
     """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
     out = []
-    own = eng.wal.id if eng.wal is not None else None
-    dead = wal_mod.dead_streams(eng.path, own)
+    dead = streams.dead_streams(data_dir, own)
     try:
         for d, _ in dead:
-            for f in wal_mod.stream_files(d):
-                torn = wal_mod.torn_tail(f)
+            for f in stream_files(d):
+                torn = streams.torn_tail(f)
                 if torn is not None:
                     out.append({"file": f, "truncate_at": torn,
                                 "bytes_removed": os.path.getsize(f) - torn})
                     if not dry_run:
-                        wal_mod.truncate_torn_tail(f)
+                        streams.truncate_torn_tail(f)
     finally:
         for _, fd in dead:
             os.close(fd)
@@ -111,3 +120,35 @@ def _load(where: tuple[str, int, int]) -> bytes:
     with open(path, "rb") as f:
         f.seek(position)
         return f.read(length)
+
+
+def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]:
+    """``(write_ns, base, count, last_delta, max_ts, bytes)`` from any number of streams to
+    ``(base, count, last_delta, max_ts, bytes)`` in offset order.
+
+    Two records can claim the same offsets only when a writer died after logging a batch it
+    never acknowledged and a later writer reused the offsets; the later write wins.
+    """
+    chosen: list[tuple] = []
+    cluster: list[tuple] = []
+    cluster_end = -1
+    # clusters of records whose offset ranges overlap; only inside one does anything compete
+    for r in sorted(recs, key=lambda r: (r[1], -r[0])) + [None]:
+        if r is not None and r[1] <= cluster_end:
+            cluster.append(r)
+            cluster_end = max(cluster_end, r[1] + r[3])
+            continue
+        if len(cluster) == 1:
+            chosen.append(cluster[0])
+        elif cluster:
+            taken: list[tuple[int, int]] = []
+            for c in sorted(cluster, key=lambda c: -c[0]):  # later write wins
+                lo, hi = c[1], c[1] + c[3]
+                if not any(lo <= b and a <= hi for a, b in taken):
+                    taken.append((lo, hi))
+                    chosen.append(c)
+        if r is not None:
+            cluster = [r]
+            cluster_end = r[1] + r[3]
+    chosen.sort(key=lambda r: r[1])
+    return [(r[1], r[2], r[3], r[4], r[5]) for r in chosen]

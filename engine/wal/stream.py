@@ -1,18 +1,8 @@
-"""Write-ahead log: one stream per writing process, group commit, scan/verify, replay.
+"""This process's WAL stream: appends from any thread, group-committed fdatasync.
 
-Layout: ``wal/<stream>/stream.lock`` (flock held while the process lives) and WAL files named
-by the stream position of their first byte (20 digits, ``.wal``). A record is
-
-    0  length  uint32   bytes of payload
-    4  type    uint8    1 = record batch
-    5  reserved 3 bytes (0)
-    8  crc     uint32   CRC32C of bytes [4, 8) and the payload
-    12 payload, then zero padding to a multiple of 8
-
-A batch payload is ``topic id (16 bytes) | partition uint32 | write time ns uint64 |
-name length uint16 | topic name | batch bytes`` — the batch exactly as it goes to the segment,
-offsets assigned. A zero length ends a file (zero-filled or preallocated tails are never
-records); a record that runs past the end or fails its CRC is a torn tail.
+Layout: ``wal/<stream>/stream.lock`` (flock held while the process lives) and the stream's
+files (engine.wal.records has their format). A stream whose lock can be taken belongs to a
+dead process; whoever finds it recovers it (engine.wal.replay).
 
 A busy stream whose fsyncs are small writes into zero-filled files prepared ahead by a
 background thread (``next.tmp`` until a rotation renames it): overwriting blocks that are
@@ -24,25 +14,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 
-from ..errors import CorruptRecordError, StorageError
-from ..format import records
+from ..errors import StorageError
 from ..storage import files
 from ..storage.locks import open_lock_file, try_lock
+from .records import SUFFIX, encode_batch_record
 
-SUFFIX = ".wal"
 LOCK = "stream.lock"
 RECOVERY_LOCK = "recovery.lock"
-FRAME = struct.Struct("<IB3xI")
-FRAME_SIZE = FRAME.size  # 12
-TYPE_BATCH = 1
-PAYLOAD = struct.Struct("<16sIQH")
-MAX_RECORD = 1 << 31
 GATHER_S = 0.002  # longest a syncer waits for the waiters of a typical group
 GATHER_IDLE_S = 0.0005  # ... and it stops waiting once nobody new came for this long
 PREPARED = "next.tmp"  # the zero-filled file the next rotation takes
@@ -55,109 +36,6 @@ PREPARE_FREE_FACTOR = 4  # prepare only while the disk has this many times the f
 # 118 KB gains 0.2 ms but costs writing 118 KB more; one of a few KB costs next to nothing)
 PREPARE_MAX_BYTES_PER_FSYNC = 64 << 10
 _ZERO_CHUNK = memoryview(bytes(1 << 20))
-
-
-_TYPE_BYTES = bytes([TYPE_BATCH, 0, 0, 0])  # bytes [4, 8) of a batch record's frame
-_ZEROS = bytes(8)
-
-
-def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
-                        ) -> bytes:
-    nb = name.encode()
-    crc32c = records.crc32c
-    head = PAYLOAD.pack(topic_id, partition, time.time_ns(), len(nb)) + nb
-    crc = crc32c(batch, crc32c(head, crc32c(_TYPE_BYTES)))
-    length = len(head) + len(batch)
-    return b"".join((FRAME.pack(length, TYPE_BATCH, crc), head, batch,
-                     _ZEROS[:-(FRAME_SIZE + length) & 7]))
-
-
-@dataclass
-class WalRecord:
-    path: str
-    position: int
-    type: int
-    topic_id: bytes
-    partition: int
-    write_ns: int
-    topic: str
-    batch: memoryview
-    batch_position: int  # where the batch bytes start in the file
-
-    @property
-    def size(self) -> int:
-        n = FRAME_SIZE + PAYLOAD.size + len(self.topic.encode()) + len(self.batch)
-        return n + (-n & 7)
-
-
-class WalTail(Exception):
-    """Where a WAL file's valid records end: ``zero`` (clean zero fill), ``incomplete`` (a
-    record that runs past the end: a write in flight or torn by a crash) or damage."""
-
-    def __init__(self, position: int, reason: str, zero: bool, incomplete: bool = False) -> None:
-        super().__init__(reason)
-        self.position = position
-        self.reason = reason
-        self.zero = zero
-        self.incomplete = incomplete
-
-
-def _zeros_from(data: bytes, start: int) -> bool:
-    """Is every byte from ``start`` on zero? (``count`` runs in C; ``any`` over a 64 MiB
-    zero-filled tail takes most of a second.)"""
-    return data.count(0, start) == len(data) - start
-
-
-def scan_file(path: str) -> Iterator[WalRecord]:
-    """Records of one WAL file; raises WalTail where the valid records end (not at EOF)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    mv = memoryview(data)
-    pos = 0
-    size = len(data)
-    while pos < size:
-        if pos + FRAME_SIZE > size:
-            raise WalTail(pos, f"{size - pos} trailing bytes, less than a record frame",
-                          not any(data[pos:]), incomplete=True)
-        length, rtype, crc = FRAME.unpack_from(data, pos)
-        if length == 0:
-            if not _zeros_from(data, pos):
-                raise WalTail(pos, "zero length followed by non-zero bytes", False)
-            return
-        end = pos + FRAME_SIZE + length
-        if length > MAX_RECORD:
-            raise WalTail(pos, f"impossible record length {length}", False)
-        if end > size:
-            raise WalTail(pos, f"record of {length} bytes runs past the end of the file", False,
-                          incomplete=True)
-        payload = mv[pos + FRAME_SIZE:end]
-        if records.crc32c(payload, records.crc32c(data[pos + 4:pos + 8])) != crc:
-            # followed by nothing but zeros: a write in flight or torn by a crash in a
-            # zero-filled file (the same as a record running past the end of an unfilled one)
-            raise WalTail(pos, "CRC mismatch", False, incomplete=_zeros_from(data, end))
-        if rtype != TYPE_BATCH or length < PAYLOAD.size:
-            raise WalTail(pos, f"unknown record type {rtype}", False)
-        pad_end = end + (-(FRAME_SIZE + length) & 7)
-        if any(data[end:pad_end]):
-            raise WalTail(pos, "non-zero padding after the record", False)
-        tid, part, wns, nlen = PAYLOAD.unpack_from(payload, 0)
-        name = bytes(payload[PAYLOAD.size:PAYLOAD.size + nlen]).decode("utf-8", "replace")
-        yield WalRecord(path, pos, rtype, tid, part, wns, name,
-                        payload[PAYLOAD.size + nlen:], pos + FRAME_SIZE + PAYLOAD.size + nlen)
-        pos = pad_end
-
-
-def pid_alive(stream: str) -> bool:
-    pid = stream.partition("-")[0]
-    if not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def stream_files(stream_dir: str) -> list[str]:
@@ -278,6 +156,11 @@ class WalStream:
                     and self.prepare_skip != self.file_start):
                 self._start_preparing()
             return self.written
+
+    def append_batch(self, topic_id: bytes, partition: int, topic: str,
+                     batch: bytes | bytearray) -> int:
+        """Log one batch (offsets assigned) of a partition; returns what ``append`` does."""
+        return self.append(encode_batch_record(topic_id, partition, topic, batch))
 
     def _start_preparing(self) -> None:
         """(write_mutex held.) Zero-fill the next file in the background."""
@@ -544,191 +427,3 @@ class WalStream:
         if delete:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.close(self.lock_fd)
-
-
-def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]:
-    """``(stream_dir, lock_fd)`` for streams whose lock could be taken: their process is gone.
-    The caller holds those locks until it closes the fds."""
-    root = os.path.join(data_dir, "wal")
-    out = []
-    if not os.path.isdir(root):
-        return out
-    for name in sorted(os.listdir(root)):
-        d = os.path.join(root, name)
-        if name == own or not os.path.isdir(d) or name == RECOVERY_LOCK:
-            continue
-        fd = open_lock_file(os.path.join(d, LOCK))  # (re)created if a crash removed it
-        if not try_lock(fd):
-            os.close(fd)  # its process is alive
-        elif not stream_files(d):
-            shutil.rmtree(d, ignore_errors=True)  # a half-made or half-removed stream
-            os.close(fd)
-        else:
-            out.append((d, fd))
-    return out
-
-
-def all_streams(data_dir: str) -> list[str]:
-    root = os.path.join(data_dir, "wal")
-    if not os.path.isdir(root):
-        return []
-    return [os.path.join(root, n) for n in sorted(os.listdir(root))
-            if os.path.isdir(os.path.join(root, n))]
-
-
-def check_record_batch(rec: WalRecord) -> None:
-    """The batch inside a WAL record must itself be whole and CRC-valid."""
-    from ..format.records import check_crc, read_header
-
-    h = read_header(rec.batch, 0, f" in WAL {rec.path} at position {rec.position}")
-    if h.size != len(rec.batch):
-        raise CorruptRecordError(f"WAL record at {rec.path}:{rec.position} holds a batch of "
-                                 f"{len(rec.batch)} bytes, its header says {h.size}")
-    check_crc(rec.batch, 0, h, f" in WAL {rec.path} at position {rec.position}")
-
-
-def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]:
-    """``(write_ns, base, count, last_delta, max_ts, bytes)`` from any number of streams to
-    ``(base, count, last_delta, max_ts, bytes)`` in offset order.
-
-    Two records can claim the same offsets only when a writer died after logging a batch it
-    never acknowledged and a later writer reused the offsets; the later write wins.
-    """
-    chosen: list[tuple] = []
-    cluster: list[tuple] = []
-    cluster_end = -1
-    # clusters of records whose offset ranges overlap; only inside one does anything compete
-    for r in sorted(recs, key=lambda r: (r[1], -r[0])) + [None]:
-        if r is not None and r[1] <= cluster_end:
-            cluster.append(r)
-            cluster_end = max(cluster_end, r[1] + r[3])
-            continue
-        if len(cluster) == 1:
-            chosen.append(cluster[0])
-        elif cluster:
-            taken: list[tuple[int, int]] = []
-            for c in sorted(cluster, key=lambda c: -c[0]):  # later write wins
-                lo, hi = c[1], c[1] + c[3]
-                if not any(lo <= b and a <= hi for a, b in taken):
-                    taken.append((lo, hi))
-                    chosen.append(c)
-        if r is not None:
-            cluster = [r]
-            cluster_end = r[1] + r[3]
-    chosen.sort(key=lambda r: r[1])
-    return [(r[1], r[2], r[3], r[4], r[5]) for r in chosen]
-
-
-def stream_info(stream_dir: str) -> dict:
-    """One stream: files, bytes, records, whether its process looks alive.
-
-    Liveness here comes from the pid in the stream's name, not from probing its lock: a probe
-    would briefly make a dead stream look live to a process opening the data dir.
-    """
-    fs = stream_files(stream_dir)
-    live = pid_alive(os.path.basename(stream_dir))
-    records = 0
-    used = 0  # up to where the records end (a zero-filled file is longer)
-    parts: set[tuple[str, int]] = set()
-    torn = None
-    for f in fs:
-        try:
-            for rec in scan_file(f):
-                records += 1
-                used += rec.size
-                parts.add((rec.topic, rec.partition))
-        except WalTail as t:
-            if not t.zero and not (live and f == fs[-1] and not settled_findings(
-                    f, [{"position": t.position, "message": t.reason}])):
-                torn = {"file": f, "position": t.position, "reason": t.reason}
-        except FileNotFoundError:
-            pass  # deleted by a checkpoint meanwhile
-    return {"stream": os.path.basename(stream_dir), "path": stream_dir, "live": live,
-            "files": len(fs), "bytes": used, "records": records,
-            "partitions": sorted(f"{t}-{p}" for t, p in parts), "torn_tail": torn}
-
-
-SETTLE_TRIES = 10  # re-reads of a live stream's current file before a finding counts
-SETTLE_S = 0.05  # ... this far apart (a stalled writer is not damage)
-
-
-def file_findings(path: str) -> list[dict] | None:
-    """The problems of one WAL file (framing, CRC, the batch inside); None once it is gone."""
-    try:
-        return [{"file": path, "position": r["position"], "message": r["error"]}
-                for r in inspect_file(path) if "error" in r]
-    except FileNotFoundError:
-        return None
-
-
-def settled_findings(path: str, found: list[dict]) -> list[dict]:
-    """(The current file of a live stream.) The findings that stay put while the file is read
-    again: a write in flight (a record not all there yet, or zeros before bytes a later write
-    put further on) is gone or has moved on within microseconds; damage stays where it is."""
-    for _ in range(SETTLE_TRIES):
-        if not found:
-            break
-        time.sleep(SETTLE_S)
-        again = file_findings(path)
-        if again is None:
-            return []
-        seen = {(x["position"], x["message"]) for x in found}
-        found = [x for x in again if (x["position"], x["message"]) in seen]
-    return found
-
-
-def verify_stream(stream_dir: str, live: bool) -> list[dict]:
-    """Every problem in a stream's files. Only the current file of a live stream can hold a
-    write in flight (a rotated file was fdatasynced and is never written again), so only its
-    findings must first stay put (``settled_findings``)."""
-    fs = stream_files(stream_dir)
-    out = []
-    for f in fs:
-        found = file_findings(f)
-        if found and live and f == fs[-1]:
-            found = settled_findings(f, found)
-        out += found or []
-    return out
-
-
-def inspect_file(path: str) -> Iterator[dict]:
-    """One row per WAL record (and a final row for a torn tail)."""
-    from ..format.records import read_header
-
-    try:
-        for rec in scan_file(path):
-            row = {"position": rec.position, "topic": rec.topic, "partition": rec.partition,
-                   "topic_id": rec.topic_id.hex(), "write_time_ns": rec.write_ns,
-                   "bytes": rec.size, "crc_ok": True}
-            try:
-                h = read_header(rec.batch, 0)
-                check_record_batch(rec)
-                row |= {"base_offset": h.base_offset, "last_offset": h.last_offset,
-                        "count": h.record_count}
-            except CorruptRecordError as e:
-                row |= {"crc_ok": False, "error": str(e)}
-            row["_record"] = rec
-            yield row
-    except WalTail as t:
-        if not t.zero:
-            yield {"position": t.position, "error": t.reason, "incomplete": t.incomplete}
-
-
-def torn_tail(path: str) -> int | None:
-    """Where the valid records of a WAL file end, when non-zero bytes follow them."""
-    try:
-        for _ in scan_file(path):
-            pass
-    except WalTail as t:
-        return None if t.zero else t.position
-    return None
-
-
-def truncate_torn_tail(path: str) -> int | None:
-    """Cut a file of a dead stream where its valid records end; returns the cut position."""
-    pos = torn_tail(path)
-    if pos is not None:
-        with open(path, "r+b") as f:
-            f.truncate(pos)
-            os.fsync(f.fileno())
-    return pos

@@ -308,7 +308,7 @@ def crash_child(d: str, gib: float) -> None:
     target = min(int(gib * GIB), seg_limit)
     blob = os.urandom(CRASH_CHUNK * CRASH_VALUE // 2).hex().encode()
     vals = [blob[i * CRASH_VALUE:(i + 1) * CRASH_VALUE] for i in range(CRASH_CHUNK)]
-    plog = eng.partition_log("crash", 0)
+    plog = eng._partition("crash", 0)  # (the engine's own PartitionLog: internals, measured)
     s = calls = 0
     t = time.perf_counter()
     while True:
@@ -316,13 +316,13 @@ def crash_child(d: str, gib: float) -> None:
         eng.produce_batch("crash", vals, keys=keys, partition=0)
         s += CRASH_CHUNK
         calls += 1
-        size = plog.active.size
+        size = plog.segs.active.size
         if size + 2 * (size // calls) > target:  # stay inside one segment
             break
     el = time.perf_counter() - t
-    info = {"records": s, "calls": calls, "seconds": el, "segment_bytes": plog.active.size,
-            "segments": len(plog.bases), "wal_fsyncs": eng.wal.fsyncs if eng.wal else 0,
-            "rps": s / el, "mb_per_s": plog.active.size / el / 1e6}
+    info = {"records": s, "calls": calls, "seconds": el, "segment_bytes": plog.segs.active.size,
+            "segments": len(plog.segs.bases), "wal_fsyncs": eng.wal.fsyncs if eng.wal else 0,
+            "rps": s / el, "mb_per_s": plog.segs.active.size / el / 1e6}
     sys.stdout.write("READY " + json.dumps(info) + "\n")
     sys.stdout.flush()
     time.sleep(3600)  # SIGKILL arrives meanwhile: no close, no final checkpoint
@@ -336,11 +336,11 @@ def recover_child(d: str) -> None:
     from engine.storage.segment import Segment
 
     import_s = time.perf_counter() - t
-    from engine.wal import stream as wal_mod
+    from engine.wal import replay as wal_replay
 
     spent = {"segment_load_s": 0.0, "recover_wal_s": 0.0, "wal_scan_s": 0.0, "rmtree_s": 0.0}
-    real_load, real_recover = Segment.load, Engine.recover_wal
-    real_scan, real_rmtree = wal_mod.scan_file, shutil.rmtree
+    real_load, real_recover = Segment.load, Engine.wal_replay
+    real_scan, real_rmtree = wal_replay.scan_file, shutil.rmtree
 
     def scan_file(path: str) -> Any:
         it = real_scan(path)
@@ -375,21 +375,21 @@ def recover_child(d: str) -> None:
         finally:
             spent["recover_wal_s"] += time.perf_counter() - t0
 
-    Segment.load, Engine.recover_wal = load, recover_wal  # type: ignore[method-assign]
-    wal_mod.scan_file, shutil.rmtree = scan_file, rmtree  # type: ignore[assignment]
+    Segment.load, Engine.wal_replay = load, recover_wal  # type: ignore[method-assign]
+    wal_replay.scan_file, shutil.rmtree = scan_file, rmtree  # type: ignore[assignment]
     t0 = time.perf_counter()
     eng = Engine.open(d)
     t1 = time.perf_counter()
     eng.produce_batch("crash", [b"after-the-crash"], keys=[b"kafter0000"], partition=0)
     t2 = time.perf_counter()
     rec = eng.last_recovery
-    plog = eng.partition_log("crash", 0)
+    plog = eng._partition("crash", 0)  # (internals, measured)
     out = {"import_s": import_s, "open_s": t1 - t0, "first_produce_s": t2 - t1,
            "total_s": t2 - t0, **spent,
            "streams": len(rec.get("streams", [])), "applied": rec.get("applied"),
            "skipped": rec.get("skipped"), "torn_tails": len(rec.get("torn_tails", [])),
-           "end_offset": plog.end_offset(), "segment_bytes": plog.active.size,
-           "index_entries": len(plog.active.index), "engine": engine.__name__}
+           "end_offset": plog.end_offset(), "segment_bytes": plog.segs.active.size,
+           "index_entries": len(plog.segs.active.index), "engine": engine.__name__}
     eng.close()
     print(json.dumps(out))
 
@@ -425,7 +425,7 @@ def timed_recovery(d: str, pdir: str) -> dict[str, Any]:
 
 def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
     from engine.storage import files
-    from engine.storage.log import read_checkpoint
+    from engine.storage.checkpoint import read_checkpoint
 
     d = os.path.join(scratch, "crash")
     log(f"[3] child producing ~{gib:g} GiB (1000-byte values, calls of 1000, WAL always) ...")

@@ -330,7 +330,7 @@ def run_hot(d: str, mib: int, hot: str | None) -> dict[str, Any]:
     with Engine.open(d, settings=settings) as eng:
         eng.create_topic("h", 1)
         eng.read_arrow("h", 0, 0, 1)
-        plog = eng.partition_log("h", 0)
+        plog = eng._partition("h", 0)  # (the engine's own PartitionLog: internals, measured)
         settle()
         off = raw = 0
         t0 = time.perf_counter()

@@ -1,0 +1,275 @@
+"""The produce path: a request's records are checked, partitioned, encoded into batches (split
+at ``max.message.bytes``) and appended, each batch once, through its partition's pipeline.
+
+Keyed records go where a Kafka client puts them (murmur2); keyless records of one call stick
+to one partition and the next call moves on. The topic's metadata comes from the catalog at
+most every CATALOG_RECHECK_S; what changes meanwhile is still noticed: a deleted (or
+recreated) topic by its partition's unlinked lock file, added partitions by UnknownPartition —
+then the request is tried once more with fresh metadata, unless a batch of it was stored.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import clock
+from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic
+from ..format import codecs
+from ..format.records import HEADER_SIZE, Record, encode_batch
+from ..storage.catalog import TopicMeta
+from ..storage.config import TopicConfig
+from ..storage.log import PartitionLog
+from ..storage.partitions import check_partition
+from ..storage.topics import Topics
+from .partitioner import StickyPartitioner, partition_for_key
+
+CATALOG_RECHECK_S = 0.01  # a produce stats topics.json at most this often
+BATCH_OVERHEAD = HEADER_SIZE + 64  # a batch's header and padding, when splitting
+RECORD_OVERHEAD = 24  # a record's offsets and lengths in the columns
+HEADER_OVERHEAD = 12
+
+
+@dataclass
+class ProduceRequest:
+    """One produce call, columnar. ``timestamps`` is one int for all records or one each."""
+
+    topic: str
+    values: Sequence[bytes | None]
+    keys: Sequence[bytes | None]
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None
+    timestamps: int | list[int]
+    partition: int | None = None  # every record to this partition
+    partitions: Sequence[int | None] | None = None  # or one per record (None: partitioner's)
+    compression: str | None = None
+    stored: int = 0  # batches stored so far: a retry after the first would duplicate them
+
+    @classmethod
+    def of(cls, topic: str, values: Sequence[bytes | None],
+           keys: Sequence[bytes | None] | None = None,
+           headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+           timestamps: Sequence[int | None] | int | None = None,
+           partition: int | None = None, partitions: Sequence[int | None] | None = None,
+           compression: str | None = None) -> ProduceRequest:
+        """A request with its arguments checked and defaults filled in."""
+        n = len(values)
+        if keys is None:
+            keys = [None] * n
+        if len(keys) != n:
+            raise InvalidArgument("keys and values must have the same length")
+        if headers is not None and not any(headers):
+            headers = None
+        return cls(topic, values, keys, headers, _timestamps(timestamps, n), partition,
+                   partitions, compression)
+
+    @classmethod
+    def of_records(cls, topic: str, records: list[Any], partition: int | None,
+                   compression: str | None) -> ProduceRequest:
+        """A request from Records (or tuples of Record's fields), transposed to columns."""
+        paused = gc.isenabled()  # transposing allocates many tuples; no cycles are made
+        if paused:
+            gc.disable()
+        try:
+            cols = list(zip(*records))
+            if len(cols) != 6:
+                records = [r if isinstance(r, Record) else Record(*r) for r in records]
+                cols = list(zip(*records))
+            keys, values, headers, timestamps, _, parts = cols
+            return cls.of(topic, values, keys, headers, timestamps, partition, parts,
+                          compression)
+        finally:
+            if paused:
+                gc.enable()
+
+
+def _timestamps(timestamps: Any, n: int) -> int | list[int]:
+    if timestamps is None or isinstance(timestamps, int):
+        return clock.now_ms() if timestamps is None else timestamps
+    if len(timestamps) != n:
+        raise InvalidArgument("timestamps and values must have the same length")
+    nones = timestamps.count(None) if hasattr(timestamps, "count") else 0
+    if nones == n:
+        return clock.now_ms()
+    if nones:
+        now = clock.now_ms()
+        timestamps = [now if t is None else t for t in timestamps]
+    if not all(isinstance(t, int) and 0 <= t < 1 << 62 for t in timestamps):
+        raise InvalidArgument("record timestamps must be non-negative integers (ms since epoch)")
+    return list(timestamps)
+
+
+class Producer:
+    """The produce path of one engine (thread-safe)."""
+
+    def __init__(self, topics: Topics, log_for: Callable[[TopicMeta, int], PartitionLog],
+                 attach_wal: Callable[[PartitionLog], None]) -> None:
+        self.topics = topics
+        self.log_for = log_for
+        self.attach_wal = attach_wal
+        self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
+        self._checked = -1e9  # monotonic time of the last catalog look
+
+    def produce(self, req: ProduceRequest) -> list[tuple[int, int]]:
+        """Store the request's records; one ``(partition, offset)`` per record once durable."""
+        meta, cached = self._meta(req.topic)
+        try:
+            return self._produce_to(meta, req)
+        except (UnknownTopic, UnknownPartition):
+            if not cached or req.stored:
+                raise
+            # the cached catalog entry may be stale: another process deleted and recreated
+            # the topic (its partition lock is gone) or added partitions; look again
+            fresh = self._fresh(req.topic)
+            if fresh is meta:
+                raise
+            return self._produce_to(fresh, req)
+
+    def _meta(self, topic: str) -> tuple[TopicMeta, bool]:
+        """The topic's metadata; ``True`` when it came from the cache."""
+        if time.monotonic() - self._checked < CATALOG_RECHECK_S:
+            meta = self.topics.cached(topic)
+            if meta is not None:
+                return meta, True
+        return self._fresh(topic), False
+
+    def _fresh(self, topic: str) -> TopicMeta:
+        checked = time.monotonic()
+        meta = self.topics.get(topic)
+        self._checked = checked
+        return meta
+
+    def _produce_to(self, meta: TopicMeta, req: ProduceRequest) -> list[tuple[int, int]]:
+        cfg = meta.typed
+        codec = _codec(cfg, req.compression)
+        keys = req.keys
+        if cfg.compacted and None in keys:
+            raise InvalidArgument(
+                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
+                "every record needs a key")
+        groups = self._assign(meta, keys, req.partition, req.partitions)
+        n = len(req.values)
+        acks: list[tuple[int, int]] = [None] * n if len(groups) > 1 else []  # type: ignore[list-item]
+        for p, idx in groups.items():
+            log = self.log_for(meta, p)
+            if idx is None:
+                for base, count in self._append(log, req, keys, req.values, req.headers,
+                                                req.timestamps, codec, cfg):
+                    acks.extend(zip([p] * count, range(base, base + count)))
+                continue
+            ts = req.timestamps
+
+            def sub(seq: Sequence, idx: list[int] = idx) -> list:
+                return [seq[i] for i in idx]
+
+            bases = self._append(log, req, sub(keys), sub(req.values),
+                                 sub(req.headers) if req.headers is not None else None,
+                                 ts if isinstance(ts, int) else sub(ts), codec, cfg)
+            it = iter(idx)
+            for base, count in bases:
+                for off in range(base, base + count):
+                    acks[next(it)] = (p, off)
+        return acks
+
+    def _assign(self, meta: TopicMeta, keys: Sequence[bytes | None], partition: int | None,
+                partitions: Sequence[int | None] | None) -> dict[int, list[int] | None]:
+        """Partition -> record indexes (None: every record)."""
+        count = meta.partitions
+        if partition is not None:
+            check_partition(meta, partition)
+            return {partition: None}
+        if partitions is not None and partitions.count(None) != len(partitions):
+            per = list(partitions)
+        elif count == 1:
+            return {0: None}
+        else:
+            per = [None] * len(keys)
+        sticky = None
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, (k, p) in enumerate(zip(keys, per)):
+            if p is None:
+                if k is not None:
+                    p = partition_for_key(k, count)
+                else:
+                    if sticky is None:
+                        sticky = self._sticky[meta.name].next(count)
+                    p = sticky
+            else:
+                check_partition(meta, p)
+            groups[p].append(i)
+        if len(groups) == 1:
+            return {next(iter(groups)): None}
+        return dict(groups)
+
+    def _append(self, log: PartitionLog, req: ProduceRequest, keys: Sequence,
+                values: Sequence, headers: Sequence | None, ts: int | list[int], codec: int,
+                cfg: TopicConfig) -> list[tuple[int, int]]:
+        """Encode (splitting at max.message.bytes) and append; ``[(base_offset, count)]``."""
+        self.attach_wal(log)
+        limit = cfg.max_message_bytes
+        batch = encode_batch(keys, values, ts, headers, codec)
+        if len(batch) <= limit:
+            base = log.append(batch)
+            req.stored += 1
+            return [(base, batch.count)]
+        chunks = _split(keys, values, headers, limit)
+        batches = []
+        for a, b in chunks:
+            t = ts if isinstance(ts, int) else ts[a:b]
+            h = headers[a:b] if headers is not None else None
+            enc = encode_batch(keys[a:b], values[a:b], t, h, codec)
+            if len(enc) > limit:
+                if b - a == 1:
+                    raise _too_large(
+                        a, f"record {a} is {len(enc)} bytes as a batch, over max.message.bytes="
+                        f"{limit} of topic {log.topic!r}; raise it with 'rivven topic "
+                        f"alter-config {log.topic} --set max.message.bytes=N'")
+                mid = (a + b) // 2
+                chunks.extend([(a, mid), (mid, b)])
+                continue
+            batches.append((a, enc))
+        batches.sort(key=lambda x: x[0])
+        out = []
+        for _, enc in batches:
+            out.append((log.append(enc), enc.count))
+            req.stored += 1
+        return out
+
+
+def _codec(cfg: TopicConfig, compression: str | None) -> int:
+    if compression is not None:
+        return codecs.codec_id(compression)
+    if cfg.compression_type in ("producer", "none"):
+        return codecs.NONE
+    return codecs.codec_id(cfg.compression_type)
+
+
+def _too_large(index: int, message: str) -> RecordTooLarge:
+    err = RecordTooLarge(message)
+    err.index = index  # type: ignore[attr-defined]  # which record (rivven produce names its line)
+    return err
+
+
+def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: int
+           ) -> list[tuple[int, int]]:
+    """Record index ranges whose batches should each stay under ``limit`` bytes."""
+    chunks = []
+    start, size = 0, BATCH_OVERHEAD
+    for i, (k, v) in enumerate(zip(keys, values)):
+        rec = RECORD_OVERHEAD + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
+        if headers is not None:
+            rec += sum(HEADER_OVERHEAD + len(hk) + (len(hv) if hv is not None else 0)
+                       for hk, hv in headers[i])
+        if BATCH_OVERHEAD + rec > limit:
+            raise _too_large(i, f"record {i} is about {rec} bytes, over max.message.bytes={limit}; "
+                             "raise it with 'rivven topic alter-config TOPIC --set "
+                             "max.message.bytes=N'")
+        if size + rec > limit and i > start:
+            chunks.append((start, i))
+            start, size = i, BATCH_OVERHEAD
+        size += rec
+    chunks.append((start, len(values)))
+    return chunks

@@ -1,0 +1,232 @@
+"""The read path: batches of a partition decoded as Records, columns or a pyarrow Table, and
+offsets found by time or by a position such as "end" or "@TIME".
+
+Batches come from PartitionLog.batches (hot cache, local segments, cold tier) already
+CRC-checked; each is decompressed and laid out once, and only what the caller asks for is
+made into Python objects.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from operator import attrgetter
+from typing import Any, NamedTuple
+
+from ..errors import InvalidArgument
+from ..format.arrow import batch_columns
+from ..format.arrow import table as arrow_table
+from ..format.records import (
+    ColumnBatch,
+    Layout,
+    Record,
+    body_of,
+    decode_columns,
+    decode_records,
+    layout,
+)
+from ..storage.log import PartitionLog
+from ..storage.segment import BatchRef, Segment
+
+_offset_of = attrgetter("offset")
+POSITION_KINDS = ("beginning", "end", "offset", "from_end", "timestamp")
+
+
+class Position(NamedTuple):
+    """Where to read from: ``beginning``, ``end``, ``offset`` N (clamped into the log),
+    ``from_end`` N (N records before the end) or ``timestamp`` T (the first offset at or after
+    T ms; the end when there is none)."""
+
+    kind: str
+    value: int = 0
+
+
+def check_offset(offset: Any) -> None:
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidArgument(f"offset must be a non-negative integer, not {offset!r}")
+
+
+def where(ref: BatchRef) -> str:
+    return f" at position {ref.position} (offsets {ref.header.base_offset}.." \
+           f"{ref.header.last_offset})"
+
+
+def batches(log: PartitionLog, offset: int, max_records: int
+            ) -> Iterator[tuple[BatchRef, Any, Layout]]:
+    """``(batch, decompressed body, layout)`` from ``offset`` on, until ``max_records``."""
+    seen = 0
+    for ref in log.batches(offset, max_bytes=1 << 62):
+        h = ref.header
+        at = where(ref)
+        body = body_of(ref.buf, ref.start, h, at)
+        lay = layout(body, h, at)
+        yield ref, body, lay
+        seen += h.next_offset - max(offset, h.base_offset)
+        if seen >= max_records:
+            return
+
+
+def read(log: PartitionLog, offset: int, max_records: int) -> list[Record]:
+    """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log)."""
+    out: list[Record] = []
+    # Records hold only bytes/ints/tuples (no cycles): pausing the cyclic GC while a batch
+    # of them is made saves ~35% of read time.
+    paused = gc.isenabled()
+    try:
+        if paused:
+            gc.disable()
+        for ref, body, lay in batches(log, offset, max_records):
+            recs = decode_records(body, ref.header, lay, log.partition, where(ref))
+            if recs and recs[0].offset < offset:
+                recs = recs[bisect_left(recs, offset, key=_offset_of):]
+            if recs:  # (segments overlap for a moment while a compaction swap installs)
+                offset = recs[-1].offset + 1
+            out.extend(recs)
+            if len(out) >= max_records:
+                del out[max_records:]
+                break
+        return out
+    finally:
+        if paused:
+            gc.enable()
+
+
+def read_columns(log: PartitionLog, offset: int, max_records: int
+                 ) -> Iterator[tuple[Any, Any, list, list, Any]]:
+    """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``."""
+    for ref, body, lay in batches(log, offset, max_records):
+        yield decode_columns(body, ref.header, lay, where(ref))
+
+
+def read_arrow(log: PartitionLog, offset: int, max_records: int) -> Any:
+    """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
+    parts = []
+    count = skip = 0
+    for ref, body, lay in batches(log, offset, max_records):
+        h = ref.header
+        cols = batch_columns(body, h, lay, where(ref))
+        if not parts and h.base_offset < offset:
+            if cols[0] is None:
+                skip = offset - h.base_offset
+            else:
+                skip = bisect_left(cols[0].to_pylist(), offset - h.base_offset)
+        parts.append((h.base_offset, h.record_count, cols))
+        count += h.record_count
+        if count - skip >= max_records:
+            break
+    result = arrow_table(parts)
+    if skip or count - skip > max_records:
+        result = result.slice(skip, max_records)
+    return result
+
+
+# ---------------------------------------------------------------- offsets
+def offset_for_time(log: PartitionLog, timestamp: int) -> int | None:
+    """The first offset whose record timestamp is >= ``timestamp`` (None if none is), cold
+    segments included."""
+    start = log.offsets()[0]
+    for entry in log.cold_entries():
+        if entry.max_timestamp >= timestamp and entry.next_offset > start:
+            found = _first_at(log.cold_segment(entry), timestamp, start)
+            if found is not None:
+                return found
+    for seg in log.all_segments():
+        if log.segment_max_timestamp(seg) < timestamp:
+            continue
+        found = _first_at(seg, timestamp, start)
+        if found is not None:
+            return found
+    return None
+
+
+def _first_at(seg: Segment, timestamp: int, start: int) -> int | None:
+    """(In one segment.) The first offset >= ``start`` with a timestamp >= ``timestamp``."""
+    for ref in seg.iter_batches(seg.position_for_time(timestamp), seg.size):
+        h = ref.header
+        if h.max_timestamp < timestamp or h.last_offset < start:
+            continue
+        body = body_of(ref.buf, ref.start, h)
+        offsets, tss, *_ = decode_columns(body, h, layout(body, h))
+        for off, t in zip(offsets, tss):
+            if t >= timestamp and off >= start:
+                return off
+    return None
+
+
+def resolve(log: PartitionLog, position: Position) -> int:
+    """The offset ``position`` names in this partition, inside [log start, log end]."""
+    kind, value = position
+    if kind not in POSITION_KINDS:
+        raise InvalidArgument(f"unknown position {kind!r}: use one of {', '.join(POSITION_KINDS)}")
+    start, end = log.offsets()
+    if kind == "beginning":
+        return start
+    if kind == "end":
+        return end
+    if kind == "timestamp":
+        off = offset_for_time(log, value)
+        return end if off is None else max(off, start)
+    if kind == "from_end":
+        return max(start, end - value)
+    return min(max(value, start), end)
+
+
+# ---------------------------------------------------------------- streaming
+def stream(logs: dict[int, PartitionLog], topic: str, starts: dict[int, int],
+           max_records: int | None = None, follow: bool = False, chunk: int = 5000,
+           poll_s: float = 0.1, on_idle: Callable[[], None] | None = None
+           ) -> Iterator[ColumnBatch]:
+    """Column batches of the partitions ``logs`` from ``starts`` on, a chunk of each in turn,
+    up to the end offsets at the start (with ``follow``: on, as records are appended, waiting
+    ``poll_s`` between looks and calling ``on_idle`` first), at most ``max_records``."""
+    pos = dict(starts)
+    stop = {p: None if follow else log.offsets()[1] for p, log in logs.items()}
+    left = max_records
+    while True:
+        progressed = False
+        for p, log in logs.items():
+            limit = stop[p]
+            if limit is not None and pos[p] >= limit:
+                continue
+            want = chunk if left is None else min(chunk, left)
+            if limit is not None:
+                want = min(want, limit - pos[p])
+            for cols in read_columns(log, pos[p], want):
+                batch = _trim(topic, p, cols, pos[p], limit, left)
+                if not batch.keys:
+                    continue
+                yield batch
+                pos[p] = batch.offsets[-1] + 1
+                progressed = True
+                if left is not None:
+                    left -= len(batch.keys)
+                    if left <= 0:
+                        return
+        if not progressed:
+            if not follow:
+                return
+            if on_idle is not None:
+                on_idle()
+            time.sleep(poll_s)
+
+
+def _trim(topic: str, partition: int, cols: tuple, start: int, limit: int | None,
+          left: int | None) -> ColumnBatch:
+    """One batch's columns cut to offsets in [start, limit) and to ``left`` records."""
+    offs, ts, keys, values, hs = cols
+    offs = list(offs)
+    lo = 0
+    while lo < len(offs) and offs[lo] < start:
+        lo += 1
+    hi = len(offs)
+    if limit is not None:
+        while hi > lo and offs[hi - 1] >= limit:
+            hi -= 1
+    if left is not None:
+        hi = min(hi, lo + left)
+    if lo == 0 and hi == len(offs):
+        return ColumnBatch(topic, partition, offs, list(ts), keys, values, list(hs))
+    return ColumnBatch(topic, partition, offs[lo:hi], list(ts)[lo:hi], keys[lo:hi],
+                       values[lo:hi], list(hs)[lo:hi])

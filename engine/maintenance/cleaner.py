@@ -1,0 +1,177 @@
+"""Compaction's cleaner: which records survive, and writing the cleaned segments.
+
+``survivor_offsets`` is the straightforward reference (a dict of key -> last offset) that the
+Spark job is measured against; ``write_group`` turns one group of source segments into one
+cleaned segment in a staging folder — the same code in process and in Spark executors. Nothing
+here touches a live partition: the swap goes through PartitionLog.replace_segments
+(engine.maintenance.compaction.swap).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..errors import RivvenError
+from ..format.arrow import batch_columns
+from ..format.records import (
+    ATTR_CODEC,
+    ATTR_EXPLICIT_OFFSETS,
+    ATTR_HAS_HEADERS,
+    ATTR_VALUE_NULLS,
+    body_of,
+    decode_columns,
+    encode_batch,
+    layout,
+)
+from ..storage import files
+from ..storage.segment import Segment
+
+
+class CompactionError(RivvenError):
+    pass
+
+
+def scan_keys(segs: Iterable[dict[str, Any]]) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(offset, key, is_tombstone)`` of every record of the given segment files."""
+    for s in segs:
+        seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
+        try:
+            for ref in seg.iter_batches(0, seg.file_size()):
+                h = ref.header
+                body = body_of(ref.buf, ref.start, h)
+                offs, _, keys, values, _ = decode_columns(body, h, layout(body, h))
+                for o, k, v in zip(offs, keys, values):
+                    yield o, k, v is None
+        finally:
+            seg.close()
+
+
+def survivor_offsets(records: Iterable[tuple[int, bytes | None, bool]], tombstone_bound: int,
+                     where: str = "") -> tuple[set[int], dict[str, int]]:
+    """The straightforward reference: a dict of key -> last (offset, tombstone)."""
+    last: dict[bytes, tuple[int, bool]] = {}
+    n = tombs = 0
+    for o, k, dead in records:
+        if k is None:
+            raise CompactionError(f"record at offset {o}{where} has no key: a compacted topic "
+                                  "needs a key on every record (set cleanup.policy=delete or "
+                                  "delete the records with 'rivven delete-records')")
+        last[k] = (o, dead)
+        n += 1
+        tombs += dead
+    keep = {o for o, dead in last.values() if not (dead and o < tombstone_bound)}
+    kept_tombs = sum(1 for o, dead in last.values() if dead and o >= tombstone_bound)
+    return keep, {"records_in": n, "keys": len(last), "tombstones_in": tombs,
+                  "tombstones_kept": kept_tombs}
+
+
+def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir: str
+                ) -> dict[str, Any]:
+    """Write the survivors of one group of source segments as one segment in ``out_dir``
+    (named after the group's first segment, indexes rebuilt, fsynced).
+
+    ``keep(offsets)`` returns booleans (a list or a pyarrow BooleanArray) for a batch's
+    offsets. A batch whose records all survive is copied byte for byte without decoding; a
+    partly surviving one is re-encoded from its Arrow columns (only the survivors are
+    touched), keeping offsets (as explicit deltas), timestamps, headers and codec.
+    """
+    base = group[0]["base_offset"]
+    # a private folder, then renames: two attempts of one task (Spark speculation, a retry)
+    # never write into each other's file
+    work = os.path.join(out_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
+    os.makedirs(work)
+    stats: dict[str, Any] = {
+        "base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0, "records_out": 0,
+        "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}
+    out = Segment(work, base, writable=True, create=True)
+    try:
+        pos = 0
+        prev_end = base
+        for s in group:
+            src = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
+            try:
+                size = src.file_size()
+                stats["bytes_in"] += size
+                for ref in src.iter_batches(0, size):
+                    h = ref.header
+                    if h.base_offset < max(prev_end, s["base_offset"]) or \
+                            h.next_offset > s["next_offset"]:
+                        # overlapping segments (a half-done swap): never write offsets twice
+                        raise CompactionError(
+                            f"batch at offsets {h.base_offset}..{h.last_offset} of {s['path']} "
+                            f"is outside {max(prev_end, s['base_offset'])}..{s['next_offset']}"
+                            " (segments overlap: an interrupted swap?); nothing was swapped")
+                    prev_end = h.next_offset
+                    data, n_keep = _clean_batch(ref, keep, stats)
+                    if data:
+                        out.write(data, pos)
+                        pos += len(data)
+                        stats["records_out"] += n_keep
+            finally:
+                src.close()
+        out.rebuild_indexes(truncate_torn=False)
+        out.sync_all()
+    finally:
+        out.close()
+    for suffix in files.INSTALL_ORDER:
+        os.replace(files.path(work, base, suffix), files.path(out_dir, base, suffix))
+    os.rmdir(work)
+    stats["bytes_out"] = pos
+    return stats
+
+
+def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
+                 ) -> tuple[bytes, int]:
+    """The bytes of one batch's survivors (b"" when none) and how many there are."""
+    h = ref.header
+    n = h.record_count
+    stats["records_in"] += n
+    body = lay = cols = None
+    if h.attributes & ATTR_EXPLICIT_OFFSETS:
+        body = body_of(ref.buf, ref.start, h)
+        lay = layout(body, h)
+        offs: Any = [h.base_offset + d
+                     for d in struct.unpack_from(f"<{n}i", body, lay.offset_deltas)]
+    else:
+        offs = range(h.base_offset, h.next_offset)
+    mask = keep(offs)
+    mask = mask.to_pylist() if hasattr(mask, "to_pylist") else list(mask)
+    n_keep = mask.count(True)
+    nulls = None
+    if h.attributes & ATTR_VALUE_NULLS:  # tombstones: counted, and the lowest kept noted
+        if body is None:
+            body = body_of(ref.buf, ref.start, h)
+            lay = layout(body, h)
+        cols = batch_columns(body, h, lay)
+        nulls = cols[3].is_null().to_pylist()
+        stats["tombstones_in"] += nulls.count(True)
+        kept = [o for o, m, dead in zip(offs, mask, nulls) if m and dead]
+        if kept and (stats["min_tombstone"] is None or kept[0] < stats["min_tombstone"]):
+            stats["min_tombstone"] = kept[0]
+    if n_keep == 0:
+        return b"", 0
+    if n_keep == n:
+        stats["batches_copied"] += 1
+        return bytes(ref.buf[ref.start:ref.start + h.size]), n
+    import pyarrow as pa
+
+    if body is None:
+        body = body_of(ref.buf, ref.start, h)
+        lay = layout(body, h)
+    if cols is None:
+        cols = batch_columns(body, h, lay)
+    idx = pa.array([i for i, m in enumerate(mask) if m], pa.int32())
+    kept_offs = [offs[i] for i in idx.to_pylist()]
+    headers = None
+    if h.attributes & ATTR_HAS_HEADERS:
+        headers = [[(x["key"], x["value"]) for x in hs] for hs in cols[4].take(idx).to_pylist()]
+    first = kept_offs[0]
+    enc = encode_batch(cols[2].take(idx), cols[3].take(idx),
+                       cols[1].take(idx).cast(pa.int64()).to_pylist(), headers,
+                       h.attributes & ATTR_CODEC, offset_deltas=[o - first for o in kept_offs])
+    stats["batches_rewritten"] += 1
+    return bytes(enc.assign(first)), n_keep

@@ -1,0 +1,81 @@
+"""Partition flocks an engine keeps between appends while it appends elsewhere."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load
+IDLE_HOLD_S = 0.02  # longest an idle partition keeps it while the engine appends elsewhere
+
+
+class FlockHolds:
+    """Partition flocks an engine keeps between appends while it appends elsewhere.
+
+    Taking and dropping a partition's flock costs five syscalls per append (flock twice,
+    the liveness and size checks, the next-segment probe); with threads appending to several
+    partitions, each of them a GIL hand-off. So a partition whose pipeline goes idle keeps
+    its flock while other appends of the engine are in flight, as a pipeline under load
+    does: the last append of the engine to finish drops every kept flock, and a reaper
+    thread drops those kept longer than IDLE_HOLD_S (so a thread blocked elsewhere, say on
+    another process's flock, never makes another process wait longer than that).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = 0  # threads inside PartitionLog.append
+        self.idle: dict[Any, float] = {}  # flock kept while idle: since (monotonic)
+        self.reaper: threading.Thread | None = None
+
+    def enter(self) -> None:
+        with self.lock:
+            self.active += 1
+
+    def keep(self, log: Any) -> bool:
+        """(``log``'s mutex held, its pipeline idle, its flock held.) Keep the flock?"""
+        with self.lock:
+            if self.active <= 1:  # only the caller appends: drop it now
+                return False
+            self.idle.pop(log, None)  # (re-inserted: the dict stays in time order)
+            self.idle[log] = time.monotonic()
+            if self.reaper is None:
+                self.reaper = threading.Thread(target=self._reap, daemon=True,
+                                               name="rivven-flock-holds")
+                self.reaper.start()
+            return True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.active -= 1
+            if self.active or not self.idle:
+                return
+            logs = list(self.idle)
+            self.idle.clear()
+        self._drop(logs, time.monotonic())
+
+    def _drop(self, logs: list[Any], since: float) -> None:
+        busy = [log for log in logs if not log.release_idle()]
+        if busy:  # (their mutex was taken: the reaper tries again)
+            with self.lock:
+                for log in busy:
+                    self.idle.setdefault(log, since - IDLE_HOLD_S)  # due at once
+                if self.reaper is None:
+                    self.reaper = threading.Thread(target=self._reap, daemon=True,
+                                                   name="rivven-flock-holds")
+                    self.reaper.start()
+
+    def _reap(self) -> None:
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                due = [log for log, since in self.idle.items() if now - since >= IDLE_HOLD_S]
+                for log in due:
+                    del self.idle[log]
+                if not self.idle and not due:
+                    self.reaper = None
+                    return
+                wait = min(self.idle.values(), default=now) + IDLE_HOLD_S - now
+            if due:
+                self._drop(due, now)
+            time.sleep(max(wait, 0.001))

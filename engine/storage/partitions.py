@@ -1,0 +1,100 @@
+"""The partitions an engine has open: one PartitionLog per (topic, partition) of a topic id.
+
+A log is opened on first use and kept; a topic deleted and created again under the same name
+(a new topic id) gets a new log. ``on_open(log, meta)`` runs when a writer opens one (the
+engine applies retention there).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InvalidArgument, UnknownPartition, UnknownTopic
+from . import files
+from .catalog import TopicMeta
+from .holds import FlockHolds
+from .log import PartitionLog
+
+
+def check_partition(meta: TopicMeta, partition: Any) -> None:
+    if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
+        raise UnknownPartition(f"partition {partition} does not exist in topic {meta.name!r} "
+                               f"(it has partitions 0..{meta.partitions - 1})")
+
+
+class Partitions:
+    def __init__(self, data_dir: str, writable: bool, wal_sync: str,
+                 progress: Callable[[str, int, int], None] | None = None,
+                 cold: Any = None, hot: Any = None,
+                 on_open: Callable[[PartitionLog, TopicMeta], None] | None = None) -> None:
+        self.data_dir = data_dir
+        self.writable = writable
+        self.wal_sync = wal_sync
+        self.progress = progress
+        self.cold = cold
+        self.hot = hot
+        self.on_open = on_open
+        self.holds = FlockHolds()  # partition flocks kept between appends
+        self.cuts: list[dict[str, Any]] = []  # damaged tails cut while opening (repairs())
+        self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
+        self._mutex = threading.Lock()
+        self._closing = False
+
+    def get(self, meta: TopicMeta, partition: int, retain: bool = True) -> PartitionLog:
+        """The log of a partition (opened when needed); ``retain=False`` skips ``on_open``."""
+        check_partition(meta, partition)
+        key = (meta.name, partition)
+        entry = self._logs.get(key)
+        if entry is not None and entry[0] == meta.id:
+            entry[1].config = meta.typed
+            return entry[1]
+        with self._mutex:
+            if self._closing:
+                raise InvalidArgument("this engine is closed; open it again")
+            entry = self._logs.get(key)
+            if entry is not None and entry[0] == meta.id:
+                return entry[1]
+            if entry is not None:
+                entry[1].close()
+            d = files.partition_dir(self.data_dir, meta.name, partition)
+            if not os.path.isdir(d):  # create/add-partitions make dirs before the catalog names them
+                raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition} "
+                                   "(deleted meanwhile?)")
+            # the WAL stream comes with the first append: a process that only consumes or
+            # administers leaves no stream behind when it is killed
+            log = PartitionLog(d, meta.name, partition, meta.typed, writable=self.writable,
+                               topic_id=bytes.fromhex(meta.id), wal_sync=self.wal_sync,
+                               cuts=self.cuts, progress=self.progress, holds=self.holds,
+                               cold=self.cold, hot=self.hot)
+            self._logs[key] = (meta.id, log)
+        if retain and self.writable and self.on_open is not None:
+            self.on_open(log, meta)
+        return log
+
+    def open_logs(self) -> list[tuple[str, int, PartitionLog]]:
+        """(topic, partition, log) of every open log, at this moment."""
+        return [(name, p, log) for (name, p), (_, log) in list(self._logs.items())]
+
+    def forget(self, topic: str) -> None:
+        """Close the logs of a topic (deleted)."""
+        with self._mutex:
+            for key in [k for k in self._logs if k[0] == topic]:
+                self._logs.pop(key)[1].close()
+
+    def forget_all(self) -> None:
+        """Close every log (files were mended behind their back); they reopen on next use."""
+        with self._mutex:
+            for _, log in self._logs.values():
+                log.close()
+            self._logs.clear()
+
+    def stop(self) -> None:
+        """Open no more logs and refuse appends to the open ones (those logged still finish)."""
+        with self._mutex:
+            self._closing = True
+            logs = [log for _, log in self._logs.values()]
+        for log in logs:
+            log.stop_appends()

@@ -1,0 +1,365 @@
+"""The append pipeline of one partition: offsets, the WAL record, group commit, the segment.
+
+Group commit, pipelined. Under the partition mutex the calling thread assigns the offsets and
+writes the WAL record itself (no hand-off to a leader); then, without the mutex, it waits in
+``WalStream.sync``, where one fdatasync serves every thread of every partition waiting
+meanwhile. Whichever thread comes back first writes every batch whose WAL bytes are now
+durable to the segment, in offset order (``_drain``), so the others usually find their batch
+written when they wake up. A batch is visible to readers only once it is in the segment, so
+no reader ever sees a record a crash could take away.
+
+The partition flock is taken by the first append and kept while appends are in flight (at
+most about HOLD_S under constant load, so other processes get their turn); the in-memory log
+end is authoritative meanwhile. With ``holds``, an idle pipeline keeps it too while the engine
+appends to other partitions (engine.storage.holds).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from .. import clock
+from ..errors import RivvenError, StorageError
+from ..format.records import EncodedBatch
+from .holds import HOLD_S
+from .segment import Segment
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
+
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+
+
+class _Entry:
+    """One batch in the pipeline: offsets assigned, WAL record written. It reaches the
+    segment once its WAL bytes are durable and every batch before it is there."""
+
+    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done")
+
+    def __init__(self, batch: EncodedBatch, buf: bytearray, base: int, wal_end: int,
+                 seq: int) -> None:
+        self.batch = batch
+        self.buf = buf
+        self.base = base
+        self.wal_end = wal_end
+        self.seq = seq
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class AppendPipeline:
+    def __init__(self, log: PartitionLog) -> None:
+        self.log = log
+        self.lock = log.lock
+        self.segs = log.segs
+        self.cond = log.lock.cond  # an entry reached the segment (or failed)
+        self.pending: deque[_Entry] = deque()  # logged, not yet in the segment, offset order
+        self._active: deque[None] = deque()  # one item per thread inside append()
+        self._waiters = 0  # threads waiting on cond
+        self._assigned_end = 0
+        self._seq = 0
+        self._done_seq = 0
+        self._broken = False
+        self._broken_error: BaseException | None = None
+        self.closed = False
+
+    # ---------------------------------------------------------------- appending
+    def append(self, batch: EncodedBatch) -> int:
+        """Assign offsets to ``batch`` and store it durably; returns its base offset."""
+        holds = self.log.holds
+        if holds is None:
+            return self._append(batch)
+        holds.enter()
+        try:
+            return self._append(batch)
+        finally:
+            holds.leave()
+
+    def _append(self, batch: EncodedBatch) -> int:
+        cond = self.cond
+        log = self.log
+        with cond:
+            if self.closed:
+                raise StorageError(f"{log.topic}-{log.partition} was closed; open it again")
+            self._active.append(None)
+            try:
+                entry = self._log(batch)
+                if log.wal is None or log.wal_sync != "always":
+                    self._drain()  # no WAL fsync to wait for
+            except BaseException:
+                self._active.pop()
+                self._maybe_release()
+                raise
+        error: BaseException | None = None
+        try:
+            if not entry.done:
+                log.wal.sync(entry.wal_end)  # only now may the batch become visible
+        except BaseException as e:  # noqa: BLE001 - handed to the entry, re-raised below
+            error = e
+        if not entry.done:  # (usually the syncer wrote it already: see after_wal_sync)
+            with cond:
+                if not entry.done:
+                    if error is not None:
+                        entry.error = error if isinstance(error, Exception) else StorageError(
+                            "append interrupted")
+                    self._drain()
+                    while not entry.done:  # an earlier batch's owner has yet to come back
+                        self.wait()
+        self._active.pop()  # (deque ops are atomic: no mutex needed unless we were last)
+        if not self._active and self.lock.held:
+            with cond:
+                self._maybe_release()
+        if error is not None and not isinstance(error, Exception):
+            raise error
+        if entry.error is not None:
+            raise entry.error
+        return entry.base
+
+    def _log(self, batch: EncodedBatch) -> _Entry:
+        """(mutex held.) Take the flock if needed, assign offsets, write the WAL record."""
+        log = self.log
+        lock = self.lock
+        while lock.held and (self._broken or time.monotonic() - lock.since > HOLD_S):
+            if self.pending:  # let the pipeline drain, then start afresh
+                self.wait()
+                if self.closed:
+                    raise StorageError(f"{log.topic}-{log.partition} was closed; open it "
+                                       "again")
+                continue
+            lock.release()
+        # dirty before the WAL write: a checkpoint that rotates the WAL after our record then
+        # sees this partition and fsyncs it before deleting the file holding the record
+        log.dirty = True
+        if not lock.held:
+            try:
+                lock.hold()
+                self._broken = False
+                lock.check_alive()
+                log.sync_view(repair=True)
+            except BaseException as e:
+                lock.release()
+                if isinstance(e, Exception) and not isinstance(e, RivvenError):
+                    raise StorageError(f"{log.topic}-{log.partition}: append failed: {e}"
+                                       ) from e
+                raise
+            self._assigned_end = self.segs.active.next_offset
+        base = self._assigned_end
+        buf = batch.assign(base)
+        wal_end = 0
+        wal = log.wal
+        if wal is not None:  # a failed write raises: no offsets used, nothing logged
+            wal_end = wal.append_batch(log.topic_id, log.partition, log.topic, buf)
+        self._assigned_end = base + batch.last_offset_delta + 1
+        self._seq += 1
+        entry = _Entry(batch, buf, base, wal_end, self._seq)
+        self.pending.append(entry)
+        if wal is not None:
+            wal.listeners.add(self)
+        return entry
+
+    def after_wal_sync(self) -> None:
+        """Called by the thread that just finished a WAL fsync, before it wakes the threads
+        it covered: write their batches now, so they wake up to find them written. Skipped
+        when the mutex is busy (the owners then drain themselves)."""
+        if self.lock.mutex.acquire(blocking=False):
+            try:
+                self._drain()
+            finally:
+                self.lock.mutex.release()
+
+    def _drain(self) -> None:
+        """(mutex held.) Write the pending batches whose WAL bytes are durable, in offset
+        order, and settle failed ones: a batch after a failed one fails too (its offsets
+        would follow a hole), and the next append starts again from the segment's real end."""
+        pending = self.pending
+        wal = self.log.wal
+        always = self.log.wal_sync == "always"
+        settled = False
+        if len(pending) > 1 and not self._broken:
+            settled = self._drain_group()
+        while pending:
+            e = pending[0]
+            if self._broken:
+                if e.error is None:
+                    e.error = self._broken_error
+            elif e.error is None:
+                if wal is not None and always and not wal.durable(e.wal_end):
+                    break
+                b = e.batch
+                try:
+                    self.write(e.buf, e.base, b.count, b.last_offset_delta, b.max_timestamp,
+                               sync=wal is None and always)
+                except Exception as err:  # noqa: BLE001
+                    e.error = err
+            if e.error is not None and not self._broken:
+                self._broken = True
+                self._broken_error = e.error
+            pending.popleft()
+            e.done = True
+            self._done_seq = e.seq
+            settled = True
+        if not pending and wal is not None:
+            wal.listeners.discard(self)
+        if settled and self._waiters:
+            self.cond.notify_all()
+
+    def _drain_group(self) -> bool:
+        """(mutex held.) Write the leading durable pending batches with one pwritev when they
+        all fit in the active segment (a group commit's batches: one syscall, not one each).
+        Returns whether any batch was settled; anything it cannot do is left to _drain."""
+        pending = self.pending
+        log = self.log
+        wal = log.wal
+        if wal is None:  # (no WAL: each batch is written and fsynced as it comes)
+            return False
+        check = log.wal_sync == "always"
+        run: list[_Entry] = []
+        nbytes = count = 0
+        for e in pending:
+            if e.error is not None or (check and not wal.durable(e.wal_end)) or len(run) >= 512:
+                break  # (512: well below IOV_MAX)
+            if run and e.base != run[-1].base + run[-1].batch.last_offset_delta + 1:
+                break  # (never, offsets are assigned back to back: write would refuse it)
+            run.append(e)
+            nbytes += len(e.buf)
+            count += e.batch.last_offset_delta + 1
+        if len(run) < 2:
+            return False
+        seg = self.segs.active
+        seg.index_interval = log.config.index_interval_bytes
+        # the same limits _maybe_roll applies batch by batch (each batch adds at most one
+        # index entry); a group that would roll goes batch by batch
+        if seg.size == 0 or run[0].base != seg.next_offset or self._must_roll(
+                seg, nbytes, count, len(run) - 1):
+            return False
+        pos = seg.size
+        try:
+            seg.writev([e.buf for e in run], pos)
+        except StorageError as err:
+            # as if the first batch's write failed: _drain fails it and the ones after it
+            self._undo(seg, pos)
+            run[0].error = err
+            return False
+        hot = log.hot
+        for e in run:
+            b = e.batch
+            n = len(e.buf)
+            seg.appended(pos, e.base, n, e.base + b.last_offset_delta + 1, b.max_timestamp)
+            if hot is not None:
+                hot.add(log, e.base, e.base + b.last_offset_delta + 1, pos, e.buf)
+            pos += n
+            pending.popleft()
+            e.done = True
+            self._done_seq = e.seq
+        return True
+
+    # ---------------------------------------------------------------- waiting, the flock
+    def wait(self, timeout: float | None = None) -> None:
+        """(mutex held.) Wait for an entry to settle."""
+        self._waiters += 1
+        try:
+            self.cond.wait(timeout)
+        finally:
+            self._waiters -= 1
+
+    def quiesce(self) -> None:
+        """Wait until every batch logged so far has reached the segment (or failed)."""
+        with self.cond:
+            target = self._seq
+            while self._done_seq < target:
+                self.wait()
+
+    def _maybe_release(self) -> None:
+        """(mutex held.) Drop the flock once nobody appends and nothing is in flight."""
+        if self.lock.held and not self._active and not self.pending:
+            holds = self.log.holds
+            if holds is not None and not self._broken and holds.keep(self):
+                return
+            self.lock.release()
+
+    def release_idle(self) -> bool:
+        """Drop a flock kept by FlockHolds unless an append took it up again; False when
+        the mutex was busy (never waited for: its holder may wait for another process)."""
+        if not self.lock.held:
+            return True
+        mutex = self.lock.mutex
+        if not mutex.acquire(blocking=False):
+            return False
+        try:
+            if not self._active and not self.pending:
+                self.lock.release()
+        finally:
+            mutex.release()
+        return True
+
+    def stop(self) -> None:
+        """Refuse appends from now on; those already logged still finish."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()  # appends waiting in _log give up
+
+    def close(self) -> None:
+        """(mutex held.) Finish the groups in flight, fail queued appends."""
+        self.closed = True
+        log = self.log
+        deadline = time.monotonic() + 30
+        while self.pending and time.monotonic() < deadline:
+            self.wait(0.1)
+        for e in self.pending:  # their WAL fsync never came back: fail them, not hang
+            e.error = StorageError(f"{log.topic}-{log.partition} was closed while this "
+                                   "append waited; retry it")
+            e.done = True
+        self.pending.clear()
+        self.cond.notify_all()
+
+    # ---------------------------------------------------------------- the segment
+    def write(self, buf: bytes | bytearray, base: int, count: int, last_delta: int,
+              max_ts: int, sync: bool) -> None:
+        """(Lock held.) Write one batch (offsets assigned) at the end of the log."""
+        log = self.log
+        seg = self._maybe_roll(len(buf), count)
+        if base != seg.next_offset:
+            raise StorageError(f"{log.topic}-{log.partition}: batch at offset {base} does not "
+                               f"follow the log end {seg.next_offset}")
+        pos = seg.size
+        try:
+            seg.write(buf, pos)
+            if sync:
+                seg.sync()
+        except StorageError:
+            self._undo(seg, pos)
+            raise
+        seg.appended(pos, base, len(buf), base + last_delta + 1, max_ts)
+        if log.hot is not None:
+            log.hot.add(log, base, base + last_delta + 1, pos, buf)
+
+    @staticmethod
+    def _undo(seg: Segment, pos: int) -> None:
+        # Not acknowledged: cut what may have reached the file so no reader ever sees it.
+        try:
+            os.ftruncate(seg.fd, pos)
+        except OSError:
+            pass  # the next writer's refresh truncates the torn tail instead
+
+    def _maybe_roll(self, nbytes: int, count: int) -> Segment:
+        seg = self.segs.active
+        seg.index_interval = self.log.config.index_interval_bytes
+        if seg.size == 0:
+            return seg
+        if self._must_roll(seg, nbytes, count, 0):
+            return self.log.roll()
+        return seg
+
+    def _must_roll(self, seg: Segment, nbytes: int, count: int, index_entries: int) -> bool:
+        """Would ``nbytes`` more (``count`` records, adding up to ``index_entries`` more index
+        entries before the last batch) overflow the active segment's limits?"""
+        cfg = self.log.config
+        first_ts = seg.first_batch_timestamp
+        return (seg.size + nbytes > cfg.segment_bytes
+                or (first_ts is not None
+                    and clock.now_ms() - max(first_ts, seg.opened_ms) > cfg.segment_ms)
+                or len(seg.index) + index_entries >= cfg.segment_index_bytes // 8
+                or seg.next_offset + count - seg.base > MAX_RELATIVE_OFFSET)

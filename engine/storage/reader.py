@@ -1,0 +1,97 @@
+"""Reading a partition: CRC-checked batches from the hot cache, local segments or the cold tier.
+
+Readers take no lock while they read: they take a snapshot of the log's view (segments, log
+start and end, the tier manifest) under the mutex, then read files. When a segment vanishes
+under them (retention, delete-records, a swap, tiering) they take a new snapshot and go on
+from where they were; they stop at the last complete, CRC-valid batch of the active segment.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..errors import ColdObjectError, CorruptRecordError
+from .segment import BatchRef, Segment, TornTail
+from .segment_set import SegmentGone
+from .tier_view import cold_entry
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
+
+MAX_RETRIES = 10  # new snapshots in a row before a vanished segment is an error
+
+
+def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20) -> Iterator[BatchRef]:
+    """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all."""
+    view = log.view()
+    start, end, bases, active = view.start, view.end, view.bases, view.active
+    tier, tier_bases = view.tier, view.tier_bases
+    if offset < start or offset > end:
+        raise log.out_of_range(offset, start, end)
+    sent = 0
+    hot = log.hot
+    if hot is not None and active.base <= offset < end:
+        for ref in hot.get(log, offset, end, max_bytes):
+            yield ref
+            sent += ref.header.size
+            offset = ref.header.next_offset
+    retries = 0
+    while offset < end and sent < max_bytes:
+        i = bisect_right(bases, offset) - 1
+        seg: Segment
+        try:
+            if i < 0:  # below the local segments: tiered to the cold store
+                entry = cold_entry(tier, tier_bases, offset)
+                if entry is None:
+                    if log.tier_error is not None:
+                        raise log.tier_error
+                    raise SegmentGone(f"offset {offset} of {log.topic}-{log.partition} is "
+                                      "neither local nor in the tier manifest")
+                try:
+                    seg = log.cold_segment(entry)
+                except ColdObjectError:
+                    # restored or deleted by retention since we read the manifest? then the
+                    # next look finds the offsets elsewhere; else the object is gone
+                    view = log.reload_view()
+                    start, bases, tier, tier_bases = view.start, view.bases, view.tier, \
+                        view.tier_bases
+                    if any(e.object == entry.object for e in tier) or retries > MAX_RETRIES:
+                        raise
+                    retries += 1
+                    if offset < start:
+                        raise log.out_of_range(offset, start, end) from None
+                    continue
+                nxt = entry.next_offset
+            else:
+                seg = active if bases[i] == active.base else log.sealed(bases[i])
+                nxt = bases[i + 1] if i + 1 < len(bases) else end
+        except SegmentGone:
+            # deleted by retention, delete-records, a compaction swap or tiering
+            view = log.reload_view()
+            start, bases, tier, tier_bases = view.start, view.bases, view.tier, view.tier_bases
+            if offset < start:
+                raise log.out_of_range(offset, start, end) from None
+            retries += 1
+            if retries > MAX_RETRIES:
+                raise
+            continue
+        try:
+            for ref in seg.iter_batches(seg.position_for(offset), seg.size):
+                if ref.header.next_offset <= offset:
+                    continue
+                yield ref
+                sent += ref.header.size
+                offset = ref.header.next_offset
+                if sent >= max_bytes:
+                    return
+        except TornTail as t:
+            if seg is active:
+                return  # a batch still being written by another process
+            raise CorruptRecordError(
+                f"sealed segment {seg.path} ends with an incomplete batch at position "
+                f"{t.position}; run 'rivven segment recover'", seg.path, t.position) from None
+        if seg is active:
+            return
+        offset = max(offset, nxt)

@@ -1,0 +1,173 @@
+"""The segments of one partition directory, in offset order; the last one is active.
+
+Sealed segments are opened on demand and their size is their file size (their tail is scanned
+only when a reader needs their last timestamp). A segment dropped from the set — deleted by
+retention or delete-records, replaced by a swap — is closed when its last reader lets go of
+it (``Segment.__del__``), which is what frees its disk space.
+
+Every method that changes the set runs with the partition lock held (engine.storage.log).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..errors import UnknownTopic
+from ..failpoint import failpoint
+from . import files
+from .checkpoint import read_checkpoint
+from .segment import Segment
+
+
+class SegmentGone(UnknownTopic):
+    """A segment file disappeared under a reader (retention, delete-records, topic delete)."""
+
+
+class SegmentSet:
+    def __init__(self, directory: str, topic: str, partition: int, writable: bool,
+                 cuts: list[dict], progress: Callable[[str, int, int], None] | None) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.writable = writable
+        self.cuts = cuts  # damaged tails cut while loading (shared with the engine)
+        self.progress = progress  # long scans report (what, total, done) bytes
+        self.index_interval = 4096  # the topic's index.interval.bytes (PartitionLog.config)
+        self.segments: dict[int, Segment] = {}
+        self.bases: list[int] = []
+        self.active: Segment = None  # type: ignore[assignment]  # set by open_active
+        self._prefix = os.path.join(directory, "")  # + files.name(...): a file's path
+
+    def close(self) -> None:
+        for seg in self.segments.values():
+            seg.close()
+        self.segments.clear()
+
+    # ---------------------------------------------------------------- the list
+    def relist(self) -> None:
+        try:
+            bases = files.segment_bases(self.dir)
+        except FileNotFoundError:
+            raise UnknownTopic(f"partition {self.partition} of topic {self.topic!r} is gone"
+                               ) from None
+        if not bases:
+            if self.writable:
+                Segment(self.dir, 0, True, create=True).close()
+            bases = [0]
+        for b in list(self.segments):
+            if b not in bases:
+                self.segments.pop(b)  # closed when no reader holds it any more
+        self.bases = bases
+
+    def open(self, base: int) -> Segment:
+        seg = self.segments.get(base)
+        if seg is None:
+            try:
+                seg = Segment(self.dir, base, self.writable)
+            except FileNotFoundError:
+                raise SegmentGone(
+                    f"segment {base} of {self.topic}-{self.partition} vanished (topic deleted?)"
+                ) from None
+            seg.index_interval = self.index_interval
+            seg.cuts = self.cuts
+            seg.progress = self.progress
+            self.segments[base] = seg
+        return seg
+
+    def open_active(self, repair: bool) -> None:
+        """Open and load the last segment (a writer, ``repair``, mends its tail)."""
+        self.active = self.open(self.bases[-1])
+        self.active.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
+
+    def sealed(self, base: int) -> Segment:
+        """A sealed segment: its size is its file size; loaded (tail scanned) on demand."""
+        seg = self.open(base)
+        if not seg.loaded and seg is not self.active:
+            i = self.bases.index(base)
+            seg.size = seg.file_size()
+            seg.next_offset = self.bases[i + 1] if i + 1 < len(self.bases) else seg.next_offset
+        return seg
+
+    def all(self) -> list[Segment]:
+        return [self.active if b == self.active.base else self.sealed(b) for b in self.bases]
+
+    def refresh(self, repair: bool) -> bool:
+        """Catch up with what other processes wrote to the active segment, and follow the
+        segments they rolled. Returns True when the active segment shrank (a repair cut it)."""
+        act = self.active
+        if repair and act.needs_repair:
+            act.load(repair=True, checkpoint=read_checkpoint(self.dir))
+        shrank = False
+        size = act.file_size()
+        if size != act.size:
+            shrank = size < act.size
+            act.catch_up(repair)
+        # (access, not exists: no exception raised and caught on the common miss)
+        while act.next_offset > act.base and os.access(
+                f"{self._prefix}{act.next_offset:020d}{files.LOG}", os.F_OK):
+            self.relist()
+            act = self.open(act.next_offset)
+            act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
+            self.active = act
+        return shrank
+
+    def drop_replaced(self) -> None:
+        """Forget cached sealed segments whose file was replaced or deleted (a swap)."""
+        stale = False
+        for base, seg in list(self.segments.items()):
+            if seg is self.active:
+                continue
+            try:
+                same = os.stat(seg.path).st_ino == os.fstat(seg.fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # (closed when no reader holds it any more)
+                self.segments.pop(base)
+                stale = True
+        if stale:
+            self.relist()
+
+    # ---------------------------------------------------------------- changes (lock held)
+    def roll(self) -> Segment:
+        """Seal the active segment (fsync log and indexes) and start a new one at the end."""
+        old = self.active
+        old.sync_all()
+        new = Segment(self.dir, old.next_offset, True, create=True)
+        new.index_interval = self.index_interval
+        new.cuts = self.cuts
+        new.next_offset = old.next_offset
+        new.loaded = True
+        files.fsync_dir(self.dir)
+        self.segments[new.base] = new
+        self.bases.append(new.base)
+        self.active = new
+        return new
+
+    def drop_orphan_indexes(self) -> None:
+        """Index files whose .log is gone: a deletion cut short by a crash."""
+        bases = set(self.bases)
+        for f in os.listdir(self.dir):
+            parsed = files.parse(f)
+            if parsed and parsed[1] in (files.INDEX, files.TIMEINDEX) and parsed[0] not in bases:
+                os.unlink(os.path.join(self.dir, f))
+
+    def delete_below(self, start: int) -> list[dict]:
+        """Delete sealed segments whose offsets all lie below ``start``."""
+        n = 0
+        while n < len(self.bases) - 1 and self.bases[n + 1] <= start:
+            n += 1
+        return self.delete_first(n)
+
+    def delete_first(self, n: int) -> list[dict]:
+        """Delete the ``n`` oldest segments (never the active one); a row per segment."""
+        gone = []
+        for i, base in enumerate(self.bases[:min(n, len(self.bases) - 1)]):
+            self.segments.pop(base, None)  # closed when no reader holds it any more
+            size = files.delete_segment(self.dir, base)
+            gone.append({"base_offset": base, "next_offset": self.bases[i + 1], "bytes": size})
+            failpoint("segment-deleted")
+        if gone:
+            files.fsync_dir(self.dir)
+            self.bases = self.bases[len(gone):]
+        return gone

@@ -1,0 +1,129 @@
+"""The one crash-safe way to replace a partition's segments (Kafka's ``.cleaned`` -> ``.swap``).
+
+Compaction and restore hand finished segments to ``PartitionLog.replace_segments``, which
+calls, under the partition lock:
+
+1. ``stage``: move each staged file to ``<name>.cleaned`` in the partition dir and fsync it;
+2. ``commit``: write ``compaction.swap.json`` atomically — the commit point:
+   ``{"segments": [bases installed], "replaces": [bases removed],
+   "files": {name: JSON written as that file}}``;
+3. ``roll_forward``: ``.cleaned`` -> ``.swap`` (fsync dir), ``.swap`` -> final name (fsync
+   dir; a replaced segment with the same base goes in this one rename), write the side files
+   (``.cleaner``, ``tier.json``), delete the replaced segments that were not overwritten,
+   delete the swap manifest.
+
+Whoever finds the manifest finishes the swap: a writer opening the partition, or the next
+replacement (``roll_forward`` is idempotent). Without it, ``.cleaned`` and ``.swap`` files are
+debris of a swap that never committed, and are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import RivvenError
+from ..failpoint import failpoint
+from . import files
+
+MANIFEST = "compaction.swap.json"  # (named for its first user; the name is on disk)
+
+
+class SwapRefused(RivvenError):
+    """Nothing was replaced: the partition changed since the caller planned the swap."""
+
+
+def pending(pdir: str) -> bool:
+    return os.path.exists(os.path.join(pdir, MANIFEST))
+
+
+def stage(pdir: str, staged_dir: str, bases: Sequence[int]) -> None:
+    """(Lock held.) Move the staged segments in as ``.cleaned`` files, each fsynced."""
+    for b in bases:
+        for suffix in files.INSTALL_ORDER:
+            dst = files.path(pdir, b, suffix + files.CLEANED)
+            shutil.move(files.path(staged_dir, b, suffix), dst)
+            files.fsync_file(dst)
+    files.fsync_dir(pdir)
+
+
+def commit(pdir: str, install: Sequence[int], remove: Sequence[int],
+           side_files: Mapping[str, Any]) -> None:
+    """(Lock held, staged.) The commit point: from here on the swap happens."""
+    manifest = {"segments": list(install), "replaces": list(remove), "files": dict(side_files)}
+    files.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
+
+
+def _read(pdir: str) -> dict[str, Any] | None:
+    """The manifest, checked: bases are offsets, side files are plain names in ``pdir``."""
+    p = os.path.join(pdir, MANIFEST)
+    try:
+        with open(p, "rb") as f:
+            m = json.loads(f.read(64 << 20))
+        install = [int(b) for b in m["segments"]]
+        remove = [int(b) for b in m["replaces"]]
+        side = dict(m.get("files") or {})
+        if "cleaner" in m:  # written by rivven before the protocol moved into storage
+            side[".cleaner"] = m["cleaner"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise RivvenError(f"swap manifest {p} is damaged ({e}): the swap it commits cannot "
+                          "be finished; restore the file from a backup") from None
+    for name in side:
+        if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+            raise RivvenError(f"swap manifest {p} names the file {name!r} outside its partition")
+    if any(b < 0 for b in install + remove):
+        raise RivvenError(f"swap manifest {p} names a negative base offset")
+    return {"install": install, "remove": remove, "files": side}
+
+
+def roll_forward(pdir: str) -> bool:
+    """Finish a committed swap, or discard the debris of one that never committed. Run with
+    the partition lock held. Idempotent. Returns True when a swap was finished."""
+    m = _read(pdir)
+    if m is None:
+        for f in os.listdir(pdir):  # debris of a swap that never committed
+            if f.endswith((files.CLEANED, files.SWAP)) or f.startswith(MANIFEST + ".tmp."):
+                os.unlink(os.path.join(pdir, f))
+        return False
+    install = m["install"]
+    # 1. .cleaned -> .swap: every new file is whole and fsynced under a name of its own
+    for b in install:
+        for suffix in files.INSTALL_ORDER:
+            c = files.path(pdir, b, suffix + files.CLEANED)
+            if os.path.exists(c):
+                os.replace(c, files.path(pdir, b, suffix + files.SWAP))
+                failpoint("swap-renaming")
+    files.fsync_dir(pdir)
+    failpoint("swap-swapped")
+    # 2. .swap -> final name (a replaced segment with the same base goes in this rename)
+    for b in install:
+        for suffix in files.INSTALL_ORDER:
+            s = files.path(pdir, b, suffix + files.SWAP)
+            if os.path.exists(s):
+                os.replace(s, files.path(pdir, b, suffix))
+                failpoint("swap-installing")
+    files.fsync_dir(pdir)
+    # 3. side files (the tier manifest must name cold copies before local ones go)
+    for name, doc in m["files"].items():
+        files.write_atomic(os.path.join(pdir, name), json.dumps(doc).encode())
+    failpoint("swap-files")
+    # 4. the replaced segments not overwritten by a new one
+    for b in m["remove"]:
+        if b in install:
+            continue
+        for suffix in files.DELETE_ORDER:
+            try:
+                os.unlink(files.path(pdir, b, suffix))
+                failpoint("swap-deleting")
+            except FileNotFoundError:
+                pass
+    files.fsync_dir(pdir)
+    failpoint("swap-cleaner")
+    os.unlink(os.path.join(pdir, MANIFEST))
+    files.fsync_dir(pdir)
+    return True

@@ -1,0 +1,132 @@
+"""Topic administration: create, delete, alter configs, add partitions (``topics.json``).
+
+Every change holds ``catalog.lock`` and rewrites the catalog atomically. A topic's partition
+dirs are made before the catalog names them (a crash leaves debris that the next create of
+the name removes) and trashed after it stops naming them (a crash leaves files only).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import InvalidArgument, InvalidConfig, TopicExists, UnknownTopic
+from . import datadir, files, tier_manifest
+from .catalog import Catalog, TopicMeta, check_topic_name
+from .config import KEYS, TopicConfig, check_combination, validate
+from .locks import flocked
+
+MAX_PARTITIONS = 10_000
+
+
+class Topics:
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
+        self.catalog = Catalog(data_dir)
+
+    def get(self, name: str) -> TopicMeta:
+        """Metadata of an existing topic (raises UnknownTopic)."""
+        meta = self.catalog.get(name)
+        if meta is None:
+            check_topic_name(name)
+            raise UnknownTopic(f"topic {name!r} does not exist; create it with "
+                               f"'rivven topic create {name}'")
+        return meta
+
+    def cached(self, name: str) -> TopicMeta | None:
+        """The topic as last read, without looking at the file (None when unknown)."""
+        return self.catalog.topics.get(name)
+
+    def all(self) -> list[TopicMeta]:
+        self.catalog.refresh()
+        return [self.catalog.topics[n] for n in sorted(self.catalog.topics)]
+
+    def create(self, name: str, partitions: int, config: dict[str, str],
+               if_not_exists: bool) -> TopicMeta:
+        check_topic_name(name)
+        if not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidArgument(
+                f"invalid partition count {partitions}: use 1 to {MAX_PARTITIONS}")
+        cfg = validate(config)
+        check_combination(cfg)
+        with self.catalog.mutate() as topics:
+            if name in topics:
+                if if_not_exists:
+                    return topics[name]
+                raise TopicExists(f"topic {name!r} already exists; use --if-not-exists to ignore")
+            meta = TopicMeta.new(name, partitions, cfg)
+            tdir = os.path.join(self.data_dir, "topics", name)
+            if os.path.exists(tdir):  # debris of a create that crashed before the catalog write
+                datadir.trash(self.data_dir, tdir, name)
+            for p in range(partitions):
+                datadir.make_partition(self.data_dir, name, p)
+            files.fsync_dir(os.path.join(self.data_dir, "topics"))
+            topics[name] = meta
+        return meta
+
+    def delete(self, name: str, before_removal: Callable[[TopicMeta], Any] | None = None
+               ) -> Any:
+        """Remove a topic and its files; returns what ``before_removal(meta)`` returned (it
+        runs under the catalog lock, before the files go)."""
+        with self.catalog.locked() as topics:
+            meta = topics.pop(name, None)
+            if meta is None:
+                self.get(name)  # raises the usual error
+            # The catalog goes first: a crash after it leaves only files, which the next
+            # create of this name (under this same lock) moves to trash.
+            self.catalog.write(topics)
+            for p in range(meta.partitions):
+                lock = os.path.join(files.partition_dir(self.data_dir, name, p), files.LOCK_FILE)
+                try:
+                    fd = os.open(lock, os.O_RDWR)
+                except FileNotFoundError:
+                    continue
+                try:
+                    with flocked(fd):  # waits for an append in flight, then marks it gone
+                        os.unlink(lock)
+                finally:
+                    os.close(fd)
+            kept = before_removal(meta) if before_removal is not None else None
+            tdir = os.path.join(self.data_dir, "topics", name)
+            if os.path.exists(tdir):
+                datadir.trash(self.data_dir, tdir, name)
+        return kept
+
+    def alter_config(self, name: str, updates: dict[str, str], delete: Sequence[str]
+                     ) -> TopicMeta:
+        updates = validate(updates)
+        validate({k: KEYS[k].default if k in KEYS else "" for k in delete})  # unknown keys
+        with self.catalog.mutate() as topics:
+            meta = topics.get(name)
+            if meta is None:
+                self.get(name)
+            cfg = dict(meta.config)
+            cfg.update(updates)
+            for k in delete:
+                cfg.pop(k, None)
+            check_combination(cfg)
+            if TopicConfig.from_overrides(cfg).compacted:
+                cold = sum(len(tier_manifest.load(files.partition_dir(self.data_dir, name, p)))
+                           for p in range(meta.partitions))
+                if cold:
+                    raise InvalidConfig(
+                        f"topic {name!r} has {cold} segment(s) in the cold store, which compaction "
+                        f"would never clean: bring them back first with 'rivven tier restore "
+                        f"{name} --from 0', then set cleanup.policy")
+            topics[name] = TopicMeta(name, meta.id, meta.partitions, cfg, meta.created_ms)
+        return self.get(name)
+
+    def add_partitions(self, name: str, total: int) -> TopicMeta:
+        with self.catalog.mutate() as topics:
+            meta = topics.get(name)
+            if meta is None:
+                self.get(name)
+            if not isinstance(total, int) or total <= meta.partitions or total > MAX_PARTITIONS:
+                raise InvalidArgument(
+                    f"topic {name!r} has {meta.partitions} partitions; --total must be larger "
+                    f"(at most {MAX_PARTITIONS}), partitions can never be removed")
+            for p in range(meta.partitions, total):
+                datadir.make_partition(self.data_dir, name, p)
+            topics[name] = TopicMeta(name, meta.id, total, meta.config, meta.created_ms)
+        return self.get(name)

@@ -1,0 +1,69 @@
+"""Bringing cold segments back to local disk (``rivven tier restore``).
+
+Download every picked segment (each file checked against the manifest's size and CRC32C) into
+a staging folder in the partition dir, then one swap (PartitionLog.replace_segments) installs
+them and writes the manifest without them; only then are the cold objects deleted. A crash
+before the swap commits leaves the staging folder (removed by the next restore) and the log as
+it was; after it, the swap is finished by whoever finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from ..failpoint import failpoint
+from ..storage import files, tier_manifest
+from ..storage.log import PartitionLog
+from ..storage.tier_manifest import SUFFIXES, ColdSegment
+from . import cold
+from .cache import download_segment
+from .tier import locked, manifest_row
+
+STAGING_PREFIX = ".restore-"
+
+
+def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[str, Any]:
+    """Bring the cold segments from the one holding ``from_offset`` up to the local start back
+    to local disk, then drop them from the manifest and the cold store."""
+    with locked(log):
+        log.cold_entries()  # (refreshes the view; raises on a damaged manifest)
+        entries = tier_manifest.load(log.dir)
+        # entries held locally too (a crash between a tier run's manifest write and its
+        # deletes) only lose their cold copy
+        pick = [e for e in entries if e.next_offset > from_offset]
+        out: dict[str, Any] = {"topic": log.topic, "partition": log.partition,
+                               "from_offset": from_offset, "dry_run": dry_run,
+                               "segments": [manifest_row(e) for e in pick],
+                               "bytes": sum(e.bytes for e in pick)}
+        if dry_run or not pick:
+            return out
+        for name in os.listdir(log.dir):  # a restore that died: we hold the tier lock
+            if name.startswith(STAGING_PREFIX):
+                shutil.rmtree(os.path.join(log.dir, name), ignore_errors=True)
+        staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=log.dir)
+        try:
+            install = [e.base_offset for e in pick if not _is_local(log, e)]
+            for e in pick:
+                if e.base_offset in install:
+                    download_segment(e, staging)
+            picked = {e.object for e in pick}
+            log.replace_segments(install=install, staged_dir=staging, side_files={
+                tier_manifest.MANIFEST: tier_manifest.document(
+                    [e for e in entries if e.object not in picked])})
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        failpoint("restore-manifest")
+        for e in pick:
+            for suffix in SUFFIXES:
+                cold.remove(e.url(suffix))
+        return out
+
+
+def _is_local(log: PartitionLog, e: ColdSegment) -> bool:
+    try:
+        return os.path.getsize(files.path(log.dir, e.base_offset, files.LOG)) == e.bytes
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,162 @@
+"""An engine's WAL: its own stream (made with the first append), the interval syncer,
+checkpoints, and the recovery of streams whose process died.
+
+A checkpoint rotates the stream, fsyncs every partition written since the last one (recording
+its recovery point), and then deletes the WAL files wholly before the rotation. Recovery —
+replaying dead streams, cutting their torn tails — holds ``wal/recovery.lock``: a process
+opening the data dir meanwhile waits, so nobody appends to a partition before the
+acknowledged batches of a crashed writer are back in it, and a dead stream never looks live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import RivvenError, UnknownTopic
+from ..storage.catalog import TopicMeta
+from ..storage.locks import lock_path
+from ..storage.log import PartitionLog
+from ..storage.partitions import Partitions
+from ..storage.settings import Settings
+from . import replay
+from .stream import RECOVERY_LOCK, WalStream
+
+
+class WalOwner:
+    def __init__(self, data_dir: str, settings: Settings, partitions: Partitions,
+                 read_only: bool,
+                 after_checkpoint: Callable[[PartitionLog], None] | None = None,
+                 after_checkpoints: Callable[[], None] | None = None) -> None:
+        self.data_dir = data_dir
+        self.settings = settings
+        self.partitions = partitions
+        self.read_only = read_only
+        self.after_checkpoint = after_checkpoint  # per partition checkpointed (retention)
+        self.after_checkpoints = after_checkpoints  # once per checkpoint (published figures)
+        self.stream: WalStream | None = None
+        self.checkpoint_error: RivvenError | None = None  # of the last background checkpoint
+        self._mutex = threading.Lock()
+        self._ckpt_lock = threading.Lock()
+        self._ckpt_at = 0
+        self._ckpt_time = time.monotonic()
+        self._syncer: threading.Thread | None = None
+        self._recovery_mutex = threading.Lock()
+        self._recovery_owner: int | None = None
+
+    # ---------------------------------------------------------------- the stream
+    def attach(self, log: PartitionLog) -> None:
+        """Give ``log`` this engine's stream (created on first use)."""
+        if log.wal is None:
+            log.wal = self._stream()
+
+    def _stream(self) -> WalStream:
+        if self.stream is None:
+            with self.recovery_lock(), self._mutex:  # same order as recovery takes them
+                if self.stream is None:
+                    self.stream = WalStream(self.data_dir, self.settings.wal_segment_bytes)
+                    if self.settings.wal_sync == "interval":
+                        self._syncer = threading.Thread(target=self._sync_loop, daemon=True,
+                                                        name="rivven-wal-sync")
+                        self._syncer.start()
+        return self.stream
+
+    def _sync_loop(self) -> None:
+        wal = self.stream
+        while wal is not None and not wal.closed:
+            time.sleep(self.settings.wal_sync_interval_ms / 1000)
+            try:
+                if not wal.closed:
+                    wal.sync(wal.written)
+            except (RivvenError, OSError):
+                pass  # the next produce or checkpoint reports it
+
+    def close(self, delete: bool) -> None:
+        if self.stream is not None:
+            self.stream.close(delete=delete)
+
+    # ---------------------------------------------------------------- checkpoints
+    def checkpoint(self) -> list[dict[str, Any]]:
+        """fsync every partition this process wrote, record recovery points, and delete the
+        WAL files wholly below them."""
+        with self._ckpt_lock:
+            done = []
+            wal = self.stream
+            boundary = wal.rotate() if wal is not None else 0
+            for name, p, log in self.partitions.open_logs():
+                if log.dirty and log.writable:
+                    try:
+                        done.append({"topic": name, "partition": p, **log.checkpoint()})
+                        if self.after_checkpoint is not None:
+                            self.after_checkpoint(log)
+                    except UnknownTopic:
+                        pass  # deleted meanwhile: its WAL records are moot
+            if wal is not None:
+                # only files before *this* rotation: a later one (the WAL rotates by size)
+                # may hold records of partitions checkpointed before they were written
+                for f in wal.files_before(boundary):
+                    os.unlink(f)
+                self._ckpt_at = wal.written
+            self._ckpt_time = time.monotonic()
+            if self.after_checkpoints is not None:
+                self.after_checkpoints()
+            return done
+
+    def maybe_checkpoint(self) -> None:
+        """Checkpoint when enough WAL bytes or time went by (after a produce)."""
+        wal = self.stream
+        if wal is None:
+            return
+        st = self.settings
+        if (wal.written - self._ckpt_at >= st.checkpoint_bytes
+                or (time.monotonic() - self._ckpt_time) * 1000 >= st.checkpoint_ms):
+            if not self._ckpt_lock.locked():  # one already running covers this one
+                try:
+                    self.checkpoint()
+                except RivvenError as e:
+                    # the produce itself succeeded; the WAL keeps everything until a later
+                    # checkpoint (or close) succeeds
+                    self.checkpoint_error = e
+
+    # ---------------------------------------------------------------- dead streams
+    def replay(self, topics: Callable[[], list[TopicMeta]],
+               log_for: Callable[[TopicMeta, int], PartitionLog],
+               progress: Callable[[str, int, int], None] | None,
+               dry_run: bool = False) -> dict[str, Any]:
+        """Replay the streams whose process is gone (engine.wal.replay)."""
+        with self.recovery_lock():
+            return replay.replay_dead_streams(self.data_dir, self._own(), topics, log_for,
+                                              progress, dry_run)
+
+    def recover_tails(self, dry_run: bool = False) -> list[dict[str, Any]]:
+        """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
+        with self.recovery_lock():
+            return replay.cut_dead_tails(self.data_dir, self._own(), dry_run)
+
+    def _own(self) -> str | None:
+        return self.stream.id if self.stream is not None else None
+
+    @contextlib.contextmanager
+    def recovery_lock(self) -> Iterator[None]:
+        """Held by whoever takes dead streams' locks or creates a stream, so a dead stream never
+        looks live to a process opening the data dir (re-entrant within this engine)."""
+        if self._recovery_owner == threading.get_ident():
+            yield
+            return
+        with self._recovery_mutex:
+            self._recovery_owner = threading.get_ident()
+            try:
+                root = os.path.join(self.data_dir, "wal")
+                if not os.path.isdir(root):
+                    if self.read_only:
+                        yield
+                        return
+                    os.makedirs(root, exist_ok=True)
+                with lock_path(os.path.join(root, RECOVERY_LOCK)):
+                    yield
+            finally:
+                self._recovery_owner = None
