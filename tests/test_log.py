@@ -73,7 +73,7 @@ def test_torn_tail_is_invisible_then_truncated_by_next_writer(data_dir):
     log_path = os.path.join(pdir(data_dir), "00000000000000000000.log")
     size = os.path.getsize(log_path)
     with open(log_path, "ab") as f:  # half a batch, as a writer killed mid-write leaves it
-        from engine.format.records import encode_batch
+        from engine.format.encode import encode_batch
         f.write(bytes(encode_batch([b"k"], [b"torn"], 1).assign(21))[:50])
     with Engine.open(data_dir, read_only=True) as ro:
         assert ro.end_offsets("t") == {0: 21}
@@ -148,7 +148,7 @@ def test_segment_ms_rolls_by_age(data_dir, monkeypatch):
 
 
 def test_reads_skip_offset_gaps(data_dir):
-    from engine.format.records import encode_batch
+    from engine.format.encode import encode_batch
     from engine.storage.log import PartitionLog
 
     with Engine.open(data_dir) as eng:

@@ -140,7 +140,9 @@ def test_arrow_encoder_takes_any_binary_array():
 
     import pyarrow as pa
 
-    from engine.format.records import body_of, decode_columns, encode_batch, layout, read_header
+    from engine.format.decode import body_of, decode_columns, layout
+    from engine.format.encode import encode_batch
+    from engine.format.records import read_header
 
     def roundtrip(values):
         buf = bytes(encode_batch([b"k"] * len(values), values, 5).assign(0))

@@ -6,15 +6,9 @@ from hypothesis import strategies as st
 
 from engine.errors import CorruptRecordError, InvalidArgument
 from engine.format import codecs
-from engine.format.records import (
-    HEADER_SIZE,
-    body_of,
-    check_crc,
-    decode_records,
-    encode_batch,
-    layout,
-    read_header,
-)
+from engine.format.decode import body_of, decode_records, layout
+from engine.format.encode import encode_batch
+from engine.format.records import HEADER_SIZE, check_crc, read_header
 
 blobs = st.one_of(st.none(), st.binary(max_size=300))
 header_lists = st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))),

@@ -20,7 +20,8 @@ from typing import Any
 from .. import clock
 from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic
 from ..format import codecs
-from ..format.records import HEADER_SIZE, Record, encode_batch
+from ..format.encode import encode_batch
+from ..format.records import HEADER_SIZE, Record
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog

@@ -18,15 +18,8 @@ from typing import Any, NamedTuple
 from ..errors import InvalidArgument
 from ..format.arrow import batch_columns
 from ..format.arrow import table as arrow_table
-from ..format.records import (
-    ColumnBatch,
-    Layout,
-    Record,
-    body_of,
-    decode_columns,
-    decode_records,
-    layout,
-)
+from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
+from ..format.records import ColumnBatch, Record
 from ..storage.log import PartitionLog
 from ..storage.segment import BatchRef, Segment
 

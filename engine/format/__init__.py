@@ -2,8 +2,29 @@
 
 No file or network I/O, no locks, no clock. May import: ``engine.errors`` only.
 
-- ``records``: ``Record``, the 72-byte batch header, encoding a batch, checking its CRC32C,
-  finding and decoding the columns of its body (docs/FORMAT.md has every byte).
-- ``codecs``: gzip, snappy, lz4, zstd behind ``compress``/bounded ``decompress``.
-- ``arrow``: a batch body as pyarrow arrays without copying.
+- ``records``: ``Record``, ``ColumnBatch``, the 72-byte batch header and its CRC32C check
+  (docs/FORMAT.md has every byte)
+- ``encode``: columns -> batch bytes; ``decode``: the body's buffers found and checked ->
+  columns, Records
+- ``arrow``: a batch body as pyarrow arrays without copying
+- ``codecs``: gzip, snappy, lz4, zstd behind ``compress``/bounded ``decompress``
+- ``crc``: CRC32C (the C library, loaded on first use)
+
+The names most callers need are here too: ``from engine.format import encode_batch``.
 """
+
+from .decode import Layout, body_of, decode_columns, decode_records, layout
+from .encode import encode_batch
+from .records import (
+    HEADER_SIZE,
+    BatchHeader,
+    ColumnBatch,
+    EncodedBatch,
+    Record,
+    check_crc,
+    read_header,
+)
+
+__all__ = ["HEADER_SIZE", "BatchHeader", "ColumnBatch", "EncodedBatch", "Layout", "Record",
+           "body_of", "check_crc", "decode_columns", "decode_records", "encode_batch",
+           "layout", "read_header"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from .records import BatchHeader, Layout, arrow, binary_array
+from .decode import Layout, binary_array
+from .records import BatchHeader, arrow
 
 _cache: dict[str, Any] = {}
 

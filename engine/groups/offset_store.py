@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError, StorageError
-from ..format.records import crc32c
+from ..format.crc import crc32c
 from ..storage import files
 from ..storage.locks import flocked, open_lock_file
 

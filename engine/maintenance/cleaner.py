@@ -17,16 +17,9 @@ from typing import Any
 
 from ..errors import RivvenError
 from ..format.arrow import batch_columns
-from ..format.records import (
-    ATTR_CODEC,
-    ATTR_EXPLICIT_OFFSETS,
-    ATTR_HAS_HEADERS,
-    ATTR_VALUE_NULLS,
-    body_of,
-    decode_columns,
-    encode_batch,
-    layout,
-)
+from ..format.decode import body_of, decode_columns, layout
+from ..format.encode import encode_batch
+from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
 from ..storage import files
 from ..storage.segment import Segment
 

@@ -23,7 +23,8 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
-from ..format.records import ATTR_VALUE_NULLS, body_of, decode_columns, layout
+from ..format.decode import body_of, decode_columns, layout
+from ..format.records import ATTR_VALUE_NULLS
 from ..storage.swap import SwapRefused
 from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group
 

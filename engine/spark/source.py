@@ -155,7 +155,7 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
     import pyarrow as pa
 
     from ..format.arrow import batch_columns, offsets_column
-    from ..format.records import body_of, layout
+    from ..format.decode import body_of, layout
     from ..storage.segment import Segment
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import ColdObjectError, RivvenError, StorageError
-from ..format import records
+from ..format import crc
 from ..storage import files
 
 CHUNK = 8 << 20
@@ -103,13 +103,13 @@ def _chunks(f: Any) -> Any:
 
 def _copy(f: Any, write: Any = None) -> tuple[int, int]:
     """Read ``f`` to its end, passing each chunk to ``write``; returns (bytes, crc32c)."""
-    size = crc = 0
+    size = value = 0
     for chunk in _chunks(f):
-        crc = records.crc32c(chunk, crc)
+        value = crc.crc32c(chunk, value)
         size += len(chunk)
         if write is not None:
             write(chunk)
-    return size, crc
+    return size, value
 
 
 def _put_local(fin: Any, dest: str) -> tuple[int, int]:
@@ -122,7 +122,7 @@ def _put_local(fin: Any, dest: str) -> tuple[int, int]:
             chunk = chunk[os.write(fd, chunk):]
 
     try:
-        size, crc = _copy(fin, write)
+        size, value = _copy(fin, write)
         os.fdatasync(fd)
     except BaseException:
         os.close(fd)
@@ -131,7 +131,7 @@ def _put_local(fin: Any, dest: str) -> tuple[int, int]:
     os.close(fd)
     os.rename(tmp, dest)
     files.fsync_dir(os.path.dirname(dest))
-    return size, crc
+    return size, value
 
 
 def checksum(uri: str) -> tuple[int, int]:

@@ -9,7 +9,8 @@ from typing import Any
 
 from ..errors import CorruptRecordError, DataDirError
 from ..format.codecs import IDS
-from ..format.records import HEADER_SIZE, body_of, check_crc, decode_records, layout, read_header
+from ..format.decode import body_of, decode_records, layout
+from ..format.records import HEADER_SIZE, check_crc, read_header
 from ..storage.files import parse
 from ..storage.log import PartitionLog
 

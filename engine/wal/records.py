@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError
-from ..format import records
+from ..format import crc
 from ..format.records import check_crc, read_header
 
 SUFFIX = ".wal"
@@ -38,11 +38,11 @@ _ZEROS = bytes(8)
 def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
                         ) -> bytes:
     nb = name.encode()
-    crc32c = records.crc32c
+    crc32c = crc.crc32c
     head = PAYLOAD.pack(topic_id, partition, time.time_ns(), len(nb)) + nb
-    crc = crc32c(batch, crc32c(head, crc32c(_TYPE_BYTES)))
+    value = crc32c(batch, crc32c(head, crc32c(_TYPE_BYTES)))
     length = len(head) + len(batch)
-    return b"".join((FRAME.pack(length, TYPE_BATCH, crc), head, batch,
+    return b"".join((FRAME.pack(length, TYPE_BATCH, value), head, batch,
                      _ZEROS[:-(FRAME_SIZE + length) & 7]))
 
 
@@ -93,7 +93,7 @@ def scan_file(path: str) -> Iterator[WalRecord]:
         if pos + FRAME_SIZE > size:
             raise WalTail(pos, f"{size - pos} trailing bytes, less than a record frame",
                           not any(data[pos:]), incomplete=True)
-        length, rtype, crc = FRAME.unpack_from(data, pos)
+        length, rtype, stored = FRAME.unpack_from(data, pos)
         if length == 0:
             if not _zeros_from(data, pos):
                 raise WalTail(pos, "zero length followed by non-zero bytes", False)
@@ -105,7 +105,7 @@ def scan_file(path: str) -> Iterator[WalRecord]:
             raise WalTail(pos, f"record of {length} bytes runs past the end of the file", False,
                           incomplete=True)
         payload = mv[pos + FRAME_SIZE:end]
-        if records.crc32c(payload, records.crc32c(data[pos + 4:pos + 8])) != crc:
+        if crc.crc32c(payload, crc.crc32c(data[pos + 4:pos + 8])) != stored:
             # followed by nothing but zeros: a write in flight or torn by a crash in a
             # zero-filled file (the same as a record running past the end of an unfilled one)
             raise WalTail(pos, "CRC mismatch", False, incomplete=_zeros_from(data, end))

@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
-from ..format.records import body_of, decode_records, layout, read_header
+from ..format.decode import body_of, decode_records, layout
+from ..format.records import read_header
 from ..storage.locks import open_lock_file, try_lock
 from .records import WalTail, check_record_batch, scan_file
 from .stream import LOCK, RECOVERY_LOCK, stream_files

@@ -1,0 +1,205 @@
+"""Encoding a batch: columns in, batch bytes out (the layout is in engine.format.records)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
+
+from ..errors import InvalidArgument
+from . import codecs, crc
+from .records import (
+    ATTR_CODEC,
+    ATTR_CONTROL,
+    ATTR_EXPLICIT_OFFSETS,
+    ATTR_HAS_HEADERS,
+    ATTR_HEADER_VALUE_NULLS,
+    ATTR_KEY_NULLS,
+    ATTR_TRANSACTIONAL,
+    ATTR_UNIFORM_TIMESTAMP,
+    ATTR_VALUE_NULLS,
+    CRC_FROM,
+    HEADER,
+    HEADER_SIZE,
+    LENGTH_PREFIX,
+    MAGIC,
+    MAX_BATCH_BYTES,
+    EncodedBatch,
+    arrow,
+)
+
+_ZEROS = bytes(8)
+
+
+def _pad(parts: list, b: Any) -> int:
+    parts.append(b)
+    n = len(b)
+    if n & 7:
+        parts.append(_ZEROS[: 8 - (n & 7)])
+    return n + (-n & 7)
+
+
+def _arrow_column(parts: list, arr: Any) -> bool:
+    """A pyarrow binary array is already this layout: copy its buffers (no Python bytes)."""
+    pa = arrow()
+    if hasattr(arr, "combine_chunks"):  # a ChunkedArray: one array
+        arr = arr.combine_chunks()
+    if arr.type not in (pa.binary(), pa.string()):  # large_binary/large_string: int64 offsets
+        arr = arr.cast(pa.binary())
+    n = len(arr)
+    validity, offsets, data = arr.buffers()
+    if arr.offset or struct.unpack_from("<i", offsets, 0)[0]:
+        # a slice (or offsets not starting at 0, as from IPC): make its buffers start at 0
+        arr = arr.take(pa.array(range(n), pa.int32()))
+        validity, offsets, data = arr.buffers()
+    nulls = arr.null_count > 0
+    if nulls:
+        bits = bytearray(validity.to_pybytes()[: (n + 7) // 8])
+        if n & 7:
+            bits[-1] &= (1 << (n & 7)) - 1  # Arrow leaves padding bits undefined
+        _pad(parts, bytes(bits))
+    offs = offsets.to_pybytes()[: 4 * (n + 1)]
+    end = struct.unpack_from("<i", offs, 4 * n)[0]
+    _pad(parts, offs)
+    _pad(parts, data.to_pybytes()[:end] if data is not None else b"")
+    return nulls
+
+
+def _bitmap(items: Sequence[Any]) -> bytes:
+    """Arrow validity bitmap (bit i set when item i is not None), LSB first."""
+    bits = "".join(["0" if x is None else "1" for x in reversed(items)])
+    return int(bits, 2).to_bytes((len(items) + 7) // 8, "little")
+
+
+def _binary_column(parts: list, items: Sequence[Any]) -> bool:
+    """Append an Arrow binary column; returns True when it carries a validity bitmap."""
+    if hasattr(items, "buffers") or hasattr(items, "combine_chunks"):
+        return _arrow_column(parts, items)
+    n = len(items)
+    if items.count(None) == n:  # e.g. keyless records: all null, nothing to measure
+        _pad(parts, bytes((n + 7) // 8))
+        _pad(parts, bytes(4 * (n + 1)))
+        return True
+    fmt = f"<{n + 1}i"
+    try:
+        offs = struct.pack(fmt, *accumulate(map(len, items), initial=0))
+        nulls = False
+    except TypeError:
+        if not any(x is None for x in items):
+            raise
+        _pad(parts, _bitmap(items))
+        items = [b"" if x is None else x for x in items]
+        offs = struct.pack(fmt, *accumulate(map(len, items), initial=0))
+        nulls = True
+    _pad(parts, offs)
+    _pad(parts, b"".join(items))
+    return nulls
+
+
+def encode_batch(
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    timestamps: int | Sequence[int],
+    headers: Sequence[Sequence[tuple[Any, bytes | None]]] | None = None,
+    codec: int = codecs.NONE,
+    offset_deltas: Sequence[int] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    flags: int = 0,
+) -> EncodedBatch:
+    """Encode one batch. ``timestamps`` is one int for all records or one per record."""
+    n = len(values)
+    if n == 0 or len(keys) != n:
+        raise InvalidArgument("a batch needs at least one record and as many keys as values")
+    attrs = (codec & ATTR_CODEC) | (flags & (ATTR_TRANSACTIONAL | ATTR_CONTROL))
+    body = None
+    if (type(timestamps) is int and offset_deltas is None and headers is None
+            and type(keys) in _SEQ and type(values) in _SEQ):
+        body = _plain_body(keys, values, n)  # the common produce: no per-column checks
+    if body is not None:
+        last_delta = n - 1
+        first_ts = max_ts = timestamps
+        attrs |= ATTR_UNIFORM_TIMESTAMP
+    else:
+        body, attrs, last_delta, first_ts, max_ts = _body(
+            keys, values, timestamps, headers, offset_deltas, attrs, n)
+    body_len = len(body)
+    stored = codecs.compress(codec, body) if codec else body
+    stored_len = len(stored)
+    total = HEADER_SIZE + stored_len
+    total += -total & 7
+    if total > MAX_BATCH_BYTES:
+        raise InvalidArgument(f"batch of {total} bytes is larger than the format allows")
+    buf = bytearray(HEADER_SIZE)
+    buf += stored
+    if len(buf) < total:
+        buf += _ZEROS[: total - len(buf)]
+    HEADER.pack_into(buf, 0, 0, total - LENGTH_PREFIX, MAGIC, 0, 0, 0, attrs, 0, last_delta, n,
+                     first_ts, max_ts, producer_id, producer_epoch, 0, base_sequence, body_len,
+                     stored_len)
+    tail_crc = crc.crc32c(memoryview(buf)[CRC_FROM:])
+    return EncodedBatch(buf, n, first_ts, max_ts, last_delta, tail_crc)
+
+
+_SEQ = (list, tuple)
+
+
+def _plain_body(keys: Sequence[Any], values: Sequence[Any], n: int) -> bytes | None:
+    """Key and value columns without nulls (the same bytes _binary_column makes), or None
+    when a key or value is None or not bytes-like (the general path sorts that out)."""
+    fmt = f"<{n + 1}i"
+    try:
+        koffs = struct.pack(fmt, *accumulate(map(len, keys), initial=0))
+        voffs = struct.pack(fmt, *accumulate(map(len, values), initial=0))
+        kdata = b"".join(keys)
+        vdata = b"".join(values)
+    except TypeError:
+        return None
+    z = _ZEROS
+    return b"".join((koffs, z[:-len(koffs) & 7], kdata, z[:-len(kdata) & 7],
+                     voffs, z[:-len(voffs) & 7], vdata, z[:-len(vdata) & 7]))
+
+
+def _body(keys: Sequence[Any], values: Sequence[Any], timestamps: int | Sequence[int],
+          headers: Sequence[Sequence[tuple[Any, bytes | None]]] | None,
+          offset_deltas: Sequence[int] | None, attrs: int, n: int
+          ) -> tuple[bytes, int, int, int, int]:
+    """The general body: ``(body, attributes, last offset delta, first ts, max ts)``."""
+    parts: list = []
+    if offset_deltas is not None:
+        last_delta = offset_deltas[-1]
+        if offset_deltas[0] != 0 or last_delta != n - 1:
+            attrs |= ATTR_EXPLICIT_OFFSETS
+            _pad(parts, struct.pack(f"<{n}i", *offset_deltas))
+    else:
+        last_delta = n - 1
+    if isinstance(timestamps, int):
+        first_ts = max_ts = timestamps
+        attrs |= ATTR_UNIFORM_TIMESTAMP
+    else:
+        first_ts = timestamps[0]
+        max_ts = max(timestamps)
+        if max_ts == first_ts and min(timestamps) == first_ts:
+            attrs |= ATTR_UNIFORM_TIMESTAMP
+        else:
+            _pad(parts, struct.pack(f"<{n}q", *timestamps))
+    try:
+        if _binary_column(parts, keys):
+            attrs |= ATTR_KEY_NULLS
+        if _binary_column(parts, values):
+            attrs |= ATTR_VALUE_NULLS
+        if headers is not None and any(headers):
+            attrs |= ATTR_HAS_HEADERS
+            _pad(parts, struct.pack(f"<{n + 1}i", *accumulate(map(len, headers), initial=0)))
+            flat = [h for hs in headers for h in hs]
+            hkeys = [k.encode() if isinstance(k, str) else bytes(k) for k, _ in flat]
+            _binary_column(parts, hkeys)
+            if _binary_column(parts, [v for _, v in flat]):
+                attrs |= ATTR_HEADER_VALUE_NULLS
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(
+            f"record keys, values and header values must be bytes or None ({e})"
+        ) from None
+    return b"".join(parts), attrs, last_delta, first_ts, max_ts
