@@ -9,8 +9,6 @@ the open partitions (storage.partitions), the WAL (wal.owner), the produce path
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -18,7 +16,7 @@ from . import clock
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
-from .errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, RivvenError, UnknownTopic
+from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
@@ -26,7 +24,6 @@ from .groups.consumer import Consumer
 from .maintenance import compaction, retention
 from .storage import datadir
 from .storage.catalog import TopicMeta
-from .storage.config import effective
 from .storage.log import PartitionLog
 from .storage.partitions import Partitions
 from .storage.settings import Settings
@@ -146,6 +143,16 @@ class Engine:
     def _log(self, meta: TopicMeta, partition: int, retain: bool = True) -> PartitionLog:
         return self._partitions.get(meta, partition, retain)
 
+    def _partition(self, topic: str, partition: int) -> PartitionLog:
+        return self._log(self.topic(topic), partition)
+
+    def _logs(self, topic: str | None, partitions: Iterable[int] | None = None,
+              retain: bool = True) -> list[PartitionLog]:
+        """The logs of ``topic`` (every topic when None), or of its ``partitions``."""
+        metas = [self.topic(topic)] if topic is not None else self.topics()
+        return [self._log(m, p, retain) for m in metas
+                for p in (partitions if partitions is not None else range(m.partitions))]
+
     def _retain(self, log: PartitionLog, meta: TopicMeta) -> None:
         try:  # retention runs when a writer opens a partition (and at checkpoints)
             retention.apply(log, meta.typed, clock.now_ms())
@@ -165,15 +172,7 @@ class Engine:
         """Replay dead WAL streams, then checkpoint every partition of every topic."""
         self._writable()
         replay = self.wal_replay()
-        done = []
-        for meta in self.topics():
-            for p in range(meta.partitions):
-                try:
-                    done.append({"topic": meta.name, "partition": p,
-                                 **self._log(meta, p).checkpoint()})
-                except UnknownTopic:
-                    pass
-        return {"replayed": replay, "checkpoints": done}
+        return {"replayed": replay, "checkpoints": self._wal.checkpoint_logs(self._logs(None))}
 
     def wal_replay(self, dry_run: bool = False) -> dict[str, Any]:
         """Replay the WAL streams whose process is gone (``rivven wal replay``): batches past a
@@ -229,17 +228,7 @@ class Engine:
         return self._topics.add_partitions(name, total)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
-        meta = self.topic(name)
-        parts = []
-        for p in range(meta.partitions):
-            log = self._log(meta, p)
-            segs = log.all_segments()
-            start, end = log.offsets()
-            parts.append({"partition": p, "start_offset": start, "end_offset": end,
-                          "segments": len(segs), "bytes": sum(s.size for s in segs)})
-        return {"topic": name, "id": meta.id, "partitions": meta.partitions,
-                "config": [{"key": k, "value": v, "source": s} for k, v, s in effective(meta.config)],
-                "partition_info": parts}
+        return inspect.describe_topic(self.topic(name), self._logs(name))
 
     # ---------------------------------------------------------------- produce
     def produce(self, topic: str, records: Iterable[Record], partition: int | None = None,
@@ -271,9 +260,6 @@ class Engine:
         return acks
 
     # ---------------------------------------------------------------- read
-    def _partition(self, topic: str, partition: int) -> PartitionLog:
-        return self._log(self.topic(topic), partition)
-
     def read(self, topic: str, partition: int, offset: int, max_records: int = 1000
              ) -> list[Record]:
         """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log)."""
@@ -315,24 +301,20 @@ class Engine:
 
     # ---------------------------------------------------------------- offsets
     def end_offsets(self, topic: str) -> dict[int, int]:
-        return {p: s_e[1] for p, s_e in self._topic_offsets(topic, missing_ok=False).items()}
+        return {log.partition: log.offsets()[1] for log in self._logs(topic)}
 
     def start_offsets(self, topic: str) -> dict[int, int]:
-        return {p: s_e[0] for p, s_e in self._topic_offsets(topic, missing_ok=False).items()}
+        return {log.partition: log.offsets()[0] for log in self._logs(topic)}
 
     def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, log end offset) of one partition."""
         return self._partition(topic, partition).offsets()
 
-    def _topic_offsets(self, topic: str, missing_ok: bool = True
-                       ) -> dict[int, tuple[int, int]] | None:
+    def _topic_offsets(self, topic: str) -> dict[int, tuple[int, int]] | None:
         try:
-            meta = self.topic(topic)
+            return {log.partition: log.offsets() for log in self._logs(topic)}
         except UnknownTopic:
-            if missing_ok:
-                return None
-            raise
-        return {p: self._log(meta, p).offsets() for p in range(meta.partitions)}
+            return None
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (None if none is),
@@ -345,17 +327,8 @@ class Engine:
         return read.resolve(self._partition(topic, partition), position)
 
     def list_offsets(self, topic: str, at: Position | None = None) -> list[dict[str, Any]]:
-        """Per partition: start and end offset, and with ``at`` the offset it names (and the
-        timestamp, for a time) — ``rivven offsets``."""
-        rows = []
-        for p, (start, end) in sorted(self._topic_offsets(topic, missing_ok=False).items()):
-            row: dict[str, Any] = {"partition": p, "start_offset": start, "end_offset": end}
-            if at is not None:
-                row["offset"] = self.resolve_offset(topic, p, at)
-                if at.kind == "timestamp":
-                    row["timestamp"] = at.value
-            rows.append(row)
-        return rows
+        """Per partition: start and end offset, and with ``at`` the offset it names."""
+        return read.list_offsets(self._logs(topic), at)
 
     # ---------------------------------------------------------------- log start, retention
     def delete_records(self, topic: str, before: dict[int, int], dry_run: bool = False
@@ -366,31 +339,14 @@ class Engine:
         if not dry_run:
             self._writable()
         meta = self.topic(topic)
-        plans = []
-        for p, off in sorted(before.items()):
-            log = self._log(meta, p)
-            if not isinstance(off, int) or off < 0:
-                raise InvalidArgument(f"offset must be a non-negative integer, not {off!r}")
-            start, end = log.offsets()
-            if off > end:
-                raise OffsetOutOfRange(f"cannot delete records of {topic}-{p} before {off}: the "
-                                       f"log ends at {end} (valid: {start}..{end})", start, end)
-            plans.append((p, log, off, start))
-        return [retention.delete_before(log, off, start, dry_run) for p, log, off, start in plans]
+        return retention.delete_records({p: self._log(meta, p) for p in before}, before, dry_run)
 
     def delete_records_before(self, topic: str, before: Position,
                               partitions: Sequence[int] | None = None, dry_run: bool = False
                               ) -> list[dict[str, Any]]:
         """``delete_records`` up to a position: an ``offset`` (past the end of a partition:
         its end, unless the partitions are named) or the first offset at a ``timestamp``."""
-        meta = self.topic(topic)
-        parts = list(partitions) if partitions is not None else list(range(meta.partitions))
-        if before.kind not in ("offset", "timestamp"):
-            raise InvalidArgument("delete records before an offset or a timestamp")
-        if before.kind == "timestamp" or partitions is None:
-            target = {p: self.resolve_offset(topic, p, before) for p in parts}
-        else:
-            target = {p: before.value for p in parts}
+        target = read.offsets_before(self._logs(topic, partitions), before, partitions is None)
         return self.delete_records(topic, target, dry_run)
 
     def apply_retention(self, topic: str | None = None, dry_run: bool = False,
@@ -399,44 +355,30 @@ class Engine:
         log start offset) of ``topic`` (default: every topic); one row per segment."""
         if not dry_run:
             self._writable()
-        metas = [self.topic(topic)] if topic is not None else self.topics()
         t = clock.now_ms() if now is None else now
-        return [row for meta in metas for p in range(meta.partitions)
-                for row in retention.apply(self._log(meta, p, retain=False), meta.typed, t,
-                                           dry_run)]
+        return [row for log in self._logs(topic, retain=False)
+                for row in retention.apply(log, log.config, t, dry_run)]
 
     # ---------------------------------------------------------------- compaction
     def compaction_plan(self, topic: str, partitions: Sequence[int] | None = None,
                         force: bool = False, now: int | None = None) -> list[dict[str, Any]]:
         """What the next compaction pass would clean per partition, and why not the rest."""
-        meta = self.topic(topic)
         now = clock.now_ms() if now is None else now
-        return [compaction.plan_partition(self._log(meta, p), meta.typed, now, force)
-                for p in (partitions if partitions is not None else range(meta.partitions))]
+        return [compaction.plan_partition(log, log.config, now, force)
+                for log in self._logs(topic, partitions)]
 
     def explain_compaction(self, topic: str) -> list[dict[str, Any]]:
         """Per partition: dirty ratio, cleanable range, what holds the rest back, and every
         tombstone's delete horizon."""
-        meta = self.topic(topic)
         now = clock.now_ms()
-        return [compaction.explain_partition(self._log(meta, p), meta.typed, now)
-                for p in range(meta.partitions)]
+        return [compaction.explain_partition(log, log.config, now) for log in self._logs(topic)]
 
     def compact(self, topic: str, partitions: Sequence[int] | None = None, force: bool = False
                 ) -> list[dict[str, Any]]:
         """One compaction pass in this process, without Spark (small topics; the reference
         for the Spark job: engine.spark.submit.compact)."""
         self._writable()
-        meta = self.topic(topic)
-        root = os.path.join(self.path, ".compaction")
-        os.makedirs(root, exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=f"local-{os.getpid()}-", dir=root)
-        try:
-            return [compaction.compact_partition(self._log(meta, p), meta.typed, staging,
-                                                 force=force)
-                    for p in (partitions if partitions is not None else range(meta.partitions))]
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        return compaction.compact_partitions(self.path, self._logs(topic, partitions), force)
 
     def apply_compaction(self, topic: str, plan: dict[str, Any], staged_dir: str, now: int,
                          min_tombstone: int | None = None) -> dict[str, Any]:
@@ -463,10 +405,9 @@ class Engine:
 
     def tier_status(self, topic: str | None = None) -> list[dict[str, Any]]:
         """Per partition: cold and local ranges and bytes, hot cache bytes and hit rate."""
-        metas = [self.topic(topic)] if topic is not None else self.topics()
+        logs = self._logs(topic, retain=False)
         hot = status.gather_hot_stats(self.path, self._own_hot_stats())
-        return [status.status(self._log(meta, p, retain=False), hot.get(f"{meta.name}/{p}", {}))
-                for meta in metas for p in range(meta.partitions)]
+        return [status.status(log, hot.get(f"{log.topic}/{log.partition}", {})) for log in logs]
 
     def tier_restore(self, topic: str, from_offset: int | None = None,
                      from_timestamp: int | None = None, partitions: Sequence[int] | None = None,
@@ -475,30 +416,19 @@ class Engine:
         the first offset at ``from_timestamp``) up to the local segments."""
         if not dry_run:
             self._writable()
-        meta = self.topic(topic)
-        out = []
-        for p in (partitions if partitions is not None else range(meta.partitions)):
-            log = self._log(meta, p)
-            off = from_offset
-            if from_timestamp is not None:
-                off = read.resolve(log, Position("timestamp", from_timestamp))
-            if off is None or off < 0:
-                raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
-            out.append(tier_restore.restore(log, off, dry_run))
-        return out
+        if from_timestamp is None and (from_offset is None or from_offset < 0):
+            raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
+        at = Position("timestamp", from_timestamp) if from_timestamp is not None else None
+        return [tier_restore.restore(log, read.resolve(log, at) if at else from_offset, dry_run)
+                for log in self._logs(topic, partitions)]
 
     def verify_cold(self, topic: str | None = None) -> list[dict[str, Any]]:
         """Read every cold object back and check it against its manifest entry. Rows per
         partition: objects checked, bytes, findings."""
-        metas = [self.topic(topic)] if topic is not None else self.topics()
-        return [status.verify_partition(self._log(meta, p, retain=False))
-                for meta in metas for p in range(meta.partitions)]
+        return [status.verify_partition(log) for log in self._logs(topic, retain=False)]
 
     def _own_hot_stats(self) -> dict[str, dict[str, int]]:
-        if self.hot is None:
-            return {}
-        return {f"{name}/{p}": self.hot.partition_stats(log)
-                for name, p, log in self._partitions.open_logs()}
+        return status.own_hot_stats(self.hot, [log for _, _, log in self._partitions.open_logs()])
 
     def _publish_hot_stats(self) -> None:
         if self.hot is not None and not self.read_only:
@@ -547,9 +477,8 @@ class Engine:
     # ---------------------------------------------------------------- segments
     def segment_list(self, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
         """Per segment: file, base/last offset, records, bytes, time range (header scan)."""
-        meta = self.topic(topic)
-        parts = range(meta.partitions) if partition is None else [partition]
-        return [row for p in parts for row in inspect.segment_rows(self._log(meta, p))]
+        parts = None if partition is None else [partition]
+        return [row for log in self._logs(topic, parts) for row in inspect.segment_rows(log)]
 
     def verify(self, targets: Sequence[str] = (), cold: bool = False,
                progress: Progress | None = None) -> dict[str, Any]:

@@ -166,6 +166,33 @@ def resolve(log: PartitionLog, position: Position) -> int:
     return min(max(value, start), end)
 
 
+def list_offsets(logs: list[PartitionLog], at: Position | None = None) -> list[dict[str, Any]]:
+    """Per partition: start and end offset, and with ``at`` the offset it names (and the
+    timestamp, for a time)."""
+    rows = []
+    for log in logs:
+        start, end = log.offsets()
+        row: dict[str, Any] = {"partition": log.partition, "start_offset": start,
+                               "end_offset": end}
+        if at is not None:
+            row["offset"] = resolve(log, at)
+            if at.kind == "timestamp":
+                row["timestamp"] = at.value
+        rows.append(row)
+    return rows
+
+
+def offsets_before(logs: list[PartitionLog], before: Position, clamp: bool
+                   ) -> dict[int, int]:
+    """Where delete-records moves each log start: an ``offset`` (with ``clamp``, no further
+    than a partition's end) or the first offset at a ``timestamp``."""
+    if before.kind not in ("offset", "timestamp"):
+        raise InvalidArgument("delete records before an offset or a timestamp")
+    if before.kind == "offset" and not clamp:
+        return {log.partition: before.value for log in logs}
+    return {log.partition: resolve(log, before) for log in logs}
+
+
 # ---------------------------------------------------------------- streaming
 def stream(logs: dict[int, PartitionLog], topic: str, starts: dict[int, int],
            max_records: int | None = None, follow: bool = False, chunk: int = 5000,

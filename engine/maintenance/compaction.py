@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
@@ -175,6 +176,18 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
     shutil.rmtree(out_dir, ignore_errors=True)
     return {"plan": plan, "skipped": None, "keys": stats["keys"],
             "tombstones_kept": stats["tombstones_kept"], **summarize(writes), **swapped}
+
+
+def compact_partitions(data_dir: str, logs: list[PartitionLog], force: bool = False
+                       ) -> list[dict[str, Any]]:
+    """One pass over each of ``logs`` in this process, staged in ``DATA/.compaction``."""
+    root = os.path.join(data_dir, ".compaction")
+    os.makedirs(root, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f"local-{os.getpid()}-", dir=root)
+    try:
+        return [compact_partition(log, log.config, staging, force=force) for log in logs]
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def min_tombstone(writes: list[dict[str, Any]]) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InvalidArgument, OffsetOutOfRange
 from ..storage import files
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
@@ -75,10 +76,28 @@ def apply(log: PartitionLog, cfg: TopicConfig, now_ms: int, dry_run: bool = Fals
     return rows
 
 
+def delete_records(logs: dict[int, PartitionLog], before: dict[int, int], dry_run: bool = False
+                   ) -> list[dict[str, Any]]:
+    """Move each partition's log start offset forward to ``before[p]`` (never back; offsets
+    above the log end are refused, before anything changes), deleting whole segments below it,
+    cold ones too."""
+    plans = []
+    for p, off in sorted(before.items()):
+        log = logs[p]
+        if not isinstance(off, int) or off < 0:
+            raise InvalidArgument(f"offset must be a non-negative integer, not {off!r}")
+        start, end = log.offsets()
+        if off > end:
+            raise OffsetOutOfRange(f"cannot delete records of {log.topic}-{p} before {off}: the "
+                                   f"log ends at {end} (valid: {start}..{end})", start, end)
+        plans.append((log, off, start))
+    return [delete_before(log, off, start, dry_run) for log, off, start in plans]
+
+
 def delete_before(log: PartitionLog, offset: int, prior: int, dry_run: bool = False
                   ) -> dict[str, Any]:
-    """(delete-records) Move the log start forward to ``offset`` (``prior`` is the start now),
-    deleting whole segments below it, cold ones too."""
+    """Move the log start forward to ``offset`` (``prior`` is the start now), deleting whole
+    segments below it, cold ones too."""
     row = {"topic": log.topic, "partition": log.partition, "prior_log_start_offset": prior,
            "new_log_start_offset": max(prior, offset), "deleted_segments": []}
     if dry_run:

@@ -130,6 +130,13 @@ def status(log: PartitionLog, hot: dict[str, int]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- hot cache figures
+def own_hot_stats(hot: Any, logs: list[PartitionLog]) -> dict[str, dict[str, int]]:
+    """This process's hot cache figures by "topic/partition" (none without a hot cache)."""
+    if hot is None:
+        return {}
+    return {f"{log.topic}/{log.partition}": hot.partition_stats(log) for log in logs}
+
+
 def publish_hot_stats(data_dir: str, parts: dict[str, dict[str, int]]) -> None:
     """This process's hot cache figures by "topic/partition", for other processes' status."""
     d = os.path.join(data_dir, STATS_DIR)

@@ -11,6 +11,8 @@ from ..errors import CorruptRecordError, DataDirError
 from ..format.codecs import IDS
 from ..format.decode import body_of, decode_records, layout
 from ..format.records import HEADER_SIZE, check_crc, read_header
+from ..storage.catalog import TopicMeta
+from ..storage.config import effective
 from ..storage.files import parse
 from ..storage.log import PartitionLog
 
@@ -93,3 +95,16 @@ def segment_rows(log: PartitionLog) -> list[dict[str, Any]]:
                      "last_offset": last, "records": records, "bytes": seg.size,
                      "min_timestamp": lo, "max_timestamp": hi})
     return rows
+
+
+def describe_topic(meta: TopicMeta, logs: list[PartitionLog]) -> dict[str, Any]:
+    """A topic's configs (with their source) and per partition: offsets, segments, bytes."""
+    parts = []
+    for log in logs:
+        segs = log.all_segments()
+        start, end = log.offsets()
+        parts.append({"partition": log.partition, "start_offset": start, "end_offset": end,
+                      "segments": len(segs), "bytes": sum(s.size for s in segs)})
+    return {"topic": meta.name, "id": meta.id, "partitions": meta.partitions,
+            "config": [{"key": k, "value": v, "source": s} for k, v, s in effective(meta.config)],
+            "partition_info": parts}

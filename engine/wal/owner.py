@@ -106,6 +106,17 @@ class WalOwner:
                 self.after_checkpoints()
             return done
 
+    def checkpoint_logs(self, logs: list[PartitionLog]) -> list[dict[str, Any]]:
+        """Checkpoint each of ``logs`` whether written or not (a topic deleted meanwhile is
+        skipped)."""
+        done = []
+        for log in logs:
+            try:
+                done.append({"topic": log.topic, "partition": log.partition, **log.checkpoint()})
+            except UnknownTopic:
+                pass
+        return done
+
     def maybe_checkpoint(self) -> None:
         """Checkpoint when enough WAL bytes or time went by (after a produce)."""
         wal = self.stream
