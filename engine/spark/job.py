@@ -40,7 +40,7 @@ def _write(plan: dict[str, Any], gid: int, offsets: list[Any], tombs: int) -> di
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from engine.maintenance.compaction import write_group
+    from engine.maintenance.cleaner import write_group
 
     _, segs, out_dir = _groups(plan)[gid]
     keep_set = pa.concat_arrays(offsets) if offsets else pa.array([], pa.int64())
@@ -117,7 +117,7 @@ def _watch_first_job(spark: Any) -> _FirstJob:
 def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from engine.maintenance.compaction import write_group
+    from engine.maintenance.cleaner import write_group
     from engine.spark.job import write_task  # by reference: this file runs as __main__
     from engine.spark.source import RivvenDataSource
     from engine.spark.transform import survivors
