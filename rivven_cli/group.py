@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-import time
 from typing import Annotated, Any
 
 import typer
+
+from engine import clock
 
 from .common import JsonOpt, YesOpt, confirm, open_engine
 from .positions import UNITS, parse_time
@@ -119,7 +120,7 @@ def reset_offsets(
     if bool(topic) == all_topics:
         raise typer.BadParameter("give --topic T[:P,P...] (repeatable) or --all-topics")
     mode = chosen[0]
-    now = int(time.time() * 1000)
+    now = clock.now_ms()
     value: int | None = None
     resolved = None
     if mode == "to-offset":

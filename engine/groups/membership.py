@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 from urllib.parse import quote, unquote
 
+from .. import clock
 from ..errors import InvalidArgument
 from ..storage.locks import open_lock_file, try_lock
 
@@ -75,7 +76,7 @@ class Member:
                                   "leading '.', at most 200 characters")
         self.path = os.path.join(mdir, self.member_id + ".json")
         self.info = {"member_id": self.member_id, "pid": os.getpid(),
-                     "host": socket.gethostname(), "joined": int(time.time() * 1000), **info}
+                     "host": socket.gethostname(), "joined": clock.now_ms(), **info}
         # Lock first under a temporary name, then rename: a file visible under its real name
         # is always already locked, so nobody mistakes a joining member for a dead one.
         tmp = os.path.join(mdir, f"{_TMP}{self.member_id}.{os.getpid()}")

@@ -15,9 +15,9 @@ import json
 import os
 import struct
 import threading
-import time
 from dataclasses import dataclass
 
+from .. import clock
 from ..errors import CorruptRecordError, StorageError
 from ..format.crc import crc32c
 from ..storage import files
@@ -118,7 +118,7 @@ class OffsetStore:
     def commit(self, offsets: dict[tuple[str, int], int], metadata: str = "",
                delete: list[tuple[str, int]] = ()) -> int:
         """Durably record ``offsets`` (and forget ``delete``); returns the commit time (ms)."""
-        ts = int(time.time() * 1000)
+        ts = clock.now_ms()
         frame = {"ts": ts, "set": [[t, p, int(o), metadata] for (t, p), o in offsets.items()]}
         if delete:
             frame["del"] = [[t, p] for t, p in delete]

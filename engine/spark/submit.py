@@ -272,7 +272,7 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
     ``(None, folder)`` on a dry run (``out["command"]`` is the exact command, runnable until
     the next run cleans up). A failed job raises SparkJobFailed naming the kept Spark log."""
     clean_stale(eng.path)
-    run_id = f"{job.get('topic') or 'all'}-{int(time.time() * 1000)}-{os.getpid()}"
+    run_id = f"{job.get('topic') or 'all'}-{clock.now_ms()}-{os.getpid()}"
     staging = os.path.join(eng.path, STAGING, run_id)
     os.makedirs(staging)
     lock = open_lock_file(os.path.join(staging, "lock"))

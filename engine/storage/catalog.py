@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from .. import clock
 from ..errors import DataDirError, InvalidTopicName
 from . import files
 from .config import TopicConfig
@@ -56,7 +56,7 @@ class TopicMeta:
 
     @classmethod
     def new(cls, name: str, partitions: int, config: dict[str, str]) -> TopicMeta:
-        return cls(name, uuid.uuid4().hex, partitions, dict(config), int(time.time() * 1000))
+        return cls(name, uuid.uuid4().hex, partitions, dict(config), clock.now_ms())
 
 
 class Catalog:

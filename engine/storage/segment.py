@@ -9,11 +9,11 @@ written by another process (readers stop there) or a torn tail left by a writer 
 from __future__ import annotations
 
 import os
-import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from .. import clock
 from ..errors import CorruptRecordError, StorageError
 from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
 from . import files
@@ -63,7 +63,7 @@ class Segment:
         # wall-clock ms when this process created or first opened the segment: segment.ms
         # counts from the later of this and the first batch's timestamp, so records produced
         # with old timestamps (a replay) do not roll a segment per batch
-        self.opened_ms = int(time.time() * 1000)
+        self.opened_ms = clock.now_ms()
         self.bytes_since_index = 0
         self.loaded = False
         self.needs_repair = False

@@ -19,7 +19,7 @@ from . import files
 MANIFEST = "tier.json"
 TIER_LOCK = ".tier.lock"
 VERSION = 1
-SUFFIXES = (files.LOG, files.INDEX, files.TIMEINDEX)
+SUFFIXES = files.SEGMENT_FILES  # the files a cold segment is copied as
 
 
 @dataclass(frozen=True)
