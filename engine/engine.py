@@ -22,6 +22,7 @@ from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
 from .groups.consumer import Consumer
 from .maintenance import compaction, retention
+from .progress import Progress
 from .storage import datadir
 from .storage.catalog import TopicMeta
 from .storage.log import PartitionLog
@@ -37,8 +38,6 @@ from .tools import inspect, repair
 from .tools import verify as verify_mod
 from .wal import streams
 from .wal.owner import WalOwner
-
-Progress = Callable[[str, int, int], None]  # (what, total bytes, bytes done)
 
 
 class Engine:

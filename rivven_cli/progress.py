@@ -9,11 +9,13 @@ row counting Spark tasks whose label follows ``what``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-Update = Callable[[str, int, int], None]
+from engine.progress import Progress
+
+Update = Progress
 
 
 @contextmanager

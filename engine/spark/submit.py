@@ -17,19 +17,19 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
 from ..errors import RivvenError
 from ..maintenance import compaction
+from ..progress import Progress
 from ..storage.locks import open_lock_file, try_lock
 
 if TYPE_CHECKING:
     from ..engine import Engine
 
 STAGING = ".compaction"
-Progress = Callable[[str, int, int], None]  # (what, total, done)
 _STAGE = re.compile(rb"\[Stage (\d+):[=> ]*\((\d+) \+ (\d+)\) / (\d+)\]")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINE_DIR = os.path.dirname(HERE)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ..errors import OffsetOutOfRange, StorageError
 from ..failpoint import failpoint
 from ..format.records import EncodedBatch
+from ..progress import Progress
 from . import checkpoint, files, loader, reader, swap, tier_manifest
 from .config import TopicConfig
 from .holds import FlockHolds
@@ -69,7 +70,7 @@ class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
                  writable: bool, wal: Any = None, topic_id: bytes = b"",
                  wal_sync: str = "always", cuts: list[dict] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None,
+                 progress: Progress | None = None,
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
                  hot: HotCache | None = None) -> None:
         self.dir = directory

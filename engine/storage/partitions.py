@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidArgument, UnknownPartition, UnknownTopic
+from ..progress import Progress
 from . import files
 from .catalog import TopicMeta
 from .holds import FlockHolds
@@ -27,7 +28,7 @@ def check_partition(meta: TopicMeta, partition: Any) -> None:
 
 class Partitions:
     def __init__(self, data_dir: str, writable: bool, wal_sync: str,
-                 progress: Callable[[str, int, int], None] | None = None,
+                 progress: Progress | None = None,
                  cold: Any = None, hot: Any = None,
                  on_open: Callable[[PartitionLog, TopicMeta], None] | None = None) -> None:
         self.data_dir = data_dir

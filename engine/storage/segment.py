@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from .. import clock
 from ..errors import CorruptRecordError, StorageError
 from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
+from ..progress import Progress
 from . import files
 from .index import OffsetIndex, TimeIndex
 
@@ -69,7 +70,7 @@ class Segment:
         self.needs_repair = False
         self.durable = 0  # bytes known fsynced (from the checkpoint), set by load
         self.cuts: list[dict] = []  # damaged tails this process cut (see _cuttable)
-        self.progress: Callable[[str, int, int], None] | None = None
+        self.progress: Progress | None = None
 
     def __repr__(self) -> str:
         return f"Segment({self.path}, size={self.size}, next={self.next_offset})"

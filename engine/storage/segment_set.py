@@ -11,10 +11,10 @@ Every method that changes the set runs with the partition lock held (engine.stor
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from ..errors import UnknownTopic
 from ..failpoint import failpoint
+from ..progress import Progress
 from . import files
 from .checkpoint import read_checkpoint
 from .segment import Segment
@@ -26,7 +26,7 @@ class SegmentGone(UnknownTopic):
 
 class SegmentSet:
     def __init__(self, directory: str, topic: str, partition: int, writable: bool,
-                 cuts: list[dict], progress: Callable[[str, int, int], None] | None) -> None:
+                 cuts: list[dict], progress: Progress | None) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition

@@ -16,13 +16,13 @@ from typing import Any
 
 from .. import clock
 from ..errors import ColdObjectError, CorruptRecordError
+from ..progress import Progress, counter
 from ..storage import tier_manifest
 from ..storage.log import PartitionLog
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
 
 STATS_DIR = ".stats"
-Progress = Callable[[str, int, int], None]
 
 
 def check_objects(entries: Iterable[ColdSegment],
@@ -89,14 +89,7 @@ def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[s
             findings.append({"object": tier_manifest.path(d), "base_offset": None,
                              "problem": str(e)})
     total = sum(e.bytes + e.index_bytes + e.timeindex_bytes for es in loaded for e in es)
-    done = 0
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress("verifying cold copies", total, done)
-
+    advance = counter(progress, "verifying cold copies", total)
     for entries in loaded:
         findings += check_objects(entries, advance)
     return {"segments": sum(len(es) for es in loaded),

@@ -17,6 +17,7 @@ from itertools import accumulate
 
 from ..errors import CorruptRecordError, InvalidArgument
 from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
+from ..progress import Progress, counter
 from ..storage import files
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.segment import Segment
@@ -235,21 +236,14 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
 
 
 def verify(data_dir: str, targets: list[str], cold: bool = False,
-           progress: Callable[[str, int, int], None] | None = None) -> dict:
+           progress: Progress | None = None) -> dict:
     """Check every segment of ``targets`` (see ``resolve_targets``; default: the data dir),
     and with ``cold`` every cold copy against its tier manifest. Returns the report as data:
     segments, batches, records, bytes, ok, findings (and cold). Changes nothing."""
     parts = resolve_targets(data_dir, targets)
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _ in parts for f in os.listdir(d)
                 if f.endswith(files.LOG))
-    done = 0
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress("verifying", total, done)
-
+    advance = counter(progress, "verifying", total)
     reports = []
     for d, only in parts:
         for rep in verify_partition(d, advance):

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import RivvenError, UnknownTopic
+from ..progress import Progress
 from ..storage.catalog import TopicMeta
 from ..storage.locks import lock_path
 from ..storage.log import PartitionLog
@@ -136,7 +137,7 @@ class WalOwner:
     # ---------------------------------------------------------------- dead streams
     def replay(self, topics: Callable[[], list[TopicMeta]],
                log_for: Callable[[TopicMeta, int], PartitionLog],
-               progress: Callable[[str, int, int], None] | None,
+               progress: Progress | None,
                dry_run: bool = False) -> dict[str, Any]:
         """Replay the streams whose process is gone (engine.wal.replay)."""
         with self.recovery_lock():

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..format.records import read_header
+from ..progress import Progress
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from . import streams
@@ -22,7 +23,7 @@ from .stream import stream_files
 
 def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], list[TopicMeta]],
                         log_for: Callable[[TopicMeta, int], PartitionLog],
-                        progress: Callable[[str, int, int], None] | None,
+                        progress: Progress | None,
                         dry_run: bool) -> dict[str, Any]:
     """Batches of dead streams past each partition's log end go back into its segments
     (merged across streams by offset, idempotent); then those partitions are checkpointed
