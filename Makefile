@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup bytecode demo test check lint bench clean
+.PHONY: setup bytecode demo test quick check lint bench clean
 
 $(BIN)/rivven: pyproject.toml
 	scripts/ensure-java.sh
@@ -23,6 +23,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# the development loop: everything but Spark, kill -9 and the slowest tests (about a minute)
+quick: setup
+	$(BIN)/python -m pytest -q -m "not spark and not crash and not slow"
 
 lint: setup
 	$(BIN)/ruff check .

@@ -42,6 +42,8 @@ def test_every_command_has_help_and_is_in_the_readme():
         assert r.exit_code == 0
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_readme_tour_runs(tmp_path):
     """Every `$ rivven ...` line of the README's tour runs with the exit code it shows."""
     readme = (ROOT / "README.md").read_text()
@@ -87,11 +89,19 @@ def test_version_and_usage_errors(data_dir):
     (["topic", "create", "t", "--partitions", "0"], "invalid partition count 0"),
 ])
 def test_errors_are_one_line_exit_1(data_dir, args, message):
-    run_rivven(data_dir, "topic", "create", "exists", check=True)
-    r = run_rivven(data_dir, *args)
-    err = r.stderr.decode()
-    assert r.returncode == 1, err
+    assert cli(data_dir, "topic", "create", "exists").exit_code == 0
+    r = cli(data_dir, *args)
+    err = r.stderr
+    assert r.exit_code == 1, err
     assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_error_in_a_real_process_is_one_line(data_dir):
+    run_rivven(data_dir, "topic", "create", "exists", check=True)
+    r = run_rivven(data_dir, "consume", "missing")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "does not exist" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 

@@ -158,6 +158,7 @@ print("DONE")
 @pytest.mark.parametrize("point", ["swap-cleaned", "swap-committed", "swap-renaming",
                                    "swap-swapped", "swap-installing", "swap-deleting",
                                    "swap-cleaner"])
+@pytest.mark.crash
 def test_kill_9_during_the_swap(data_dir, point):
     random_log(data_dir, seed=len(point), partitions=1, cfg={"segment.bytes": "2000"})
     with Engine.open(data_dir) as eng:

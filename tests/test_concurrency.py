@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import RIVVEN, ROOT, run_rivven
 
 from engine import Engine, Record
@@ -51,6 +52,7 @@ with Engine.open(sys.argv[1]) as eng:
 """
 
 
+@pytest.mark.crash
 def test_admin_commands_while_an_application_produces(data_dir):
     run_rivven(data_dir, "topic", "create", "app", check=True)
     app = subprocess.Popen([sys.executable, "-c", PRODUCER, data_dir], stdout=subprocess.PIPE,
@@ -108,6 +110,7 @@ def test_idle_stdin_producer_blocks_nobody(data_dir):
     assert run_rivven(data_dir, "consume", "t").stdout == b"first\nsecond\nthird\n"
 
 
+@pytest.mark.crash
 def test_kill_9_producer_at_random_moments(data_dir, tmp_path):
     run_rivven(data_dir, "topic", "create", "t", "-c", "segment.bytes=20000", check=True)
     rng = random.Random(7)
@@ -152,6 +155,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.crash
 def test_writer_killed_holding_the_lock(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)

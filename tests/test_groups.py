@@ -176,6 +176,7 @@ def pairs(out: bytes) -> list[tuple[int, int]]:
     return [tuple(map(int, line.split())) for line in out.decode().split("\n")[:-1]]
 
 
+@pytest.mark.slow
 def test_two_consumer_processes_split_the_partitions(data_dir, tmp_path):
     fill(data_dir, partitions=4, n=300)
     stop = str(tmp_path / "stop")
@@ -206,6 +207,7 @@ def test_two_consumer_processes_split_the_partitions(data_dir, tmp_path):
         assert eng.describe_group("g")["state"] == "Empty"
 
 
+@pytest.mark.crash
 def test_committed_offsets_survive_kill_9_of_a_consumer(data_dir):
     fill(data_dir, partitions=2, n=20_000)
     rng = random.Random(4)
@@ -251,6 +253,7 @@ def reset(data_dir, *args):
     return r, (json.loads(r.stdout) if r.returncode == 0 else None)
 
 
+@pytest.mark.slow
 def test_reset_offsets_every_target_kind(data_dir):
     now = int(time.time() * 1000)
     with Engine.open(data_dir) as eng:
@@ -312,6 +315,7 @@ def test_reset_offsets_every_target_kind(data_dir):
     assert r.returncode == 1 and b"no committed offset" in r.stderr
 
 
+@pytest.mark.slow
 def test_reset_offsets_refused_while_the_group_is_active(data_dir, tmp_path):
     fill(data_dir, partitions=1, n=10)
     stop = str(tmp_path / "stop")

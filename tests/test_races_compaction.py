@@ -23,6 +23,7 @@ def _verify(data_dir):
     assert r.returncode == 0, r.stdout.decode()[-3000:] + r.stderr.decode()[-3000:]
 
 
+@pytest.mark.crash
 def test_compact_in_a_process_that_missed_a_crashed_swap(data_dir):
     """A process that had the partition open when another process's swap crashed after its
     commit point never rolls that swap forward; its next checkpoint makes it list the

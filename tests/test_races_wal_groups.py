@@ -187,6 +187,7 @@ def test_produce_after_close_raises_and_writes_nothing(data_dir, tmp_path):
             os.close(fd)
 
 
+@pytest.mark.crash
 def test_produce_racing_close_survives_a_crash(data_dir, tmp_path, monkeypatch):
     """A produce that gets in after close()'s checkpoint passed its partition but before the
     partition is closed is acknowledged; close() then deletes the WAL holding it although its

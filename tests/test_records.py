@@ -28,6 +28,7 @@ def roundtrip(keys, values, ts, headers, codec, deltas=None, base=7):
 @given(st.lists(st.tuples(blobs, blobs, header_lists, st.integers(0, 1 << 45)), min_size=1,
                 max_size=40),
        st.sampled_from([codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]))
+@pytest.mark.slow
 def test_roundtrip_every_codec(rows, codec):
     keys = [r[0] for r in rows]
     values = [r[1] for r in rows]

@@ -88,6 +88,7 @@ def test_retention_by_size(data_dir):
     assert json.loads(r.stdout)["bytes_freed"] == sum(sizes.values()) - sum(left)
 
 
+@pytest.mark.slow
 def test_delete_records_moves_the_start_and_survives_reopen(data_dir, tmp_path):
     now = int(time.time() * 1000)
     make(data_dir, 0, 300, {}, now)

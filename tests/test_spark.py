@@ -15,6 +15,7 @@ from conftest import RIVVEN, ROOT, run_rivven
 
 from engine import Engine, Record
 
+pytestmark = pytest.mark.spark
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 CFG = {"cleanup.policy": "compact", "segment.bytes": "3000", "delete.retention.ms": "0",
@@ -223,6 +224,7 @@ def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
     assert [x for x in after if x.partition == 1] == want[1]
 
 
+@pytest.mark.crash
 def test_kill_9_of_spark_compact_during_the_job_and_during_the_swap(data_dir):
     before, plans = make_topic(data_dir, seed=9)
     pdir = os.path.join(data_dir, "topics", "c", "partition-0")
@@ -233,11 +235,11 @@ def test_kill_9_of_spark_compact_during_the_job_and_during_the_swap(data_dir):
 
     files_before = snapshot()
     env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([*RIVVEN, "spark", "compact", "c", "--master", "local[2]"],
-                            env=env, cwd=ROOT, stderr=subprocess.PIPE)
-    time.sleep(random.Random(1).uniform(6, 14))  # Spark is starting or running the job
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    # killed once the Spark session is up and the job starts (spark-submit goes with it)
+    r = subprocess.run([*RIVVEN, "spark", "compact", "c", "--master", "local[2]"],
+                       env={**env, "RIVVEN_FAILPOINT": "spark-job-running"}, cwd=ROOT,
+                       capture_output=True, timeout=600)
+    assert r.returncode == -9, r.stderr.decode()[-3000:]
     assert snapshot() == files_before  # the log is untouched while the job runs
     r = run_rivven(data_dir, "segment", "verify")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -265,10 +267,12 @@ def test_kill_9_of_spark_compact_during_the_job_and_during_the_swap(data_dir):
                 if not f.endswith(".log")]
 
 
+@pytest.mark.crash
 def test_spark_tier_end_to_end_with_kill_9_during_the_job(data_dir):
-    """Tier on local[2] to the file:// cold store: a run killed while Spark copies leaves
-    every record readable; the next run (a producer appending meanwhile) moves the segments,
-    removes the killed run's copies, and everything reads back."""
+    """Tier on local[2] to the file:// cold store: a run killed once Spark copied and verified
+    everything, before any manifest names the copies, leaves every record readable; the next
+    run (a producer appending meanwhile) moves the segments, removes the killed run's copies,
+    and everything reads back."""
     tiered = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
               "segment.bytes": "1500"}
     with Engine.open(data_dir) as eng:
@@ -284,13 +288,11 @@ def test_spark_tier_end_to_end_with_kill_9_during_the_job(data_dir):
         return sorted(os.path.join(r, n) for r, _, ns in os.walk(cold) for n in ns)
 
     env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([*RIVVEN, "spark", "tier", "--master", "local[2]"], env=env,
-                            cwd=ROOT, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while not objects() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    r = subprocess.run([*RIVVEN, "spark", "tier", "--master", "local[2]"],
+                       env={**env, "RIVVEN_FAILPOINT": "tier-copied"}, cwd=ROOT,
+                       capture_output=True, timeout=600)
+    assert r.returncode == -9, r.stderr.decode()[-3000:]
+    assert objects()  # the killed run's copies, which no manifest names
     with Engine.open(data_dir) as eng:
         assert [[r.value for r in eng.read("t", p, 0, 10_000)] for p in (0, 1)] == before
         assert all(row["findings"] == [] for row in eng.verify_cold("t"))

@@ -22,6 +22,7 @@ import threading
 import time
 from random import Random
 
+import pytest
 from conftest import ROOT
 
 from engine import Engine, StorageError
@@ -145,6 +146,7 @@ def value(tag, i, j):  # (the same in CHILD)
 
 
 # ------------------------------------------------------------------------ threads
+@pytest.mark.slow
 def test_threads_with_a_checkpoint_loop(data_dir):
     """8 threads, random batch sizes, 3 partitions, small WAL files and segments, while another
     thread checkpoints in a loop: every ack is durable when returned and stored exactly once."""
@@ -255,6 +257,7 @@ def child_acks(tag, out):
     return acks, times
 
 
+@pytest.mark.crash
 def test_two_processes_append_to_one_partition(data_dir):
     """Two processes, four threads each, append to one partition (each pipeline keeps the flock
     for a while) and a third one is killed with SIGKILL in the middle of its appends. No offset
@@ -389,6 +392,7 @@ def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, mon
     assert_batch_survives_a_crash(eng, data_dir, tmp_path, acks, b"held-up-%d")
 
 
+@pytest.mark.crash
 def test_checkpoint_deletes_only_the_wal_it_covered(data_dir, tmp_path, monkeypatch):
     """Appends to a partition the checkpoint already did, made while it works on another one,
     may fill the WAL file it rotated to and roll over to the next: that file is not covered by

@@ -281,6 +281,7 @@ with Engine.open(sys.argv[1]) as eng:
     ("swap-deleting", TIER_CHILD), ("tier-manifest", TIER_CHILD),
     # a restore: a segment installed (the swap committed); the swap done, objects not removed
     ("swap-installing", RESTORE_CHILD), ("restore-manifest", RESTORE_CHILD)])
+@pytest.mark.crash
 def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
     make(data_dir, n=300)
     if child is RESTORE_CHILD:

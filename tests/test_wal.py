@@ -101,6 +101,7 @@ def lose_unsynced_segment_tail(data_dir):
                 f.write(os.urandom(100))  # half-written garbage
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("threads", [1, 4])
 def test_kill_9_engine_producer_many_times(data_dir, tmp_path, threads):
     with Engine.open(data_dir, settings={"checkpoint.interval.bytes": "200000"}) as eng:
@@ -118,6 +119,7 @@ def test_kill_9_engine_producer_many_times(data_dir, tmp_path, threads):
     check_all_acked(data_dir, all_acks)
 
 
+@pytest.mark.crash
 def test_machine_crash_loses_nothing_acknowledged(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, {"segment.bytes": "50000"})
@@ -132,6 +134,7 @@ def test_machine_crash_loses_nothing_acknowledged(data_dir, tmp_path):
     assert not wal_mod.all_streams(data_dir)  # replayed, checkpointed, deleted
 
 
+@pytest.mark.crash
 def test_wal_torn_at_every_byte_of_the_last_record(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -174,6 +177,7 @@ def zero_filled_files(stream_dir):
     return out
 
 
+@pytest.mark.crash
 def test_busy_stream_writes_into_zero_filled_files_and_recovers(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -272,6 +276,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.crash
 def test_live_stream_verify_sees_damage_in_a_zero_filled_file_and_no_write_in_flight(
         data_dir, tmp_path):
     """A live stream's current file may end in a write in flight, and a reader of a zero-filled
@@ -398,6 +403,7 @@ def test_enospc_on_write(data_dir, monkeypatch):
         assert [r.value for r in eng.read("t", 0, 0)] == [b"a", b"c"]
 
 
+@pytest.mark.crash
 def test_wal_commands(data_dir, tmp_path):
 
     with Engine.open(data_dir) as eng:
@@ -427,6 +433,8 @@ def test_wal_commands(data_dir, tmp_path):
     assert run_rivven(data_dir, "consume", "t").stdout.count(b"\n") == 40
 
 
+@pytest.mark.slow
+@pytest.mark.crash
 def test_flipped_bits_in_wal_are_found(data_dir, tmp_path):
 
     with Engine.open(data_dir) as eng:
@@ -451,6 +459,7 @@ def test_flipped_bits_in_wal_are_found(data_dir, tmp_path):
     assert run_rivven(data_dir, "wal", "verify").returncode == 0
 
 
+@pytest.mark.crash
 def test_two_producer_processes_killed_together(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, {"segment.bytes": "100000"})
@@ -472,6 +481,7 @@ def test_two_producer_processes_killed_together(data_dir, tmp_path):
     check_all_acked(data_dir, all_acks)
 
 
+@pytest.mark.crash
 def test_active_segment_cut_at_every_byte_of_the_last_batch(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -495,6 +505,7 @@ def test_active_segment_cut_at_every_byte_of_the_last_batch(data_dir, tmp_path):
             assert [(r.offset, r.value) for r in eng.read("t", 0, 0, 100)] == acks, cut
 
 
+@pytest.mark.crash
 def test_replayed_partitions_are_checkpointed_before_the_stream_goes(data_dir, tmp_path):
     from engine.storage.checkpoint import read_checkpoint
 
@@ -532,6 +543,7 @@ def test_rotation_under_concurrent_group_commit(data_dir):
         assert sum(eng.end_offsets("t").values()) == 6 * 150 * 3
 
 
+@pytest.mark.crash
 def test_segment_recover_before_replay(data_dir, tmp_path):
     from engine.tools.verify import scan_segment
 
@@ -585,6 +597,7 @@ def test_merge_by_offset_later_write_wins():
     assert len(wal_mod.merge_by_offset(many)) == 100_000  # no quadratic pass
 
 
+@pytest.mark.crash
 def test_cut_tails_are_reported(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)

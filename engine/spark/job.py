@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 KEYS_SCHEMA = "partition int, offset long, key binary, tombstone boolean"
+STARTED = "rivven: the Spark session is up, the job starts"
 
 
 def _groups(plan: dict[str, Any]) -> dict[int, tuple[int, list[dict[str, Any]], str]]:
@@ -196,6 +197,7 @@ def run_job(argv: list[str], kind: str, body: Any) -> int:
     t0 = time.time()
     spark = SparkSession.builder.appName(f"rivven-{kind}-{plan['topic'] or 'all'}").getOrCreate()
     started = time.time()
+    print(STARTED, flush=True)  # (the launcher's failpoint spark-job-running waits for it)
     try:
         result = body(spark, plan, plan_path)
     finally:

@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import clock
 from ..errors import RivvenError
+from ..failpoint import failpoint
 from ..maintenance import compaction
 from ..progress import Progress
 from ..storage.locks import open_lock_file, try_lock
+from .job import STARTED
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -153,12 +155,16 @@ def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
                                 env=environment(python), preexec_fn=_die_with_parent)
         assert proc.stdout is not None
         buf = b""
+        started = False
         while True:
             chunk = proc.stdout.read1(65536)
             if not chunk:
                 break
             log.write(chunk)
             buf = (buf + chunk)[-4096:]
+            if not started and STARTED.encode() in buf:
+                started = True
+                failpoint("spark-job-running")  # tests kill the launcher while the job runs
             if progress is not None:
                 for m in _STAGE.finditer(buf):
                     progress(f"spark: stage {m.group(1)}", int(m.group(4)), int(m.group(2)))
