@@ -3,8 +3,10 @@
 ``import engine`` is light: pyarrow is imported on the first read, pyspark never.
 """
 
+from .client.read import Position
 from .engine import Engine
 from .errors import (
+    ColdObjectError,
     CorruptRecordError,
     DataDirError,
     InvalidArgument,
@@ -19,13 +21,14 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from .format.records import Record
+from .format.records import ColumnBatch, Record
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CorruptRecordError", "DataDirError", "Engine", "InvalidArgument", "InvalidConfig",
-    "InvalidTopicName", "OffsetOutOfRange", "ReadOnlyError", "Record", "RecordTooLarge",
+    "ColdObjectError", "CorruptRecordError", "DataDirError", "Engine", "InvalidArgument", "InvalidConfig",
+    "InvalidTopicName", "OffsetOutOfRange", "Position", "ReadOnlyError", "Record",
+    "ColumnBatch", "RecordTooLarge",
     "RivvenError", "StorageError", "TopicExists", "UnknownPartition", "UnknownTopic",
     "__version__",
 ]

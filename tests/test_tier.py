@@ -279,8 +279,10 @@ with Engine.open(sys.argv[1]) as eng:
     # the swap done
     ("tier-copied", TIER_CHILD), ("swap-committed", TIER_CHILD), ("swap-files", TIER_CHILD),
     ("swap-deleting", TIER_CHILD), ("tier-manifest", TIER_CHILD),
-    # a restore: a segment installed (the swap committed); the swap done, objects not removed
-    ("swap-installing", RESTORE_CHILD), ("restore-manifest", RESTORE_CHILD)])
+    # a restore: a file, then a whole segment installed (the swap committed); the swap done,
+    # objects not removed
+    ("swap-installing", RESTORE_CHILD), ("swap-installed", RESTORE_CHILD),
+    ("restore-manifest", RESTORE_CHILD)])
 @pytest.mark.crash
 def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
     make(data_dir, n=300)
@@ -290,6 +292,8 @@ def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
     env = dict(os.environ, RIVVEN_FAILPOINT=point, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-c", child, data_dir], env=env, timeout=120)
     assert p.returncode == -9
+    with Engine.open(data_dir, read_only=True) as eng:  # a reader, before a writer mends it
+        assert everything(eng) == expected(300)
     _consistent(data_dir, 300)
     with Engine.open(data_dir) as eng:  # the next run finishes the job
         if child is TIER_CHILD:

@@ -1,4 +1,5 @@
-"""Records and record batches: encode, verify and decode. Pure functions over bytes, no file I/O.
+"""Records and the record batch header: its layout, reading and checking it (CRC32C). Pure
+functions over bytes, no file I/O; encoding is in ``encode``, decoding in ``decode``.
 
 A batch is a fixed 72-byte header followed by a columnar body (docs/FORMAT.md has every byte):
 

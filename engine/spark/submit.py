@@ -1,4 +1,5 @@
-"""Run the compaction job with ``spark-submit`` and swap its output in (no pyspark import here).
+"""Run the Spark jobs with ``spark-submit`` — compaction (then its swap) and tiering (then its
+commit) — and nothing of pyspark imported here.
 
 The data dir must be reachable at the same path by the driver and every executor (local mode,
 a standalone cluster on this machine, or a shared file system).

@@ -91,7 +91,7 @@ class Catalog:
                 out[name] = TopicMeta(name, str(t["id"]), parts, {str(k): str(v) for k, v in
                                       t.get("config", {}).items()}, int(t.get("created_ms", 0)))
             return out
-        except (OSError, ValueError, KeyError, TypeError, InvalidTopicName) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, InvalidTopicName) as e:
             raise DataDirError(
                 f"topic catalog {self.path} is unreadable ({e}); restore it from a backup"
             ) from None

@@ -99,8 +99,9 @@ class Index:
         self.values = array("q")
 
     def truncate_entries(self, count: int) -> None:
-        """Keep only the first ``count`` entries."""
-        if count >= len(self.keys) and self.loaded == count * self.ENTRY.size:
+        """Keep only the first ``count`` entries (all of them when there are fewer)."""
+        count = min(count, len(self.keys))
+        if count == len(self.keys) and self.loaded == count * self.ENTRY.size:
             return
         del self.keys[count:]
         del self.values[count:]

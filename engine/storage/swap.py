@@ -7,10 +7,10 @@ calls, under the partition lock:
 2. ``commit``: write ``compaction.swap.json`` atomically — the commit point:
    ``{"segments": [bases installed], "replaces": [bases removed],
    "files": {name: JSON written as that file}}``;
-3. ``roll_forward``: ``.cleaned`` -> ``.swap`` (fsync dir), ``.swap`` -> final name (fsync
-   dir; a replaced segment with the same base goes in this one rename), write the side files
-   (``.cleaner``, ``tier.json``), delete the replaced segments that were not overwritten,
-   delete the swap manifest.
+3. ``roll_forward``: ``.cleaned`` -> ``.swap`` (fsync dir), ``.swap`` -> final name, newest
+   segment first (fsync dir; a replaced segment with the same base goes in this one rename),
+   write the side files (``.cleaner``, ``tier.json``), delete the replaced segments that were
+   not overwritten, delete the swap manifest.
 
 Whoever finds the manifest finishes the swap: a writer opening the partition, or the next
 replacement (``roll_forward`` is idempotent). Without it, ``.cleaned`` and ``.swap`` files are
@@ -100,13 +100,16 @@ def roll_forward(pdir: str) -> bool:
                 failpoint("swap-renaming")
     files.fsync_dir(pdir)
     failpoint("swap-swapped")
-    # 2. .swap -> final name (a replaced segment with the same base goes in this rename)
-    for b in install:
+    # 2. .swap -> final name (a replaced segment with the same base goes in this rename),
+    #    newest first: segments installed below the local ones (a restore) then always extend
+    #    the local log downwards, so a reader never finds a hole between local segments
+    for b in sorted(install, reverse=True):
         for suffix in files.INSTALL_ORDER:
             s = files.path(pdir, b, suffix + files.SWAP)
             if os.path.exists(s):
                 os.replace(s, files.path(pdir, b, suffix))
                 failpoint("swap-installing")
+        failpoint("swap-installed")
     files.fsync_dir(pdir)
     # 3. side files (the tier manifest must name cold copies before local ones go)
     for name, doc in m["files"].items():

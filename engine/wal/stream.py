@@ -78,7 +78,7 @@ class WalStream:
         # ones it covered (they then return without touching sync_cond) and at most one more
         self.sleepers: list[_Sleeper] = []
         # partition logs with batches waiting for an fsync: the syncer writes them to their
-        # segments before it wakes their threads (see PartitionLog.after_wal_sync)
+        # segments before it wakes their threads (engine.storage.pipeline, after_wal_sync)
         self.listeners: set = set()
         self.written = 0  # stream position after the last appended byte
         self.synced = 0
