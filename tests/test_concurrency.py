@@ -144,7 +144,7 @@ def test_kill_9_producer_at_random_moments(data_dir, tmp_path):
 
 LOCK_AND_DIE = """
 import fcntl, os, sys, time
-from engine.format.records import encode_batch
+from engine.format import encode_batch
 d = sys.argv[1]
 fd = os.open(os.path.join(d, ".lock"), os.O_RDWR)
 fcntl.flock(fd, fcntl.LOCK_EX)
