@@ -27,7 +27,8 @@ def _pct(before: int, after: int) -> str:
 
 def _with_progress(job: Any) -> Any:
     """``job(engine, progress)`` with the Spark progress bar drawn while it runs."""
-    with progress_bar(tasks=True, label="spark: starting") as update, open_engine() as eng:
+    # (the engine first: its recovery has a progress bar of its own, and one shows at a time)
+    with open_engine() as eng, progress_bar(tasks=True, label="spark: starting") as update:
         return job(eng, update)
 
 
