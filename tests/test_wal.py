@@ -167,10 +167,23 @@ def test_wal_torn_at_every_byte_of_the_last_record(data_dir, tmp_path):
 
 
 def zero_filled_files(stream_dir):
-    """WAL files of a stream that run on past their records (zero-filled ahead)."""
+    """WAL files of a stream that run on past their records (zero-filled ahead). The stream
+    may be live: a file being written is read again until its last record is whole."""
     out = []
     for f in wal_mod.stream_files(stream_dir):
-        recs = list(wal_mod.scan_file(f))
+        for attempt in range(50):
+            try:
+                recs = list(wal_mod.scan_file(f))
+                break
+            except wal_mod.WalTail as t:  # a record being written (microseconds)
+                if not t.incomplete or attempt == 49:
+                    raise
+                time.sleep(0.01)
+            except FileNotFoundError:  # deleted by a checkpoint meanwhile
+                recs = None
+                break
+        if recs is None:
+            continue
         end = recs[-1].position + recs[-1].size if recs else 0
         if os.path.getsize(f) > end:
             out.append((f, recs))
