@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import clock
 from .client import read
@@ -20,8 +20,7 @@ from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
-from .groups.consumer import Consumer
-from .maintenance import compaction, retention
+from .maintenance import retention
 from .progress import Progress
 from .storage import datadir
 from .storage.catalog import TopicMeta
@@ -38,6 +37,9 @@ from .tools import inspect, repair
 from .tools import verify as verify_mod
 from .wal import streams
 from .wal.owner import WalOwner
+
+if TYPE_CHECKING:  # (imported when first used: a command that needs neither starts faster)
+    from .groups.consumer import Consumer
 
 
 class Engine:
@@ -75,7 +77,7 @@ class Engine:
                              after_checkpoint=lambda log: retention.apply(log, log.config,
                                                                           clock.now_ms()),
                              after_checkpoints=self._publish_hot_stats)
-        self._producer = Producer(self._topics, self._log, self._wal.attach)
+        self._producer = Producer(self._topics, self._partitions.get, self._wal.attach)
         self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
                                   self.offset_for_time)
         self._consumers: set[Consumer] = set()
@@ -237,7 +239,9 @@ class Engine:
         if not recs:
             return []
         self._writable()
-        return self._produce(ProduceRequest.of_records(topic, recs, partition, compression))
+        acks = self._producer.produce(ProduceRequest.of_records(topic, recs, partition, compression))
+        self._wal.maybe_checkpoint()
+        return acks
 
     def produce_batch(self, topic: str, values: Sequence[bytes | None],
                       keys: Sequence[bytes | None] | None = None,
@@ -250,11 +254,8 @@ class Engine:
         self._writable()
         if not len(values):
             return []
-        return self._produce(ProduceRequest.of(topic, values, keys, headers, timestamps,
-                                               partition, partitions, compression))
-
-    def _produce(self, req: ProduceRequest) -> list[tuple[int, int]]:
-        acks = self._producer.produce(req)
+        acks = self._producer.produce(ProduceRequest.of(topic, values, keys, headers, timestamps,
+                                                        partition, partitions, compression))
         self._wal.maybe_checkpoint()
         return acks
 
@@ -362,6 +363,8 @@ class Engine:
     def compaction_plan(self, topic: str, partitions: Sequence[int] | None = None,
                         force: bool = False, now: int | None = None) -> list[dict[str, Any]]:
         """What the next compaction pass would clean per partition, and why not the rest."""
+        from .maintenance import compaction
+
         now = clock.now_ms() if now is None else now
         return [compaction.plan_partition(log, log.config, now, force)
                 for log in self._logs(topic, partitions)]
@@ -369,6 +372,8 @@ class Engine:
     def explain_compaction(self, topic: str) -> list[dict[str, Any]]:
         """Per partition: dirty ratio, cleanable range, what holds the rest back, and every
         tombstone's delete horizon."""
+        from .maintenance import compaction
+
         now = clock.now_ms()
         return [compaction.explain_partition(log, log.config, now) for log in self._logs(topic)]
 
@@ -376,6 +381,8 @@ class Engine:
                 ) -> list[dict[str, Any]]:
         """One compaction pass in this process, without Spark (small topics; the reference
         for the Spark job: engine.spark.submit.compact)."""
+        from .maintenance import compaction
+
         self._writable()
         return compaction.compact_partitions(self.path, self._logs(topic, partitions), force)
 
@@ -383,6 +390,8 @@ class Engine:
                          min_tombstone: int | None = None) -> dict[str, Any]:
         """Swap in the segments a compaction job wrote to ``staged_dir`` for one partition's
         ``plan`` (crash-safe; refused with CompactionError when the partition changed)."""
+        from .maintenance import compaction
+
         self._writable()
         log = self._partition(topic, plan["partition"])
         return compaction.swap(log, plan, staged_dir, now, min_tombstone)
@@ -438,6 +447,8 @@ class Engine:
                  auto_offset_reset: str = "earliest", **options: Any) -> Consumer:
         """A group member reading ``topics`` from the group's committed offsets; see
         engine.groups.consumer.Consumer for ``options`` (enable_auto_commit, member_id, ...)."""
+        from .groups.consumer import Consumer
+
         c = Consumer(self, group, topics, auto_offset_reset=auto_offset_reset,
                      sync_commits=self.settings.wal_sync != "none",
                      on_close=self._consumers.discard, **options)

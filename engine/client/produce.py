@@ -209,7 +209,8 @@ class Producer:
                 values: Sequence, headers: Sequence | None, ts: int | list[int], codec: int,
                 cfg: TopicConfig) -> list[tuple[int, int]]:
         """Encode (splitting at max.message.bytes) and append; ``[(base_offset, count)]``."""
-        self.attach_wal(log)
+        if log.wal is None:
+            self.attach_wal(log)
         limit = cfg.max_message_bytes
         batch = encode_batch(keys, values, ts, headers, codec)
         if len(batch) <= limit:

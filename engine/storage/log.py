@@ -89,24 +89,16 @@ class PartitionLog:
         self._ckpt_stamp: tuple[int, int, int] | None = None
         self.lock = PartitionLock(directory, topic, partition, writable)
         self.mutex = self.lock.mutex
-        self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress)
+        self.config = config  # the topic's configs; the engine sets them as they change
+        self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress,
+                               lambda: self.config.index_interval_bytes)
         self.tierview = TierView(directory)
-        self.config = config
         self.pipeline = AppendPipeline(self)
         try:
             loader.load(self)
         except BaseException:
             self.lock.close()
             raise
-
-    @property
-    def config(self) -> TopicConfig:
-        return self._config
-
-    @config.setter
-    def config(self, cfg: TopicConfig) -> None:
-        self._config = cfg
-        self.segs.index_interval = cfg.index_interval_bytes
 
     @property
     def tier(self) -> list[ColdSegment]:

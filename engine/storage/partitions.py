@@ -46,7 +46,8 @@ class Partitions:
 
     def get(self, meta: TopicMeta, partition: int, retain: bool = True) -> PartitionLog:
         """The log of a partition (opened when needed); ``retain=False`` skips ``on_open``."""
-        check_partition(meta, partition)
+        if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
+            check_partition(meta, partition)  # (inline first: this runs on every produce)
         key = (meta.name, partition)
         entry = self._logs.get(key)
         if entry is not None and entry[0] == meta.id:

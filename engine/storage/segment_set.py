@@ -11,6 +11,7 @@ Every method that changes the set runs with the partition lock held (engine.stor
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ..errors import UnknownTopic
 from ..failpoint import failpoint
@@ -26,14 +27,15 @@ class SegmentGone(UnknownTopic):
 
 class SegmentSet:
     def __init__(self, directory: str, topic: str, partition: int, writable: bool,
-                 cuts: list[dict], progress: Progress | None) -> None:
+                 cuts: list[dict], progress: Progress | None,
+                 index_interval: Callable[[], int] = lambda: 4096) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
         self.writable = writable
         self.cuts = cuts  # damaged tails cut while loading (shared with the engine)
         self.progress = progress  # long scans report (what, total, done) bytes
-        self.index_interval = 4096  # the topic's index.interval.bytes (PartitionLog.config)
+        self.index_interval = index_interval  # the topic's index.interval.bytes, now
         self.segments: dict[int, Segment] = {}
         self.bases: list[int] = []
         self.active: Segment = None  # type: ignore[assignment]  # set by open_active
@@ -69,7 +71,7 @@ class SegmentSet:
                 raise SegmentGone(
                     f"segment {base} of {self.topic}-{self.partition} vanished (topic deleted?)"
                 ) from None
-            seg.index_interval = self.index_interval
+            seg.index_interval = self.index_interval()
             seg.cuts = self.cuts
             seg.progress = self.progress
             self.segments[base] = seg
@@ -134,7 +136,7 @@ class SegmentSet:
         old = self.active
         old.sync_all()
         new = Segment(self.dir, old.next_offset, True, create=True)
-        new.index_interval = self.index_interval
+        new.index_interval = self.index_interval()
         new.cuts = self.cuts
         new.next_offset = old.next_offset
         new.loaded = True
