@@ -30,3 +30,12 @@ def rivven(data_dir: str):
     def call(*args: str, **kw):
         return run_rivven(data_dir, *args, **kw)
     return call
+
+
+def flip(path: str, pos: int, bit: int = 0) -> None:
+    """Flip one bit of a file in place (a disk that went bad)."""
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        b = f.read(1)[0]
+        f.seek(pos)
+        f.write(bytes([b ^ (1 << bit)]))

@@ -5,6 +5,7 @@ import shutil
 import time
 
 import pytest
+from conftest import flip
 
 from engine.errors import ColdObjectError
 from engine.format import decode_records, encode_batch, read_header
@@ -60,14 +61,6 @@ def entry(tmp_path, store):
 
 def cold_file(entry: ColdSegment, suffix: str) -> str:
     return cold.local_path(entry.url(suffix))
-
-
-def flip_byte(path: str, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        b = f.read(1)
-        f.seek(position)
-        f.write(bytes([b[0] ^ 0x01]))
 
 
 def records_of(seg: Segment) -> list:
@@ -153,7 +146,7 @@ def test_a_deleted_cached_copy_is_downloaded_again(tmp_path, entry):
 
 @pytest.mark.parametrize("suffix", SUFFIXES)
 def test_a_damaged_object_is_refused(tmp_path, entry, suffix):
-    flip_byte(cold_file(entry, suffix), 0)  # same size, different bytes
+    flip(cold_file(entry, suffix), 0)  # same size, different bytes
     cache = ColdCache(str(tmp_path / "cache"), 1 << 30)
     with pytest.raises(ColdObjectError) as e:
         cache.segment(entry)

@@ -4,6 +4,7 @@ import os
 import struct
 
 import pytest
+from conftest import flip
 
 from engine.errors import CorruptRecordError, StorageError
 from engine.format import encode_batch, read_header
@@ -41,14 +42,6 @@ def seg(tmp_path):
     s.index_interval = 0  # an index entry before every batch but the first
     yield s
     s.close()
-
-
-def flip_byte(path: str, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        b = f.read(1)
-        f.seek(position)
-        f.write(bytes([b[0] ^ 0x40]))
 
 
 def test_create_makes_the_three_files(tmp_path):
@@ -193,7 +186,7 @@ def test_garbage_that_is_not_zeros_is_corruption_not_a_torn_tail(seg):
 # ---------------------------------------------------------------- corruption
 def test_a_crc_mismatch_raises_naming_file_and_position(seg):
     rows = write_batches(seg, 3)
-    flip_byte(seg.path, rows[1][0] + HEADER_SIZE + 5)  # inside the second batch's body
+    flip(seg.path, rows[1][0] + HEADER_SIZE + 5, bit=6)  # inside the second batch's body
     with pytest.raises(CorruptRecordError) as e:
         list(seg.iter_batches(0, seg.size))
     msg = str(e.value)
@@ -206,7 +199,7 @@ def test_a_crc_mismatch_raises_naming_file_and_position(seg):
 def test_load_raises_on_a_damaged_batch_before_the_checkpoint(seg, tmp_path):
     rows = write_batches(seg, 3)
     end = seg.size
-    flip_byte(seg.path, rows[2][0] + HEADER_SIZE + 1)
+    flip(seg.path, rows[2][0] + HEADER_SIZE + 1, bit=6)
     w = Segment(str(tmp_path), BASE, writable=True)
     with pytest.raises(CorruptRecordError, match="CRC mismatch"):
         w.load(repair=True, checkpoint={"segment": BASE, "position": end})
@@ -217,7 +210,7 @@ def test_load_raises_on_a_damaged_batch_before_the_checkpoint(seg, tmp_path):
 def test_load_cuts_a_damaged_last_batch_past_the_checkpoint(seg, tmp_path):
     rows = write_batches(seg, 3)
     end = seg.size
-    flip_byte(seg.path, rows[2][0] + HEADER_SIZE + 1)
+    flip(seg.path, rows[2][0] + HEADER_SIZE + 1, bit=6)
     w = Segment(str(tmp_path), BASE, writable=True)
     w.load(repair=True, checkpoint={"segment": BASE, "position": rows[1][0]})
     assert w.file_size() == rows[2][0] == w.size
@@ -230,7 +223,7 @@ def test_load_cuts_a_damaged_last_batch_past_the_checkpoint(seg, tmp_path):
 def test_load_never_cuts_a_damaged_batch_followed_by_an_intact_one(seg, tmp_path):
     rows = write_batches(seg, 3)
     end = seg.size
-    flip_byte(seg.path, rows[1][0] + HEADER_SIZE + 1)
+    flip(seg.path, rows[1][0] + HEADER_SIZE + 1, bit=6)
     w = Segment(str(tmp_path), BASE, writable=True)
     with pytest.raises(CorruptRecordError):
         w.load(repair=True, checkpoint=None)  # nothing durable, yet good data follows
@@ -273,7 +266,7 @@ def test_rebuild_indexes_truncates_a_torn_tail_only_when_asked(seg):
 
 def test_rebuild_indexes_with_tolerated_corruption_stops_before_it(seg):
     rows = write_batches(seg, 4)
-    flip_byte(seg.path, rows[2][0] + HEADER_SIZE + 1)
+    flip(seg.path, rows[2][0] + HEADER_SIZE + 1, bit=6)
     with pytest.raises(CorruptRecordError):
         seg.rebuild_indexes(truncate_torn=False)
     assert seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True) == rows[2][0]

@@ -4,7 +4,7 @@ import json
 import os
 import random
 
-from conftest import run_rivven
+from conftest import flip, run_rivven
 
 from engine import Engine, Record
 from engine.tools.verify import scan_segment, verify_partition
@@ -18,14 +18,6 @@ def make(data_dir, batches=40, cfg=None):
             eng.produce("t", [Record(key=b"k%d" % i, value=b"v%06d" % (b * 10 + i),
                                      timestamp=1000 + b) for i in range(10)])
     return os.path.join(data_dir, "topics", "t", "partition-0")
-
-
-def flip(path, pos, bit=0):
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        b = f.read(1)[0]
-        f.seek(pos)
-        f.write(bytes([b ^ (1 << bit)]))
 
 
 def test_clean_dir_verifies(data_dir):
