@@ -174,9 +174,7 @@ class PartitionLog:
         with self.mutex:
             self.sync_view(repair=False)
             self.read_log_start()
-            tv = self.tierview
-            return View(self.start_offset(), self.segs.active.next_offset, list(self.segs.bases),
-                        self.segs.active, tv.entries, tv.bases)
+            return self._snapshot()
 
     def reload_view(self) -> View:
         """A view read afresh: after a segment vanished under a reader."""
@@ -186,9 +184,12 @@ class PartitionLog:
             self.read_log_start()
             self.segs.drop_replaced()
             self.segs.relist()
-            tv = self.tierview
-            return View(self.start_offset(), self.segs.active.next_offset, list(self.segs.bases),
-                        self.segs.active, tv.entries, tv.bases)
+            return self._snapshot()
+
+    def _snapshot(self) -> View:
+        tv = self.tierview
+        return View(self.start_offset(), self.segs.active.next_offset, list(self.segs.bases),
+                    self.segs.active, tv.entries, tv.bases)
 
     def all_segments(self, recheck: bool = False) -> list[Segment]:
         """The local segments, oldest first; ``recheck`` first drops cached segments whose
