@@ -20,7 +20,7 @@ from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
-from .maintenance import retention
+from .maintenance import compaction, retention
 from .progress import Progress
 from .storage import datadir
 from .storage.catalog import TopicMeta
@@ -38,7 +38,7 @@ from .tools import verify as verify_mod
 from .wal import streams
 from .wal.owner import WalOwner
 
-if TYPE_CHECKING:  # (imported when first used: a command that needs neither starts faster)
+if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs start-up)
     from .groups.consumer import Consumer
 
 
@@ -363,7 +363,6 @@ class Engine:
     def compaction_plan(self, topic: str, partitions: Sequence[int] | None = None,
                         force: bool = False, now: int | None = None) -> list[dict[str, Any]]:
         """What the next compaction pass would clean per partition, and why not the rest."""
-        from .maintenance import compaction
 
         now = clock.now_ms() if now is None else now
         return [compaction.plan_partition(log, log.config, now, force)
@@ -372,7 +371,6 @@ class Engine:
     def explain_compaction(self, topic: str) -> list[dict[str, Any]]:
         """Per partition: dirty ratio, cleanable range, what holds the rest back, and every
         tombstone's delete horizon."""
-        from .maintenance import compaction
 
         now = clock.now_ms()
         return [compaction.explain_partition(log, log.config, now) for log in self._logs(topic)]
@@ -381,7 +379,6 @@ class Engine:
                 ) -> list[dict[str, Any]]:
         """One compaction pass in this process, without Spark (small topics; the reference
         for the Spark job: engine.spark.submit.compact)."""
-        from .maintenance import compaction
 
         self._writable()
         return compaction.compact_partitions(self.path, self._logs(topic, partitions), force)
@@ -390,7 +387,6 @@ class Engine:
                          min_tombstone: int | None = None) -> dict[str, Any]:
         """Swap in the segments a compaction job wrote to ``staged_dir`` for one partition's
         ``plan`` (crash-safe; refused with CompactionError when the partition changed)."""
-        from .maintenance import compaction
 
         self._writable()
         log = self._partition(topic, plan["partition"])

@@ -236,7 +236,7 @@ def _trim(topic: str, partition: int, cols: tuple, start: int, limit: int | None
           left: int | None) -> ColumnBatch:
     """One batch's columns cut to offsets in [start, limit) and to ``left`` records."""
     offs, ts, keys, values, hs = cols
-    offs = list(offs)
+    offs, ts, hs = list(offs), list(ts), list(hs)  # (ts and hs may be repeat objects)
     lo = 0
     while lo < len(offs) and offs[lo] < start:
         lo += 1
@@ -247,6 +247,6 @@ def _trim(topic: str, partition: int, cols: tuple, start: int, limit: int | None
     if left is not None:
         hi = min(hi, lo + left)
     if lo == 0 and hi == len(offs):
-        return ColumnBatch(topic, partition, offs, list(ts), keys, values, list(hs))
-    return ColumnBatch(topic, partition, offs[lo:hi], list(ts)[lo:hi], keys[lo:hi],
-                       values[lo:hi], list(hs)[lo:hi])
+        return ColumnBatch(topic, partition, offs, ts, keys, values, hs)
+    return ColumnBatch(topic, partition, offs[lo:hi], ts[lo:hi], keys[lo:hi], values[lo:hi],
+                       hs[lo:hi])

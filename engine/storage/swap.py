@@ -86,8 +86,10 @@ def roll_forward(pdir: str) -> bool:
     the partition lock held. Idempotent. Returns True when a swap was finished."""
     m = _read(pdir)
     if m is None:
-        for f in os.listdir(pdir):  # debris of a swap that never committed
-            if f.endswith((files.CLEANED, files.SWAP)) or f.startswith(MANIFEST + ".tmp."):
+        # debris of a swap that never committed (a manifest's temp file is the loader's:
+        # files.remove_write_debris)
+        for f in os.listdir(pdir):
+            if f.endswith((files.CLEANED, files.SWAP)):
                 os.unlink(os.path.join(pdir, f))
         return False
     install = m["install"]
