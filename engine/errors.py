@@ -73,3 +73,25 @@ class ColdObjectError(RivvenError):
 
 class StorageError(RivvenError):
     """The operating system refused a write, an fsync or a rename (EIO, ENOSPC, EACCES ...)."""
+
+
+class DamagedMetadata(CorruptRecordError):
+    """A metadata file of the data dir (catalog, checkpoint, tier manifest, offsets log,
+    marker) is unreadable, fails its checksum, or disagrees with the log: reported, never
+    acted on. Exit code 3, like other damage."""
+
+
+class LockTimeout(RivvenError):
+    """A lock stayed held longer than the configured wait (``lock.timeout.ms``)."""
+
+
+def os_error(e: OSError, what: str, path: str) -> StorageError:
+    """A StorageError for an OS error while doing ``what`` to ``path``: names the path, and
+    says "disk full" (with the fix) for ENOSPC/EDQUOT."""
+    import errno
+
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageError(f"cannot {what} {path}: disk full; free space (rivven "
+                            "delete-records, retention apply or topic delete work on a full "
+                            "disk) and retry")
+    return StorageError(f"cannot {what} {path}: {e.strerror or e} (errno {e.errno})")
