@@ -553,3 +553,29 @@ def test_a_shared_temp_root_that_is_not_private_is_replaced_for_the_engine(tmp_p
     strict = ColdCache(str(root), 1 << 30)  # (a data dir's .tier-cache: refused)
     with pytest.raises(Exception, match="is writable by other users"):
         strict.segment(entry)
+
+
+@pytest.mark.parametrize("damage", ["crafted entry", "garbage"])
+def test_a_damaged_manifest_never_moves_the_log_start_past_the_cold_data(data_dir, damage):
+    """A checkpoint (every produce's close) used to persist the first local offset as the log
+    start while the manifest was unreadable: once the file was restored from a backup, the
+    cold offsets lay below the log start, unreadable, and retention deleted them."""
+    make(data_dir)
+    path = tier_manifest.path(pdir(data_dir))
+    with open(path, "rb") as f:
+        good = f.read()
+    if damage == "garbage":
+        with open(path, "r+b") as f:
+            f.write(b"{{{{")
+    else:
+        segs = segments(data_dir)
+        segs[0]["object"] = "file:///tmp/nowhere/sub/obj"
+        write_manifest(data_dir, segs, "v1")
+    r = run_rivven(data_dir, "produce", "tt", input=b"hello\n")
+    clean(r)
+    r = run_rivven(data_dir, "consume", "tt", "-o", "beginning")
+    assert r.returncode == 3 and path.encode() in r.stderr  # no silent jump past cold data
+    with open(path, "wb") as f:  # restored from a backup
+        f.write(good)
+    r = run_rivven(data_dir, "consume", "tt", "-o", "beginning", "-f", "%o %v\n", check=True)
+    assert values(r.stdout) == [f"gggggg{i:05d}" for i in range(300)] + ["hello"]

@@ -161,6 +161,10 @@ class PartitionLog:
         tier = self.tierview.entries
         if tier and tier[0].base_offset < first:
             first = tier[0].base_offset
+        elif self.tierview.error is not None:
+            # a damaged manifest may hold offsets below the local segments: keep the persisted
+            # start (a checkpoint must never move it past them; reads there raise the damage)
+            first = min(first, self.log_start)
         return min(max(self.log_start, first), self.segs.active.next_offset)
 
     def local_start(self) -> int:
