@@ -134,6 +134,7 @@ def test_a_bare_relative_path_is_not_resolved_against_the_working_directory(data
     assert not os.path.exists(os.path.join(data_dir, "topics", "tt"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["as written", "v1"])
 def test_a_flipped_bit_before_partition_0_does_not_delete_the_whole_cold_store(data_dir, form):
     tid = make(data_dir)
@@ -348,6 +349,7 @@ def test_a_legacy_manifest_is_read_and_rewritten_sealed(data_dir):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_a_symlinked_data_dir_root_keeps_its_cold_data(tmp_path):
     real = str(tmp_path / "real")
     make(real)
@@ -579,3 +581,16 @@ def test_a_damaged_manifest_never_moves_the_log_start_past_the_cold_data(data_di
         f.write(good)
     r = run_rivven(data_dir, "consume", "tt", "-o", "beginning", "-f", "%o %v\n", check=True)
     assert values(r.stdout) == [f"gggggg{i:05d}" for i in range(300)] + ["hello"]
+
+
+def test_garbage_collection_deletes_only_names_rivven_gives(data_dir):
+    tid = make(data_dir)
+    prefix = os.path.join(data_dir, "cold", f"tt-{tid}", "partition-0")
+    for name in ("notes.txt", "00000000000000000000-dead.log.part-1a2b3c4d"):
+        with open(os.path.join(prefix, name), "w") as f:
+            f.write("x")
+    os.mkdir(os.path.join(prefix, "00000000000000000099-deadbeef.log"))
+    with Engine.open(data_dir) as eng:
+        removed = eng.tier("tt")["partitions"][0]["orphans_removed"]
+    assert [os.path.basename(u) for u in removed] == ["00000000000000000000-dead.log.part-1a2b3c4d"]
+    assert os.path.exists(os.path.join(prefix, "notes.txt"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
 
 LogFor = Callable[[TopicMeta, int], PartitionLog]
+OBJECT_FILE = re.compile(r"[0-9]{20}-")  # how every object's file name begins
 
 
 class TierBusy(RivvenError):
@@ -216,13 +218,18 @@ def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:
     named = {e.object for e in tier_manifest.load(log.dir, log.tier_home())}
     removed = []
     for url in cold.listdir(cold_prefix):
+        if not OBJECT_FILE.match(url.rpartition("/")[2]):
+            continue  # not a name rivven gives: not its to delete
         stem = url
         for suffix in SUFFIXES:
             if url.endswith(suffix):
                 stem = url[:-len(suffix)]
                 break
         if ".part-" in url or stem not in named:
-            cold.remove(url)
+            try:
+                cold.remove(url)
+            except IsADirectoryError:
+                continue  # (a directory under a prefix is not rivven's either)
             removed.append(url)
     return removed
 
