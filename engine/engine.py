@@ -31,7 +31,7 @@ from .storage.topics import Topics
 from .tiering import cold, status
 from .tiering import restore as tier_restore
 from .tiering import tier as tiering
-from .tiering.cache import ColdCache, cache_root
+from .tiering.cache import ColdCache
 from .tiering.hot import HotCache
 from .tools import inspect, repair
 from .tools import verify as verify_mod
@@ -70,7 +70,7 @@ class Engine:
         self._topics = Topics(self.path)
         self.catalog = self._topics.catalog
         self.hot = HotCache(st.hot_max_bytes) if st.hot_max_bytes > 0 else None
-        self.cold_cache = ColdCache(cache_root(self.path), st.tier_cache_max_bytes)
+        self.cold_cache = ColdCache.for_data_dir(self.path, st.tier_cache_max_bytes)
         self._partitions = Partitions(self.path, not read_only, st.wal_sync, progress,
                                       self.cold_cache, self.hot, on_open=self._retain)
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
@@ -126,6 +126,7 @@ class Engine:
         self._wal.close(delete=clean)
         if self.hot is not None and not self.read_only:
             status.unpublish_hot_stats(self.path)
+        self.cold_cache.close()
         self.closed = True
 
     @property
@@ -208,16 +209,21 @@ class Engine:
         self._writable()
         return self._topics.create(name, partitions, config or {}, if_not_exists)
 
-    def delete_topic(self, name: str) -> None:
-        """Remove a topic and all its files; producers to it get UnknownTopic from then on."""
+    def delete_topic(self, name: str) -> dict[str, Any]:
+        """Remove a topic and all its files; producers to it get UnknownTopic from then on.
+        Returns ``cold_prefixes`` (the cold-store prefixes removed: the configured one, and
+        those its tier manifests recorded) and ``problems``: damaged tier manifests, whose
+        objects outside the configured prefix are left in place (never acted on)."""
         self._writable()
-        prefixes = self._topics.delete(name, lambda m: tiering.topic_prefixes(self.path, m))
+        prefixes, problems = self._topics.delete(
+            name, lambda m: tiering.topic_prefixes(self.path, m))
         self._partitions.forget(name)
-        for prefix in prefixes:  # its cold objects too (the topic id keeps a new topic of
-            try:                 # this name apart)
+        for prefix in sorted(prefixes):  # its cold objects too (the topic id keeps a new
+            try:                         # topic of this name apart)
                 cold.remove_tree(prefix)
             except (RivvenError, OSError):
                 pass  # best effort: the manifests that named them are gone with the topic
+        return {"topic": name, "cold_prefixes": sorted(prefixes), "problems": problems}
 
     def alter_topic_config(self, name: str, set: dict[str, str] | None = None,
                            delete: Sequence[str] = ()) -> TopicMeta:

@@ -104,5 +104,10 @@ def delete(name: NameArg, yes: YesOpt = False) -> None:
     with open_engine() as eng:
         eng.topic(name)
         confirm(f"delete topic {name} and all its data?", yes)
-        eng.delete_topic(name)
+        out = eng.delete_topic(name)
+    if out["problems"]:  # damaged tier manifests: what they name outside the prefix stays
+        from engine.errors import DamagedMetadata
+
+        raise DamagedMetadata(f"topic {name} was deleted with its cold prefix, but: "
+                              + "; ".join(out["problems"]))
     info(f"topic {name} deleted")

@@ -87,6 +87,8 @@ def delete_records(logs: dict[int, PartitionLog], before: dict[int, int], dry_ru
         if not isinstance(off, int) or off < 0:
             raise InvalidArgument(f"offset must be a non-negative integer, not {off!r}")
         start, end = log.offsets()
+        if log.tier_error is not None:  # (the start may lie in the cold part: never guess)
+            raise log.tier_error
         if off > end:
             raise OffsetOutOfRange(f"cannot delete records of {log.topic}-{p} before {off}: the "
                                    f"log ends at {end} (valid: {start}..{end})", start, end)

@@ -32,7 +32,7 @@ from .pipeline import AppendPipeline
 from .segment import BatchRef, Segment
 from .segment_set import SegmentSet
 from .swap import SwapRefused
-from .tier_manifest import ColdSegment
+from .tier_manifest import ColdSegment, Home
 from .tier_view import TierView
 
 _STAMP_FIELDS = {"bytes": "st_size", "ino": "st_ino", "mtime_ns": "st_mtime_ns"}
@@ -92,7 +92,7 @@ class PartitionLog:
         self.config = config  # the topic's configs; the engine sets them as they change
         self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress,
                                lambda: self.config.index_interval_bytes)
-        self.tierview = TierView(directory)
+        self.tierview = TierView(directory, self.tier_home)
         self.pipeline = AppendPipeline(self)
         try:
             loader.load(self)
@@ -108,6 +108,13 @@ class PartitionLog:
     @property
     def tier_error(self) -> Exception | None:
         return self.tierview.error
+
+    def tier_home(self) -> Home:
+        """Where this partition's cold objects may lie (its configured cold prefix, and the
+        rule for prefixes its manifest recorded): engine.storage.tier_manifest."""
+        data_dir = os.path.dirname(os.path.dirname(os.path.dirname(self.dir)))
+        return tier_manifest.home(data_dir, self.topic, self.topic_id.hex(), self.partition,
+                                  self.config.remote_storage_uri)
 
     def stop_appends(self) -> None:
         """Refuse appends from now on; those already logged still finish (Engine.close)."""
@@ -136,7 +143,7 @@ class PartitionLog:
     def read_log_start(self) -> None:
         """Pick up a log start offset persisted by any process (one stat when unchanged),
         and the tier manifest."""
-        if self.tierview.refresh():
+        if self.tierview.refresh(self.config.remote_storage_uri):
             self.segs.relist()  # segments came back (restore) or went (tiering)
         st = checkpoint.stamp(self.dir)
         if st is None or st == self._ckpt_stamp:
@@ -154,6 +161,10 @@ class PartitionLog:
         tier = self.tierview.entries
         if tier and tier[0].base_offset < first:
             first = tier[0].base_offset
+        elif self.tierview.error is not None:
+            # a damaged manifest may hold offsets below the local segments: keep the persisted
+            # start (a checkpoint must never move it past them; reads there raise the damage)
+            first = min(first, self.log_start)
         return min(max(self.log_start, first), self.segs.active.next_offset)
 
     def local_start(self) -> int:
@@ -376,4 +387,5 @@ class PartitionLog:
         """Replace the tier manifest with ``entries`` and (in the same swap) delete the local
         segments at ``remove``, which the new manifest must hold."""
         self.replace_segments(remove=remove, expect=expect,
-                              side_files={tier_manifest.MANIFEST: tier_manifest.document(entries)})
+                              side_files={tier_manifest.MANIFEST:
+                                          tier_manifest.document(entries, self.tier_home())})

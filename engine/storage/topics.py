@@ -107,8 +107,11 @@ class Topics:
                 cfg.pop(k, None)
             check_combination(cfg)
             if TopicConfig.from_overrides(cfg).compacted:
-                cold = sum(len(tier_manifest.load(files.partition_dir(self.data_dir, name, p)))
-                           for p in range(meta.partitions))
+                cold = sum(len(tier_manifest.load(
+                    files.partition_dir(self.data_dir, name, p),
+                    tier_manifest.home(self.data_dir, name, meta.id, p,
+                                       meta.typed.remote_storage_uri)))
+                    for p in range(meta.partitions))
                 if cold:
                     raise InvalidConfig(
                         f"topic {name!r} has {cold} segment(s) in the cold store, which compaction "

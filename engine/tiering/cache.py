@@ -4,7 +4,23 @@ A cold segment is downloaded whole (``.log`` and both indexes, each checked agai
 manifest's size and CRC32C) into a private folder, then renamed into place: a folder in the
 cache is always complete. Least recently opened folders are evicted past
 ``tier.cache.max.bytes``; a reader that still has a file open keeps reading it. Several
-processes may share the cache: a download race ends with one rename winning.
+processes of one user may share the cache: a download race ends with one rename winning.
+
+Nothing in the cache is believed unchecked (another local user, or a disk, may have put it
+there):
+
+- The root is a private directory, checked (``lstat``, never followed) before every download
+  and every first open of a cached copy: a real directory, not a symlink, owned by this
+  process's effective uid, without group or other write bits (the read/search bits an older
+  rivven left, 0755, are taken away with ``fchmod`` on a descriptor opened ``O_NOFOLLOW``).
+  ``DATA_DIR/.tier-cache`` that fails is refused (DataDirError naming it and the fix: it is
+  the data dir owner's to mend). The temp-dir root of a read-only data dir,
+  ``/tmp/rivven-tier-cache-<uid>-<hash>``, has a name anyone can create first: when it fails,
+  this engine caches in a fresh private directory of its own (``mkdtemp``), removed when it
+  closes.
+- A cached copy is checked against the manifest's size and CRC32C (all three files) the
+  first time this process opens it; one that differs is removed and downloaded again. The
+  process then keeps the files open and trusts them (only this user can write the root).
 """
 
 from __future__ import annotations
@@ -12,49 +28,148 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
 import uuid
 
-from ..errors import ColdObjectError
+from ..errors import ColdObjectError, DataDirError
+from ..format.crc import crc32c
 from ..storage import files
 from ..storage.segment import Segment
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
 
 TMP_PREFIX = ".tmp-"
+CACHE_DIR = ".tier-cache"
+CHUNK = 1 << 20
 
 
 def cache_root(data_dir: str) -> str:
     """The cold-segment cache: in the data dir, or (read-only data dir) a temp folder."""
-    root = os.path.join(data_dir, ".tier-cache")
+    root = os.path.join(data_dir, CACHE_DIR)
     if os.access(data_dir, os.W_OK):
         return root
     tag = hashlib.sha1(data_dir.encode()).hexdigest()[:12]
     return os.path.join(tempfile.gettempdir(), f"rivven-tier-cache-{os.getuid()}-{tag}")
 
 
+def not_private(st: os.stat_result) -> str | None:
+    """What makes the directory ``st`` (from lstat) unfit for this process's cache, if
+    anything: a symlink, not a directory, another owner, group/other write bits."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.geteuid():
+        return f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def private_dir(path: str) -> str | None:
+    """Make ``path`` a private directory (0700) when missing; None when it is one (group and
+    other read/search bits are taken away), else what is wrong with it (left as it is)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    problem = not_private(st)
+    if problem is None and st.st_mode & 0o077:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                return "changed while it was checked"
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
+    return problem
+
+
+def file_crc(path: str) -> tuple[int, int]:
+    """(bytes, CRC32C) of a local file, read whole, not following a symlink."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with open(fd, "rb", buffering=0) as f:
+        size = value = 0
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            value = crc32c(view[:n], value)
+            size += n
+        return size, value
+
+
+def copy_problem(entry: ColdSegment, d: str) -> str | None:
+    """None when the cached copy in ``d`` matches the manifest (size and CRC32C of all three
+    files), else what differs (a missing file raises FileNotFoundError)."""
+    for suffix in SUFFIXES:
+        p = files.path(d, entry.base_offset, suffix)
+        want = entry.expected(suffix)
+        if os.lstat(p).st_size != want[0]:
+            return f"{p} holds {os.lstat(p).st_size} bytes, the manifest records {want[0]}"
+        got = file_crc(p)
+        if got != want:
+            return (f"{p} holds {got[0]} bytes with CRC32C {got[1]:#010x}, the manifest "
+                    f"records {want[0]} bytes with {want[1]:#010x}")
+    return None
+
+
 class ColdCache:
-    def __init__(self, root: str, max_bytes: int) -> None:
+    def __init__(self, root: str, max_bytes: int, fallback: bool = False) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.fallback = fallback  # a bad root: use a fresh private one (else refuse)
+        self.own_root = False  # the root is this engine's own mkdtemp (removed at close)
         self._lock = threading.Lock()
         self._open: dict[str, Segment] = {}
         self.hits = 0
         self.downloads = 0
         self.downloaded_bytes = 0
 
+    @classmethod
+    def for_data_dir(cls, data_dir: str, max_bytes: int) -> ColdCache:
+        """The cache of an engine over ``data_dir`` (see ``cache_root``)."""
+        root = cache_root(data_dir)
+        return cls(root, max_bytes, fallback=root != os.path.join(data_dir, CACHE_DIR))
+
+    def close(self) -> None:
+        with self._lock:
+            self._open.clear()
+            if self.own_root:
+                shutil.rmtree(self.root, ignore_errors=True)
+
+    def _check_root(self) -> None:
+        """(Lock held.) The root is private, or becomes a fresh private one, or DataDirError."""
+        try:
+            problem = private_dir(self.root)
+        except OSError as e:
+            problem = f"cannot be made or checked ({e.strerror or e})"
+        if problem is None:
+            return
+        if not self.fallback or self.own_root:
+            raise DataDirError(
+                f"the cold cache {self.root} {problem}: rivven does not use it, another user "
+                f"could have put data there; remove it (rm -r '{self.root}'), it is only a "
+                "cache, and retry")
+        self.root = tempfile.mkdtemp(prefix="rivven-tier-cache-")
+        self.own_root = True
+
     def folder(self, entry: ColdSegment) -> str:
         return os.path.join(self.root, hashlib.sha1(entry.object.encode()).hexdigest()[:24])
 
     def segment(self, entry: ColdSegment) -> Segment:
-        """A read-only Segment over the cached copy of ``entry`` (downloaded when missing)."""
+        """A read-only Segment over the cached copy of ``entry`` (downloaded when missing,
+        checked against the manifest when this process first opens it)."""
         with self._lock:
             seg = self._open.get(entry.object)
             if seg is not None and os.path.exists(seg.path):
                 self.hits += 1
                 return seg
+            self._check_root()
             d = self.folder(entry)
             for attempt in range(3):  # another process may evict it between look and open
                 try:
@@ -72,31 +187,33 @@ class ColdCache:
             return seg
 
     def _open_cached(self, entry: ColdSegment, d: str) -> Segment:
-        log_path = files.path(d, entry.base_offset, files.LOG)
         try:
-            ok = os.path.getsize(log_path) == entry.bytes
+            intact = copy_problem(entry, d) is None
         except OSError:
-            ok = False
-        if ok:
+            intact = False
+        if intact:
             self.hits += 1
-            os.utime(log_path)
+            os.utime(files.path(d, entry.base_offset, files.LOG), follow_symlinks=False)
         else:
             shutil.rmtree(d, ignore_errors=True)  # (an incomplete or altered copy)
-            self._download(entry, d)
+            if not self._download(entry, d) and copy_problem(entry, d) is not None:
+                raise FileNotFoundError(d)  # another process's copy, altered: again
         return Segment(d, entry.base_offset, writable=False)
 
-    def _download(self, entry: ColdSegment, d: str) -> None:
-        os.makedirs(self.root, exist_ok=True)
+    def _download(self, entry: ColdSegment, d: str) -> bool:
+        """Download into ``d``; False when another process put a copy there first."""
         tmp = os.path.join(self.root, f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        os.mkdir(tmp)
+        os.mkdir(tmp, 0o700)
         try:
             self.downloaded_bytes += download_segment(entry, tmp)
+            self.downloads += 1
             try:
                 os.rename(tmp, d)
             except OSError:  # another process put it there first
                 if not os.path.isdir(d):
                     raise
-            self.downloads += 1
+                return False
+            return True
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

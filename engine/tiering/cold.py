@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import ColdObjectError, RivvenError, StorageError
 from ..format import crc
-from ..storage import files
+from ..storage import files, tier_manifest
 
 CHUNK = 8 << 20
 
@@ -26,7 +26,7 @@ EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "hdfs": "hdfs", "a
 
 
 def default_uri(data_dir: str) -> str:
-    return "file://" + os.path.join(os.path.abspath(data_dir), "cold")
+    return tier_manifest.default_store(data_dir)
 
 
 def local_path(uri: str) -> str | None:
@@ -35,6 +35,8 @@ def local_path(uri: str) -> str | None:
         parts = urlsplit(uri)
         if parts.netloc not in ("", "localhost"):
             raise RivvenError(f"{uri}: file:// URIs must name a local path (file:///path)")
+        if "?" in uri or "#" in uri:  # (the path would end there: another file than named)
+            raise RivvenError(f"{uri}: a file:// URI of the cold store cannot hold '?' or '#'")
         return unquote(parts.path)
     if "://" not in uri:
         return uri

@@ -30,7 +30,8 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
     to local disk, then drop them from the manifest and the cold store."""
     with locked(log):
         log.cold_entries()  # (refreshes the view; raises on a damaged manifest)
-        entries = tier_manifest.load(log.dir)
+        where = log.tier_home()
+        entries = tier_manifest.load(log.dir, where)  # (checked: only our own objects)
         # entries held locally too (a crash between a tier run's manifest write and its
         # deletes) only lose their cold copy
         pick = [e for e in entries if e.next_offset > from_offset]
@@ -52,7 +53,7 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
             picked = {e.object for e in pick}
             log.replace_segments(install=install, staged_dir=staging, side_files={
                 tier_manifest.MANIFEST: tier_manifest.document(
-                    [e for e in entries if e.object not in picked])})
+                    [e for e in entries if e.object not in picked], where)})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         failpoint("restore-manifest")

@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import clock
-from ..errors import ColdObjectError, CorruptRecordError
+from ..errors import ColdObjectError, RivvenError
 from ..progress import Progress, counter
 from ..storage import tier_manifest
 from ..storage.log import PartitionLog
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
+from .cache import ColdCache, cache_root, copy_problem, not_private
 
 STATS_DIR = ".stats"
 
@@ -52,7 +53,7 @@ def check_objects(entries: Iterable[ColdSegment],
 
 def verify_cold(log: PartitionLog) -> list[dict[str, Any]]:
     """check_objects over the partition's manifest, plus offsets neither cold nor local."""
-    entries = tier_manifest.load(log.dir)
+    entries = tier_manifest.load(log.dir, log.tier_home())
     findings = check_objects(entries)
     local_first = log.all_segments()[0].base
     if entries and entries[-1].next_offset < local_first and log.start_offset() < local_first:
@@ -85,16 +86,50 @@ def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[s
     for d in dirs:
         try:
             loaded.append(tier_manifest.load(d))
-        except CorruptRecordError as e:
+        except RivvenError as e:  # (damaged, or naming objects outside the partition)
             findings.append({"object": tier_manifest.path(d), "base_offset": None,
                              "problem": str(e)})
     total = sum(e.bytes + e.index_bytes + e.timeindex_bytes for es in loaded for e in es)
     advance = counter(progress, "verifying cold copies", total)
     for entries in loaded:
         findings += check_objects(entries, advance)
+    cached = 0
+    if dirs:
+        data_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(dirs[0]))))
+        cached, more = check_cache(cache_root(data_dir), [e for es in loaded for e in es])
+        findings += more
     return {"segments": sum(len(es) for es in loaded),
             "objects": len(SUFFIXES) * sum(len(es) for es in loaded), "bytes": total,
-            "findings": findings}
+            "cached": cached, "findings": findings}
+
+
+def check_cache(root: str, entries: list[ColdSegment]) -> tuple[int, list[dict[str, Any]]]:
+    """The local cache a reader of this process would use: is it private, and does each
+    cached copy of ``entries`` match the manifest? (copies checked, findings). Changes
+    nothing: a reader removes a copy that differs and downloads it again."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return 0, []
+    problem = not_private(st)
+    if problem is not None:
+        return 0, [{"object": root, "base_offset": None, "problem": (
+            f"the cold cache {root} {problem}: readers do not use it, another user could have "
+            f"put data there; remove it (rm -r '{root}')")}]
+    cache = ColdCache(root, 0)
+    checked = 0
+    findings = []
+    for e in entries:
+        try:
+            problem = copy_problem(e, cache.folder(e))
+        except OSError:
+            continue  # not cached (or evicted meanwhile)
+        checked += 1
+        if problem is not None:
+            findings.append({"object": cache.folder(e), "base_offset": e.base_offset,
+                             "problem": f"cached copy of cold object {e.object}: {problem}; "
+                                        "the next read downloads it again"})
+    return checked, findings
 
 
 def status(log: PartitionLog, hot: dict[str, int]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
 
 LogFor = Callable[[TopicMeta, int], PartitionLog]
+OBJECT_FILE = re.compile(r"[0-9]{20}-")  # how every object's file name begins
 
 
 class TierBusy(RivvenError):
@@ -40,22 +42,33 @@ def store_uri(data_dir: str, cfg: TopicConfig) -> str:
     return cfg.remote_storage_uri or cold.default_uri(data_dir)
 
 
-def prefix(data_dir: str, cfg: TopicConfig, topic: str, topic_id: str, partition: int) -> str:
+def home(data_dir: str, meta: TopicMeta, partition: int) -> tier_manifest.Home:
     """Where a partition's cold objects go (the topic id keeps a recreated topic apart)."""
-    return f"{store_uri(data_dir, cfg)}/{topic}-{topic_id}/partition-{partition}"
+    return tier_manifest.home(data_dir, meta.name, meta.id, partition,
+                              meta.typed.remote_storage_uri)
 
 
-def topic_prefixes(data_dir: str, meta: TopicMeta) -> set[str]:
-    """Every cold prefix holding a topic's objects: the configured store's, and those its
-    manifests name (remote.storage.uri may have changed since they were written)."""
-    out = {f"{store_uri(data_dir, meta.typed)}/{meta.name}-{meta.id}"}
+def topic_prefixes(data_dir: str, meta: TopicMeta) -> tuple[set[str], list[str]]:
+    """Every cold prefix ``<store>/<topic>-<topic id>`` holding a topic's objects, and the
+    problems found: the configured store's prefix always (from the config and the topic id,
+    not from a manifest), and those its manifests recorded (remote.storage.uri may have
+    changed since they were written). A damaged manifest adds a problem, never a prefix."""
+    out: set[str] = set()
+    problems: list[str] = []
+    try:  # (never raises: the topic's local files go whatever its cold store holds)
+        first = home(data_dir, meta, 0)
+        out.add(first.topic_prefix(first.prefix))
+    except RivvenError as e:
+        return out, [str(e)]
     for p in range(meta.partitions):
         try:
-            entries = tier_manifest.load(files.partition_dir(data_dir, meta.name, p))
-        except RivvenError:
+            where = home(data_dir, meta, p)
+            found = tier_manifest.read(files.partition_dir(data_dir, meta.name, p), where)
+        except (RivvenError, OSError) as e:
+            problems.append(str(e))
             continue
-        out |= {e.object.rsplit("/", 2)[0] for e in entries}
-    return out
+        out |= {where.topic_prefix(pre) for pre in found.prefixes}
+    return out, problems
 
 
 @contextlib.contextmanager
@@ -137,7 +150,7 @@ def commit(log: PartitionLog, plan: dict[str, Any], copies: list[dict[str, Any]]
     """(Tier lock held.) Add verified copies to the manifest, then delete the local segments
     it holds. A copy whose local segment changed meanwhile (inode or size) is not added."""
     by_base = {c["base_offset"]: c for c in copies}
-    entries = tier_manifest.load(log.dir)
+    entries = tier_manifest.load(log.dir, log.tier_home())
     known = {e.base_offset for e in entries}
     added: list[ColdSegment] = []
     for row in plan["upload"]:
@@ -202,16 +215,21 @@ def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:
         # no manifest (no tier run committed yet, or the file was lost): deleting "unreferenced"
         # objects could destroy the only copy of cold data, so nothing is collected
         return []
-    named = {e.object for e in tier_manifest.load(log.dir)}
+    named = {e.object for e in tier_manifest.load(log.dir, log.tier_home())}
     removed = []
     for url in cold.listdir(cold_prefix):
+        if not OBJECT_FILE.match(url.rpartition("/")[2]):
+            continue  # not a name rivven gives: not its to delete
         stem = url
         for suffix in SUFFIXES:
             if url.endswith(suffix):
                 stem = url[:-len(suffix)]
                 break
         if ".part-" in url or stem not in named:
-            cold.remove(url)
+            try:
+                cold.remove(url)
+            except IsADirectoryError:
+                continue  # (a directory under a prefix is not rivven's either)
             removed.append(url)
     return removed
 
@@ -222,7 +240,7 @@ def drop_below(log: PartitionLog, start: int) -> list[dict[str, Any]]:
     Skipped (returns []) while a tier run holds the lock: the next retention pass does it."""
     try:
         with locked(log):
-            entries = tier_manifest.load(log.dir)
+            entries = tier_manifest.load(log.dir, log.tier_home())
             gone = [e for e in entries if e.next_offset <= start]
             if not gone:
                 return []
@@ -264,7 +282,7 @@ def run(data_dir: str, metas: list[TopicMeta], log_for: LogFor,
             for p in range(meta.partitions):
                 log = log_for(meta, p)
                 stack.enter_context(locked(log))
-                pre = prefix(data_dir, meta.typed, meta.name, meta.id, p)
+                pre = home(data_dir, meta, p).prefix
                 removed = [] if dry_run else collect_garbage(log, pre)
                 plan = plan_partition(log, meta.typed, now, pre)
                 if plan["upload"] and not dry_run and not os.path.exists(
