@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from engine import clock
+from engine.errors import DamagedMetadata
 
 from .common import JsonOpt, YesOpt, confirm, open_engine
 from .positions import UNITS, parse_time
@@ -159,11 +160,16 @@ def reset_offsets(
 def delete(group: GroupArg, yes: YesOpt = False, json: JsonOpt = False) -> None:
     """Delete a group and its committed offsets (refused while it has active consumers)."""
     with open_engine() as eng:
-        eng.describe_group(group)
+        try:
+            eng.describe_group(group)  # does it exist? is it active?
+        except DamagedMetadata:
+            pass  # deleting the group is the way out of a damaged offsets log
         confirm(f"delete group {group} and its committed offsets?", yes)
         out = eng.delete_group(group)
     if json:
         print_json(out)
+    elif out["deleted_offsets"] is None:
+        info(f"group {group} deleted (with its damaged offsets log)")
     else:
         info(f"group {group} deleted ({out['deleted_offsets']} committed offset(s))")
 

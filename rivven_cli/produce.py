@@ -38,23 +38,56 @@ def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:
     return out
 
 
+MAX_TIMESTAMP = (1 << 62) - 1  # the engine's bound on a record timestamp
+
+
 def _bytes(v: Any, what: str, index: int) -> bytes | None:
     if v is None:
         return None
     if isinstance(v, str):
-        return v.encode()
+        return _utf8(v, what, index)
     if isinstance(v, (dict, list, int, float, bool)):
-        return jsonlib.dumps(v, separators=(",", ":")).encode()
+        return jsonlib.dumps(v, separators=(",", ":")).encode()  # (ASCII: \u escapes)
     raise LineError(index, f"{what} must be a string or null")
 
 
-def _parse_json(lines: list[bytes]) -> tuple[list, list, list, list, list]:
+def _utf8(text: str, what: str, index: int) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError as e:
+        raise LineError(index, f"{what} holds {text[e.start]!r} at character {e.start + 1}, "
+                        "half of a UTF-16 surrogate pair: not text") from None
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if v in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return v
+
+
+def _load(line: bytes, index: int) -> Any:
+    """One input line as JSON, strictly: no NaN or Infinity, no number too large for a float,
+    nesting only as deep as the parser goes (LineError otherwise)."""
+    try:
+        return jsonlib.loads(line, parse_constant=_not_json, parse_float=_finite)
+    except RecursionError:
+        raise LineError(index, "malformed JSON (nested too deeply)") from None
+    except jsonlib.JSONDecodeError as e:
+        raise LineError(index, f"malformed JSON ({e.msg} at column {e.colno})") from None
+    except ValueError as e:  # bad UTF-8, NaN/Infinity, an int of too many digits
+        reason = str(e) if len(str(e)) <= 120 else str(e)[:120] + "..."
+        raise LineError(index, f"malformed JSON ({reason})") from None
+
+
+def _parse_json(lines: list[bytes], partitions: int) -> tuple[list, list, list, list, list]:
     keys, values, headers, parts, tss = [], [], [], [], []
     for i, line in enumerate(lines):
-        try:
-            obj = jsonlib.loads(line)
-        except ValueError as e:
-            raise LineError(i, f"malformed JSON ({e.msg} at column {e.colno})") from None
+        obj = _load(line, i)
         if not isinstance(obj, dict):
             raise LineError(i, "expected a JSON object with key/value/headers/partition")
         unknown = set(obj) - {"key", "value", "headers", "partition", "timestamp"}
@@ -66,18 +99,36 @@ def _parse_json(lines: list[bytes]) -> tuple[list, list, list, list, list]:
         if isinstance(h, dict):
             h = list(h.items())
         try:
-            headers.append([(str(k), _bytes(v, "header value", i)) for k, v in h])
+            pairs = [(str(k), v) for k, v in h]
         except (TypeError, ValueError):
             raise LineError(i, "headers must be an object or a list of [key, value] pairs") from None
+        for k, _ in pairs:
+            _utf8(k, "a header key", i)
+        headers.append([(k, _bytes(v, "header value", i)) for k, v in pairs])
         p = obj.get("partition")
-        if p is not None and (not isinstance(p, int) or p < 0):
-            raise LineError(i, f"partition must be a non-negative integer, not {p!r}")
+        if p is not None and (not isinstance(p, int) or isinstance(p, bool)
+                              or not 0 <= p < partitions):
+            raise LineError(i, f"partition must be an integer from 0 to {partitions - 1} (the "
+                            f"topic has {partitions}), not {_shown(p)}")
         parts.append(p)
         t = obj.get("timestamp")
-        if t is not None and (not isinstance(t, int) or t < 0):
-            raise LineError(i, f"timestamp must be milliseconds since the epoch, not {t!r}")
+        if t is not None and (not isinstance(t, int) or isinstance(t, bool)
+                              or not 0 <= t <= MAX_TIMESTAMP):
+            raise LineError(i, f"timestamp must be milliseconds since the epoch (0 to "
+                            f"{MAX_TIMESTAMP}), not {_shown(t)}")
         tss.append(t)
     return keys, values, headers, parts, tss
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _fail_line(message: str) -> None:
+    from rich.markup import escape  # (the message quotes input, e.g. "[key, value]")
+
+    fail(escape(message))
 
 
 def _parse_lines(lines: list[bytes], key: bytes | None, sep: bytes | None
@@ -156,7 +207,8 @@ def produce(
             error: LineError | None = None
             try:
                 if input_format is InputFormat.json:
-                    keys, values, hs, parts, tss = _parse_json(lines)
+                    nparts = eng.topic(topic).partitions  # (partitions may have been added)
+                    keys, values, hs, parts, tss = _parse_json(lines, nparts)
                 else:
                     keys, values = _parse_lines(lines, kbytes, sep)
                     hs, parts, tss = None, None, None
@@ -164,7 +216,7 @@ def produce(
                 error = e
                 lines = lines[: e.index]
                 if input_format is InputFormat.json:
-                    keys, values, hs, parts, tss = _parse_json(lines)
+                    keys, values, hs, parts, tss = _parse_json(lines, nparts)
                 else:
                     keys, values = _parse_lines(lines, kbytes, sep)
                     hs, parts, tss = None, None, None
@@ -180,8 +232,8 @@ def produce(
                 except Exception as e:
                     idx = getattr(e, "index", None)
                     if idx is not None:
-                        fail(f"line {line_no + idx + 1}: {e}; records before this line's "
-                             "batch are stored, none after")
+                        _fail_line(f"line {line_no + idx + 1}: {e}; records before this "
+                                   "line's batch are stored, none after")
                     raise
                 if print_offsets:
                     fmt = '{{"partition":{},"offset":{}}}\n' if json else "{} {}\n"
@@ -191,8 +243,8 @@ def produce(
                 nbytes += sum(len(v) for v in values if v is not None)
                 line_no += len(lines)
             if error is not None:
-                fail(f"line {line_no + 1}: {error}; the {count} records before it are stored, "
-                     "none after")
+                _fail_line(f"line {line_no + 1}: {error}; the {count} records before it are "
+                           "stored, none after")
 
         pending = b""
         while True:

@@ -16,14 +16,24 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
                 right: Sequence[str] = ()) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, box=None, header_style="bold", pad_edge=False)
     for c in columns:
         table.add_column(c, justify="right" if c in right else "left", no_wrap=True)
-    for r in rows:
-        table.add_row(*["-" if v is None else str(v) for v in r])
+    for r in rows:  # (Text: a name is shown as it is, never read as Rich markup)
+        table.add_row(*[Text("-" if v is None else printable(str(v))) for v in r])
     # piped output must not be cut to 80 columns
     Console(highlight=False, width=None if sys.stdout.isatty() else 4096).print(table)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters and line breaks escaped (``\\n``, ``\\x1b``): one
+    name stays one line, and a name cannot drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode()
+                   for c in text)
 
 
 def human_bytes(n: int) -> str:

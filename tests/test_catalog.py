@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from engine.errors import DataDirError, InvalidTopicName
+from engine.errors import DamagedMetadata, InvalidTopicName
 from engine.storage.catalog import CATALOG, Catalog, TopicMeta, check_topic_name
 from engine.storage.config import TopicConfig
 
@@ -158,60 +158,67 @@ def topics_doc(**topics):
     return json.dumps({"format": 1, "topics": topics})
 
 
+ID = "0123456789abcdef0123456789abcdef"
+
+
 @pytest.mark.parametrize("text", [
     "not json",
     "{\"format\": 1, \"topics\": {\"t\": {\"id\": \"x\", \"partitions\"",  # cut short
     "{}",  # no topics
-    topics_doc(t={"id": "x"}),  # no partitions
+    topics_doc(t={"id": ID}),  # no partitions
     topics_doc(t={"partitions": 1}),  # no id
-    topics_doc(t={"id": "x", "partitions": "many"}),
-    topics_doc(**{"a/b": {"id": "x", "partitions": 1}}),  # an invalid name
-    topics_doc(**{"..": {"id": "x", "partitions": 1}}),
+    topics_doc(t={"id": ID, "partitions": "many"}),
+    topics_doc(t={"id": "x", "partitions": 1}),  # not 32 hex digits
+    topics_doc(t={"id": ID.upper(), "partitions": 1}),
+    topics_doc(t={"id": 7, "partitions": 1}),
+    topics_doc(**{"a/b": {"id": ID, "partitions": 1}}),  # an invalid name
+    topics_doc(**{"..": {"id": ID, "partitions": 1}}),
     "[1, 2]",
 ])
-def test_a_damaged_catalog_raises_data_dir_error_naming_the_file(ddir, text):
+def test_a_damaged_catalog_is_damaged_metadata_naming_the_file(ddir, text):
     write_raw(ddir, text)
     c = Catalog(ddir)
-    with pytest.raises(DataDirError) as e:
+    with pytest.raises(DamagedMetadata) as e:
         c.refresh()
+    assert e.value.exit_code == 3
     assert c.path in str(e.value)
-    assert "unreadable" in str(e.value) and "backup" in str(e.value)
+    assert "damaged" in str(e.value) and "backup" in str(e.value)
 
 
 @pytest.mark.parametrize("text", [
     json.dumps({"format": 1, "topics": []}),
-    topics_doc(t={"id": "x", "partitions": 1, "config": ["a"]}),
-    topics_doc(t={"id": "x", "partitions": 1, "config": "retention.ms=1"}),
+    topics_doc(t={"id": ID, "partitions": 1, "config": ["a"]}),
+    topics_doc(t={"id": ID, "partitions": 1, "config": "retention.ms=1"}),
 ])
 def test_a_catalog_with_a_non_object_where_an_object_belongs(ddir, text):
     write_raw(ddir, text)
-    with pytest.raises(DataDirError, match="unreadable"):
+    with pytest.raises(DamagedMetadata, match="damaged"):
         Catalog(ddir).refresh()
 
 
-@pytest.mark.parametrize("parts", [0, -1, 100_001])
+@pytest.mark.parametrize("parts", [0, -1, 100_001, True, 2.0])
 def test_partitions_out_of_range_are_rejected(ddir, parts):
-    write_raw(ddir, topics_doc(t={"id": "x", "partitions": parts}))
-    with pytest.raises(DataDirError, match=f"topic t has {parts} partitions"):
+    write_raw(ddir, topics_doc(t={"id": ID, "partitions": parts}))
+    with pytest.raises(DamagedMetadata, match=f"topic t: partitions is {parts}, not an integer"):
         Catalog(ddir).get("t")
 
 
 @pytest.mark.parametrize("parts", [1, 100_000])
 def test_partitions_at_the_limits_are_accepted(ddir, parts):
-    write_raw(ddir, topics_doc(t={"id": "x", "partitions": parts}))
+    write_raw(ddir, topics_doc(t={"id": ID, "partitions": parts}))
     assert Catalog(ddir).get("t").partitions == parts
 
 
 def test_an_unreadable_catalog_path(ddir):
     os.mkdir(os.path.join(ddir, CATALOG))  # a directory where the file should be
-    with pytest.raises(DataDirError, match="topic catalog .*topics.json is unreadable"):
+    with pytest.raises(DamagedMetadata, match="topic catalog .*topics.json is damaged"):
         Catalog(ddir).refresh()
 
 
 def test_missing_optional_fields_take_defaults(ddir):
-    write_raw(ddir, topics_doc(t={"id": 7, "partitions": "4"}))
+    write_raw(ddir, topics_doc(t={"id": ID, "partitions": 4}))
     t = Catalog(ddir).get("t")
-    assert (t.id, t.partitions, t.config, t.created_ms) == ("7", 4, {}, 0)
+    assert (t.id, t.partitions, t.config, t.created_ms) == (ID, 4, {}, 0)
 
 
 def test_refresh_notices_a_damaged_rewrite(ddir):
@@ -220,5 +227,5 @@ def test_refresh_notices_a_damaged_rewrite(ddir):
         topics["t"] = TopicMeta.new("t", 1, {})
     c.refresh()
     write_raw(ddir, "{broken")
-    with pytest.raises(DataDirError):
+    with pytest.raises(DamagedMetadata):
         c.get("t")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidArgument, RivvenError, UnknownTopic
+from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
 from . import membership
 from .offset_store import OffsetStore
 
@@ -154,6 +155,7 @@ class GroupAdmin:
         return rows
 
     def apply_reset(self, group: str, rows: list[dict[str, Any]], force: bool = False) -> None:
+        membership.check_group_name(group, new=True)  # a reset may create the group
         if not force:
             self._refuse_if_active(group, "resetting its offsets", hint=" (or pass --force)")
         self._store(group).commit({(r["topic"], r["partition"]): r["new"] for r in rows})
@@ -163,11 +165,15 @@ class GroupAdmin:
             raise GroupNotFound(f"group {group!r} does not exist")
         self._refuse_if_active(group, "deleting it")
         gdir = self.group_dir(group)
-        committed = self._store(group).refresh()
-        trash = os.path.join(os.path.dirname(gdir), f".deleted-{os.path.basename(gdir)}-{os.getpid()}")
+        try:
+            count: int | None = len(self._store(group).refresh())
+        except DamagedMetadata:
+            count = None  # deleting the group is the way out of a damaged offsets log
+        # (a short name: the group's own may take a whole file name's 255 bytes)
+        trash = os.path.join(os.path.dirname(gdir), f".deleted-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         os.replace(gdir, trash)  # one atomic step: the group is there or gone
         shutil.rmtree(trash, ignore_errors=True)
-        return {"group": group, "deleted_offsets": len(committed)}
+        return {"group": group, "deleted_offsets": count}
 
     def delete_offsets(self, group: str, topic: str) -> dict[str, Any]:
         if not self._exists(group):

@@ -113,6 +113,12 @@ class Consumer:
             raise InvalidArgument("subscribe to at least one topic")
         for t in self.topics:
             engine.topic(t)  # exists?
+        # every name is checked before anything is made on disk
+        membership.check_group_name(group, new=True)
+        membership.check_member_id(client_id, "client id", membership.MAX_CLIENT_CHARS,
+                                   membership.MAX_CLIENT_BYTES)
+        if member_id is not None:
+            membership.check_member_id(member_id)
         self.engine = engine
         self.group = group
         self.gdir = membership.group_dir(engine.path, group)

@@ -15,12 +15,14 @@ import os
 import shutil
 import socket
 import time
+import unicodedata
 import uuid
 from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import clock
-from ..errors import InvalidArgument
+from ..errors import DamagedMetadata, InvalidArgument
+from ..storage import jsondoc
 from ..storage.locks import open_lock_file, try_lock
 
 GROUPS = "groups"
@@ -29,39 +31,119 @@ LEASES = "leases"
 _TMP = ".tmp."
 
 
-def check_group_name(group: str) -> None:
-    if not isinstance(group, str) or not group or len(group) > 249 or group in (".", ".."):
-        raise InvalidArgument(f"invalid group name {str(group)[:60]!r}: use 1-249 characters "
-                              "(not '.' or '..')")
+MAX_NAME_BYTES = 255  # one path component (NAME_MAX) on Linux and macOS
+MAX_GROUP_CHARS = 249
+MAX_MEMBER_CHARS = 200
+MAX_MEMBER_BYTES = MAX_NAME_BYTES - len(".json")  # members/<id>.json
+DEFAULT_ID_SUFFIX = 13  # "-" + 12 hex digits after the client id in a default member id
+MAX_CLIENT_CHARS = MAX_MEMBER_CHARS - DEFAULT_ID_SUFFIX
+MAX_CLIENT_BYTES = MAX_MEMBER_BYTES - DEFAULT_ID_SUFFIX
+
+
+def check_group_name(group: str, new: bool = False) -> None:
+    """A name every group operation can use: 1-249 characters whose directory name (the
+    name percent-encoded) fits one path component. ``new`` (joining a group, committing to
+    it) also refuses control characters, which no existing group needs to be read or deleted."""
+    if not isinstance(group, str) or not group or group in (".", ".."):
+        raise InvalidArgument(f"invalid group name {str(group)[:60]!r}: use 1 to "
+                              f"{MAX_GROUP_CHARS} characters (not '.' or '..')")
+    _check_text(group, "group name")
+    size = len(_dirname(group))
+    if len(group) > MAX_GROUP_CHARS or size > MAX_NAME_BYTES:
+        raise InvalidArgument(
+            f"group name {_cut(group)!r} is too long: {len(group)} characters, {size} bytes as "
+            f"a directory name; a group name has at most {MAX_GROUP_CHARS} characters and "
+            f"{MAX_NAME_BYTES} bytes once percent-encoded (letters, digits and _ . - ~ take "
+            "1 byte, any other character 3 per UTF-8 byte: é takes 6, an emoji 12)")
+    if new:
+        _check_controls(group, "group name")
+
+
+def check_member_id(member_id: str, what: str = "member id", max_chars: int = MAX_MEMBER_CHARS,
+                    max_bytes: int = MAX_MEMBER_BYTES) -> None:
+    """A member id (or client id) that fits its file name ``members/<id>.json``."""
+    if not isinstance(member_id, str) or not member_id:
+        raise InvalidArgument(f"invalid {what} {member_id!r}: use 1 to {max_chars} characters")
+    _check_text(member_id, what)
+    if "/" in member_id or member_id.startswith("."):
+        raise InvalidArgument(f"invalid {what} {_cut(member_id)!r}: no '/' and no leading '.'")
+    _check_controls(member_id, what)
+    size = len(member_id.encode())
+    if len(member_id) > max_chars or size > max_bytes:
+        raise InvalidArgument(
+            f"{what} {_cut(member_id)!r} is too long: {len(member_id)} characters, {size} "
+            f"bytes in UTF-8; a {what} has at most {max_chars} characters and {max_bytes} "
+            "bytes in UTF-8 (é takes 2, an emoji 4)")
+
+
+def _check_text(name: str, what: str) -> None:
+    try:
+        name.encode()
+    except UnicodeEncodeError as e:
+        raise InvalidArgument(f"invalid {what} {_cut(name)!r}: character {e.start + 1} is not "
+                              "valid text (bytes that are not UTF-8?)") from None
+
+
+def _check_controls(name: str, what: str) -> None:
+    for i, ch in enumerate(name):
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            raise InvalidArgument(f"invalid {what} {_cut(name)!r}: character {i + 1} is a "
+                                  f"control character (U+{ord(ch):04X}); control characters "
+                                  "and line breaks are not allowed")
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= 60 else name[:60] + "..."
+
+
+def _dirname(group: str) -> str:
+    name = quote(group, safe="")
+    if name.startswith("."):  # dot-names are this dir's own debris (.deleted-*)
+        name = "%2E" + name[1:]
+    return name
 
 
 def group_dir(data_dir: str, group: str) -> str:
     check_group_name(group)
-    name = quote(group, safe="")
-    if name.startswith("."):  # dot-names are this dir's own debris (.deleted-*)
-        name = "%2E" + name[1:]
-    return os.path.join(data_dir, GROUPS, name)
+    return os.path.join(data_dir, GROUPS, _dirname(group))
 
 
 def group_names(data_dir: str) -> list[str]:
     root = os.path.join(data_dir, GROUPS)
     try:
-        names = os.listdir(root)
+        names = set(os.listdir(root))
     except FileNotFoundError:
         return []
     for n in names:
         if n.startswith(".deleted-"):  # a 'group delete' cut short
             shutil.rmtree(os.path.join(root, n), ignore_errors=True)
-    return sorted(unquote(n) for n in names if not n.startswith("."))
+    return sorted(g for g in map(unquote, names) if _is_group_dir(g, names))
 
 
-def _read_json(fd: int) -> dict[str, Any]:
+def _is_group_dir(group: str, names: set[str]) -> bool:
+    """Is ``group`` the name of one of ``names``? (A directory that no group name maps to,
+    e.g. one made by hand, is not a group.)"""
+    try:
+        check_group_name(group)
+    except InvalidArgument:
+        return False
+    return _dirname(group) in names
+
+
+def _read_json(fd: int, path: str) -> dict[str, Any]:
+    """A member file's information (what the member wrote about itself; unchecked content
+    reads as nothing)."""
     try:
         data = os.pread(fd, 1 << 16, 0)
-        out = json.loads(data) if data else {}
-        return out if isinstance(out, dict) else {}
-    except (OSError, ValueError):
+        out = jsondoc.loads(data, path, "member file") if data else {}
+    except (OSError, DamagedMetadata):
         return {}
+    if not isinstance(out, dict):
+        return {}
+    topics = out.get("topics")
+    if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+        out["topics"] = []
+    return out
 
 
 class Member:
@@ -69,17 +151,16 @@ class Member:
 
     def __init__(self, gdir: str, member_id: str | None, info: dict[str, Any]) -> None:
         mdir = os.path.join(gdir, MEMBERS)
-        os.makedirs(mdir, exist_ok=True)
         self.member_id = member_id or f"{info.get('client_id', 'rivven')}-{uuid.uuid4().hex[:12]}"
-        if "/" in self.member_id or self.member_id.startswith(".") or len(self.member_id) > 200:
-            raise InvalidArgument(f"invalid member id {self.member_id[:60]!r}: no '/', no "
-                                  "leading '.', at most 200 characters")
+        check_member_id(self.member_id)
+        os.makedirs(mdir, exist_ok=True)
         self.path = os.path.join(mdir, self.member_id + ".json")
         self.info = {"member_id": self.member_id, "pid": os.getpid(),
                      "host": socket.gethostname(), "joined": clock.now_ms(), **info}
         # Lock first under a temporary name, then rename: a file visible under its real name
         # is always already locked, so nobody mistakes a joining member for a dead one.
-        tmp = os.path.join(mdir, f"{_TMP}{self.member_id}.{os.getpid()}")
+        # (named without the id, which may take a whole file name's 250 bytes itself)
+        tmp = os.path.join(mdir, f"{_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         os.write(self.fd, json.dumps(self.info).encode())
@@ -153,8 +234,8 @@ def live_members(gdir: str) -> list[dict[str, Any]]:
             if try_lock(fd):
                 _remove_dead(p, fd)
                 continue
-            info = _read_json(fd)
-            info.setdefault("member_id", n.removesuffix(".json"))
+            info = _read_json(fd, p)
+            info["member_id"] = n.removesuffix(".json")  # (its file name is its id)
             out.append(info)
         finally:
             os.close(fd)

@@ -3,32 +3,45 @@
 Each commit is one frame ``<I length><I crc32c(payload)>`` + a UTF-8 JSON payload
 ``{"ts": ms, "set": [[topic, partition, offset, metadata], ...], "del": [[topic, partition]]}``,
 appended and fdatasynced under ``offsets.lock`` (so a commit survives kill -9 and a machine
-crash once ``commit`` returns). Loading replays the frames; the first frame that is short or
-fails its CRC ends the file (a commit torn by a crash was never acknowledged) and the next
-writer cuts it off before appending. When the file grows well past its live content it is
-rewritten as one frame (tmp, fsync, rename): readers see the old file or the new one.
+crash once ``commit`` returns). When the file grows well past its live content it is
+rewritten (tmp, fsync, rename): readers see the old file or the new one.
+
+Loading streams the file frame by frame (a chunk or one frame of at most ``MAX_FRAME`` bytes
+in memory, whatever the file's size) and checks every frame before using it. An unfinished
+append (a short header, a frame that runs past the end of the file, a last frame that fails
+its CRC, a zero-filled tail) ends the file: a commit torn by a crash was never acknowledged,
+and the next writer cuts it off before appending. Any other bad frame (a CRC failure with
+more data after it, a length no commit writes, a CRC-valid payload that is not a well-formed
+commit) is damage: ``DamagedMetadata`` naming the file and the byte, and nothing is written
+to or cut from the file.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import struct
 import threading
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from .. import clock
-from ..errors import CorruptRecordError, StorageError
+from ..errors import DamagedMetadata, InvalidArgument, StorageError
 from ..format.crc import crc32c
-from ..storage import files
+from ..storage import files, jsondoc
 from ..storage.locks import flocked, open_lock_file
 
 LOG = "offsets.log"
 LOCK = "offsets.lock"
 FRAME = struct.Struct("<II")
-MAX_FRAME = 64 << 20  # a length field above this is damage, not a commit
+MAX_FRAME = 16 << 20  # the largest payload a commit may write; a length above it is damage
+CHUNK = 1 << 20  # frames are read a chunk at a time (a larger frame alone)
 COMPACT_MIN = 1 << 20  # rewrite only past this size ...
 COMPACT_FACTOR = 8  # ... and this many times the live content
+MAX_PARTITION = 99_999  # partitions of a topic: 0 .. 99999 (the catalog's limit)
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 @dataclass(frozen=True)
@@ -76,53 +89,131 @@ class OffsetStore:
             if (self._stamp is None or self._stamp[0] != st.st_ino or st.st_size < self._good
                     or head != self._head):
                 self.offsets, self._good = {}, 0
-            self._apply(os.pread(fd, st.st_size - self._good, self._good))
+            self._scan(fd, st.st_size)
             self._stamp = stamp
             self._head = head
         finally:
             os.close(fd)
 
-    def _apply(self, data: bytes) -> None:
-        pos, n = 0, len(data)
+    def _scan(self, fd: int, size: int) -> None:
+        """Apply the frames in ``[_good, size)``, a chunk at a time; ``_good`` follows."""
         self.torn = False
-        while pos < n:
-            if n - pos < FRAME.size:
-                self.torn = True
-                break
-            length, crc = FRAME.unpack_from(data, pos)
+        buf, at = b"", self._good  # buf holds the file's bytes [at, at + len(buf))
+        while self._good < size:
+            pos = self._good
+            if size - pos < FRAME.size:
+                self.torn = True  # a header cut short: an append in flight or cut by a crash
+                return
+            if pos + FRAME.size > at + len(buf):
+                buf, at = os.pread(fd, min(CHUNK, size - pos), pos), pos
+                if len(buf) < FRAME.size:
+                    self.torn = True  # (the file shrank under us: a rewrite or a cut)
+                    return
+            length, crc = FRAME.unpack_from(buf, pos - at)
             end = pos + FRAME.size + length
-            if length > MAX_FRAME or end > n:
-                self.torn = True
-                break
-            payload = data[pos + FRAME.size:end]
+            if not 0 < length <= MAX_FRAME:
+                if self._zeros(fd, pos, size):
+                    self.torn = True  # a zero-filled tail: an append a crash left unwritten
+                    return
+                raise self._damage(pos, f"a frame length of {length} bytes (a commit is 1 to "
+                                   f"{MAX_FRAME})")
+            if end > size:
+                self.torn = True  # runs past the end: an append in flight or cut by a crash
+                return
+            if end > at + len(buf):
+                if FRAME.size + length > CHUNK:  # one large frame: read it alone
+                    buf, at = os.pread(fd, FRAME.size + length, pos), pos
+                else:
+                    buf, at = os.pread(fd, min(CHUNK, size - pos), pos), pos
+                if at + len(buf) < end:
+                    self.torn = True  # (the file shrank under us)
+                    return
+            payload = buf[pos - at + FRAME.size:end - at]
             if crc32c(payload) != crc:
-                self.torn = True
-                break
+                if end == size:  # the last frame: an append that a crash left half written
+                    self.torn = True
+                    return
+                raise self._damage(pos, "checksum mismatch, with more commits after it")
+            self._merge(self._decode(payload, pos))
+            self._good = end
+
+    def _zeros(self, fd: int, pos: int, size: int) -> bool:
+        """Are the bytes ``[pos, size)`` all zero? (Holes are skipped, not read.)"""
+        while pos < size:
             try:
-                self._merge(json.loads(payload))
-            except (ValueError, TypeError, KeyError) as e:
-                raise CorruptRecordError(f"{self.path}: commit at byte {self._good + pos} has a "
-                                         f"valid CRC but unreadable content ({e})",
-                                         self.path, self._good + pos) from None
-            pos = end
-        self._good += pos
+                pos = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # nothing but a hole up to the end
+                    return True
+                if e.errno != errno.EINVAL:  # (EINVAL: no SEEK_DATA here: read it all)
+                    raise
+            if pos >= size:
+                return True
+            chunk = os.pread(fd, min(CHUNK, size - pos), pos)
+            if not chunk:
+                return True
+            if chunk.count(0) != len(chunk):
+                return False
+            pos += len(chunk)
+        return True
+
+    def _damage(self, pos: int, reason: str) -> DamagedMetadata:
+        group = unquote(os.path.basename(self.dir))
+        e = jsondoc.damaged(self.path, f"commit at byte {pos} of offsets log", reason,
+                            f"restore the file from a backup, or delete the group (rivven "
+                            f"group delete {group!r}) and commit its offsets again")
+        e.position = pos
+        return e
+
+    def _decode(self, payload: bytes, pos: int) -> dict:
+        """A CRC-valid frame's commit, every field checked (DamagedMetadata otherwise)."""
+        try:
+            doc = jsondoc.loads(payload, self.path, f"commit at byte {pos} of offsets log")
+        except DamagedMetadata as e:
+            e.position = pos
+            raise
+        if not isinstance(doc, dict):
+            raise self._damage(pos, f"a JSON {type(doc).__name__} where a commit belongs")
+        ts = doc.get("ts")
+        if not _is_int(ts, jsondoc.MAX_INT):
+            raise self._damage(pos, f"ts is {jsondoc.shown(ts)}, not a time in ms")
+        rows, gone = doc.get("set", []), doc.get("del", [])
+        if type(rows) is not list or type(gone) is not list:
+            raise self._damage(pos, "set and del must be lists")
+        for row in rows:  # (a tight loop: a reader may replay many frames)
+            if (type(row) is not list or len(row) != 4 or type(row[2]) is not int
+                    or not 0 <= row[2] <= jsondoc.MAX_INT or type(row[3]) is not str
+                    or not _is_tp(row[0], row[1])):
+                raise self._damage(pos, f"set has {jsondoc.shown(row)}, not [topic, partition, "
+                                   "offset, metadata]")
+        for row in gone:
+            if type(row) is not list or len(row) != 2 or not _is_tp(row[0], row[1]):
+                raise self._damage(pos, f"del has {jsondoc.shown(row)}, not [topic, partition]")
+        return doc
 
     def _merge(self, frame: dict) -> None:
-        ts = int(frame["ts"])
+        """Apply one commit (checked by ``_decode``, or made by ``commit``)."""
+        ts = frame["ts"]
+        offsets = self.offsets
         for t, p, off, meta in frame.get("set", ()):
-            self.offsets[(str(t), int(p))] = Committed(int(off), str(meta), ts)
+            offsets[(t, p)] = Committed(off, meta, ts)
         for t, p in frame.get("del", ()):
-            self.offsets.pop((str(t), int(p)), None)
+            offsets.pop((t, p), None)
 
     # ---------------------------------------------------------------- writing
     def commit(self, offsets: dict[tuple[str, int], int], metadata: str = "",
                delete: list[tuple[str, int]] = ()) -> int:
         """Durably record ``offsets`` (and forget ``delete``); returns the commit time (ms)."""
         ts = clock.now_ms()
+        _check_commit(offsets, metadata, delete)
         frame = {"ts": ts, "set": [[t, p, int(o), metadata] for (t, p), o in offsets.items()]}
         if delete:
             frame["del"] = [[t, p] for t, p in delete]
         payload = json.dumps(frame, separators=(",", ":")).encode()
+        if len(payload) > MAX_FRAME:
+            raise InvalidArgument(f"a commit of {len(offsets)} offset(s) takes {len(payload)} "
+                                  f"bytes, more than the {MAX_FRAME} a commit may: commit fewer "
+                                  "partitions at once or use shorter metadata")
         os.makedirs(self.dir, exist_ok=True)
         with self._mutex:
             lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
@@ -183,10 +274,43 @@ class OffsetStore:
             by_ts.setdefault(c.timestamp, []).append([t, p, c.offset, c.metadata])
         out = bytearray()
         for ts, rows in sorted(by_ts.items()):  # keep each commit's time
-            payload = json.dumps({"ts": ts, "set": rows}, separators=(",", ":")).encode()
-            out += FRAME.pack(len(payload), crc32c(payload)) + payload
+            for payload in _payloads(ts, rows):
+                out += FRAME.pack(len(payload), crc32c(payload)) + payload
         files.write_atomic(self.path, bytes(out))
         self._good = len(out)
         st = os.stat(self.path)
         self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
         self._head = bytes(out[:FRAME.size])
+
+
+def _payloads(ts: int, rows: list) -> list[bytes]:
+    """``rows`` committed at ``ts`` as frame payloads of at most MAX_FRAME bytes each."""
+    payload = json.dumps({"ts": ts, "set": rows}, separators=(",", ":")).encode()
+    if len(payload) <= MAX_FRAME or len(rows) == 1:
+        return [payload]
+    half = len(rows) // 2
+    return _payloads(ts, rows[:half]) + _payloads(ts, rows[half:])
+
+
+def _check_commit(offsets: dict[tuple[str, int], int], metadata: str,
+                  delete: list[tuple[str, int]]) -> None:
+    """Refuse what a reader would take for damage (InvalidArgument)."""
+    if not isinstance(metadata, str):
+        raise InvalidArgument(f"commit metadata must be a string, not {jsondoc.shown(metadata)}")
+    for (t, p), o in offsets.items():
+        if not _is_tp(t, p) or not _is_int(o, jsondoc.MAX_INT):
+            raise InvalidArgument(f"cannot commit offset {o!r} of {t!r} partition {p!r}: "
+                                  "offsets are integers from 0, partitions 0 to "
+                                  f"{MAX_PARTITION} of a valid topic name")
+    for t, p in delete:
+        if not _is_tp(t, p):
+            raise InvalidArgument(f"cannot forget {t!r} partition {p!r}: no such partition")
+
+
+def _is_int(v: object, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= hi
+
+
+def _is_tp(topic: object, partition: object) -> bool:
+    return (type(topic) is str and type(partition) is int and 0 <= partition <= MAX_PARTITION
+            and _TOPIC.fullmatch(topic) is not None)

@@ -55,7 +55,7 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
     """Pieces of at most ``split_bytes`` (segments cut at index positions), packed into
     splits of about ``split_bytes`` each, or into about ``splits`` equal splits."""
     from ..storage import files
-    from ..storage.index import OffsetIndex
+    from ..storage.index import OffsetIndex, max_entries
 
     tdir = os.path.join(data_dir, "topics", topic)
     if not os.path.isdir(tdir):
@@ -74,7 +74,8 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
             size = os.path.getsize(path)
             cuts = [0]
             if size > split_bytes:  # cut at index entries (batch starts) near each split_bytes
-                idx = OffsetIndex(files.path(pdir, base, files.INDEX), writable=False)
+                idx = OffsetIndex(files.path(pdir, base, files.INDEX), writable=False,
+                                  max_entries=max_entries(size))
                 try:
                     for pos in idx.values:
                         if 0 < pos < size and pos - cuts[-1] >= split_bytes:

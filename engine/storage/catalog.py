@@ -3,11 +3,15 @@
 Readers never lock: they see the old file or the new one. A process notices another process's
 change by the file's identity (inode, mtime, size), one ``stat`` per lookup (produce looks
 at most every few ms: Engine._produce_meta).
+
+The file is sealed with a CRC32C (``jsondoc.seal``; a file written before seals, with exactly
+the keys ``format`` and ``topics``, is still read) and every field is checked on load: a
+catalog that fails is ``DamagedMetadata`` naming the file, the topic and the field, and
+nothing is done with it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import uuid
@@ -16,14 +20,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import clock
-from ..errors import DataDirError, InvalidTopicName
-from . import files
-from .config import TopicConfig
+from ..errors import DataDirError, InvalidConfig, InvalidTopicName
+from . import files, jsondoc
+from .config import TopicConfig, validate
 from .locks import lock_path
 
 CATALOG = "topics.json"
 CATALOG_LOCK = "catalog.lock"
+FORMAT = 1
+MAX_PARTITIONS = 100_000  # what a load accepts (creation allows fewer: topics.MAX_PARTITIONS)
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_ID = re.compile(r"[0-9a-f]{32}")
+_WHAT = "topic catalog"
+_FIX = "restore it from a backup"
 
 
 def check_topic_name(name: str) -> None:
@@ -80,21 +89,13 @@ class Catalog:
 
     def _load(self) -> dict[str, TopicMeta]:
         try:
-            with open(self.path, "rb") as f:
-                doc = json.loads(f.read())
-            out = {}
-            for name, t in doc["topics"].items():
-                check_topic_name(name)
-                parts = int(t["partitions"])
-                if not 1 <= parts <= 100_000:
-                    raise ValueError(f"topic {name} has {parts} partitions")
-                out[name] = TopicMeta(name, str(t["id"]), parts, {str(k): str(v) for k, v in
-                                      t.get("config", {}).items()}, int(t.get("created_ms", 0)))
-            return out
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, InvalidTopicName) as e:
-            raise DataDirError(
-                f"topic catalog {self.path} is unreadable ({e}); restore it from a backup"
-            ) from None
+            raw = jsondoc.read(self.path, _WHAT, fix=_FIX)
+        except OSError as e:
+            raise DataDirError(f"topic catalog {self.path} is unreadable ({e.strerror or e}); "
+                               "fix its permissions or restore it from a backup") from None
+        if raw is None:  # removed since the stat: no topics
+            return {}
+        return parse_catalog(raw, self.path)
 
     def get(self, name: str) -> TopicMeta | None:
         self.refresh()
@@ -110,8 +111,8 @@ class Catalog:
 
     def write(self, topics: dict[str, TopicMeta]) -> None:
         """Replace the catalog atomically (the caller holds ``locked()``)."""
-        doc = {"format": 1, "topics": {n: t.to_json() for n, t in sorted(topics.items())}}
-        files.write_atomic(self.path, json.dumps(doc, indent=1).encode())
+        doc = {"format": FORMAT, "topics": {n: t.to_json() for n, t in sorted(topics.items())}}
+        files.write_atomic(self.path, jsondoc.seal(doc, indent=1))
         self._stamp = None
         self.refresh()
 
@@ -121,3 +122,57 @@ class Catalog:
         with self.locked() as topics:
             yield topics
             self.write(topics)
+
+
+def parse_catalog(raw: bytes, path: str) -> dict[str, TopicMeta]:
+    """The topics of the bytes of a ``topics.json`` at ``path``, every field checked
+    (DamagedMetadata naming the file, the topic and the field otherwise)."""
+    doc = jsondoc.unseal(raw, path, _WHAT, _FIX, legacy=("format", "topics"))
+    fmt = doc.get("format")
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > FORMAT:
+        raise DataDirError(f"topic catalog {path} has format {fmt}; this rivven reads format "
+                           f"{FORMAT}: upgrade rivven")
+    jsondoc.get_int(doc, "format", path, _WHAT, FORMAT, FORMAT, _FIX)
+    entries = doc.get("topics")
+    if not isinstance(entries, dict):
+        raise jsondoc.damaged(path, _WHAT, f"topics is {_kind(entries)}, not an object", _FIX)
+    return {name: _topic(name, t, path) for name, t in entries.items()}
+
+
+def _topic(name: str, t: object, path: str) -> TopicMeta:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
+        raise jsondoc.damaged(path, _WHAT, f"invalid topic name {jsondoc.shown(name)}", _FIX)
+
+    def bad(reason: str) -> Exception:
+        return jsondoc.damaged(path, _WHAT, f"topic {name}: {reason}", _FIX)
+
+    if not isinstance(t, dict):
+        raise bad(f"{_kind(t)} where an object belongs")
+    tid = t.get("id")
+    if not isinstance(tid, str) or not _ID.fullmatch(tid):
+        raise bad(f"id is {jsondoc.shown(tid)}, not 32 lowercase hex digits")
+    parts = t.get("partitions")
+    if not _is_int(parts) or not 1 <= parts <= MAX_PARTITIONS:
+        raise bad(f"partitions is {jsondoc.shown(parts)}, not an integer in 1..{MAX_PARTITIONS}")
+    created = t.get("created_ms", 0)
+    if not _is_int(created) or not 0 <= created <= jsondoc.MAX_INT:
+        raise bad(f"created_ms is {jsondoc.shown(created)}, not a time in ms since the epoch")
+    cfg = t.get("config", {})
+    if not isinstance(cfg, dict):
+        raise bad(f"config is {_kind(cfg)}, not an object")
+    for k, v in cfg.items():  # every stored value through the config validator
+        if not isinstance(v, str):
+            raise bad(f"config {k} is {jsondoc.shown(v)}, not a string")
+        try:
+            validate({k: v})
+        except InvalidConfig as e:
+            raise bad(f"config {k}: {e}") from None
+    return TopicMeta(name, tid, parts, dict(cfg), created)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _kind(v: object) -> str:
+    return "missing" if v is None else f"a JSON {type(v).__name__}"

@@ -14,7 +14,7 @@ import shutil
 import time
 
 from ..errors import DataDirError
-from . import files
+from . import files, jsondoc
 from .locks import open_lock_file
 
 FORMAT_VERSION = 1
@@ -35,14 +35,21 @@ def check(path: str, read_only: bool) -> None:
             raise DataDirError(f"{path} is not a rivven data dir (no {MARKER}); check --data-dir")
     else:
         _make_writable(path, marker)
+    fix = f"is {path} a rivven data dir? restore {MARKER} from a backup"
     try:
-        with open(marker, "rb") as f:
-            fmt = json.loads(f.read()).get("format")
-    except (OSError, ValueError, AttributeError) as e:
-        raise DataDirError(f"{marker} is unreadable ({e}); is {path} a rivven data dir?") from None
-    if fmt != FORMAT_VERSION:
+        raw = jsondoc.read(marker, "data dir marker", 1 << 16, fix)
+    except OSError as e:
+        raise DataDirError(f"{marker} is unreadable ({e.strerror or e}); is {path} a rivven "
+                           "data dir?") from None
+    if raw is None:
+        raise DataDirError(f"{path} is not a rivven data dir (no {MARKER}); check --data-dir")
+    doc = jsondoc.loads(raw, marker, "data dir marker", fix)
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > FORMAT_VERSION:
         raise DataDirError(f"{path} has data format {fmt}; this rivven reads format "
                            f"{FORMAT_VERSION} — upgrade rivven")
+    jsondoc.get_int(doc, "format", marker, "data dir marker", FORMAT_VERSION, FORMAT_VERSION,
+                    fix)
 
 
 def _make_writable(path: str, marker: str) -> None:

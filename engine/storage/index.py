@@ -5,6 +5,11 @@ Shared mechanics (load, search, append, trim) live in ``Index``; ``OffsetIndex``
 checkpoints and rolls: a writer opening a partition trusts entries only up to the checkpoint's
 position and rebuilds the rest from the log; a torn trailing entry is ignored, and an index that
 fails ``Segment._indexes_ok`` is rebuilt (``Segment.rebuild_indexes``).
+
+An index is read a chunk at a time, and one with more entries than its log has batches
+(``max_entries``, from the log's size) is not read at all (``oversized``): a crafted or damaged
+file never costs more memory than a real index of that log. Entries are only hints: the segment
+checks an entry against the batch it points at before using it (``Segment.position_for``).
 """
 
 from __future__ import annotations
@@ -14,19 +19,32 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 
+from ..format.records import HEADER_SIZE
+
+READ_CHUNK = 1 << 20  # index bytes parsed at a time
+SLACK = 1024  # entries a writer may add between a reader's look at the log and at its index
+
+
+def max_entries(log_size: int) -> int:
+    """The most entries an index of a ``log_size``-byte log can have: one per batch (each at
+    least a header long) after the first, and a little slack for a log growing meanwhile."""
+    return max(log_size, 0) // HEADER_SIZE + SLACK
+
 
 class Index:
     """Entries ``(key, value)`` with strictly increasing keys, stored little-endian."""
 
     ENTRY: struct.Struct
 
-    def __init__(self, path: str, writable: bool) -> None:
+    def __init__(self, path: str, writable: bool, max_entries: int | None = None) -> None:
         self.path = path
         self.writable = writable
         self.keys = array("q")
         self.values = array("q")
         self.fd = -1
         self.loaded = 0  # bytes of the file already parsed
+        self.max_entries = max_entries  # more than this: not an index of the log (None: any)
+        self.oversized = False  # the file holds more than max_entries entries: none are used
         if writable:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         else:
@@ -69,12 +87,22 @@ class Index:
         end = size - size % width  # a torn trailing entry is not an entry
         if end <= self.loaded:
             return
-        data = os.pread(self.fd, end - self.loaded, self.loaded)
-        end = self.loaded + len(data) - len(data) % width
-        for k, v in self.ENTRY.iter_unpack(data[: end - self.loaded]):
-            self.keys.append(k)
-            self.values.append(v)
-        self.loaded = end
+        if self.max_entries is not None and end // width > self.max_entries:
+            self.forget()
+            self.loaded = 0
+            self.oversized = True
+            return
+        self.oversized = False
+        step = READ_CHUNK - READ_CHUNK % width
+        while self.loaded < end:
+            data = os.pread(self.fd, min(step, end - self.loaded), self.loaded)
+            n = len(data) - len(data) % width
+            if n == 0:
+                break  # (the file shrank under us)
+            for k, v in self.ENTRY.iter_unpack(memoryview(data)[:n]):
+                self.keys.append(k)
+                self.values.append(v)
+            self.loaded += n
 
     def append(self, key: int, value: int) -> None:
         if self.keys and key <= self.keys[-1]:
@@ -117,6 +145,7 @@ class Index:
         self.keys = array("q", [k for k, _ in entries])
         self.values = array("q", [v for _, v in entries])
         self.loaded = len(data)
+        self.oversized = False
 
     def sync(self) -> None:
         if self.fd >= 0:

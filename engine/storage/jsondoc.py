@@ -28,10 +28,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # (made once: loads is hot)
+
+
 def loads(raw: bytes, path: str, what: str = "file", fix: str = "") -> Any:
     """Parse ``raw`` (the bytes of ``path``) strictly; DamagedMetadata on anything odd."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        return _DECODER.decode(raw.decode("utf-8"))
     except RecursionError:
         raise damaged(path, what, "nested too deeply", fix) from None
     except ValueError as e:  # (UnicodeDecodeError and too many digits are ValueErrors)
@@ -107,3 +110,8 @@ def read(path: str, what: str, limit: int = 64 << 20, fix: str = "") -> bytes | 
     if len(raw) > limit:
         raise damaged(path, what, f"larger than {limit} bytes", fix)
     return raw
+
+
+def shown(v: Any) -> str:
+    """``v`` for an error message: its repr, cut to 40 characters."""
+    return _shown(v)

@@ -8,6 +8,7 @@ written by another process (readers stop there) or a torn tail left by a writer 
 
 from __future__ import annotations
 
+import logging
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -18,7 +19,9 @@ from ..errors import CorruptRecordError, StorageError
 from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
 from ..progress import Progress
 from . import files
-from .index import OffsetIndex, TimeIndex
+from .index import OffsetIndex, TimeIndex, max_entries
+
+log = logging.getLogger("rivven.storage")
 
 READ_CHUNK = 1 << 18  # a read of one batch should not drag in much more
 
@@ -55,8 +58,13 @@ class Segment:
         # never O_CREAT an existing segment: one deleted meanwhile must stay deleted
         flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if writable else os.O_RDONLY
         self.fd = os.open(self.path, flags, 0o644)
-        self.index = OffsetIndex(files.path(directory, base_offset, files.INDEX), writable)
-        self.timeindex = TimeIndex(files.path(directory, base_offset, files.TIMEINDEX), writable)
+        limit = max_entries(os.fstat(self.fd).st_size)  # (an index bigger is not read)
+        self.index = OffsetIndex(files.path(directory, base_offset, files.INDEX), writable, limit)
+        self.timeindex = TimeIndex(files.path(directory, base_offset, files.TIMEINDEX), writable,
+                                   limit)
+        # a sealed segment's indexes were fsynced when it rolled: one that fails is damage,
+        # reported (once); the active one's may be a crash's leftovers, which a writer mends
+        self.report_index = False
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -170,9 +178,7 @@ class Segment:
                 self.loaded = True
                 return
             # forget them in memory only; a writer rebuilds them under the lock
-            self.index.forget()
-            self.timeindex.forget()
-            self.needs_repair = True
+            self._drop_indexes("they do not fit the log")
         start_pos = 0
         self.size = 0
         self.next_offset = self.base
@@ -194,6 +200,8 @@ class Segment:
 
     def _indexes_ok(self) -> bool:
         idx = self.index
+        if idx.oversized or self.timeindex.oversized:
+            return False
         keys, vals = idx.keys, idx.values
         if any(b <= a for a, b in zip(keys, keys[1:])) or any(b <= a for a, b in zip(vals, vals[1:])):
             return False
@@ -228,6 +236,7 @@ class Segment:
         start = self.size if from_index is None else from_index
         count = 0
         if from_index is None and end != start:
+            self.index.max_entries = self.timeindex.max_entries = max_entries(end)
             self.index.refresh()
             self.timeindex.refresh()
         if end <= start:
@@ -418,24 +427,40 @@ class Segment:
     # ---------------------------------------------------------------- reading
     def position_for(self, offset: int) -> int:
         """Byte position from which to scan for ``offset`` (an index lookup). The entry is
-        checked against the batch header it points at: an index that does not belong to this
-        .log (a compaction swap cut short by a crash) is dropped and the log scanned."""
+        checked before use: inside the log, and at a batch with the offset it claims. An index
+        that fails (damaged, or not of this .log: a compaction swap cut short by a crash) is
+        dropped and reported, and the log scanned from its start instead."""
         i = self.index.floor(offset - self.base)
         if i < 0:
+            if self.index.oversized and not self.needs_repair:
+                self._drop_indexes(f"it has more entries than {self.path} has batches")
             return 0
         pos = self.index.values[i]
-        head = os.pread(self.fd, HEADER_SIZE, pos)
-        try:
-            ok = len(head) == HEADER_SIZE and \
-                read_header(head, 0).base_offset == self.base + self.index.keys[i]
-        except CorruptRecordError:
-            ok = False
+        ok = 0 < pos < self.size  # (never pread a negative position: EINVAL)
+        if ok:
+            head = os.pread(self.fd, HEADER_SIZE, pos)
+            try:
+                ok = len(head) == HEADER_SIZE and \
+                    read_header(head, 0).base_offset == self.base + self.index.keys[i]
+            except CorruptRecordError:
+                ok = False
         if not ok:
-            self.index.forget()
-            self.timeindex.forget()
-            self.needs_repair = True
+            self._drop_indexes(f"entry {i} (offset {self.base + self.index.keys[i]} -> "
+                               f"position {pos}) does not point at that batch")
             return 0
         return pos
+
+    def _drop_indexes(self, reason: str) -> None:
+        """Forget the indexes in memory (this reader scans the log instead), leave them for a
+        writer to rebuild (the active segment) and report them once."""
+        self.index.forget()
+        self.timeindex.forget()
+        self.needs_repair = True
+        if self.report_index:
+            self.report_index = False
+            log.warning("rivven: ignoring the indexes of %s: %s; reading the log without them "
+                        "('rivven segment reindex %s' rebuilds them)",
+                        self.path, reason, self.path)
 
     def position_for_time(self, timestamp: int) -> int:
         i = self.timeindex.lower(timestamp)

@@ -87,6 +87,7 @@ class SegmentSet:
         seg = self.open(base)
         if not seg.loaded and seg is not self.active:
             i = self.bases.index(base)
+            seg.report_index = not seg.needs_repair  # (reported once)
             seg.size = seg.file_size()
             seg.next_offset = self.bases[i + 1] if i + 1 < len(self.bases) else seg.next_offset
         return seg

@@ -19,7 +19,7 @@ from ..errors import CorruptRecordError, InvalidArgument
 from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
 from ..progress import Progress, counter
 from ..storage import files
-from ..storage.index import OffsetIndex, TimeIndex
+from ..storage.index import OffsetIndex, TimeIndex, max_entries
 from ..storage.segment import Segment
 from ..tiering.status import check_manifests
 
@@ -178,10 +178,14 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
     """Every index entry must point at a batch start with the offset (and time) it claims."""
     base = rep.base_offset
     ipath = files.path(directory, base, files.INDEX)
+    limit = max_entries(rep.bytes)  # (a bigger index is not read: see Index.oversized)
     if os.path.exists(ipath):
-        idx = OffsetIndex(ipath, writable=False)
+        idx = OffsetIndex(ipath, writable=False, max_entries=limit)
         try:
-            if idx.loaded != os.path.getsize(ipath):
+            if idx.oversized:
+                rep.findings.append(Finding("index", ipath, 0, f"index has more entries than "
+                                            f"the {len(rep.batch_starts)} batches of {rep.path}"))
+            elif idx.loaded != os.path.getsize(ipath):
                 rep.findings.append(Finding("index", ipath, idx.loaded,
                                             "index ends with a partial entry"))
             prev = -1
@@ -199,9 +203,12 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
             idx.close()
     tpath = files.path(directory, base, files.TIMEINDEX)
     if os.path.exists(tpath):
-        tidx = TimeIndex(tpath, writable=False)
+        tidx = TimeIndex(tpath, writable=False, max_entries=limit)
         before = list(accumulate(rep.batch_max_ts, max, initial=-1))  # max ts before batch i
         try:
+            if tidx.oversized:
+                rep.findings.append(Finding("timeindex", tpath, 0, "time index has more "
+                                            f"entries than the batches of {rep.path}"))
             for n, (ts, rel) in enumerate(zip(tidx.keys, tidx.values)):
                 i = bisect_left(rep.batch_bases, base + rel)
                 ok = i < len(rep.batch_bases) and rep.batch_bases[i] == base + rel and i > 0
