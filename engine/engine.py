@@ -493,12 +493,16 @@ class Engine:
         return verify_mod.verify(self.path, list(targets), cold, progress)
 
     def segment_recover(self, targets: Sequence[str], truncate_corrupt: bool = False,
-                        dry_run: bool = False) -> list[dict[str, Any]]:
+                        dry_run: bool = False, approved: dict[str, int | None] | None = None
+                        ) -> list[dict[str, Any]]:
         """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
-        of the targeted segments, each partition under its lock (``rivven segment recover``)."""
+        of the targeted segments, each partition under its lock (``rivven segment recover``).
+        One row per segment: the cut, what it drops, the holes left (engine.tools.repair).
+        ``approved`` (path -> cut position of a dry run the user agreed to): a cut that needs
+        confirmation and was not approved as it now stands is refused."""
         if not dry_run:
             self._writable()
-        out = repair.recover_segments(self.path, targets, truncate_corrupt, dry_run)
+        out = repair.recover_segments(self.path, targets, truncate_corrupt, dry_run, approved)
         self._reopen_partitions()
         return out
 

@@ -97,6 +97,9 @@ def _report_repairs() -> None:
     if eng is None:
         return
     for c in eng.repairs():
+        if c.get("action") == "ignored":  # damaged metadata: reported, never acted on
+            sys.stderr.write(f"warning: {c['reason']}\n")
+            continue
         sys.stderr.write(f"repaired: cut {c['bytes']} bytes at {c['file']}:{c['position']} "
                          f"({c['reason']}); the WAL restores what was acknowledged\n")
 
