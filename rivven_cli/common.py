@@ -39,6 +39,10 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
                          f"{rec['applied']} batch(es) replayed, {rec['skipped']} already in "
                          "the log" + (f", {rec['dropped']} after a hole dropped"
                                       if rec.get("dropped") else "") + "\n")
+        for t in rec.get("torn_tails", []):
+            if not t.get("incomplete", True):  # (a write a crash cut short is routine)
+                sys.stderr.write(f"warning: WAL {t['file']} damaged at position {t['position']} "
+                                 f"({t['reason']}): its records after that were not replayed\n")
     return eng
 
 
