@@ -191,8 +191,11 @@ class Engine:
         return [streams.stream_info(d) for d in streams.all_streams(self.path)]
 
     def repairs(self) -> list[dict[str, Any]]:
-        """Damaged segment tails this engine cut while opening partitions (past their
-        checkpoint, with no intact batch after them; WAL replay restores what they held)."""
+        """What this engine mended or set aside while opening partitions: ``action`` "cut", a
+        damaged segment tail it cut (past the checkpoint, with no intact batch after it; WAL
+        replay restores what it held: file, position, bytes, reason), or "ignored", a damaged
+        metadata file it did not act on (a ``.checkpoint`` that fails its seal or disagrees
+        with the log: file, reason)."""
         return list(self._partitions.cuts)
 
     # ---------------------------------------------------------------- topics

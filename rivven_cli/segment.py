@@ -98,7 +98,8 @@ def verify(
         "CRC32C against the tier manifest.")] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Check every batch CRC, offsets, indexes, gaps/overlaps and torn tails (exit 3 on damage)."""
+    """Check every batch (header, CRC, body), offsets and gaps, indexes, torn tails and
+    .checkpoint (exit 3 on damage)."""
     from engine.tools.verify import verify as run
 
     with progress_bar() as progress:
@@ -172,10 +173,11 @@ def _holes_text(rows: list[dict]) -> str:
 def _print_recovery(rows: list[dict], verb: str, out: typing.TextIO) -> None:
     for r in rows:
         if r["truncate_at"] is not None:
-            what = (f"{r['batches_removed']} batch(es)"
-                    + (" and an incomplete one" if r["incomplete_batch"] else "")
-                    + (f", offsets {r['offset_range'][0]}..{r['offset_range'][1]}"
-                       if r["offset_range"] else ""))
+            parts = ([f"{r['batches_removed']} whole batch(es)"] if r["batches_removed"] else []
+                     ) + (["an incomplete batch"] if r["incomplete_batch"] else [])
+            what = (" and ".join(parts) or "no readable batch") + (
+                f", offsets {r['offset_range'][0]}..{r['offset_range'][1]}"
+                if r["offset_range"] else "")
             out.write(f"{r['path']}: {verb} truncate at {r['truncate_at']} ({r['bytes_removed']} "
                       f"bytes: {what}; {r['records_removed']} records dropped)\n")
         for h in r["holes"]:

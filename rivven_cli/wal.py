@@ -83,9 +83,9 @@ def inspect(
 
 @app.command()
 def verify(json: JsonOpt = False) -> None:
-    """Check every WAL record's framing and CRC (exit 3 on damage; a dead stream's torn tail
-    counts; at the end of a live stream's current file only what stays put while it is read
-    again, not a write in flight)."""
+    """Check every WAL record's framing, CRC and payload (exit 3 on damage; a dead stream's
+    torn tail counts; at the end of a live stream's current file only what stays put while it
+    is read again, not a write in flight)."""
     from engine.wal import verify_stream
 
     with open_engine(read_only=True) as eng:

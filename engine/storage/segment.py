@@ -246,12 +246,14 @@ class Segment:
                 self.size = end
             return 0
         report = self.progress if end - start >= SCAN_REPORT_BYTES else None
+        base = self.base
         what = f"scanning {os.path.basename(self.path)} (no checkpoint covers it)"
         next_report = start + SCAN_REPORT_BYTES // 4
         try:
             for ref in self.iter_batches(start, end):
                 h = ref.header
-                self._check_follows(h, ref.position)
+                if h.base_offset < self.next_offset or h.next_offset - base > MAX_RELATIVE_OFFSET:
+                    raise self._misplaced(h, ref.position)
                 self._account(ref.position, h.base_offset, h.size, h.next_offset,
                               h.max_timestamp, index=repair)
                 count += 1
@@ -270,15 +272,14 @@ class Segment:
             self.truncate(self.size)  # not yet durable when the machine went down
         return count
 
-    def _check_follows(self, h: BatchHeader, position: int) -> None:
+    def _misplaced(self, h: BatchHeader, position: int) -> CorruptRecordError:
         """A batch read into the view must follow the ones before it, within what this
-        segment's int32 relative offsets reach (a crafted or misplaced batch would make the
-        next append's offsets, or an index entry, overflow)."""
-        if h.base_offset < self.next_offset or h.next_offset - self.base > MAX_RELATIVE_OFFSET:
-            raise CorruptRecordError(
-                f"batch at offsets {h.base_offset}..{h.last_offset} does not belong after offset "
-                f"{self.next_offset - 1} of the segment with base offset {self.base}"
-                f"{self.where(position)}; run 'rivven segment verify'", self.path, position)
+        segment's int32 relative offsets reach: a crafted or misplaced one would make the
+        next append's offsets, or an index entry, overflow."""
+        return CorruptRecordError(
+            f"batch at offsets {h.base_offset}..{h.last_offset} does not belong after offset "
+            f"{self.next_offset - 1} of the segment with base offset {self.base}"
+            f"{self.where(position)}; run 'rivven segment verify'", self.path, position)
 
     def _note_cut(self, position: int, end: int, reason: str) -> None:
         self.cuts.append({"action": "cut", "file": self.path, "position": position,
@@ -426,7 +427,9 @@ class Segment:
         try:
             for ref in self.iter_batches(0, self.file_size()):
                 h = ref.header
-                self._check_follows(h, ref.position)
+                if h.base_offset < self.next_offset or \
+                        h.next_offset - self.base > MAX_RELATIVE_OFFSET:
+                    raise self._misplaced(h, ref.position)
                 if self._index_due(ref.position):
                     rel = h.base_offset - self.base
                     offs.append((rel, ref.position))
