@@ -83,15 +83,17 @@ class SegmentSet:
         self.active.load(repair=repair, checkpoint=self.checkpoint() if repair else None)
 
     # ---------------------------------------------------------------- the checkpoint
-    def checkpoint(self, active: Segment | None = None, end: int | None = None) -> dict | None:
+    def checkpoint(self, active: Segment | None = None) -> dict | None:
         """The partition's ``.checkpoint`` when it is intact and agrees with the segments (the
-        last, ``active``, and the log ``end`` when given); else None, the reason noted once
-        (engine.storage.checkpoint: a damaged checkpoint is never acted on)."""
+        last being ``active``); else None, the reason noted once (engine.storage.checkpoint:
+        a damaged checkpoint is never acted on). The log end is checked once the active
+        segment is loaded (PartitionLog.read_log_start); until then a bad position only ever
+        keeps bytes from being cut."""
         try:
             point = checkpoint.read_checkpoint(self.dir)
             if point is not None:
                 act = active or self.active
-                checkpoint.check(self.dir, point, self.bases, act.file_size(), end)
+                checkpoint.check(self.dir, point, self.bases, act.file_size())
             return point
         except DamagedMetadata as e:
             self.ignored(e)
