@@ -192,8 +192,11 @@ class Engine:
         return [streams.stream_info(d) for d in streams.all_streams(self.path)]
 
     def repairs(self) -> list[dict[str, Any]]:
-        """Damaged segment tails this engine cut while opening partitions (past their
-        checkpoint, with no intact batch after them; WAL replay restores what they held)."""
+        """What this engine mended or set aside while opening partitions: ``action`` "cut", a
+        damaged segment tail it cut (past the checkpoint, with no intact batch after it; WAL
+        replay restores what it held: file, position, bytes, reason), or "ignored", a damaged
+        metadata file it did not act on (a ``.checkpoint`` that fails its seal or disagrees
+        with the log: file, reason)."""
         return list(self._partitions.cuts)
 
     # ---------------------------------------------------------------- topics
@@ -499,12 +502,16 @@ class Engine:
         return verify_mod.verify(self.path, list(targets), cold, progress)
 
     def segment_recover(self, targets: Sequence[str], truncate_corrupt: bool = False,
-                        dry_run: bool = False) -> list[dict[str, Any]]:
+                        dry_run: bool = False, approved: dict[str, int | None] | None = None
+                        ) -> list[dict[str, Any]]:
         """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
-        of the targeted segments, each partition under its lock (``rivven segment recover``)."""
+        of the targeted segments, each partition under its lock (``rivven segment recover``).
+        One row per segment: the cut, what it drops, the holes left (engine.tools.repair).
+        ``approved`` (path -> cut position of a dry run the user agreed to): a cut that needs
+        confirmation and was not approved as it now stands is refused."""
         if not dry_run:
             self._writable()
-        out = repair.recover_segments(self.path, targets, truncate_corrupt, dry_run)
+        out = repair.recover_segments(self.path, targets, truncate_corrupt, dry_run, approved)
         self._reopen_partitions()
         return out
 

@@ -39,6 +39,10 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
                          f"{rec['applied']} batch(es) replayed, {rec['skipped']} already in "
                          "the log" + (f", {rec['dropped']} after a hole dropped"
                                       if rec.get("dropped") else "") + "\n")
+        for t in rec.get("torn_tails", []):
+            if not t.get("incomplete", True):  # (a write a crash cut short is routine)
+                sys.stderr.write(f"warning: WAL {t['file']} damaged at position {t['position']} "
+                                 f"({t['reason']}): its records after that were not replayed\n")
     return eng
 
 
@@ -97,6 +101,9 @@ def _report_repairs() -> None:
     if eng is None:
         return
     for c in eng.repairs():
+        if c.get("action") == "ignored":  # damaged metadata: reported, never acted on
+            sys.stderr.write(f"warning: {c['reason']}\n")
+            continue
         sys.stderr.write(f"repaired: cut {c['bytes']} bytes at {c['file']}:{c['position']} "
                          f"({c['reason']}); the WAL restores what was acknowledged\n")
 

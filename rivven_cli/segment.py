@@ -5,6 +5,7 @@ from __future__ import annotations
 import json as jsonlib
 import os
 import sys
+import typing
 from typing import Annotated
 
 import typer
@@ -97,7 +98,8 @@ def verify(
         "CRC32C against the tier manifest.")] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Check every batch CRC, offsets, indexes, gaps/overlaps and torn tails (exit 3 on damage)."""
+    """Check every batch (header, CRC, body), offsets and gaps, indexes, torn tails and
+    .checkpoint (exit 3 on damage)."""
     from engine.tools.verify import verify as run
 
     with progress_bar() as progress:
@@ -134,31 +136,56 @@ def recover(
     json: JsonOpt = False,
 ) -> None:
     """Truncate torn tails and rebuild indexes (under each partition's lock), then replay the
-    WAL of crashed writers into the mended segments."""
+    WAL of crashed writers into the mended segments. Says what each cut drops (batches,
+    records, offsets) and which holes are left, and asks first when a cut loses more than
+    crash recovery would (--yes: do not ask; --dry-run: only report)."""
     with open_engine(recover=False) as eng:
-        if truncate_corrupt and not dry_run:
-            plan = eng.segment_recover(targets or [], truncate_corrupt=True, dry_run=True)
-            drop = sum(r["records_removed"] for r in plan)
-            if drop:
-                confirm(f"cut corrupt segments, dropping {drop} record(s)?", yes)
         results = eng.segment_recover(targets or [], truncate_corrupt=truncate_corrupt,
-                                      dry_run=dry_run)
-        if not dry_run and not any(r["unrepaired"] for r in results):
-            eng.wal_replay()
+                                      dry_run=True)
+        if not dry_run:
+            risky = [r for r in results if r["needs_confirmation"] and r["truncate_at"] is not None]
+            if risky:
+                if not yes:
+                    _print_recovery(risky, "would", sys.stderr)
+                confirm(f"cut {len(risky)} segment(s), dropping "
+                        f"{sum(r['batches_removed'] for r in risky)} batch(es), "
+                        f"{sum(r['records_removed'] for r in risky)} record(s)"
+                        f"{_holes_text(risky)}?", yes)
+            approved = {r["path"]: r["truncate_at"] for r in results}
+            results = eng.segment_recover(targets or [], truncate_corrupt=truncate_corrupt,
+                                          dry_run=False, approved=approved)
+            if not any(r["unrepaired"] for r in results):
+                eng.wal_replay()
     if json:
         print_json(results)
     else:
-        verb = "would" if dry_run else "did"
-        for r in results:
-            if r["truncate_at"] is not None:
-                typer.echo(f"{r['path']}: {verb} truncate at {r['truncate_at']} "
-                           f"({r['bytes_removed']} bytes, {r['records_removed']} records dropped)")
-            for u in r["unrepaired"]:
-                typer.echo(f"{r['path']}: corrupt, left alone (use --truncate-corrupt): "
-                           f"{u['message']}")
+        _print_recovery(results, "would" if dry_run else "did", sys.stdout)
         info(f"{len(results)} segment(s) checked{' (dry run: nothing changed)' if dry_run else ''}")
     if any(r["unrepaired"] for r in results):
         raise typer.Exit(3)
+
+
+def _holes_text(rows: list[dict]) -> str:
+    n = sum(h["offsets"] for r in rows for h in r["holes"])
+    return f", leaving {n} offset(s) in holes" if n else ""
+
+
+def _print_recovery(rows: list[dict], verb: str, out: typing.TextIO) -> None:
+    for r in rows:
+        if r["truncate_at"] is not None:
+            parts = ([f"{r['batches_removed']} whole batch(es)"] if r["batches_removed"] else []
+                     ) + (["an incomplete batch"] if r["incomplete_batch"] else [])
+            what = (" and ".join(parts) or "no readable batch") + (
+                f", offsets {r['offset_range'][0]}..{r['offset_range'][1]}"
+                if r["offset_range"] else "")
+            out.write(f"{r['path']}: {verb} truncate at {r['truncate_at']} ({r['bytes_removed']} "
+                      f"bytes: {what}; {r['records_removed']} records dropped)\n")
+        for h in r["holes"]:
+            out.write(f"{r['path']}: hole: offsets {h['first']}..{h['last']} ({h['offsets']}) "
+                      "are in no segment; readers skip them\n")
+        for u in r["unrepaired"]:
+            out.write(f"{r['path']}: corrupt, left alone (use --truncate-corrupt): "
+                      f"{u['message']}\n")
 
 
 @app.command()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json as jsonlib
 import os
 import sys
+import typing
 from typing import Annotated
 
 import typer
 
-from .common import DryRunOpt, JsonOpt, fail, open_engine
+from .common import DryRunOpt, JsonOpt, YesOpt, confirm, fail, open_engine
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -82,9 +83,9 @@ def inspect(
 
 @app.command()
 def verify(json: JsonOpt = False) -> None:
-    """Check every WAL record's framing and CRC (exit 3 on damage; a dead stream's torn tail
-    counts; at the end of a live stream's current file only what stays put while it is read
-    again, not a write in flight)."""
+    """Check every WAL record's framing, CRC and payload (exit 3 on damage; a dead stream's
+    torn tail counts; at the end of a live stream's current file only what stays put while it
+    is read again, not a write in flight)."""
     from engine.wal import verify_stream
 
     with open_engine(read_only=True) as eng:
@@ -104,17 +105,36 @@ def verify(json: JsonOpt = False) -> None:
 
 
 @app.command()
-def recover(dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
-    """Truncate the torn tails of WAL streams whose process is gone (no replay)."""
+def recover(dry_run: DryRunOpt = False, yes: YesOpt = False, json: JsonOpt = False) -> None:
+    """Truncate dead WAL streams' files where their valid records end: a torn tail, or a
+    damaged record and the records after it (asks first when intact records would go; no
+    replay)."""
     with open_engine(recover=False) as eng:
-        rows = eng.wal_recover(dry_run=dry_run)
+        rows = eng.wal_recover(dry_run=True)
+        if not dry_run:
+            drop = sum(r["records_after"] for r in rows)
+            if drop:
+                if not yes:
+                    _print_cuts(rows, True, sys.stderr)
+                confirm(f"cut {len(rows)} WAL file(s), dropping {drop} intact record(s) after "
+                        "damaged ones?", yes)
+            rows = eng.wal_recover(dry_run=False)
     if json:
         print_json(rows)
         return
-    for r in rows:
-        typer.echo(f"{r['file']}: {'would truncate' if dry_run else 'truncated'} at "
-                   f"{r['truncate_at']} ({r['bytes_removed']} bytes)")
+    _print_cuts(rows, dry_run, sys.stdout)
     info(f"{len(rows)} torn tail(s){' (dry run: nothing changed)' if dry_run else ''}")
+
+
+def _print_cuts(rows: list[dict], dry_run: bool, out: typing.TextIO) -> None:
+    for r in rows:
+        what = ("a damaged record" if r["damaged_record"] else
+                "an incomplete record" if r["incomplete"] else "damaged bytes")
+        after = (f", and {r['records_after']} intact record(s) after it" if r["records_after"]
+                 else "")
+        out.write(f"{r['file']}: {'would truncate' if dry_run else 'truncated'} at "
+                  f"{r['truncate_at']} ({r['bytes_removed']} bytes: {what}{after}; "
+                  f"{r['reason']})\n")
 
 
 @app.command()

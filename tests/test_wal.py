@@ -254,7 +254,10 @@ def test_a_record_cut_short_by_zeros_is_incomplete_and_garbage_is_not(tmp_path):
     """In a zero-filled file a write in flight (or torn by a crash) is a frame whose bytes
     stop and zeros follow: incomplete, as a record running past the end of a plain file is.
     Garbage after it is damage."""
-    rec = wal_mod.encode_batch_record(bytes(16), 0, "t", b"\x07" * 200)
+    from engine.format import encode_batch
+
+    rec = wal_mod.encode_batch_record(bytes(16), 0, "t",
+                                      encode_batch([b"k"], [b"\x07" * 200], 1).assign(0))
     for tail, incomplete in ((bytes(4096), True), (b"\x01" + bytes(4095), False)):
         path = tmp_path / "f.wal"
         path.write_bytes(rec + rec[:100] + bytes(len(rec) - 100) + tail)

@@ -42,8 +42,8 @@ def check_offset(offset: Any) -> None:
 
 
 def where(ref: BatchRef) -> str:
-    return f" at position {ref.position} (offsets {ref.header.base_offset}.." \
-           f"{ref.header.last_offset})"
+    return f" in {ref.path or 'the hot cache'} at position {ref.position} (offsets " \
+           f"{ref.header.base_offset}..{ref.header.last_offset})"
 
 
 def batches(log: PartitionLog, offset: int, max_records: int
@@ -140,8 +140,9 @@ def _first_at(seg: Segment, timestamp: int, start: int) -> int | None:
         h = ref.header
         if h.max_timestamp < timestamp or h.last_offset < start:
             continue
-        body = body_of(ref.buf, ref.start, h)
-        offsets, tss, *_ = decode_columns(body, h, layout(body, h))
+        at = where(ref)
+        body = body_of(ref.buf, ref.start, h, at)
+        offsets, tss, *_ = decode_columns(body, h, layout(body, h, at), at)
         for off, t in zip(offsets, tss):
             if t >= timestamp and off >= start:
                 return off

@@ -109,6 +109,53 @@ def body_of(buf: Any, pos: int, h: BatchHeader, where: str = "") -> Any:
     return codecs.decompress(h.codec, stored, h.body_length, where)
 
 
+def check_body(buf: Any, pos: int, h: BatchHeader, where: str = "") -> None:
+    """Everything a reader of the (already CRC-checked) batch at ``pos`` would trip over,
+    checked without making records (``rivven segment verify``): the body decompresses to its
+    length and lays out exactly, every column's offsets are valid, explicit offset deltas
+    increase from 0 to the header's last delta, the timestamps match the header's first and
+    max, header keys are UTF-8, and the batch's padding is zero."""
+    stored_end = pos + HEADER_SIZE + h.stored_length
+    if any(bytes(memoryview(buf)[stored_end:pos + h.size])):
+        raise CorruptRecordError(f"non-zero padding after the body{where}")
+    body = body_of(buf, pos, h, where)
+    lay = layout(body, h, where)
+    n = h.record_count
+    if lay.offset_deltas >= 0:
+        deltas = struct.unpack_from(f"<{n}i", body, lay.offset_deltas)
+        if (deltas[0] < 0 or any(b <= a for a, b in zip(deltas, deltas[1:]))
+                or deltas[-1] != h.last_offset_delta):
+            raise CorruptRecordError(f"offset deltas are not increasing from 0 to the last "
+                                     f"delta {h.last_offset_delta}{where}")
+    if lay.timestamps >= 0:
+        ts = struct.unpack_from(f"<{n}q", body, lay.timestamps)
+        first, top = ts[0], max(ts)
+    else:
+        first = top = h.first_timestamp
+    if (first, top) != (h.first_timestamp, h.max_timestamp):
+        raise CorruptRecordError(f"timestamps {first}..{top} do not match the header's first "
+                                 f"{h.first_timestamp} and max {h.max_timestamp}{where}")
+    pa = arrow()
+    body_buf = pa.py_buffer(body)
+    binary_array(body_buf, n, lay.key_validity, lay.key_offsets, lay.key_data, lay.key_end,
+                 where)
+    binary_array(body_buf, n, lay.value_validity, lay.value_offsets, lay.value_data,
+                 lay.value_end, where)
+    if lay.header_lists >= 0:
+        hc = lay.header_count
+        keys = binary_array(body_buf, hc, -1, lay.hkey_offsets, lay.hkey_data, lay.hkey_end,
+                            where)
+        try:
+            keys.view(pa.string()).validate(full=True)
+        except pa.ArrowInvalid:
+            raise CorruptRecordError(f"a header key is not UTF-8{where}") from None
+        binary_array(body_buf, hc, lay.hvalue_validity, lay.hvalue_offsets, lay.hvalue_data,
+                     lay.hvalue_end, where)
+        lo = struct.unpack_from(f"<{n + 1}i", body, lay.header_lists)
+        if any(b < a for a, b in zip(lo, lo[1:])) or lo[-1] != hc:
+            raise CorruptRecordError(f"bad header list offsets{where}")
+
+
 def binary_array(buf: Any, n: int, vpos: int, opos: int, dpos: int, dend: int,
                  where: str = "") -> Any:
     """A zero-copy ``pyarrow.BinaryArray`` over a body buffer, its offsets fully validated."""
@@ -134,8 +181,10 @@ def decode_columns(body: bytes, h: BatchHeader, lay: Layout, where: str = ""
     base = h.base_offset
     if lay.offset_deltas >= 0:
         deltas = struct.unpack_from(f"<{n}i", body, lay.offset_deltas)
-        if any(b <= a for a, b in zip(deltas, deltas[1:])) or deltas[-1] != h.last_offset_delta:
-            raise CorruptRecordError(f"offset deltas are not increasing{where}")
+        if (deltas[0] < 0 or any(b <= a for a, b in zip(deltas, deltas[1:]))
+                or deltas[-1] != h.last_offset_delta):
+            raise CorruptRecordError(f"offset deltas are not increasing from 0 to the last "
+                                     f"delta {h.last_offset_delta}{where}")
         offsets: Any = [base + d for d in deltas]
     else:
         offsets = range(base, base + n)

@@ -47,7 +47,14 @@ ATTR_KNOWN = 0x0FF7
 
 # A batch can never be larger than this, whatever a length field on disk claims.
 MAX_BATCH_BYTES = (1 << 31) - 1 - 64
+# Offsets relative to a segment's base are int32 (index entries): a batch's offsets span at
+# most this many, and a base offset leaves room for them within int64.
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+MAX_BASE_OFFSET = (1 << 63) - 1 - MAX_RELATIVE_OFFSET
 _BASE_CRC = struct.Struct("<q")
+_new_tuple = tuple.__new__
+_I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
 
 
 class Record(NamedTuple):
@@ -137,34 +144,57 @@ class EncodedBatch:
 
 
 def read_header(buf: Any, pos: int = 0, where: str = "") -> BatchHeader:
-    """Parse and sanity-check a header at ``pos`` (the caller ensures 72 bytes are there)."""
-    h = BatchHeader._make(_HEADER_FIELDS(HEADER.unpack_from(buf, pos)))
-    if h.magic != MAGIC:
-        raise CorruptRecordError(f"bad magic {h.magic} (expected {MAGIC}){where}")
-    if (h.batch_length + LENGTH_PREFIX < HEADER_SIZE or h.batch_length > MAX_BATCH_BYTES
-            or (h.batch_length + LENGTH_PREFIX) & 7):
-        raise CorruptRecordError(f"bad batch length {h.batch_length}{where}")
-    if not 0 <= h.stored_length <= h.batch_length + LENGTH_PREFIX - HEADER_SIZE:
-        raise CorruptRecordError(f"bad stored body length {h.stored_length}{where}")
-    if h.body_length < 0 or h.record_count < 0 or h.last_offset_delta < h.record_count - 1:
-        raise CorruptRecordError(
-            f"bad counts (records {h.record_count}, last delta {h.last_offset_delta}, "
-            f"body {h.body_length}){where}"
-        )
-    if h.attributes & ~ATTR_KNOWN:
-        raise CorruptRecordError(f"unknown attribute bits {h.attributes:#x}{where}")
-    return h
+    """Parse and sanity-check a header at ``pos`` (the caller ensures 72 bytes are there).
+
+    Every field a reader computes with is range-checked here, once, so no later arithmetic
+    (offsets, sizes, index entries) can leave its range; docs/FORMAT.md, Checks on read, has
+    the rules. (One condition on locals: cheaper than the NamedTuple's attributes.)
+    """
+    (base, blen, magic, _, _, crc_, attrs, _, delta, count, first_ts, max_ts, pid, epoch, _,
+     seq, body, stored) = HEADER.unpack_from(buf, pos)
+    size = blen + LENGTH_PREFIX
+    if (magic != MAGIC or not HEADER_SIZE <= size <= MAX_BATCH_BYTES + LENGTH_PREFIX or size & 7
+            or not size - 8 < HEADER_SIZE + stored <= size or stored < 0 or body < 0
+            or not 0 < count <= delta + 1 <= MAX_RELATIVE_OFFSET
+            or (delta != count - 1 and not attrs & ATTR_EXPLICIT_OFFSETS)
+            or not 0 <= base <= MAX_BASE_OFFSET or attrs & ~ATTR_KNOWN):
+        raise CorruptRecordError(_header_problem(base, size, magic, attrs, delta, count, body,
+                                                 stored) + where)
+    return _new_tuple(BatchHeader, (base, blen, magic, crc_, attrs, delta, count, first_ts,
+                                    max_ts, pid, epoch, seq, body, stored))
 
 
-def _HEADER_FIELDS(t: tuple) -> tuple:
-    # drop the reserved fields: (base, len, magic, r8, r16, crc, attrs, r16, ...)
-    return (t[0], t[1], t[2], t[5], t[6], t[8], t[9], t[10], t[11], t[12], t[13], t[15], t[16],
-            t[17])
+def _header_problem(base: int, size: int, magic: int, attrs: int, delta: int, count: int,
+                    body: int, stored: int) -> str:
+    """What is wrong with a header read_header refused (the slow path, for the message)."""
+    if magic != MAGIC:
+        return f"bad magic {magic} (expected {MAGIC})"
+    if not HEADER_SIZE <= size <= MAX_BATCH_BYTES + LENGTH_PREFIX or size & 7:
+        return f"bad batch length {size - LENGTH_PREFIX}"
+    if not size - 8 < HEADER_SIZE + stored <= size or stored < 0:
+        return f"bad stored body length {stored} for a batch of {size} bytes"
+    if attrs & ~ATTR_KNOWN:
+        return f"unknown attribute bits {attrs:#x}"
+    if not 0 <= base <= MAX_BASE_OFFSET:
+        return f"base offset {base} out of range (0..{MAX_BASE_OFFSET})"
+    return (f"bad counts (records {count}, last delta {delta}, body {body}"
+            f"{'' if attrs & ATTR_EXPLICIT_OFFSETS else ', offsets not explicit'})")
 
 
 def batch_crc(buf: Any, pos: int, size: int) -> int:
     mv = memoryview(buf)
     return crc.crc32c(mv[pos: pos + 16], crc.crc32c(mv[pos + CRC_FROM: pos + size]))
+
+
+def crc_intact(buf: Any, pos: int = 0) -> bool:
+    """Do the bytes at ``pos`` hold a whole batch whose CRC matches, whatever its fields say?
+    (Such a batch is on disk as someone wrote it: damage, never a write a crash tore.)"""
+    if len(buf) - pos < HEADER_SIZE:
+        return False
+    size = _I32.unpack_from(buf, pos + 8)[0] + LENGTH_PREFIX
+    if not HEADER_SIZE <= size <= len(buf) - pos:
+        return False
+    return batch_crc(buf, pos, size) == _U32.unpack_from(buf, pos + 16)[0]
 
 
 def check_crc(buf: Any, pos: int, h: BatchHeader, where: str = "") -> None:

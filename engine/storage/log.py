@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from ..errors import OffsetOutOfRange, StorageError
+from ..errors import DamagedMetadata, OffsetOutOfRange, StorageError
 from ..failpoint import failpoint
 from ..format.records import EncodedBatch
 from ..progress import Progress
@@ -149,12 +149,35 @@ class PartitionLog:
         if st is None or st == self._ckpt_stamp:
             return
         self._ckpt_stamp = st
-        point = checkpoint.read_checkpoint(self.dir)
+        point = self._checked_checkpoint()
         if point is not None and point["log_start_offset"] > self.log_start:
             self.log_start = point["log_start_offset"]
             if len(self.segs.bases) > 1 and self.segs.bases[1] <= self.log_start:
                 self.segs.relist()  # whole segments below it are (being) deleted
         self.segs.drop_replaced()
+
+    def _checked_checkpoint(self) -> dict | None:
+        """``.checkpoint`` when it is intact and agrees with the log, else None (the segment set
+        notes why: engine.storage.checkpoint). Never acted on unchecked: a log start past the
+        log end would delete every sealed segment."""
+        segs = self.segs
+        try:
+            point = checkpoint.read_checkpoint(self.dir)
+            if point is None:
+                return None
+            try:
+                checkpoint.check(self.dir, point, segs.bases, segs.active.file_size(),
+                                 segs.active.next_offset)
+            except DamagedMetadata:
+                # a reader's view may lag what another process appended, rolled and then
+                # checkpointed (the file is written after the bytes it vouches for)
+                self.sync_view(repair=False)
+                checkpoint.check(self.dir, point, segs.bases, segs.active.file_size(),
+                                 segs.active.next_offset)
+            return point
+        except DamagedMetadata as e:
+            segs.ignored(e)
+            return None
 
     def start_offset(self) -> int:
         first = self.segs.bases[0]

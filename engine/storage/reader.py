@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .log import PartitionLog
 
 MAX_RETRIES = 10  # new snapshots in a row before a vanished segment is an error
+MAX_OFFSET = 1 << 63
 
 
 def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20) -> Iterator[BatchRef]:
@@ -77,10 +78,19 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20) -> Iterato
             if retries > MAX_RETRIES:
                 raise
             continue
+        # a sealed segment's batches end before the log end (one past it would move the
+        # reader beyond the log; they may pass the next segment's base for a moment while a
+        # compaction swap installs); the active one grows while we read
+        limit = MAX_OFFSET if seg is active else end
         try:
             for ref in seg.iter_batches(seg.position_for(offset), seg.size):
                 if ref.header.next_offset <= offset:
                     continue
+                if ref.header.next_offset > limit:
+                    raise CorruptRecordError(
+                        f"batch at offsets {ref.header.base_offset}..{ref.header.last_offset} "
+                        f"in {seg.path} at position {ref.position} runs past the log end "
+                        f"{limit}; run 'rivven segment verify'", seg.path, ref.position)
                 yield ref
                 sent += ref.header.size
                 offset = ref.header.next_offset

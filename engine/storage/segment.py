@@ -16,7 +16,16 @@ from typing import NamedTuple
 
 from .. import clock
 from ..errors import CorruptRecordError, StorageError
-from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
+from ..format.records import (
+    HEADER_SIZE,
+    LENGTH_PREFIX,
+    MAX_BATCH_BYTES,
+    MAX_RELATIVE_OFFSET,
+    BatchHeader,
+    check_crc,
+    crc_intact,
+    read_header,
+)
 from ..progress import Progress
 from . import files
 from .index import OffsetIndex, TimeIndex, max_entries
@@ -36,12 +45,14 @@ class TornTail(Exception):
 
 
 class BatchRef(NamedTuple):
-    """A batch found in a buffer: ``buf[start:start + header.size]`` is at file ``position``."""
+    """A batch found in a buffer: ``buf[start:start + header.size]`` is at ``position`` of
+    the file ``path`` ("" for a batch from the hot cache)."""
 
     position: int
     header: BatchHeader
     buf: bytes
     start: int
+    path: str = ""
 
 
 SCAN_REPORT_BYTES = 64 << 20  # a scan at least this long reports progress
@@ -130,7 +141,7 @@ class Segment:
                         break
                 if crc:
                     check_crc(buf, p, h, self.where(pos + p))
-                yield BatchRef(pos + p, h, buf, p)
+                yield BatchRef(pos + p, h, buf, p, self.path)
                 p += h.size
             if p == 0:
                 raise TornTail(pos, "incomplete batch header")
@@ -244,11 +255,14 @@ class Segment:
                 self.size = end
             return 0
         report = self.progress if end - start >= SCAN_REPORT_BYTES else None
+        base = self.base
         what = f"scanning {os.path.basename(self.path)} (no checkpoint covers it)"
         next_report = start + SCAN_REPORT_BYTES // 4
         try:
             for ref in self.iter_batches(start, end):
                 h = ref.header
+                if h.base_offset < self.next_offset or h.next_offset - base > MAX_RELATIVE_OFFSET:
+                    raise self._misplaced(h, ref.position)
                 self._account(ref.position, h.base_offset, h.size, h.next_offset,
                               h.max_timestamp, index=repair)
                 count += 1
@@ -267,9 +281,18 @@ class Segment:
             self.truncate(self.size)  # not yet durable when the machine went down
         return count
 
+    def _misplaced(self, h: BatchHeader, position: int) -> CorruptRecordError:
+        """A batch read into the view must follow the ones before it, within what this
+        segment's int32 relative offsets reach: a crafted or misplaced one would make the
+        next append's offsets, or an index entry, overflow."""
+        return CorruptRecordError(
+            f"batch at offsets {h.base_offset}..{h.last_offset} does not belong after offset "
+            f"{self.next_offset - 1} of the segment with base offset {self.base}"
+            f"{self.where(position)}; run 'rivven segment verify'", self.path, position)
+
     def _note_cut(self, position: int, end: int, reason: str) -> None:
-        self.cuts.append({"file": self.path, "position": position, "bytes": end - position,
-                          "reason": reason})
+        self.cuts.append({"action": "cut", "file": self.path, "position": position,
+                          "bytes": end - position, "reason": reason})
 
     def _cuttable(self, position: int, end: int) -> bool:
         """May a damaged batch at ``position`` be cut as an unfinished tail? Only past the
@@ -280,7 +303,11 @@ class Segment:
         try:
             h = read_header(raw, 0)
         except CorruptRecordError:
+            if self._crc_intact(raw, position, end):
+                return False  # written as it is (fields out of range): damage, not a torn write
             return not self._intact_batch_after(position + 8, end)
+        if self._crc_intact(raw, position, end):
+            return False  # a whole batch, CRC intact, that does not fit the log: damage
         nxt = position + h.size
         if nxt + HEADER_SIZE > end:
             return True
@@ -290,6 +317,13 @@ class Segment:
         except (TornTail, CorruptRecordError):
             return True
         return True
+
+    def _crc_intact(self, raw: bytes, position: int, end: int) -> bool:
+        """Is the batch whose header ``raw`` is at ``position`` whole and CRC-valid?"""
+        size = int.from_bytes(raw[8:12], "little", signed=True) + LENGTH_PREFIX
+        if not HEADER_SIZE <= size <= min(end - position, MAX_BATCH_BYTES):
+            return False
+        return crc_intact(os.pread(self.fd, size, position))
 
     def _intact_batch_after(self, position: int, end: int) -> bool:
         """Is there a whole, CRC-valid batch at any 8-byte boundary in [position, end)?
@@ -402,6 +436,9 @@ class Segment:
         try:
             for ref in self.iter_batches(0, self.file_size()):
                 h = ref.header
+                if h.base_offset < self.next_offset or \
+                        h.next_offset - self.base > MAX_RELATIVE_OFFSET:
+                    raise self._misplaced(h, ref.position)
                 if self._index_due(ref.position):
                     rel = h.base_offset - self.base
                     offs.append((rel, ref.position))

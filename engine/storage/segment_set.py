@@ -13,11 +13,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..errors import UnknownTopic
+from ..errors import DamagedMetadata, UnknownTopic
 from ..failpoint import failpoint
 from ..progress import Progress
-from . import files
-from .checkpoint import read_checkpoint
+from . import checkpoint, files
 from .segment import Segment
 
 
@@ -39,6 +38,7 @@ class SegmentSet:
         self.segments: dict[int, Segment] = {}
         self.bases: list[int] = []
         self.active: Segment = None  # type: ignore[assignment]  # set by open_active
+        self._ignored: set[tuple] = set()  # (.checkpoint stamp, reason) already noted
         self._prefix = os.path.join(directory, "")  # + files.name(...): a file's path
 
     def close(self) -> None:
@@ -80,7 +80,31 @@ class SegmentSet:
     def open_active(self, repair: bool) -> None:
         """Open and load the last segment (a writer, ``repair``, mends its tail)."""
         self.active = self.open(self.bases[-1])
-        self.active.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
+        self.active.load(repair=repair, checkpoint=self.checkpoint() if repair else None)
+
+    # ---------------------------------------------------------------- the checkpoint
+    def checkpoint(self, active: Segment | None = None) -> dict | None:
+        """The partition's ``.checkpoint`` when it is intact and agrees with the segments (the
+        last being ``active``); else None, the reason noted once (engine.storage.checkpoint:
+        a damaged checkpoint is never acted on). The log end is checked once the active
+        segment is loaded (PartitionLog.read_log_start); until then a bad position only ever
+        keeps bytes from being cut."""
+        try:
+            point = checkpoint.read_checkpoint(self.dir)
+            if point is not None:
+                act = active or self.active
+                checkpoint.check(self.dir, point, self.bases, act.file_size())
+            return point
+        except DamagedMetadata as e:
+            self.ignored(e)
+            return None
+
+    def ignored(self, e: DamagedMetadata) -> None:
+        """Note a metadata file ignored because of ``e`` (once per version of the file)."""
+        key = (checkpoint.stamp(self.dir), str(e))
+        if key not in self._ignored:
+            self._ignored.add(key)
+            self.cuts.append({"action": "ignored", "file": e.path, "reason": str(e)})
 
     def sealed(self, base: int) -> Segment:
         """A sealed segment: its size is its file size; loaded (tail scanned) on demand."""
@@ -100,7 +124,7 @@ class SegmentSet:
         segments they rolled. Returns True when the active segment shrank (a repair cut it)."""
         act = self.active
         if repair and act.needs_repair:
-            act.load(repair=True, checkpoint=read_checkpoint(self.dir))
+            act.load(repair=True, checkpoint=self.checkpoint())
         shrank = False
         size = act.file_size()
         if size != act.size:
@@ -111,7 +135,7 @@ class SegmentSet:
                 f"{self._prefix}{act.next_offset:020d}{files.LOG}", os.F_OK):
             self.relist()
             act = self.open(act.next_offset)
-            act.load(repair=repair, checkpoint=read_checkpoint(self.dir) if repair else None)
+            act.load(repair=repair, checkpoint=self.checkpoint(act) if repair else None)
             self.active = act
         return shrank
 

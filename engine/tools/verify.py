@@ -1,9 +1,14 @@
 """Consistency checks of segment files, returned as data (the CLI renders them).
 
-``verify_partition`` reads every batch of every segment (CRC32C, header sanity, offsets
-increasing and inside the segment's range), checks every ``.index`` and ``.timeindex`` entry
-against the log, and looks for overlaps between segments. It never changes a file; repair is
-``recover_segment`` — a separate, explicit step.
+``verify_partition`` reads every batch of every segment: its header (every field in range),
+CRC32C and body (decompressed, laid out and every column checked, as a reader would), its
+offsets (increasing, inside the segment's range, no gap), checks every ``.index`` and
+``.timeindex`` entry against the log, the offsets between segments (no overlap, no gap), and
+``.checkpoint`` (intact, and agreeing with the segments). Gaps are allowed only where the log
+may legitimately have them (docs/DURABILITY.md, What verify checks): in a compacted range
+(below ``.cleaner``'s ``cleaned_end``), below the log start, and below the first local
+segment of a tiered partition when the tier manifest covers them. It never changes a file;
+repair is ``recover_segment`` — a separate, explicit step.
 """
 
 from __future__ import annotations
@@ -15,20 +20,33 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
-from ..errors import CorruptRecordError, InvalidArgument
-from ..format.records import HEADER_SIZE, BatchHeader, check_crc, read_header
+from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument
+from ..format.decode import check_body
+from ..format.records import (
+    HEADER_SIZE,
+    LENGTH_PREFIX,
+    MAX_BATCH_BYTES,
+    MAX_RELATIVE_OFFSET,
+    BatchHeader,
+    check_crc,
+    crc_intact,
+    read_header,
+)
 from ..progress import Progress, counter
-from ..storage import files
+from ..storage import checkpoint, files, jsondoc, tier_manifest
 from ..storage.index import OffsetIndex, TimeIndex, max_entries
-from ..storage.segment import Segment
 from ..tiering.status import check_manifests
 
 CHUNK = 8 << 20
+CLEANER = ".cleaner"  # (engine.maintenance.compaction's state file: a peer, not imported)
+# findings about a batch's own bytes: what ``segment recover --truncate-corrupt`` cuts at
+CUTTABLE = ("crc", "header", "body", "offsets", "range", "torn-tail")
 
 
 @dataclass
 class Finding:
-    kind: str  # crc | header | torn-tail | offsets | range | overlap | index | timeindex
+    # crc | header | body | torn-tail | offsets | range | gap | index | timeindex | checkpoint
+    kind: str
     path: str
     position: int | None
     message: str
@@ -56,25 +74,46 @@ class SegmentReport:
     findings: list[Finding] = field(default_factory=list)
     batch_starts: list[int] = field(default_factory=list, repr=False)
     batch_bases: list[int] = field(default_factory=list, repr=False)
+    batch_nexts: list[int] = field(default_factory=list, repr=False)
+    batch_ends: list[int] = field(default_factory=list, repr=False)
     batch_max_ts: list[int] = field(default_factory=list, repr=False)
 
+    _PRIVATE = ("findings", "batch_starts", "batch_bases", "batch_nexts", "batch_ends",
+                "batch_max_ts")
+
     def to_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items()
-                if k not in ("findings", "batch_starts", "batch_bases", "batch_max_ts")} | {
+        return {k: v for k, v in asdict(self).items() if k not in self._PRIVATE} | {
             "findings": [f.to_json() for f in self.findings]}
+
+    @property
+    def damaged(self) -> bool:
+        return any(f.kind in CUTTABLE for f in self.findings)
+
+    def next_at(self, position: int) -> int | None:
+        """The offset that follows the good batches before ``position``, when ``position`` is
+        the end of one of them (or 0) and no damage lies before it; else None."""
+        if position == 0:
+            return self.base_offset
+        i = bisect_left(self.batch_ends, position)
+        if i < len(self.batch_ends) and self.batch_ends[i] == position <= self.valid_end:
+            return self.batch_nexts[i]
+        return None
 
 
 def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                  progress: Callable[[int], None] | None = None,
-                 headers: Callable[[int, BatchHeader], None] | None = None) -> SegmentReport:
-    """Read every batch of one ``.log``; findings for anything wrong, nothing changed."""
+                 headers: Callable[[int, BatchHeader], None] | None = None,
+                 gaps_below: int = 0) -> SegmentReport:
+    """Read every batch of one ``.log``; findings for anything wrong, nothing changed.
+    ``end_offset`` is the next segment's base offset; a gap between batches is a finding
+    unless it ends at or below ``gaps_below`` (compacted, or below the log start)."""
     rep = SegmentReport(path, base_offset)
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
         rep.bytes = size
         pos = 0
-        prev_next = None
+        expect: int | None = base_offset  # where the next batch's offsets should start
         damaged = False
         while pos < size:
             buf = os.pread(fd, min(CHUNK, size - pos), pos)
@@ -85,6 +124,15 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                 try:
                     h = read_header(buf, p, where)
                 except CorruptRecordError as e:
+                    whole = whole_batch_size(fd, buf[p:p + HEADER_SIZE], at, size)
+                    if whole:  # CRC-valid: written like this; the next batch is readable
+                        rep.findings.append(Finding("header", path, at, f"{e} (its CRC "
+                                                    "matches: it was written like this)"))
+                        rep.valid_end = rep.valid_end if damaged else at
+                        damaged = True
+                        expect = None
+                        p += whole
+                        continue
                     rest = os.pread(fd, min(size - at, CHUNK), at)
                     kind = "torn-tail" if rest.count(0) == len(rest) else "header"
                     rep.findings.append(Finding(kind, path, at, f"{e}; {size - at} bytes from "
@@ -103,22 +151,21 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                         buf = os.pread(fd, h.size, at)
                     else:
                         break
-                bad = False
-                try:
-                    check_crc(buf, p, h, where)
-                except CorruptRecordError as e:
-                    bad = True
-                    rep.findings.append(Finding("crc", path, at, str(e),
-                                                (h.base_offset, h.last_offset), h.record_count))
-                if not bad:
-                    bad = _check_offsets(rep, h, at, prev_next, end_offset)
-                if bad:
+                bad = (_bytes_problem(path, buf, p, h, at, where)
+                       or _offsets_problem(rep, h, at, expect, end_offset))
+                if bad is not None:
+                    rep.findings.append(bad)
                     damaged = True
+                    expect = None  # its offsets are not to be trusted: no gap or order check
                 else:
+                    if expect is not None and h.base_offset > max(expect, gaps_below):
+                        rep.findings.append(gap(
+                            path, at, max(expect, gaps_below), h.base_offset - 1,
+                            f"before the batch at offsets {h.base_offset}..{h.last_offset}"))
                     _account(rep, h, at, headers)
                     if not damaged:
                         rep.valid_end = at + h.size
-                prev_next = max(prev_next or 0, h.next_offset)
+                    expect = h.next_offset
                 p += h.size
             if p == 0:
                 break
@@ -134,25 +181,47 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
             os.close(fd)
 
 
-def _check_offsets(rep: SegmentReport, h: BatchHeader, at: int, prev_next: int | None,
-                   end_offset: int | None) -> bool:
+def whole_batch_size(fd: int, head: bytes, at: int, size: int) -> int:
+    """The size of the batch at ``at`` (its header ``head``) when its bytes are whole and its
+    CRC matches whatever its fields say; else 0."""
+    n = int.from_bytes(head[8:12], "little", signed=True) + LENGTH_PREFIX
+    if not HEADER_SIZE <= n <= min(size - at, MAX_BATCH_BYTES) or n & 7:
+        return 0
+    return n if crc_intact(os.pread(fd, n, at)) else 0
+
+
+def _bytes_problem(path: str, buf: bytes, p: int, h: BatchHeader, at: int, where: str
+                   ) -> Finding | None:
+    """The batch's CRC, then its body as a reader would decode it."""
+    try:
+        check_crc(buf, p, h, where)
+    except CorruptRecordError as e:
+        return Finding("crc", path, at, str(e), (h.base_offset, h.last_offset), h.record_count)
+    try:
+        check_body(buf, p, h, f" (batch at offsets {h.base_offset}..{h.last_offset}){where}")
+    except CorruptRecordError as e:
+        return Finding("body", path, at, str(e), (h.base_offset, h.last_offset), h.record_count)
+    return None
+
+
+def _offsets_problem(rep: SegmentReport, h: BatchHeader, at: int, expect: int | None,
+                     end_offset: int | None) -> Finding | None:
     path = rep.path
+    offs = (h.base_offset, h.last_offset)
+    what = f"batch offsets {h.base_offset}..{h.last_offset}"
     if h.base_offset < rep.base_offset:
-        rep.findings.append(Finding("range", path, at, f"batch offsets {h.base_offset}.."
-                                    f"{h.last_offset} start below the segment's base offset "
-                                    f"{rep.base_offset}", (h.base_offset, h.last_offset)))
-        return True
-    if prev_next is not None and h.base_offset < prev_next:
-        rep.findings.append(Finding("offsets", path, at, f"batch offsets {h.base_offset}.."
-                                    f"{h.last_offset} do not increase (previous batch ended "
-                                    f"before {prev_next})", (h.base_offset, h.last_offset)))
-        return True
+        return Finding("range", path, at, f"{what} start below the segment's base offset "
+                       f"{rep.base_offset}", offs)
+    if h.next_offset - rep.base_offset > MAX_RELATIVE_OFFSET:
+        return Finding("range", path, at, f"{what} lie more than {MAX_RELATIVE_OFFSET} past the "
+                       f"segment's base offset {rep.base_offset}", offs)
+    if expect is not None and h.base_offset < expect:
+        return Finding("offsets", path, at, f"{what} do not increase (the previous batch "
+                       f"ended before {expect})", offs)
     if end_offset is not None and h.last_offset >= end_offset:
-        rep.findings.append(Finding("range", path, at, f"batch offsets {h.base_offset}.."
-                                    f"{h.last_offset} reach the next segment's base offset "
-                                    f"{end_offset}", (h.base_offset, h.last_offset)))
-        return True
-    return False
+        return Finding("range", path, at, f"{what} reach the next segment's base offset "
+                       f"{end_offset}", offs)
+    return None
 
 
 def _account(rep: SegmentReport, h: BatchHeader, at: int,
@@ -162,17 +231,17 @@ def _account(rep: SegmentReport, h: BatchHeader, at: int,
     if rep.first_offset is None:
         rep.first_offset = h.base_offset
     rep.last_offset = h.last_offset
-    if h.record_count:
-        lo = h.first_timestamp if rep.min_timestamp is None else min(rep.min_timestamp,
-                                                                      h.first_timestamp)
-        rep.min_timestamp = lo
-        rep.max_timestamp = max(rep.max_timestamp or h.max_timestamp, h.max_timestamp)
+    lo = h.first_timestamp if rep.min_timestamp is None else min(rep.min_timestamp,
+                                                                  h.first_timestamp)
+    rep.min_timestamp = lo
+    rep.max_timestamp = max(rep.max_timestamp or h.max_timestamp, h.max_timestamp)
     rep.batch_starts.append(at)
     rep.batch_bases.append(h.base_offset)
+    rep.batch_nexts.append(h.next_offset)
+    rep.batch_ends.append(at + h.size)
     rep.batch_max_ts.append(h.max_timestamp)
     if headers:
         headers(at, h)
-
 
 def check_indexes(rep: SegmentReport, directory: str) -> None:
     """Every index entry must point at a batch start with the offset (and time) it claims."""
@@ -225,21 +294,119 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
 
 def verify_partition(directory: str, progress: Callable[[int], None] | None = None
                      ) -> list[SegmentReport]:
-    """Reports for every segment of one partition directory, in offset order."""
+    """Reports for every segment of one partition directory, in offset order; findings about
+    the partition as a whole (gaps between segments, ``.checkpoint``) go to the report of the
+    segment they follow."""
     bases = files.segment_bases(directory)
+    point, point_problem = _checkpoint(directory)
+    gaps_below = _cleaned_end(directory, bases)  # (the log start is applied once checked)
     reports = []
     for i, base in enumerate(bases):
         nxt = bases[i + 1] if i + 1 < len(bases) else None
         path = files.path(directory, base, files.LOG)
-        rep = scan_segment(path, base, nxt, progress)
+        rep = scan_segment(path, base, nxt, progress, gaps_below=gaps_below)
         for _ in range(5):  # a torn tail of the active segment may be a write in flight
             if nxt is not None or not any(f.kind == "torn-tail" for f in rep.findings):
                 break
             time.sleep(0.05)
-            rep = scan_segment(path, base, nxt)
+            rep = scan_segment(path, base, nxt, gaps_below=gaps_below)
         check_indexes(rep, directory)
         reports.append(rep)
+    for rep, nxt in zip(reports, bases[1:]):
+        end = rep.batch_nexts[-1] if rep.batch_nexts else rep.base_offset
+        if not rep.damaged and end < nxt and nxt > gaps_below:
+            rep.findings.append(gap(rep.path, rep.bytes, max(end, gaps_below), nxt - 1,
+                                    f"between the end of this segment and the next one (base "
+                                    f"offset {nxt})"))
+    if reports:
+        last = reports[-1]
+        if point_problem is None and point is not None:
+            point_problem = _checkpoint_problem(directory, point, bases, reports)
+        if point_problem is not None:
+            last.findings.append(Finding("checkpoint", checkpoint.path(directory), None,
+                                         point_problem))
+        elif point is not None:
+            start = point["log_start_offset"]
+            for rep in reports:  # offsets below the log start are gone for readers anyway
+                rep.findings = [_above(f, start) for f in rep.findings
+                                if f.kind != "gap" or f.offsets[1] >= start]
+            _check_start(directory, start, reports, gaps_below)
     return reports
+
+
+def gap(path: str, position: int | None, lo: int, hi: int, where: str) -> Finding:
+    return Finding("gap", path, position, f"offsets {lo}..{hi} are missing {where}: readers "
+                   "skip them", (lo, hi))
+
+
+def _above(f: Finding, start: int) -> Finding:
+    """A gap finding without its offsets below ``start``."""
+    if f.kind != "gap" or f.offsets[0] >= start:
+        return f
+    return gap(f.path, f.position, start, f.offsets[1], f.message.split(" are missing ", 1)[1]
+               .rsplit(": readers skip them", 1)[0])
+
+
+def _checkpoint(directory: str) -> tuple[dict | None, str | None]:
+    try:
+        return checkpoint.read_checkpoint(directory), None
+    except DamagedMetadata as e:
+        return None, str(e)
+
+
+def _checkpoint_problem(directory: str, point: dict, bases: list[int],
+                        reports: list[SegmentReport]) -> str | None:
+    """What in an intact ``.checkpoint`` contradicts the segments (the loader's checks, and
+    exactly: its position must end a batch of its segment, at its recovery point)."""
+    last = reports[-1]
+    end = last.batch_nexts[-1] if last.batch_nexts else last.base_offset
+    try:
+        checkpoint.check(directory, point, bases, last.bytes, None if last.damaged else end)
+    except DamagedMetadata as e:
+        return str(e)
+    if point["segment"] == last.base_offset and point["position"] <= last.valid_end:
+        at = last.next_at(point["position"])
+        if at != point["recovery_point"]:
+            what = ("is not the end of a batch" if at is None
+                    else f"ends at offset {at}, not at its recovery point "
+                         f"{point['recovery_point']}")
+            return (f"checkpoint {checkpoint.path(directory)} disagrees with the log (position "
+                    f"{point['position']} of {last.path} {what}); {checkpoint.FIX}")
+    return None
+
+
+def _check_start(directory: str, start: int, reports: list[SegmentReport],
+                 gaps_below: int) -> None:
+    """Offsets from the log start up to the first local segment must be in the cold store
+    (a tiered partition) or compacted away."""
+    first = reports[0].base_offset
+    try:
+        entries = tier_manifest.load(directory)
+    except CorruptRecordError:
+        return  # (segment verify --cold reports a damaged manifest)
+    covered = start
+    for e in entries:
+        if e.base_offset <= covered < e.next_offset:
+            covered = e.next_offset
+    if covered < first and first > gaps_below:
+        reports[0].findings.append(gap(reports[0].path, 0, max(covered, gaps_below), first - 1,
+                                       f"between the log start {start} (in "
+                                       f"{checkpoint.path(directory)}) and the first segment"))
+
+
+def _cleaned_end(directory: str, bases: list[int]) -> int:
+    """Below this offset the partition was compacted (gaps are normal): ``cleaned_end`` of its
+    ``.cleaner``; the active segment's base when that file is unreadable (compacted once, but
+    how far is unknown)."""
+    p = os.path.join(directory, CLEANER)
+    try:
+        raw = jsondoc.read(p, "compaction state", limit=1 << 20)
+        if raw is None:
+            return 0
+        return jsondoc.get_int(jsondoc.loads(raw, p, "compaction state"), "cleaned_end", p,
+                               "compaction state")
+    except (DamagedMetadata, OSError):
+        return bases[-1] if bases else 0
 
 
 def verify(data_dir: str, targets: list[str], cold: bool = False,
@@ -264,64 +431,6 @@ def verify(data_dir: str, targets: list[str], cold: bool = False,
         doc["cold"] = check_manifests([d for d, _ in parts], progress)
         doc["ok"] = doc["ok"] and not doc["cold"]["findings"]
     return doc
-
-
-def recover_segment(path: str, base_offset: int, truncate_corrupt: bool,
-                    dry_run: bool) -> dict:
-    """Cut a torn tail (and, with ``truncate_corrupt``, everything from the first damage on),
-    then rebuild the indexes. Returns what was (or would be) done."""
-    rep = scan_segment(path, base_offset)
-    damage = [f for f in rep.findings if f.kind != "torn-tail"]
-    torn = [f for f in rep.findings if f.kind == "torn-tail"]
-    cut_at = None
-    dropped = 0
-    if damage and truncate_corrupt:
-        cut_at = damage[0].position
-        dropped = _records_after(path, base_offset, cut_at)
-    elif torn and not damage:
-        cut_at = torn[0].position
-    result = {"path": path, "size": rep.bytes, "truncate_at": cut_at,
-              "bytes_removed": (rep.bytes - cut_at) if cut_at is not None else 0,
-              "records_removed": dropped, "unrepaired": [f.to_json() for f in damage]
-              if not truncate_corrupt else [], "reindexed": not dry_run}
-    if dry_run:
-        result["reindexed"] = False
-        return result
-    directory = os.path.dirname(path)
-    if cut_at is not None:
-        fd = os.open(path, os.O_RDWR)
-        try:
-            os.ftruncate(fd, cut_at)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    seg = Segment(directory, base_offset, writable=True)
-    try:
-        seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True)
-        seg.sync_all()
-    finally:
-        seg.close()
-    return result
-
-
-def _records_after(path: str, base_offset: int, position: int) -> int:
-    """Records in complete batches from ``position`` on (what a cut there drops)."""
-    count = 0
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        pos = position
-        while pos + HEADER_SIZE <= size:
-            raw = os.pread(fd, HEADER_SIZE, pos)
-            try:
-                h = read_header(raw, 0)
-            except CorruptRecordError:
-                break
-            count += h.record_count
-            pos += h.size
-    finally:
-        os.close(fd)
-    return count
 
 
 def resolve_targets(data_dir: str, targets: list[str]) -> list[tuple[str, list[str]]]:

@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from ..format.records import read_header
+from ..errors import CorruptRecordError
+from ..format.records import check_crc, read_header
 from ..progress import Progress
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
@@ -42,17 +43,20 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
         for f, size in sizes.items():
             try:
                 for rec in scan_file(f):
-                    h = read_header(rec.batch, 0)
+                    h = rec.header
                     # where the bytes are, not the bytes: most batches of a process crash
                     # are already in the log and are never read again
                     found[(rec.topic_id, rec.partition)].append(
                         (rec.write_ns, h.base_offset, h.record_count,
                          h.last_offset_delta, h.max_timestamp,
-                         (f, rec.batch_position, len(rec.batch))))
+                         (f, rec.position, rec.batch_position, rec.batch_length)))
             except WalTail as t:
+                if t.inner:  # written like this: what follows may be acknowledged records
+                    raise damaged_record(f, t.position, t.reason) from None
                 if not t.zero:
                     report["torn_tails"].append({"file": f, "position": t.position,
-                                                 "reason": t.reason})
+                                                 "reason": t.reason,
+                                                 "incomplete": t.incomplete})
             done += size
             if progress is not None:
                 progress("replaying WAL", total, done)
@@ -98,16 +102,22 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
 
 def cut_dead_tails(data_dir: str, own: str | None, dry_run: bool = False
                    ) -> list[dict[str, Any]]:
-    """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
+    """Cut dead streams' WAL files where their valid records end (a live stream is left
+    alone): a torn tail, or a damaged record and what follows it. One row per cut: where, the
+    bytes, why, and how many records with an intact frame follow the damaged one (dropped
+    with it)."""
     out = []
     dead = streams.dead_streams(data_dir, own)
     try:
         for d, _ in dead:
             for f in stream_files(d):
-                torn = streams.torn_tail(f)
-                if torn is not None:
-                    out.append({"file": f, "truncate_at": torn,
-                                "bytes_removed": os.path.getsize(f) - torn})
+                t = streams.tail_of(f)
+                if t is not None:
+                    out.append({"file": f, "truncate_at": t.position,
+                                "bytes_removed": os.path.getsize(f) - t.position,
+                                "reason": t.reason, "incomplete": t.incomplete,
+                                "damaged_record": t.inner,
+                                "records_after": streams.intact_after(f, t.position)})
                     if not dry_run:
                         streams.truncate_torn_tail(f)
     finally:
@@ -116,11 +126,27 @@ def cut_dead_tails(data_dir: str, own: str | None, dry_run: bool = False
     return out
 
 
-def _load(where: tuple[str, int, int]) -> bytes:
-    path, position, length = where
+def damaged_record(path: str, position: int, reason: str) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"WAL record {path}:{position} is damaged ({reason}); replay stopped there: "
+        "'rivven wal recover' cuts the file there (--dry-run shows what that drops)",
+        path, position)
+
+
+def _load(where: tuple[str, int, int, int]) -> bytes:
+    """The batch of a WAL record, checked whole (the scan read only its header)."""
+    path, record, position, length = where
     with open(path, "rb") as f:
         f.seek(position)
-        return f.read(length)
+        data = f.read(length)
+    try:
+        h = read_header(data, 0) if len(data) == length else None
+        if h is None or h.size != length:
+            raise CorruptRecordError("the file changed under the replay")
+        check_crc(data, 0, h)
+    except CorruptRecordError as e:
+        raise damaged_record(path, record, str(e)) from None
+    return data
 
 
 def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]:

@@ -11,9 +11,8 @@ from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
 from ..format.decode import body_of, decode_records, layout
-from ..format.records import read_header
 from ..storage.locks import open_lock_file, try_lock
-from .records import WalTail, check_record_batch, scan_file
+from .records import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
 from .stream import LOCK, RECOVERY_LOCK, stream_files
 
 
@@ -136,22 +135,23 @@ def inspect_file(path: str, records: bool = False) -> Iterator[dict]:
     """One row per WAL record (and a final row for a torn tail); with ``records``, the row of
     an intact batch carries its records (offset, timestamp, key and value as text)."""
     try:
-        for rec in scan_file(path):
+        for rec in scan_file(path, check_batches=True):
             row = {"position": rec.position, "topic": rec.topic, "partition": rec.partition,
                    "topic_id": rec.topic_id.hex(), "write_time_ns": rec.write_ns,
                    "bytes": rec.size, "crc_ok": True}
-            try:
-                h = read_header(rec.batch, 0)
-                check_record_batch(rec)
-                row |= {"base_offset": h.base_offset, "last_offset": h.last_offset,
-                        "count": h.record_count}
-            except CorruptRecordError as e:
-                row |= {"crc_ok": False, "error": str(e)}
-            if records and row["crc_ok"]:
-                body = body_of(rec.batch, 0, h)
-                row["records"] = [{"offset": r.offset, "timestamp": r.timestamp,
-                                   "key": _text(r.key), "value": _text(r.value)}
-                                  for r in decode_records(body, h, layout(body, h))]
+            h = rec.header  # (checked by the scan, the batch's CRC too)
+            row |= {"base_offset": h.base_offset, "last_offset": h.last_offset,
+                    "count": h.record_count}
+            if records:
+                where = f" in the batch of WAL record {path}:{rec.position}"
+                try:
+                    body = body_of(rec.batch, 0, h, where)
+                    row["records"] = [{"offset": r.offset, "timestamp": r.timestamp,
+                                       "key": _text(r.key), "value": _text(r.value)}
+                                      for r in decode_records(body, h, layout(body, h, where),
+                                                              where=where)]
+                except CorruptRecordError as e:
+                    row |= {"crc_ok": False, "error": str(e)}
             yield row
     except WalTail as t:
         if not t.zero:
@@ -162,14 +162,41 @@ def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "replace")
 
 
-def torn_tail(path: str) -> int | None:
-    """Where the valid records of a WAL file end, when non-zero bytes follow them."""
+def tail_of(path: str) -> WalTail | None:
+    """Where the valid records of a WAL file end (their batches' CRCs checked too), when
+    non-zero bytes follow them: the WalTail, else None."""
     try:
-        for _ in scan_file(path):
+        for _ in scan_file(path, check_batches=True):
             pass
     except WalTail as t:
-        return None if t.zero else t.position
+        return None if t.zero else t
     return None
+
+
+def torn_tail(path: str) -> int | None:
+    """Where the valid records of a WAL file end, when non-zero bytes follow them."""
+    t = tail_of(path)
+    return None if t is None else t.position
+
+
+def intact_after(path: str, position: int) -> int:
+    """Records with an intact frame (length and CRC; payloads unchecked) right after the
+    record at ``position``, when its own frame is intact: what a cut there drops with it. (After
+    a frame that fails its CRC the next record cannot be found: 0.)"""
+    n = -1  # (the record at ``position`` itself)
+    with open(path, "rb", buffering=0) as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        pos = position
+        while pos + FRAME_SIZE <= size:
+            length, _, stored = FRAME.unpack(os.pread(fd, FRAME_SIZE, pos))
+            end = pos + FRAME_SIZE + length
+            if (length == 0 or length > MAX_RECORD or end > size
+                    or frame_crc(fd, pos, length) != stored):
+                break
+            n += 1
+            pos = end + (-(FRAME_SIZE + length) & 7)
+    return max(n, 0)
 
 
 def truncate_torn_tail(path: str) -> int | None:
