@@ -57,3 +57,8 @@ def utc(ms: int | None, timespec: str = "milliseconds") -> str | None:
 def info(message: str) -> None:
     """A status line on stderr (never on stdout, which belongs to data)."""
     sys.stderr.write(message + "\n")
+
+
+def warn(message: str) -> None:
+    """A warning line on stderr: something found that does not stop the command."""
+    sys.stderr.write(f"warning: {printable(message)}\n")

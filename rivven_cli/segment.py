@@ -12,7 +12,7 @@ import typer
 
 from .common import STATE, DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, fail, open_engine
 from .progress import progress_bar
-from .render import human_bytes, info, print_json, print_table, utc
+from .render import human_bytes, info, print_json, print_table, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
 TargetsArg = Annotated[list[str] | None, typer.Argument(
@@ -36,6 +36,10 @@ def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: Parti
                   "-" if r["records"] is None else r["records"], human_bytes(r["bytes"]),
                   utc(r["min_timestamp"]), utc(r["max_timestamp"])) for r in rows],
                 right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"))
+    for r in rows:
+        if r.get("damage"):
+            warn(f"{r['file']} is damaged ({r['damage']}); the row counts the batches before "
+                 "it: run 'rivven segment verify' for details")
 
 
 @app.command()

@@ -98,6 +98,23 @@ def test_mid_file_corruption_needs_truncate_corrupt(data_dir):
     assert run_rivven(data_dir, "segment", "verify").returncode == 0
 
 
+def test_list_names_a_sealed_segment_with_junk_at_its_end(data_dir):
+    """(found by tests/fuzz_worker.py) A sealed segment's size is its file size: trailing
+    bytes made ``segment list`` an internal error; now the row says so and a warning names it."""
+    pdir = make(data_dir)
+    first = os.path.join(pdir, "00000000000000000000.log")
+    with open(first, "ab") as f:
+        f.write(b"\xff")
+    r = run_rivven(data_dir, "segment", "list", "t", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows[0]["damage"].startswith("1 trailing bytes") and rows[1]["damage"] is None
+    assert rows[0]["records"] > 0
+    r = run_rivven(data_dir, "segment", "list", "t")
+    assert r.returncode == 0 and b"internal error" not in r.stderr
+    assert b"warning: " + first.encode() + b" is damaged" in r.stderr
+
+
 def test_list_and_inspect(data_dir):
     pdir = make(data_dir, batches=4, cfg={})
     rows = json.loads(run_rivven(data_dir, "segment", "list", "t", "--json").stdout)
@@ -105,7 +122,7 @@ def test_list_and_inspect(data_dir):
                                                           "00000000000000000000.log"),
                      "base_offset": 0, "last_offset": 39, "records": 40,
                      "bytes": os.path.getsize(rows[0]["file"]), "min_timestamp": 1000,
-                     "max_timestamp": 1003}]
+                     "max_timestamp": 1003, "damage": None}]
     log = os.path.join(pdir, "00000000000000000000.log")
     out = run_rivven(data_dir, "segment", "inspect", log, "--json").stdout.decode().splitlines()
     batches = [json.loads(x) for x in out]

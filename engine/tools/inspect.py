@@ -15,6 +15,7 @@ from ..storage.catalog import TopicMeta
 from ..storage.config import effective
 from ..storage.files import parse
 from ..storage.log import PartitionLog
+from ..storage.segment import TornTail
 
 
 def _text(b: bytes | None) -> str | None:
@@ -84,16 +85,21 @@ def segment_rows(log: PartitionLog) -> list[dict[str, Any]]:
                      "max_timestamp": e.max_timestamp})
     for seg in log.all_segments():
         records = 0
-        last = lo = hi = None
-        for ref in seg.iter_batches(0, seg.size, crc=False):
-            h = ref.header
-            records += h.record_count
-            last = h.last_offset
-            lo = h.first_timestamp if lo is None else min(lo, h.first_timestamp)
-            hi = h.max_timestamp if hi is None else max(hi, h.max_timestamp)
+        last = lo = hi = damage = None
+        try:
+            for ref in seg.iter_batches(0, seg.size, crc=False):
+                h = ref.header
+                records += h.record_count
+                last = h.last_offset
+                lo = h.first_timestamp if lo is None else min(lo, h.first_timestamp)
+                hi = h.max_timestamp if hi is None else max(hi, h.max_timestamp)
+        except TornTail as t:  # (a sealed segment's size is its file size: junk at its end)
+            damage = f"{t.reason} at position {t.position}"
+        except CorruptRecordError as e:
+            damage = str(e)
         rows.append({"partition": p, "tier": "local", "file": seg.path, "base_offset": seg.base,
                      "last_offset": last, "records": records, "bytes": seg.size,
-                     "min_timestamp": lo, "max_timestamp": hi})
+                     "min_timestamp": lo, "max_timestamp": hi, "damage": damage})
     return rows
 
 
