@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import socket
 import time
 import uuid
@@ -21,7 +20,8 @@ from urllib.parse import quote, unquote
 
 from .. import clock
 from ..errors import InvalidArgument
-from ..storage.locks import open_lock_file, try_lock
+from ..storage import files
+from ..storage.locks import acquire, open_lock_file, try_lock
 
 GROUPS = "groups"
 MEMBERS = "members"
@@ -51,7 +51,7 @@ def group_names(data_dir: str) -> list[str]:
         return []
     for n in names:
         if n.startswith(".deleted-"):  # a 'group delete' cut short
-            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+            files.remove_tree(data_dir, os.path.join(root, n))
     return sorted(unquote(n) for n in names if not n.startswith("."))
 
 
@@ -69,7 +69,7 @@ class Member:
 
     def __init__(self, gdir: str, member_id: str | None, info: dict[str, Any]) -> None:
         mdir = os.path.join(gdir, MEMBERS)
-        os.makedirs(mdir, exist_ok=True)
+        files.make_dirs(os.path.dirname(os.path.dirname(gdir)), mdir)
         self.member_id = member_id or f"{info.get('client_id', 'rivven')}-{uuid.uuid4().hex[:12]}"
         if "/" in self.member_id or self.member_id.startswith(".") or len(self.member_id) > 200:
             raise InvalidArgument(f"invalid member id {self.member_id[:60]!r}: no '/', no "
@@ -80,8 +80,8 @@ class Member:
         # Lock first under a temporary name, then rename: a file visible under its real name
         # is always already locked, so nobody mistakes a joining member for a dead one.
         tmp = os.path.join(mdir, f"{_TMP}{self.member_id}.{os.getpid()}")
-        self.fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        self.fd = files.open_file(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        acquire(self.fd, tmp)  # (a name of its own: nobody else holds it)
         os.write(self.fd, json.dumps(self.info).encode())
         if member_id and _alive(self.path):
             os.unlink(tmp)
@@ -115,7 +115,7 @@ def _remove_dead(path: str, fd: int) -> None:
 def _alive(path: str) -> bool:
     """Is ``path`` locked by a live process? A dead member's file is removed on the way."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = files.open_file(path, os.O_RDWR)
     except FileNotFoundError:
         return False
     try:
@@ -146,7 +146,7 @@ def live_members(gdir: str) -> list[dict[str, Any]]:
                 pass
             continue
         try:
-            fd = os.open(p, os.O_RDWR)
+            fd = files.open_file(p, os.O_RDWR)
         except FileNotFoundError:
             continue
         try:
@@ -178,7 +178,7 @@ class Leases:
 
     def __init__(self, gdir: str, member_id: str) -> None:
         self.dir = os.path.join(gdir, LEASES)
-        os.makedirs(self.dir, exist_ok=True)
+        files.make_dirs(os.path.dirname(os.path.dirname(gdir)), self.dir)
         self.member_id = member_id.encode()
         self.held: dict[tuple[str, int], int] = {}
 
@@ -218,7 +218,7 @@ def lease_owners(gdir: str) -> dict[tuple[str, int], str]:
         if not at or not part.isdigit():
             continue
         try:
-            fd = os.open(os.path.join(ldir, n), os.O_RDWR)
+            fd = files.open_file(os.path.join(ldir, n), os.O_RDWR)
         except FileNotFoundError:
             continue
         try:

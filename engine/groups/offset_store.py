@@ -18,10 +18,10 @@ import threading
 from dataclasses import dataclass
 
 from .. import clock
-from ..errors import CorruptRecordError, StorageError
+from ..errors import CorruptRecordError, os_error
 from ..format.crc import crc32c
 from ..storage import files
-from ..storage.locks import flocked, open_lock_file
+from ..storage.locks import DEFAULT_WAIT, LockWait, flocked, open_lock_file
 
 LOG = "offsets.log"
 LOCK = "offsets.lock"
@@ -41,8 +41,10 @@ class Committed:
 class OffsetStore:
     """The committed offsets of one group, kept up to date with other processes' commits."""
 
-    def __init__(self, directory: str, sync: bool = True) -> None:
+    def __init__(self, directory: str, sync: bool = True,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.dir = directory
+        self.lock_wait = lock_wait
         self.path = os.path.join(directory, LOG)
         self.sync = sync
         self.offsets: dict[tuple[str, int], Committed] = {}
@@ -123,11 +125,13 @@ class OffsetStore:
         if delete:
             frame["del"] = [[t, p] for t, p in delete]
         payload = json.dumps(frame, separators=(",", ":")).encode()
-        os.makedirs(self.dir, exist_ok=True)
+        # (the data dir is two levels up: DATA/groups/<group>)
+        files.make_dirs(os.path.dirname(os.path.dirname(self.dir)), self.dir)
         with self._mutex:
-            lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
+            lock = os.path.join(self.dir, LOCK)
+            lock_fd = open_lock_file(lock)
             try:
-                with flocked(lock_fd):
+                with flocked(lock_fd, lock, self.lock_wait):
                     self._drop_debris()
                     self._refresh()
                     self._append(FRAME.pack(len(payload), crc32c(payload)) + payload)
@@ -145,7 +149,7 @@ class OffsetStore:
                 os.unlink(os.path.join(self.dir, f))
 
     def _append(self, frame: bytes) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = files.open_file(self.path, os.O_WRONLY | os.O_CREAT)
         try:
             created = os.fstat(fd).st_size == 0 and self._stamp is None
             try:
@@ -159,8 +163,7 @@ class OffsetStore:
                     os.ftruncate(fd, self._good)
                 except OSError:
                     pass
-                raise StorageError(f"cannot write commit to {self.path}: {e.strerror}; "
-                                   "fix the disk and retry") from None
+                raise os_error(e, "write a commit to", self.path) from None
             if self._good == 0:
                 self._head = frame[:FRAME.size]
             self._good += len(frame)

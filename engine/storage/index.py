@@ -14,6 +14,9 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 
+from ..errors import os_error
+from . import files
+
 
 class Index:
     """Entries ``(key, value)`` with strictly increasing keys, stored little-endian."""
@@ -28,7 +31,7 @@ class Index:
         self.fd = -1
         self.loaded = 0  # bytes of the file already parsed
         if writable:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = files.open_file(path, os.O_RDWR | os.O_CREAT)
         else:
             try:
                 self.fd = os.open(path, os.O_RDONLY)
@@ -80,7 +83,13 @@ class Index:
         if self.keys and key <= self.keys[-1]:
             return
         entry = self.ENTRY.pack(key, value)
-        os.pwrite(self.fd, entry, self.loaded)
+        try:
+            if os.pwrite(self.fd, entry, self.loaded) != len(entry):
+                return
+        except OSError:
+            # (a full disk, say) the batch is in the log already; a sparse index may miss an
+            # entry (a lookup scans a little further), and the next append tries this spot
+            return
         self.loaded += len(entry)
         self.keys.append(key)
         self.values.append(value)
@@ -112,15 +121,22 @@ class Index:
     def write_all(self, entries: list[tuple[int, int]]) -> None:
         """Replace the whole file with ``entries`` (used by rebuilds)."""
         data = b"".join(self.ENTRY.pack(k, v) for k, v in entries)
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, data, 0)
+        try:
+            os.ftruncate(self.fd, 0)
+            if os.pwrite(self.fd, data, 0) != len(data):
+                raise OSError(28, "short write")
+        except OSError as e:
+            raise os_error(e, "write", self.path) from e
         self.keys = array("q", [k for k, _ in entries])
         self.values = array("q", [v for _, v in entries])
         self.loaded = len(data)
 
     def sync(self) -> None:
         if self.fd >= 0:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as e:
+                raise os_error(e, "fsync", self.path) from e
 
 
 class OffsetIndex(Index):

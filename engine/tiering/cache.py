@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -81,14 +80,14 @@ class ColdCache:
             self.hits += 1
             os.utime(log_path)
         else:
-            shutil.rmtree(d, ignore_errors=True)  # (an incomplete or altered copy)
+            files.remove_tree(self.root, d)  # (an incomplete or altered copy)
             self._download(entry, d)
         return Segment(d, entry.base_offset, writable=False)
 
     def _download(self, entry: ColdSegment, d: str) -> None:
-        os.makedirs(self.root, exist_ok=True)
+        files.make_dir(self.root)
         tmp = os.path.join(self.root, f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        os.mkdir(tmp)
+        files.make_dir(tmp)
         try:
             self.downloaded_bytes += download_segment(entry, tmp)
             try:
@@ -98,7 +97,7 @@ class ColdCache:
                     raise
             self.downloads += 1
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            files.remove_tree(self.root, tmp)
 
     def _evict(self, keep: str) -> None:
         """Drop least recently opened folders until the cache fits (never ``keep``)."""
@@ -120,7 +119,7 @@ class ColdCache:
             if n.startswith(TMP_PREFIX):
                 try:  # (its own mtime: a download that just began holds no file yet)
                     if now - max(used, os.stat(d).st_mtime) > 3600:
-                        shutil.rmtree(d, ignore_errors=True)  # a downloader died
+                        files.remove_tree(self.root, d)  # a downloader died
                 except FileNotFoundError:
                     pass
                 continue
@@ -132,7 +131,7 @@ class ColdCache:
                 break
             if d == keep:
                 continue
-            shutil.rmtree(d, ignore_errors=True)
+            files.remove_tree(self.root, d)
             total -= size
             for obj, seg in list(self._open.items()):
                 if seg.directory == d:

@@ -282,7 +282,7 @@ def recover_segment(path: str, base_offset: int, truncate_corrupt: bool,
         return result
     directory = os.path.dirname(path)
     if cut_at is not None:
-        fd = os.open(path, os.O_RDWR)
+        fd = files.open_file(path, os.O_RDWR)  # (never a link's target)
         try:
             os.ftruncate(fd, cut_at)
             os.fsync(fd)

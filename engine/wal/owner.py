@@ -19,8 +19,9 @@ from typing import Any
 
 from ..errors import RivvenError, UnknownTopic
 from ..progress import Progress
+from ..storage import files
 from ..storage.catalog import TopicMeta
-from ..storage.locks import lock_path
+from ..storage.locks import DEFAULT_WAIT, LockWait, lock_path
 from ..storage.log import PartitionLog
 from ..storage.partitions import Partitions
 from ..storage.settings import Settings
@@ -32,8 +33,10 @@ class WalOwner:
     def __init__(self, data_dir: str, settings: Settings, partitions: Partitions,
                  read_only: bool,
                  after_checkpoint: Callable[[PartitionLog], None] | None = None,
-                 after_checkpoints: Callable[[], None] | None = None) -> None:
+                 after_checkpoints: Callable[[], None] | None = None,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.data_dir = data_dir
+        self.lock_wait = lock_wait
         self.settings = settings
         self.partitions = partitions
         self.read_only = read_only
@@ -163,12 +166,12 @@ class WalOwner:
             self._recovery_owner = threading.get_ident()
             try:
                 root = os.path.join(self.data_dir, "wal")
-                if not os.path.isdir(root):
+                if not files.real_dir(root):  # (a link: UnexpectedLink, never followed)
                     if self.read_only:
                         yield
                         return
-                    os.makedirs(root, exist_ok=True)
-                with lock_path(os.path.join(root, RECOVERY_LOCK)):
+                    files.make_dir(root)
+                with lock_path(os.path.join(root, RECOVERY_LOCK), self.lock_wait):
                     yield
             finally:
                 self._recovery_owner = None
