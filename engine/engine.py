@@ -16,13 +16,13 @@ from . import clock
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
-from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
+from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
 from .maintenance import compaction, retention
 from .progress import Progress
-from .storage import datadir
+from .storage import datadir, files
 from .storage.catalog import TopicMeta
 from .storage.locks import LockWait
 from .storage.log import PartitionLog
@@ -90,7 +90,7 @@ class Engine:
         if not read_only:
             datadir.empty_trash(self.path)
             if recover:
-                self.last_recovery = self.wal_replay()
+                self._recover()
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
@@ -172,6 +172,20 @@ class Engine:
             pass  # the next checkpoint or 'rivven retention apply' tries again
 
     # ---------------------------------------------------------------- WAL and recovery
+    def _recover(self) -> None:
+        """Replay dead WAL streams at open. On a full disk a batch that must go back into its
+        segment cannot: the engine opens anyway — the commands that free space need it — but
+        refuses appends (their offsets are the replay's) until an open replays the streams."""
+        try:
+            self.last_recovery = self.wal_replay()
+        except StorageError as e:
+            if not files.disk_full(e):
+                raise
+            self.last_recovery = {"deferred": str(e)}
+            self._wal.replay_pending = StorageError(
+                f"the WAL of a crashed writer still has to be replayed, and the disk is full "
+                f"({e}); free space (rivven delete-records, retention apply or topic delete), "
+                "then open the data dir again")
     def checkpoint(self) -> list[dict[str, Any]]:
         """fsync every partition this process wrote, record recovery points, and delete the
         WAL files wholly below them."""

@@ -35,6 +35,9 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
                           on_lock_wait=_lock_wait)
     STATE["engine"] = eng
     rec = eng.last_recovery
+    if rec.get("deferred"):
+        sys.stderr.write("the WAL of crashed writers waits to be replayed (the disk is full); "
+                         "free space, then produce again\n")
     if rec.get("streams"):
         sys.stderr.write(f"recovered {len(rec['streams'])} WAL stream(s) of crashed writers: "
                          f"{rec['applied']} batch(es) replayed, {rec['skipped']} already in "

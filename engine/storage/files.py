@@ -40,7 +40,8 @@ CLEANED, SWAP = ".cleaned", ".swap"
 LOCK_FILE = ".lock"
 CHECKPOINT = ".checkpoint"
 RESERVE = ".rivven-reserve"  # in the data dir root: space given up when the disk is full
-RESERVE_BYTES = 1 << 20
+RESERVE_BYTES = 256 << 10  # a few catalogs' or many checkpoints' worth
+RESERVE_ROOM = 4 * RESERVE_BYTES  # free space needed before the reserve is made (again)
 GROUP_SHARED = stat.S_ISGID | 0o070  # a directory with these bits shares new files with its group
 
 
@@ -262,8 +263,8 @@ def disk_full(e: BaseException) -> bool:
 
 def keep_reserve(data_dir: str) -> None:
     """(A writable open.) Make the data dir's space reserve when it is missing and the disk
-    has room for it many times over; remember the data dir so ``write_atomic`` may give it up.
-    One ``stat`` when it is there."""
+    has room for it several times over; remember the data dir so ``write_atomic`` may give it
+    up. One ``stat`` when it is there."""
     data_dir = os.path.abspath(data_dir)
     _reserves.add(data_dir)
     path = os.path.join(data_dir, RESERVE)
@@ -274,7 +275,7 @@ def keep_reserve(data_dir: str) -> None:
         pass
     try:
         st = os.statvfs(data_dir)
-        if st.f_bavail * st.f_frsize < 64 * RESERVE_BYTES:
+        if st.f_bavail * st.f_frsize < RESERVE_ROOM:
             return  # (not while space is short: it is made again once there is room)
         tmp = f"{path}.tmp.{os.getpid()}"
         fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)

@@ -39,6 +39,12 @@ from .tier_view import TierView
 _STAMP_FIELDS = {"bytes": "st_size", "ino": "st_ino", "mtime_ns": "st_mtime_ns"}
 
 
+class RecoveryPointNotWritten(StorageError):
+    """(A full disk.) The partition's segments were fsynced, but its ``.checkpoint`` could
+    not be written: what was appended is durable in the segments (a WAL holding it may go),
+    only the recovery point lags behind (the next writer to open it scans a little more)."""
+
+
 class HotCache(Protocol):
     """Recent batches kept in memory (engine.tiering.hot.HotCache), keyed by log."""
 
@@ -306,7 +312,12 @@ class PartitionLog:
         self.read_log_start()
         point = {"segment": act.base, "position": act.size,
                  "recovery_point": act.next_offset, "log_start_offset": self.start_offset()}
-        checkpoint.write_checkpoint(self.dir, point)
+        try:
+            checkpoint.write_checkpoint(self.dir, point)
+        except StorageError as e:
+            if files.disk_full(e):
+                raise RecoveryPointNotWritten(str(e)) from e
+            raise
         self._ckpt_stamp = None
         return point
 

@@ -16,7 +16,7 @@ from ..format.records import read_header
 from ..progress import Progress
 from ..storage import files
 from ..storage.catalog import TopicMeta
-from ..storage.log import PartitionLog
+from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from . import streams
 from .records import WalTail, scan_file
 from .stream import stream_files
@@ -31,9 +31,11 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
     and the streams deleted. ``own`` is this process's live stream. The caller holds the
     recovery lock.
 
-    On a full disk a checkpoint that cannot be written does not stop the open: the streams
-    are then kept (``report["kept"]``) and replayed again — idempotently — by a later open,
-    once there is room. (A batch that must go back into its segment still needs the space.)"""
+    On a full disk a recovery point that cannot be written does not stop the open: the
+    segments are fsynced first, so the streams may still go. Should the fsync itself fail
+    for want of space, the streams are kept (``report["kept"]``) and replayed again —
+    idempotently — by a later open. A batch that must go back into its segment needs the
+    space: that raises (the engine then refuses appends until a replay succeeds)."""
     dead = streams.dead_streams(data_dir, own)
     report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
                               "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": [],
@@ -88,6 +90,8 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
                 # fsync before the only other copy (the dead stream) goes
                 try:
                     log.checkpoint()
+                except RecoveryPointNotWritten:
+                    pass  # (a full disk) the segment is fsynced: the stream may go
                 except StorageError as e:
                     if not files.disk_full(e):
                         raise
