@@ -68,8 +68,7 @@ def root(
 ) -> None:
     STATE["data_dir"] = data_dir
     STATE["debug"] = debug
-    if lock_timeout_ms is not None:
-        STATE["settings"]["lock.timeout.ms"] = str(lock_timeout_ms)
+    STATE["settings"] = {} if lock_timeout_ms is None else {"lock.timeout.ms": str(lock_timeout_ms)}
 
 
 def main() -> None:

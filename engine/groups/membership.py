@@ -130,6 +130,7 @@ def _alive(path: str) -> bool:
 def live_members(gdir: str) -> list[dict[str, Any]]:
     """The live members of a group, sorted by member id (dead ones are cleaned up)."""
     mdir = os.path.join(gdir, MEMBERS)
+    files.check_own_dir(mdir, 3)  # (dead members' files are removed: never through a link)
     try:
         names = sorted(os.listdir(mdir))
     except FileNotFoundError:

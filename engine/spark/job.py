@@ -23,8 +23,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..storage import files
-
 KEYS_SCHEMA = "partition int, offset long, key binary, tombstone boolean"
 STARTED = "rivven: the Spark session is up, the job starts"
 
@@ -216,6 +214,8 @@ def run_job(argv: list[str], kind: str, body: Any) -> int:
 
 def write_result(plan_path: str, result: dict[str, Any]) -> None:
     """``result.json`` next to the plan, whole or not at all (the launcher reads it)."""
+    from engine.storage import files  # (this file runs as a script: no relative imports)
+
     tmp = os.path.join(os.path.dirname(plan_path), "result.json.tmp")
     with open(tmp, "w", opener=files.opener) as f:
         json.dump(result, f)

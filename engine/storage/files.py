@@ -161,10 +161,10 @@ def make_dir(path: str) -> bool:
 
 def make_dirs(root: str, path: str) -> None:
     """Make ``path`` and the directories between it and ``root`` (which exists), each as
-    ``make_dir`` does: no link on the way is followed. (One ``lstat`` when ``path`` is
-    there already.)"""
+    ``make_dir`` does: no link on the way is followed. (An ``lstat`` per component when
+    they are there already.)"""
     rel = os.path.relpath(path, root)
-    if rel == "." or real_dir(path):
+    if rel == ".":
         return
     d = root
     for part in _parts(rel, path, root):
