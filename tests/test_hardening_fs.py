@@ -177,6 +177,21 @@ def test_lease_file_link_is_never_truncated(data_dir, tmp_path):
     assert error is not None and "t@0" in str(error) and "symbolic link" in str(error)
 
 
+def test_linked_group_dir_is_never_written_through(data_dir, victim):
+    """groups/<group> as a link: a commit (reset-offsets) would write offsets.lock and
+    offsets.log into the link's target, a dead member's file there would be removed."""
+    run_rivven(data_dir, "topic", "create", "t", check=True)
+    assert produce(data_dir, "t", ["a"]).returncode == 0
+    os.makedirs(os.path.join(data_dir, "groups"))
+    os.symlink(victim, os.path.join(data_dir, "groups", "g"))
+    before = tree(victim)
+    r = run_rivven(data_dir, "group", "reset-offsets", "g", "--topic", "t", "--to-earliest",
+                   "--execute")
+    no_internal_error(r)
+    assert r.returncode == 3 and os.path.join(data_dir, "groups", "g") in r.stderr.decode()
+    assert tree(victim) == before
+
+
 def test_symlinked_data_dir_root_keeps_working(tmp_path):
     """Only the root may be a link: everything works through it, trash and WAL included."""
     real = tmp_path / "real"

@@ -53,6 +53,7 @@ class OffsetStore:
         self._good = 0  # end of the last intact frame
         self._head = b""  # the first frame header of the file read
         self.torn = False
+        self._checked = False  # the group's dirs were checked for links
 
     # ---------------------------------------------------------------- reading
     def refresh(self) -> dict[tuple[str, int], Committed]:
@@ -125,11 +126,17 @@ class OffsetStore:
         if delete:
             frame["del"] = [[t, p] for t, p in delete]
         payload = json.dumps(frame, separators=(",", ":")).encode()
-        # (the data dir is two levels up: DATA/groups/<group>)
-        files.make_dirs(os.path.dirname(os.path.dirname(self.dir)), self.dir)
         with self._mutex:
             lock = os.path.join(self.dir, LOCK)
-            lock_fd = open_lock_file(lock)
+            if not self._checked:  # (groups/<group> and groups/: never written through a link)
+                files.check_own_dir(self.dir, 2)
+                self._checked = True
+            try:
+                lock_fd = open_lock_file(lock)
+            except FileNotFoundError:  # a new group (or one deleted meanwhile): its dirs first
+                # (the data dir is two levels up: DATA/groups/<group>)
+                files.make_dirs(os.path.dirname(os.path.dirname(self.dir)), self.dir)
+                lock_fd = open_lock_file(lock)
             try:
                 with flocked(lock_fd, lock, self.lock_wait):
                     self._drop_debris()

@@ -10,12 +10,13 @@ setting. After ``notice_s`` the wait is reported once through ``LockWait.notify`
 prints it; by default a ``logging`` warning on ``rivven.locks``), naming the holder: a
 stopped process, or any user able to open the file, can hold a flock for ever.
 
-The uncontended case is one ``flock(LOCK_NB)``, as cheap as before. A contended wait blocks
-in the kernel — so it wakes the moment the holder lets go, as a plain ``flock`` does — but in
-a helper thread, on a second open file description of the same inode (``/proc/self/fd``),
-while the caller waits on an event with a deadline; once the helper has the lock, its
-description takes the caller's fd number (``dup2``) and the caller holds the lock. A helper
-whose caller gave up drops the lock as soon as it gets it.
+The uncontended case is one ``flock(LOCK_NB)``, as cheap as before. A contended lock is
+polled for up to POLL_FIRST_S (most holds are an append or a checkpoint long). After that the
+wait blocks in the kernel — so it wakes the moment the holder lets go, as a plain ``flock``
+does — but in a helper thread (kept for the next wait), on a second open file description of
+the same inode (``/proc/self/fd``), while the caller waits with a deadline; once the helper
+has the lock, its description takes the caller's fd number (``dup2``) and the caller holds
+the lock. A helper whose caller gave up drops the lock as soon as it gets it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ from ..errors import LockTimeout
 from . import files
 
 NOTICE_S = 3.0  # a wait this long is reported (sooner when the timeout is short)
+# A contended lock is first polled for a moment (a holder's hold is short: an append, a
+# checkpoint): a holder that releases and retakes the lock at once then keeps it for a run of
+# appends instead of handing it over every time, which costs two context switches a time;
+# the helper thread's kernel wait then bounds how long a poller can miss its turn.
+POLL_FIRST_S = 0.02
+POLL_FIRST_SLEEP_S = (0.00005, 0.001)  # first and longest sleep of that poll
 POLL_S = (0.0005, 0.05)  # first and longest sleep of the fallback poll (no /proc)
 
 
@@ -102,6 +109,16 @@ def acquire(fd: int, path: str, wait: LockWait = DEFAULT_WAIT) -> None:
         return
     except BlockingIOError:
         pass
+    end = time.monotonic() + POLL_FIRST_S
+    sleep = POLL_FIRST_SLEEP_S[0]
+    while time.monotonic() < end:
+        time.sleep(sleep)
+        sleep = min(sleep * 2, POLL_FIRST_SLEEP_S[1])
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
     _Wait(fd, path, wait).run()
 
 
@@ -113,7 +130,8 @@ class _Wait:
         self.path = path
         self.wait = wait
         self.mutex = threading.Lock()
-        self.done = threading.Event()
+        self.done = threading.Lock()  # released by the helper when it is done
+        self.done.acquire()
         self.got = False
         self.abandoned = False
         self.error: OSError | None = None
@@ -126,7 +144,7 @@ class _Wait:
         except OSError:
             self._poll(start)
             return
-        threading.Thread(target=self._block, daemon=True, name="rivven-lock-wait").start()
+        _HELPERS.run(self._block)
         try:
             self._await(start)
         except BaseException:  # timed out, or interrupted: the lock must not stay taken
@@ -154,7 +172,7 @@ class _Wait:
             until = [start + self.wait.notice_s] if not noticed else []
             if timeout is not None:
                 until.append(start + timeout)
-            if self.done.wait(max(0.0, min(until) - now) if until else None):
+            if self.done.acquire(timeout=max(0.0, min(until) - now) if until else -1):
                 return
             now = time.monotonic()
             if not noticed and now - start >= self.wait.notice_s:
@@ -174,14 +192,14 @@ class _Wait:
                 self.error = e
                 if self.abandoned:
                     os.close(self.helper_fd)
-            self.done.set()
+            self.done.release()
             return
         with self.mutex:
             if self.abandoned:
                 os.close(self.helper_fd)  # (drops the lock)
                 return
             self.got = True
-        self.done.set()
+        self.done.release()
 
     def _poll(self, start: float) -> None:
         """Without /proc: LOCK_NB with a growing sleep (wakes up to POLL_S[1] late)."""
@@ -216,6 +234,57 @@ class _Wait:
             f"gave up after {self.wait.timeout_s:g} s waiting for the lock {self.path}, held by "
             f"{_who(pid)}{hint}; retry once it is released, or wait longer with the engine "
             "setting lock.timeout.ms (rivven --lock-timeout-ms)")
+
+
+class _Helper(threading.Thread):
+    """A thread that blocks in ``flock`` for contended waits, one at a time, kept for the next
+    (starting a thread costs more than most waits it serves); it ends after IDLE_S unused."""
+
+    IDLE_S = 30.0
+
+    def __init__(self, job: Callable[[], None]) -> None:
+        super().__init__(daemon=True, name="rivven-lock-wait")
+        self.job: Callable[[], None] | None = job
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+    def run(self) -> None:
+        while True:
+            job, self.job = self.job, None
+            if job is not None:
+                job()
+            with _HELPERS.mutex:
+                _HELPERS.idle.append(self)
+            if not self.wake.acquire(timeout=self.IDLE_S):
+                with _HELPERS.mutex:
+                    if self in _HELPERS.idle:
+                        _HELPERS.idle.remove(self)
+                        return
+                self.wake.acquire()  # (taken for a job meanwhile: it is on its way)
+
+
+class _Helpers:
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.idle: list[_Helper] = []
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self.mutex:
+            helper = self.idle.pop() if self.idle else None
+        if helper is None:
+            _Helper(job).start()
+        else:
+            helper.job = job
+            helper.wake.release()
+
+    def forget(self) -> None:
+        """(In a forked child: the parent's helper threads do not exist here.)"""
+        self.mutex = threading.Lock()
+        self.idle = []
+
+
+_HELPERS = _Helpers()
+os.register_at_fork(after_in_child=_HELPERS.forget)
 
 
 @contextmanager
