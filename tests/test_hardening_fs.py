@@ -740,3 +740,75 @@ def test_a_full_disk_is_a_clean_error_and_can_be_freed(small_disk):
     f.check("t")
     # every refusal said what it was: the path and "disk full"
     assert f.errors and all("disk full" in e and "/data/" in e for e in f.errors), f.errors
+
+
+def test_write_atomic_gives_up_the_reserve_then_says_disk_full(tmp_path, monkeypatch):
+    d = str(tmp_path / "data")
+    with Engine.open(d):
+        pass
+    assert os.path.getsize(os.path.join(d, files.RESERVE)) == files.RESERVE_BYTES
+    real = os.write
+    full = {"left": 1}
+
+    def enospc_once(fd, b):
+        if full["left"]:
+            full["left"] -= 1
+            raise OSError(28, "No space left on device")
+        return real(fd, b)
+
+    monkeypatch.setattr(os, "write", enospc_once)
+    files.write_atomic(os.path.join(d, "x.json"), b"{}")  # the reserve makes room
+    assert not os.path.exists(os.path.join(d, files.RESERVE))
+    full["left"] = 1
+    from engine.errors import StorageError
+
+    with pytest.raises(StorageError, match=r"x\.json: disk full"):
+        files.write_atomic(os.path.join(d, "x.json"), b"{}")  # no reserve left
+    monkeypatch.setattr(os, "write", real)
+    assert [n for n in os.listdir(d) if ".tmp." in n] == []  # (no temp file left behind)
+
+
+@pytest.mark.parametrize("what", ["delete-records", "topic delete"])
+def test_without_space_deletes_come_before_the_metadata_write(tmp_path, monkeypatch, what):
+    """With the reserve gone, delete-records and topic delete still free space: the files go
+    first, then the .checkpoint / catalog write, which the freed space makes possible."""
+    d = str(tmp_path / "data")
+    with Engine.open(d) as eng:
+        eng.create_topic("t", 1, {"segment.bytes": "1000"})
+        for _ in range(30):
+            eng.produce("t", [Record(value=b"v" * 200)])
+    os.unlink(os.path.join(d, files.RESERVE))
+    monkeypatch.setattr(files, "keep_reserve", lambda data_dir: None)
+    state = {"freed": False}
+    real_write, real_delete, real_remove = files._write_atomic, files.delete_segment, \
+        files.remove_tree
+
+    def write(target, data):
+        if not state["freed"]:
+            raise OSError(28, "No space left on device")
+        return real_write(target, data)
+
+    def delete(directory, base):
+        state["freed"] = True
+        return real_delete(directory, base)
+
+    def remove(root, path):
+        state["freed"] = True
+        return real_remove(root, path)
+
+    with Engine.open(d) as eng:
+        monkeypatch.setattr(files, "_write_atomic", write)
+        monkeypatch.setattr(files, "delete_segment", delete)
+        monkeypatch.setattr(files, "remove_tree", remove)
+        if what == "delete-records":
+            eng.delete_records("t", {0: 20})
+            assert eng.start_offsets("t")[0] == 20
+        else:
+            eng.delete_topic("t")
+        monkeypatch.undo()
+    with Engine.open(d) as eng:
+        if what == "delete-records":
+            assert eng.start_offsets("t")[0] == 20  # persisted
+            assert [r.value for r in eng.read("t", 0, 20)][:1] == [b"v" * 200]
+        else:
+            assert eng.topics() == [] and os.listdir(os.path.join(d, "topics")) == []

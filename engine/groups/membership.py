@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import clock
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, os_error
 from ..storage import files
 from ..storage.locks import acquire, open_lock_file, try_lock
 
@@ -82,7 +82,12 @@ class Member:
         tmp = os.path.join(mdir, f"{_TMP}{self.member_id}.{os.getpid()}")
         self.fd = files.open_file(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         acquire(self.fd, tmp)  # (a name of its own: nobody else holds it)
-        os.write(self.fd, json.dumps(self.info).encode())
+        try:
+            os.write(self.fd, json.dumps(self.info).encode())
+        except OSError as e:
+            os.close(self.fd)
+            os.unlink(tmp)
+            raise os_error(e, "write", tmp) from e
         if member_id and _alive(self.path):
             os.unlink(tmp)
             os.close(self.fd)
@@ -191,8 +196,13 @@ class Leases:
         if not try_lock(fd):
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, self.member_id, 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, self.member_id, 0)
+        except OSError as e:
+            os.close(fd)  # (drops the lease again)
+            raise os_error(e, "write", os.path.join(self.dir, lease_name(topic, partition))
+                           ) from e
         self.held[tp] = fd
         return True
 

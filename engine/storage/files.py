@@ -82,6 +82,8 @@ def open_file(path: str, flags: int) -> int:
         try:
             fd = os.open(path, flags | os.O_NOFOLLOW, mode)
         except OSError as e:
+            if disk_full(e):
+                raise os_error(e, "create", path) from e
             raise _link_or(e, path) from None
         if mode != 0o600:
             try:
@@ -150,6 +152,10 @@ def make_dir(path: str) -> bool:
     except FileExistsError:  # (made by another process meanwhile)
         real_dir(path)
         return False
+    except OSError as e:
+        if disk_full(e):
+            raise os_error(e, "create", path) from e
+        raise
     if mode != 0o700:  # (mkdir ignores setgid and the umask may take the group's bits)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
@@ -387,13 +393,17 @@ def write_atomic(target: str, data: bytes) -> None:
     reserve and tries once more; then it is a StorageError saying "disk full"."""
     try:
         _write_atomic(target, data)
+        return
     except OSError as e:
         if not disk_full(e) or not give_up_reserve(target):
             raise os_error(e, "write", target) from e
-        try:
-            _write_atomic(target, data)
-        except OSError as e2:
-            raise os_error(e2, "write", target) from e2
+    except StorageError as e:  # (open_file: a full disk when creating the temp file)
+        if not disk_full(e) or not give_up_reserve(target):
+            raise
+    try:
+        _write_atomic(target, data)
+    except OSError as e:
+        raise os_error(e, "write", target) from e
 
 
 def _write_atomic(target: str, data: bytes) -> None:
