@@ -16,14 +16,15 @@ from . import clock
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
-from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
+from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
 from .maintenance import compaction, retention
 from .progress import Progress
-from .storage import datadir
+from .storage import datadir, files
 from .storage.catalog import TopicMeta
+from .storage.locks import LockWait
 from .storage.log import PartitionLog
 from .storage.partitions import Partitions
 from .storage.settings import Settings
@@ -56,7 +57,8 @@ class Engine:
 
     def __init__(self, path: str, read_only: bool = False, sync: bool = True,
                  settings: dict[str, str] | None = None, recover: bool = True,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None,
+                 on_lock_wait: Callable[[str], None] | None = None) -> None:
         self.path = os.path.abspath(path)
         self.read_only = read_only
         self.progress = progress  # (what, total bytes, bytes done) during long recovery work
@@ -64,32 +66,37 @@ class Engine:
         if not sync:
             merged.setdefault("wal.sync", "none")
         self.settings = st = Settings.parse(merged)
+        # every wait for a lock another process holds: bounded, and reported after a while
+        self.lock_wait = lw = LockWait(None if st.lock_timeout_ms < 0
+                                       else st.lock_timeout_ms / 1000, on_lock_wait)
         datadir.check(self.path, read_only)
         self.closed = False
         self.last_recovery: dict[str, Any] = {}
-        self._topics = Topics(self.path)
+        self._topics = Topics(self.path, lw)
         self.catalog = self._topics.catalog
         self.hot = HotCache(st.hot_max_bytes) if st.hot_max_bytes > 0 else None
         self.cold_cache = ColdCache.for_data_dir(self.path, st.tier_cache_max_bytes)
         self._partitions = Partitions(self.path, not read_only, st.wal_sync, progress,
-                                      self.cold_cache, self.hot, on_open=self._retain)
+                                      self.cold_cache, self.hot, on_open=self._retain,
+                                      lock_wait=lw)
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
                              after_checkpoint=lambda log: retention.apply(log, log.config,
                                                                           clock.now_ms()),
-                             after_checkpoints=self._publish_hot_stats)
+                             after_checkpoints=self._publish_hot_stats, lock_wait=lw)
         self._producer = Producer(self._topics, self._partitions.get, self._wal.attach)
         self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
-                                  self.offset_for_time)
+                                  self.offset_for_time, lock_wait=lw)
         self._consumers: set[Consumer] = set()
         if not read_only:
             datadir.empty_trash(self.path)
             if recover:
-                self.last_recovery = self.wal_replay()
+                self._recover()
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
              settings: dict[str, str] | None = None, recover: bool = True,
-             progress: Progress | None = None) -> Engine:
+             progress: Progress | None = None,
+             on_lock_wait: Callable[[str], None] | None = None) -> Engine:
         """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
 
         A writable open first replays the WAL streams of processes that died (crash recovery).
@@ -97,9 +104,13 @@ class Engine:
         loads): data survives a process crash but not a machine crash. See engine.storage.settings.
         ``recover=False`` skips the replay (for tools that mend WAL files first).
         ``progress(what, total_bytes, done_bytes)`` is called during long recovery work.
+        ``on_lock_wait(message)`` is called once a wait for a lock another process holds has
+        lasted a few seconds, naming the lock and the holder's pid (default: a ``logging``
+        warning on ``rivven.locks``); the wait gives up with LockTimeout after the setting
+        ``lock.timeout.ms``.
         """
         return cls(path, read_only=read_only, sync=sync, settings=settings, recover=recover,
-                   progress=progress)
+                   progress=progress, on_lock_wait=on_lock_wait)
 
     def __enter__(self) -> Engine:
         return self
@@ -162,6 +173,20 @@ class Engine:
             pass  # the next checkpoint or 'rivven retention apply' tries again
 
     # ---------------------------------------------------------------- WAL and recovery
+    def _recover(self) -> None:
+        """Replay dead WAL streams at open. On a full disk a batch that must go back into its
+        segment cannot: the engine opens anyway — the commands that free space need it — but
+        refuses appends (their offsets are the replay's) until an open replays the streams."""
+        try:
+            self.last_recovery = self.wal_replay()
+        except StorageError as e:
+            if not files.disk_full(e):
+                raise
+            self.last_recovery = {"deferred": str(e)}
+            self._wal.replay_pending = StorageError(
+                f"the WAL of a crashed writer still has to be replayed, and the disk is full "
+                f"({e}); free space (rivven delete-records, retention apply or topic delete), "
+                "then open the data dir again")
     def checkpoint(self) -> list[dict[str, Any]]:
         """fsync every partition this process wrote, record recovery points, and delete the
         WAL files wholly below them."""
@@ -456,7 +481,7 @@ class Engine:
 
         c = Consumer(self, group, topics, auto_offset_reset=auto_offset_reset,
                      sync_commits=self.settings.wal_sync != "none",
-                     on_close=self._consumers.discard, **options)
+                     on_close=self._consumers.discard, lock_wait=self.lock_wait, **options)
         self._consumers.add(c)
         return c
 
@@ -511,7 +536,8 @@ class Engine:
         confirmation and was not approved as it now stands is refused."""
         if not dry_run:
             self._writable()
-        out = repair.recover_segments(self.path, targets, truncate_corrupt, dry_run, approved)
+        out = repair.recover_segments(self.path, targets, truncate_corrupt, dry_run, approved,
+                                      self.lock_wait)
         self._reopen_partitions()
         return out
 
@@ -520,7 +546,7 @@ class Engine:
     def reindex(self, path: str) -> dict[str, Any]:
         """Rebuild the ``.index`` and ``.timeindex`` of one ``.log`` from its bytes."""
         self._writable()
-        out = repair.reindex(path)
+        out = repair.reindex(path, self.lock_wait)
         self._reopen_partitions()
         return out
 

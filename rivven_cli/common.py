@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 from engine.errors import RivvenError
 
 DEFAULT_DATA_DIR = "./rivven-data"
-STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False}
+STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False, "settings": {}}
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
 PartitionOpt = Annotated[
@@ -31,19 +31,31 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
 
     with progress_bar() as progress:  # (crash recovery can take a while)
         eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover,
-                          progress=progress)
+                          progress=progress, settings=STATE["settings"],
+                          on_lock_wait=_lock_wait)
     STATE["engine"] = eng
     rec = eng.last_recovery
+    if rec.get("deferred"):
+        sys.stderr.write("the WAL of crashed writers waits to be replayed (the disk is full); "
+                         "free space, then produce again\n")
     if rec.get("streams"):
         sys.stderr.write(f"recovered {len(rec['streams'])} WAL stream(s) of crashed writers: "
                          f"{rec['applied']} batch(es) replayed, {rec['skipped']} already in "
                          "the log" + (f", {rec['dropped']} after a hole dropped"
-                                      if rec.get("dropped") else "") + "\n")
+                                      if rec.get("dropped") else "")
+                         + ("; the disk is full: the streams are kept and replayed again "
+                            "once there is room" if rec.get("kept") else "") + "\n")
         for t in rec.get("torn_tails", []):
             if not t.get("incomplete", True):  # (a write a crash cut short is routine)
                 sys.stderr.write(f"warning: WAL {t['file']} damaged at position {t['position']} "
                                  f"({t['reason']}): its records after that were not replayed\n")
     return eng
+
+
+def _lock_wait(message: str) -> None:
+    """The engine's report of a long lock wait (who holds the lock): one line on stderr."""
+    sys.stderr.write(f"waiting: {message}\n")
+    sys.stderr.flush()
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -58,12 +58,17 @@ def root(
         "--data-dir", "-d", envvar="RIVVEN_DATA_DIR", help="The data directory.")
     ] = DEFAULT_DATA_DIR,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    lock_timeout_ms: Annotated[int | None, typer.Option(
+        "--lock-timeout-ms", envvar="RIVVEN_LOCK_TIMEOUT_MS", min=-1,
+        help="Longest wait for a lock another process holds, in ms (the engine setting "
+             "lock.timeout.ms; default 30000, -1 for ever).")] = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
     STATE["data_dir"] = data_dir
     STATE["debug"] = debug
+    STATE["settings"] = {} if lock_timeout_ms is None else {"lock.timeout.ms": str(lock_timeout_ms)}
 
 
 def main() -> None:

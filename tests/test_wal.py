@@ -411,7 +411,7 @@ def test_enospc_on_write(data_dir, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
 
         monkeypatch.setattr(os, "pwrite", full)
-        with pytest.raises(StorageError, match="No space left"):
+        with pytest.raises(StorageError, match="disk full"):
             eng.produce("t", [Record(value=b"b" * 1000)])
         monkeypatch.setattr(os, "pwrite", real)
         assert eng.produce("t", [Record(value=b"c")]) == [(0, 1)]

@@ -7,12 +7,13 @@ partition, and the offset of a partition at a time.
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
+from ..storage import files
+from ..storage.locks import DEFAULT_WAIT, LockWait
 from . import membership
 from .offset_store import OffsetStore
 
@@ -34,8 +35,9 @@ class GroupAdmin:
     """The groups of one data dir, seen through ``topic_offsets`` and ``offset_for_time``."""
 
     def __init__(self, data_dir: str, sync: bool, topic_offsets: TopicOffsets,
-                 offset_for_time: OffsetForTime) -> None:
+                 offset_for_time: OffsetForTime, lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.data_dir = data_dir
+        self.lock_wait = lock_wait
         self.sync = sync  # fdatasync each commit
         self._topic_offsets = topic_offsets
         self.offset_for_time = offset_for_time
@@ -44,7 +46,7 @@ class GroupAdmin:
         return membership.group_dir(self.data_dir, group)
 
     def _store(self, group: str) -> OffsetStore:
-        return OffsetStore(self.group_dir(group), sync=self.sync)
+        return OffsetStore(self.group_dir(group), sync=self.sync, lock_wait=self.lock_wait)
 
     def _exists(self, group: str) -> bool:
         return os.path.isdir(self.group_dir(group))
@@ -172,7 +174,7 @@ class GroupAdmin:
         # (a short name: the group's own may take a whole file name's 255 bytes)
         trash = os.path.join(os.path.dirname(gdir), f".deleted-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         os.replace(gdir, trash)  # one atomic step: the group is there or gone
-        shutil.rmtree(trash, ignore_errors=True)
+        files.remove_tree(self.data_dir, trash)
         return {"group": group, "deleted_offsets": count}
 
     def delete_offsets(self, group: str, topic: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from ..format.records import ColumnBatch
+from ..storage.locks import DEFAULT_WAIT, LockWait
 from . import membership
 from .offset_store import OffsetStore
 
@@ -100,7 +101,8 @@ class Consumer:
                  consumer_timeout_ms: int | None = None,
                  on_reset: Callable[[dict[str, Any]], None] | None = None,
                  sync_commits: bool = True,
-                 on_close: Callable[[Consumer], None] | None = None) -> None:
+                 on_close: Callable[[Consumer], None] | None = None,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
         if engine.read_only:
             raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
         if auto_offset_reset not in POLICIES:
@@ -128,7 +130,7 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.timeout_ms = consumer_timeout_ms
         self.on_reset = on_reset
-        self.store = OffsetStore(self.gdir, sync=sync_commits)
+        self.store = OffsetStore(self.gdir, sync=sync_commits, lock_wait=lock_wait)
         self._on_close = on_close
         self.member = membership.Member(self.gdir, member_id,
                                         {"client_id": client_id, "topics": self.topics})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import socket
 import time
 import unicodedata
@@ -21,9 +20,9 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument
-from ..storage import jsondoc
-from ..storage.locks import open_lock_file, try_lock
+from ..errors import DamagedMetadata, InvalidArgument, os_error
+from ..storage import files, jsondoc
+from ..storage.locks import acquire, open_lock_file, try_lock
 
 GROUPS = "groups"
 MEMBERS = "members"
@@ -116,7 +115,7 @@ def group_names(data_dir: str) -> list[str]:
         return []
     for n in names:
         if n.startswith(".deleted-"):  # a 'group delete' cut short
-            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+            files.remove_tree(data_dir, os.path.join(root, n))
     return sorted(g for g in map(unquote, names) if _is_group_dir(g, names))
 
 
@@ -151,6 +150,7 @@ class Member:
 
     def __init__(self, gdir: str, member_id: str | None, info: dict[str, Any]) -> None:
         mdir = os.path.join(gdir, MEMBERS)
+        files.make_dirs(os.path.dirname(os.path.dirname(gdir)), mdir)
         self.member_id = member_id or f"{info.get('client_id', 'rivven')}-{uuid.uuid4().hex[:12]}"
         check_member_id(self.member_id)
         os.makedirs(mdir, exist_ok=True)
@@ -161,9 +161,14 @@ class Member:
         # is always already locked, so nobody mistakes a joining member for a dead one.
         # (named without the id, which may take a whole file name's 250 bytes itself)
         tmp = os.path.join(mdir, f"{_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        self.fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        os.write(self.fd, json.dumps(self.info).encode())
+        self.fd = files.open_file(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        acquire(self.fd, tmp)  # (a name of its own: nobody else holds it)
+        try:
+            os.write(self.fd, json.dumps(self.info).encode())
+        except OSError as e:
+            os.close(self.fd)
+            os.unlink(tmp)
+            raise os_error(e, "write", tmp) from e
         if member_id and _alive(self.path):
             os.unlink(tmp)
             os.close(self.fd)
@@ -196,7 +201,7 @@ def _remove_dead(path: str, fd: int) -> None:
 def _alive(path: str) -> bool:
     """Is ``path`` locked by a live process? A dead member's file is removed on the way."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = files.open_file(path, os.O_RDWR)
     except FileNotFoundError:
         return False
     try:
@@ -211,6 +216,7 @@ def _alive(path: str) -> bool:
 def live_members(gdir: str) -> list[dict[str, Any]]:
     """The live members of a group, sorted by member id (dead ones are cleaned up)."""
     mdir = os.path.join(gdir, MEMBERS)
+    files.check_own_dir(mdir, 3)  # (dead members' files are removed: never through a link)
     try:
         names = sorted(os.listdir(mdir))
     except FileNotFoundError:
@@ -227,7 +233,7 @@ def live_members(gdir: str) -> list[dict[str, Any]]:
                 pass
             continue
         try:
-            fd = os.open(p, os.O_RDWR)
+            fd = files.open_file(p, os.O_RDWR)
         except FileNotFoundError:
             continue
         try:
@@ -259,7 +265,7 @@ class Leases:
 
     def __init__(self, gdir: str, member_id: str) -> None:
         self.dir = os.path.join(gdir, LEASES)
-        os.makedirs(self.dir, exist_ok=True)
+        files.make_dirs(os.path.dirname(os.path.dirname(gdir)), self.dir)
         self.member_id = member_id.encode()
         self.held: dict[tuple[str, int], int] = {}
 
@@ -271,8 +277,13 @@ class Leases:
         if not try_lock(fd):
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, self.member_id, 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, self.member_id, 0)
+        except OSError as e:
+            os.close(fd)  # (drops the lease again)
+            raise os_error(e, "write", os.path.join(self.dir, lease_name(topic, partition))
+                           ) from e
         self.held[tp] = fd
         return True
 
@@ -299,7 +310,7 @@ def lease_owners(gdir: str) -> dict[tuple[str, int], str]:
         if not at or not part.isdigit():
             continue
         try:
-            fd = os.open(os.path.join(ldir, n), os.O_RDWR)
+            fd = files.open_file(os.path.join(ldir, n), os.O_RDWR)
         except FileNotFoundError:
             continue
         try:

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument, StorageError
+from ..errors import DamagedMetadata, InvalidArgument, os_error
 from ..format.crc import crc32c
 from ..storage import files, jsondoc
-from ..storage.locks import flocked, open_lock_file
+from ..storage.locks import DEFAULT_WAIT, LockWait, flocked, open_lock_file
 
 LOG = "offsets.log"
 LOCK = "offsets.lock"
@@ -54,8 +54,10 @@ class Committed:
 class OffsetStore:
     """The committed offsets of one group, kept up to date with other processes' commits."""
 
-    def __init__(self, directory: str, sync: bool = True) -> None:
+    def __init__(self, directory: str, sync: bool = True,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.dir = directory
+        self.lock_wait = lock_wait
         self.path = os.path.join(directory, LOG)
         self.sync = sync
         self.offsets: dict[tuple[str, int], Committed] = {}
@@ -64,6 +66,7 @@ class OffsetStore:
         self._good = 0  # end of the last intact frame
         self._head = b""  # the first frame header of the file read
         self.torn = False
+        self._checked = False  # the group's dirs were checked for links
 
     # ---------------------------------------------------------------- reading
     def refresh(self) -> dict[tuple[str, int], Committed]:
@@ -214,11 +217,19 @@ class OffsetStore:
             raise InvalidArgument(f"a commit of {len(offsets)} offset(s) takes {len(payload)} "
                                   f"bytes, more than the {MAX_FRAME} a commit may: commit fewer "
                                   "partitions at once or use shorter metadata")
-        os.makedirs(self.dir, exist_ok=True)
         with self._mutex:
-            lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
+            lock = os.path.join(self.dir, LOCK)
+            if not self._checked:  # (groups/<group> and groups/: never written through a link)
+                files.check_own_dir(self.dir, 2)
+                self._checked = True
             try:
-                with flocked(lock_fd):
+                lock_fd = open_lock_file(lock)
+            except FileNotFoundError:  # a new group (or one deleted meanwhile): its dirs first
+                # (the data dir is two levels up: DATA/groups/<group>)
+                files.make_dirs(os.path.dirname(os.path.dirname(self.dir)), self.dir)
+                lock_fd = open_lock_file(lock)
+            try:
+                with flocked(lock_fd, lock, self.lock_wait):
                     self._drop_debris()
                     self._refresh()
                     self._append(FRAME.pack(len(payload), crc32c(payload)) + payload)
@@ -236,7 +247,7 @@ class OffsetStore:
                 os.unlink(os.path.join(self.dir, f))
 
     def _append(self, frame: bytes) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = files.open_file(self.path, os.O_WRONLY | os.O_CREAT)
         try:
             created = os.fstat(fd).st_size == 0 and self._stamp is None
             try:
@@ -250,8 +261,7 @@ class OffsetStore:
                     os.ftruncate(fd, self._good)
                 except OSError:
                     pass
-                raise StorageError(f"cannot write commit to {self.path}: {e.strerror}; "
-                                   "fix the disk and retry") from None
+                raise os_error(e, "write a commit to", self.path) from None
             if self._good == 0:
                 self._head = frame[:FRAME.size]
             self._good += len(frame)

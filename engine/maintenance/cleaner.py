@@ -76,7 +76,7 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     # a private folder, then renames: two attempts of one task (Spark speculation, a retry)
     # never write into each other's file
     work = os.path.join(out_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
-    os.makedirs(work)
+    files.make_path(work)
     stats: dict[str, Any] = {
         "base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0, "records_out": 0,
         "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
 from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
+from ..storage import files
 from ..storage.swap import SwapRefused
 from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group
 
@@ -169,11 +169,12 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
         return {"plan": plan, "skipped": plan["skip"]}
     keep, stats = survivor_offsets(scan_keys(plan["segments"]), plan["tombstone_bound"],
                                    f" of {log.topic}-{log.partition}")
-    out_dir = os.path.join(staging, f"{log.topic}-{log.partition}")
+    # (a bounded name: a topic's name may have 249 characters, a file name at most 255 bytes)
+    out_dir = os.path.join(staging, f"{log.topic[:40]}-{log.topic_id.hex()[:12]}-{log.partition}")
     writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir)
               for g in plan["groups"]]
     swapped = swap(log, plan, out_dir, now, min_tombstone(writes))
-    shutil.rmtree(out_dir, ignore_errors=True)
+    files.remove_tree(staging, out_dir)
     return {"plan": plan, "skipped": None, "keys": stats["keys"],
             "tombstones_kept": stats["tombstones_kept"], **summarize(writes), **swapped}
 
@@ -182,12 +183,13 @@ def compact_partitions(data_dir: str, logs: list[PartitionLog], force: bool = Fa
                        ) -> list[dict[str, Any]]:
     """One pass over each of ``logs`` in this process, staged in ``DATA/.compaction``."""
     root = os.path.join(data_dir, ".compaction")
-    os.makedirs(root, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f"local-{os.getpid()}-", dir=root)
+    files.make_dir(root)
+    staging = os.path.join(root, f"local-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    files.make_dir(staging)
     try:
         return [compact_partition(log, log.config, staging, force=force) for log in logs]
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        files.remove_tree(data_dir, staging)
 
 
 def min_tombstone(writes: list[dict[str, Any]]) -> int | None:

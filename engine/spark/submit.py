@@ -8,12 +8,11 @@ a standalone cluster on this machine, or a shared file system).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
 import shlex
-import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -26,7 +25,8 @@ from ..errors import RivvenError
 from ..failpoint import failpoint
 from ..maintenance import compaction
 from ..progress import Progress
-from ..storage.locks import open_lock_file, try_lock
+from ..storage import files
+from ..storage.locks import acquire, open_lock_file, try_lock
 from .job import STARTED
 
 if TYPE_CHECKING:
@@ -70,12 +70,13 @@ def python_launcher(dest: str) -> str:
     if os.environ.get("SPARK_HOME"):
         return sys.executable
     path = os.path.join(dest, "python.sh")
-    with open(path, "w") as f:
+    with open(path, "w", opener=files.opener) as f:
         f.write("#!/bin/sh\n"
                 "PYTHONPATH=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' | "
                 "grep -v -e '/pyspark.zip$' -e '/py4j-[^/]*-src.zip$' | paste -sd: -)\n"
                 f"export PYTHONPATH\nexec {shlex.quote(sys.executable)} \"$@\"\n")
-    os.chmod(path, 0o755)
+    mode = files.modes(dest)[0]
+    os.chmod(path, mode | (mode & 0o440) >> 2)  # (executable by whoever may read it)
     return path
 
 
@@ -97,7 +98,8 @@ def engine_zip(dest: str) -> str:
     import tempfile
 
     path = os.path.join(dest, "engine.zip")
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z, \
+    with open(path, "wb", opener=files.opener) as out, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z, \
             tempfile.TemporaryDirectory() as tmp:
         for root, dirs, names in os.walk(ENGINE_DIR):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
@@ -151,7 +153,7 @@ def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
               python: str = sys.executable) -> int:
     """Run spark-submit, its output to ``log_path``; ``progress("spark: stage N", tasks,
     tasks done)`` as Spark's console progress reports it."""
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb", opener=files.opener) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=environment(python), preexec_fn=_die_with_parent)
         assert proc.stdout is not None
@@ -195,25 +197,24 @@ def clean_stale(data_dir: str) -> None:
         return
     for n in names:
         d = os.path.join(root, n)
-        if os.path.isfile(d):  # the Spark log of a failed run: kept a week
-            try:
-                if time.time() - os.stat(d).st_mtime > 7 * 86400:
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):  # the Spark log of a failed run: kept a week
+            if time.time() - st.st_mtime > 7 * 86400:  # (a link: the link itself goes)
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(d)
-            except FileNotFoundError:
-                pass
             continue
         try:
-            fd = os.open(os.path.join(d, "lock"), os.O_RDWR)
+            fd = files.open_file(os.path.join(d, "lock"), os.O_RDWR)
         except FileNotFoundError:  # an in-process pass (no lock) or a log file
-            try:
-                if time.time() - os.stat(d).st_mtime > 3600:
-                    shutil.rmtree(d, ignore_errors=True)
-            except FileNotFoundError:
-                pass
+            if time.time() - st.st_mtime > 3600:
+                files.remove_tree(data_dir, d)
             continue
         try:
             if try_lock(fd):
-                shutil.rmtree(d, ignore_errors=True)
+                files.remove_tree(data_dir, d)
         finally:
             os.close(fd)
 
@@ -279,15 +280,19 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
     ``(None, folder)`` on a dry run (``out["command"]`` is the exact command, runnable until
     the next run cleans up). A failed job raises SparkJobFailed naming the kept Spark log."""
     clean_stale(eng.path)
-    run_id = f"{job.get('topic') or 'all'}-{clock.now_ms()}-{os.getpid()}"
+    # (a bounded name: a topic's name may have 249 characters, a file name at most 255 bytes)
+    run_id = f"{(job.get('topic') or 'all')[:40]}-{clock.now_ms()}-{os.getpid()}"
     staging = os.path.join(eng.path, STAGING, run_id)
-    os.makedirs(staging)
-    lock = open_lock_file(os.path.join(staging, "lock"))
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    files.make_dirs(eng.path, os.path.dirname(staging))
+    if not files.make_dir(staging):
+        raise RivvenError(f"staging folder {staging} exists already; run the job again")
+    lock_file = os.path.join(staging, "lock")
+    lock = open_lock_file(lock_file)
+    acquire(lock, lock_file, eng.lock_wait)  # (a new file: nobody else holds it)
     keep_staging = False
     try:
         plan_path = os.path.join(staging, "plan.json")
-        with open(plan_path, "w") as f:
+        with open(plan_path, "w", opener=files.opener) as f:
             json.dump({**job, "staging": staging}, f)
         python = python_launcher(staging)
         cmd = command(plan_path, os.path.join(staging, "engine.zip"), master, confs,
@@ -318,7 +323,7 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
         os.unlink(log_path)
     finally:
         if not keep_staging:
-            shutil.rmtree(staging, ignore_errors=True)
+            files.remove_tree(eng.path, staging)
         os.close(lock)
 
 

@@ -23,7 +23,7 @@ from .. import clock
 from ..errors import DataDirError, InvalidConfig, InvalidTopicName
 from . import files, jsondoc
 from .config import TopicConfig, validate
-from .locks import lock_path
+from .locks import DEFAULT_WAIT, LockWait, lock_path
 
 CATALOG = "topics.json"
 CATALOG_LOCK = "catalog.lock"
@@ -69,8 +69,9 @@ class TopicMeta:
 
 
 class Catalog:
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.data_dir = data_dir
+        self.lock_wait = lock_wait
         self.path = os.path.join(data_dir, CATALOG)
         self.lock_path = os.path.join(data_dir, CATALOG_LOCK)
         self.topics: dict[str, TopicMeta] = {}
@@ -104,7 +105,7 @@ class Catalog:
     @contextmanager
     def locked(self) -> Iterator[dict[str, TopicMeta]]:
         """Hold ``catalog.lock``; yields a fresh copy of the topics to change and ``write``."""
-        with lock_path(self.lock_path):
+        with lock_path(self.lock_path, self.lock_wait):
             self._stamp = None
             self.refresh()
             yield dict(self.topics)

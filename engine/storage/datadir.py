@@ -1,25 +1,29 @@
 """The data dir itself: its marker and format version, partition dirs, and the trash.
 
 ``rivven.json`` marks a data dir and holds its format version; a writable open of an empty or
-new directory makes one. Directories that go away (a deleted topic, the debris of a create cut
-short) are first renamed into ``trash/`` — one atomic step — then removed; a writable open
-empties whatever a crash left there.
+new directory makes one (mode 0700: see engine.storage.files for the mode policy). Directories
+that go away (a deleted topic, the debris of a create cut short) are first renamed into
+``trash/`` — one atomic step — under a short name of their own (whatever the topic's name:
+a name may be 249 characters), then removed; a writable open empties whatever a crash left
+there. Nothing is removed through a link (``files.remove_tree``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 
-from ..errors import DataDirError
+from ..errors import DataDirError, os_error
 from . import files, jsondoc
 from .locks import open_lock_file
 
 FORMAT_VERSION = 1
 MARKER = "rivven.json"
 TRASH = "trash"
+# what the engine keeps in the data dir root: never followed when one of them is a link
+OWN_DIRS = ("topics", "wal", TRASH, "groups", ".compaction", ".tier-cache", ".stats")
+TRASH_NAME_CHARS = 40  # of a topic's name kept in its trash entry's name (for people)
 
 
 def check(path: str, read_only: bool) -> None:
@@ -54,47 +58,63 @@ def check(path: str, read_only: bool) -> None:
 
 def _make_writable(path: str, marker: str) -> None:
     try:
-        os.makedirs(path, exist_ok=True)
+        if not os.path.isdir(path):
+            # (the root itself may be a link: it is what the user pointed us at)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                pass
+        for name in OWN_DIRS:
+            files.real_dir(os.path.join(path, name))  # (raises for a link)
         if not os.path.isfile(marker):
             if [f for f in os.listdir(path) if not f.startswith(".")]:
                 raise DataDirError(
                     f"{path} is not a rivven data dir (it has files but no {MARKER}); "
                     "pass an empty or new directory with --data-dir")
-            os.makedirs(os.path.join(path, "topics"), exist_ok=True)
+            files.make_dir(os.path.join(path, "topics"))
             files.write_atomic(marker, json.dumps({"format": FORMAT_VERSION}).encode())
         probe = os.path.join(path, ".write-probe")
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT, 0o644))
+        os.close(files.open_file(probe, os.O_WRONLY | os.O_CREAT))
+        files.keep_reserve(path)
     except PermissionError as e:
         raise DataDirError(f"data dir {path} is not writable ({e.strerror}); "
                            "fix its permissions or choose another --data-dir") from None
     except OSError as e:
-        if isinstance(e, DataDirError):
-            raise
         raise DataDirError(f"cannot use data dir {path}: {e.strerror or e}") from None
 
 
 def make_partition(data_dir: str, topic: str, p: int) -> None:
     """A partition's directory with its lock file and an empty first segment, durable."""
     d = files.partition_dir(data_dir, topic, p)
-    os.makedirs(d, exist_ok=True)
-    os.close(open_lock_file(os.path.join(d, files.LOCK_FILE)))
-    for suffix in files.SEGMENT_FILES:
-        os.close(os.open(files.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT, 0o644))
-    files.fsync_dir(d)
-    files.fsync_dir(os.path.dirname(d))
+    try:
+        files.make_dirs(data_dir, d)
+        os.close(open_lock_file(os.path.join(d, files.LOCK_FILE)))
+        for suffix in files.SEGMENT_FILES:
+            os.close(files.open_file(files.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT))
+        files.fsync_dir(d)
+        files.fsync_dir(os.path.dirname(d))
+    except OSError as e:
+        raise os_error(e, "create", d) from e
 
 
 def trash(data_dir: str, directory: str, name: str) -> None:
-    """Remove ``directory``: renamed into the trash first, so it is whole or gone."""
+    """Remove ``directory``: renamed into the trash first, so it is whole or gone. The trash
+    entry's name is bounded (``<first 40 characters of name>-<ns>-<pid>``): a file name has
+    at most 255 bytes, a topic name up to 249."""
     root = os.path.join(data_dir, TRASH)
-    os.makedirs(root, exist_ok=True)
-    target = os.path.join(root, f"{name}-{time.time_ns()}")
-    os.rename(directory, target)
-    shutil.rmtree(target, ignore_errors=True)
+    try:
+        files.make_dir(root)
+        target = os.path.join(root, f"{name[:TRASH_NAME_CHARS]}-{time.time_ns()}-{os.getpid()}")
+        os.rename(directory, target)
+    except OSError as e:
+        raise os_error(e, "move to the trash", directory) from e
+    files.remove_tree(data_dir, target)
 
 
 def empty_trash(data_dir: str) -> None:
+    """Remove what a crash left in the trash (never through a link: UnexpectedLink)."""
     root = os.path.join(data_dir, TRASH)
-    if os.path.isdir(root):
+    if files.real_dir(root):
         for name in os.listdir(root):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            files.remove_tree(data_dir, os.path.join(root, name))

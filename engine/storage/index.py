@@ -19,7 +19,9 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 
+from ..errors import os_error
 from ..format.records import HEADER_SIZE
+from . import files
 
 READ_CHUNK = 1 << 20  # index bytes parsed at a time
 SLACK = 1024  # entries a writer may add between a reader's look at the log and at its index
@@ -46,7 +48,7 @@ class Index:
         self.max_entries = max_entries  # more than this: not an index of the log (None: any)
         self.oversized = False  # the file holds more than max_entries entries: none are used
         if writable:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = files.open_file(path, os.O_RDWR | os.O_CREAT)
         else:
             try:
                 self.fd = os.open(path, os.O_RDONLY)
@@ -108,7 +110,13 @@ class Index:
         if self.keys and key <= self.keys[-1]:
             return
         entry = self.ENTRY.pack(key, value)
-        os.pwrite(self.fd, entry, self.loaded)
+        try:
+            if os.pwrite(self.fd, entry, self.loaded) != len(entry):
+                return
+        except OSError:
+            # (a full disk, say) the batch is in the log already; a sparse index may miss an
+            # entry (a lookup scans a little further), and the next append tries this spot
+            return
         self.loaded += len(entry)
         self.keys.append(key)
         self.values.append(value)
@@ -140,8 +148,12 @@ class Index:
     def write_all(self, entries: list[tuple[int, int]]) -> None:
         """Replace the whole file with ``entries`` (used by rebuilds)."""
         data = b"".join(self.ENTRY.pack(k, v) for k, v in entries)
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, data, 0)
+        try:
+            os.ftruncate(self.fd, 0)
+            if os.pwrite(self.fd, data, 0) != len(data):
+                raise OSError(28, "short write")
+        except OSError as e:
+            raise os_error(e, "write", self.path) from e
         self.keys = array("q", [k for k, _ in entries])
         self.values = array("q", [v for _, v in entries])
         self.loaded = len(data)
@@ -149,7 +161,10 @@ class Index:
 
     def sync(self) -> None:
         if self.fd >= 0:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as e:
+                raise os_error(e, "fsync", self.path) from e
 
 
 class OffsetIndex(Index):

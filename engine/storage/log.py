@@ -27,6 +27,7 @@ from ..progress import Progress
 from . import checkpoint, files, loader, reader, swap, tier_manifest
 from .config import TopicConfig
 from .holds import FlockHolds
+from .locks import DEFAULT_WAIT, LockWait
 from .partition_lock import PartitionLock
 from .pipeline import AppendPipeline
 from .segment import BatchRef, Segment
@@ -36,6 +37,12 @@ from .tier_manifest import ColdSegment, Home
 from .tier_view import TierView
 
 _STAMP_FIELDS = {"bytes": "st_size", "ino": "st_ino", "mtime_ns": "st_mtime_ns"}
+
+
+class RecoveryPointNotWritten(StorageError):
+    """(A full disk.) The partition's segments were fsynced, but its ``.checkpoint`` could
+    not be written: what was appended is durable in the segments (a WAL holding it may go),
+    only the recovery point lags behind (the next writer to open it scans a little more)."""
 
 
 class HotCache(Protocol):
@@ -72,7 +79,7 @@ class PartitionLog:
                  wal_sync: str = "always", cuts: list[dict] | None = None,
                  progress: Progress | None = None,
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
-                 hot: HotCache | None = None) -> None:
+                 hot: HotCache | None = None, lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -87,7 +94,9 @@ class PartitionLog:
         self.dirty = False  # appended since the last checkpoint
         self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
         self._ckpt_stamp: tuple[int, int, int] | None = None
-        self.lock = PartitionLock(directory, topic, partition, writable)
+        if writable:  # (partition-N, its topic's dir and topics/: nothing written through a link)
+            files.check_own_dir(directory, 3)
+        self.lock = PartitionLock(directory, topic, partition, writable, lock_wait)
         self.mutex = self.lock.mutex
         self.config = config  # the topic's configs; the engine sets them as they change
         self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress,
@@ -337,7 +346,12 @@ class PartitionLog:
         self.read_log_start()
         point = {"segment": act.base, "position": act.size,
                  "recovery_point": act.next_offset, "log_start_offset": self.start_offset()}
-        checkpoint.write_checkpoint(self.dir, point)
+        try:
+            checkpoint.write_checkpoint(self.dir, point)
+        except StorageError as e:
+            if files.disk_full(e):
+                raise RecoveryPointNotWritten(str(e)) from e
+            raise
         self._ckpt_stamp = None
         return point
 
@@ -350,8 +364,21 @@ class PartitionLog:
             self.read_log_start()
             prior = self.start_offset()
             if offset > prior:
+                old = self.log_start
                 self.log_start = min(offset, self.segs.active.next_offset)
-                self._checkpoint_locked()
+                try:
+                    self._checkpoint_locked()
+                except StorageError as e:
+                    if not files.disk_full(e) or self.tierview.entries:
+                        self.log_start = old
+                        raise
+                    # A full disk: the whole segments below the new start go first, which
+                    # frees the space the checkpoint needs. A crash in between leaves the log
+                    # starting at its first remaining segment: a prefix gone, never a hole
+                    # (there are no cold segments below the local ones).
+                    gone = self.segs.delete_below(self.start_offset())
+                    self._checkpoint_locked()
+                    return prior, self.start_offset(), gone
             return prior, self.start_offset(), self.segs.delete_below(self.start_offset())
 
     def replace_segments(self, install: Sequence[int] = (), staged_dir: str | None = None,

@@ -21,11 +21,12 @@ from collections.abc import Iterator
 
 from ..errors import UnknownTopic
 from . import files
-from .locks import flocked, open_lock_file
+from .locks import DEFAULT_WAIT, LockWait, acquire, flocked, open_lock_file
 
 
 class PartitionLock:
-    def __init__(self, directory: str, topic: str, partition: int, writable: bool) -> None:
+    def __init__(self, directory: str, topic: str, partition: int, writable: bool,
+                 wait: LockWait = DEFAULT_WAIT) -> None:
         self.topic = topic
         self.partition = partition
         self.mutex = threading.RLock()
@@ -33,9 +34,11 @@ class PartitionLock:
         self.fd = -1
         self.held = False  # the flock, kept by the append pipeline
         self.since = 0.0  # monotonic time the pipeline took it
+        self.path = os.path.join(directory, files.LOCK_FILE)
+        self.wait = wait  # how long a flock held elsewhere is waited for (lock.timeout.ms)
         if writable:
             try:
-                self.fd = open_lock_file(os.path.join(directory, files.LOCK_FILE))
+                self.fd = open_lock_file(self.path)
             except FileNotFoundError:
                 raise UnknownTopic(f"partition {partition} of topic {topic!r} is gone") from None
 
@@ -54,12 +57,12 @@ class PartitionLock:
             if self.held:
                 yield
             else:
-                with flocked(self.fd):
+                with flocked(self.fd, self.path, self.wait):
                     yield
 
     def hold(self) -> None:
         """(mutex held.) Take the flock and keep it (the append pipeline)."""
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        acquire(self.fd, self.path, self.wait)
         self.held = True
         self.since = time.monotonic()
 

@@ -17,6 +17,7 @@ from ..progress import Progress
 from . import files
 from .catalog import TopicMeta
 from .holds import FlockHolds
+from .locks import DEFAULT_WAIT, LockWait
 from .log import PartitionLog
 
 
@@ -30,8 +31,10 @@ class Partitions:
     def __init__(self, data_dir: str, writable: bool, wal_sync: str,
                  progress: Progress | None = None,
                  cold: Any = None, hot: Any = None,
-                 on_open: Callable[[PartitionLog, TopicMeta], None] | None = None) -> None:
+                 on_open: Callable[[PartitionLog, TopicMeta], None] | None = None,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.data_dir = data_dir
+        self.lock_wait = lock_wait
         self.writable = writable
         self.wal_sync = wal_sync
         self.progress = progress
@@ -70,7 +73,7 @@ class Partitions:
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=self.writable,
                                topic_id=bytes.fromhex(meta.id), wal_sync=self.wal_sync,
                                cuts=self.cuts, progress=self.progress, holds=self.holds,
-                               cold=self.cold, hot=self.hot)
+                               cold=self.cold, hot=self.hot, lock_wait=self.lock_wait)
             self._logs[key] = (meta.id, log)
         if retain and self.writable and self.on_open is not None:
             self.on_open(log, meta)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .. import clock
-from ..errors import CorruptRecordError, StorageError
+from ..errors import CorruptRecordError, os_error
 from ..format.records import (
     HEADER_SIZE,
     LENGTH_PREFIX,
@@ -66,9 +66,12 @@ class Segment:
         self.writable = writable
         self.path = files.path(directory, base_offset, files.LOG)
         self.fd = -1
-        # never O_CREAT an existing segment: one deleted meanwhile must stay deleted
-        flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if writable else os.O_RDONLY
-        self.fd = os.open(self.path, flags, 0o644)
+        # never O_CREAT an existing segment: one deleted meanwhile must stay deleted; never
+        # write through a link (files.open_file: UnexpectedLink)
+        if writable:
+            self.fd = files.open_file(self.path, os.O_RDWR | (os.O_CREAT if create else 0))
+        else:
+            self.fd = os.open(self.path, os.O_RDONLY)
         limit = max_entries(os.fstat(self.fd).st_size)  # (an index bigger is not read)
         self.index = OffsetIndex(files.path(directory, base_offset, files.INDEX), writable, limit)
         self.timeindex = TimeIndex(files.path(directory, base_offset, files.TIMEINDEX), writable,
@@ -381,14 +384,14 @@ class Segment:
                 view = view[n:]
                 position += n
         except OSError as e:
-            raise StorageError(f"cannot write {self.path}: {e.strerror} (errno {e.errno})") from e
+            raise os_error(e, "write", self.path) from e
 
     def writev(self, buffers: list, position: int) -> None:
         """Write ``buffers`` back to back from ``position`` (one pwritev when it takes all)."""
         try:
             n = os.pwritev(self.fd, buffers, position)
         except OSError as e:
-            raise StorageError(f"cannot write {self.path}: {e.strerror} (errno {e.errno})") from e
+            raise os_error(e, "write", self.path) from e
         total = sum(map(len, buffers))
         if n < total:  # a short write: the rest the slow way
             self.write(memoryview(b"".join(buffers))[n:], position + n)
@@ -397,7 +400,7 @@ class Segment:
         try:
             os.fdatasync(self.fd)
         except OSError as e:
-            raise StorageError(f"cannot fsync {self.path}: {e.strerror} (errno {e.errno})") from e
+            raise os_error(e, "fsync", self.path) from e
 
     def sync_all(self) -> None:
         """fsync the log and both indexes (a roll, a checkpoint, a rebuilt segment)."""

@@ -23,6 +23,10 @@ DEFAULTS: dict[str, str] = {
     "hot.max.bytes": str(32 << 20),
     # bytes of cold segments kept in the local read cache (data dir's .tier-cache)
     "tier.cache.max.bytes": str(1 << 30),
+    # longest wait for a lock another process holds (a partition's, the catalog's, a group's,
+    # the WAL recovery lock) before LockTimeout names the holder; -1 waits for ever. A wait
+    # is reported (with the holder's pid) after 3 s, or half this when that is shorter
+    "lock.timeout.ms": "30000",
 }
 
 
@@ -35,6 +39,7 @@ class Settings:
     checkpoint_ms: int
     hot_max_bytes: int
     tier_cache_max_bytes: int
+    lock_timeout_ms: int = 30000  # -1: no limit
 
     @classmethod
     def parse(cls, overrides: dict[str, str] | None) -> Settings:
@@ -55,7 +60,18 @@ class Settings:
                    _int("checkpoint.interval.bytes", values["checkpoint.interval.bytes"], 1),
                    _int("checkpoint.interval.ms", values["checkpoint.interval.ms"], 1),
                    _int("hot.max.bytes", values["hot.max.bytes"], 0),
-                   _int("tier.cache.max.bytes", values["tier.cache.max.bytes"], 0))
+                   _int("tier.cache.max.bytes", values["tier.cache.max.bytes"], 0),
+                   _lock_timeout(values["lock.timeout.ms"]))
+
+
+def _lock_timeout(text: str) -> int:
+    if text.strip() == "-1":
+        return -1
+    try:
+        return _int("lock.timeout.ms", text, 1)
+    except InvalidConfig:
+        raise InvalidConfig(f"invalid lock.timeout.ms {text!r}: must be an integer >= 1 "
+                            "(milliseconds), or -1 to wait for ever") from None
 
 
 def _int(name: str, text: str, lo: int) -> int:

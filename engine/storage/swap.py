@@ -44,8 +44,11 @@ def stage(pdir: str, staged_dir: str, bases: Sequence[int]) -> None:
     """(Lock held.) Move the staged segments in as ``.cleaned`` files, each fsynced."""
     for b in bases:
         for suffix in files.INSTALL_ORDER:
+            src = files.path(staged_dir, b, suffix)
+            if os.path.islink(src):  # (a staged file becomes a segment: never a link)
+                raise files.UnexpectedLink(src)
             dst = files.path(pdir, b, suffix + files.CLEANED)
-            shutil.move(files.path(staged_dir, b, suffix), dst)
+            shutil.move(src, dst)
             files.fsync_file(dst)
     files.fsync_dir(pdir)
 

@@ -11,19 +11,19 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import InvalidArgument, InvalidConfig, TopicExists, UnknownTopic
+from ..errors import InvalidArgument, InvalidConfig, StorageError, TopicExists, UnknownTopic
 from . import datadir, files, tier_manifest
 from .catalog import Catalog, TopicMeta, check_topic_name
 from .config import KEYS, TopicConfig, check_combination, validate
-from .locks import flocked
+from .locks import DEFAULT_WAIT, LockWait, flocked
 
 MAX_PARTITIONS = 10_000
 
 
 class Topics:
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.data_dir = data_dir
-        self.catalog = Catalog(data_dir)
+        self.catalog = Catalog(data_dir, lock_wait)
 
     def get(self, name: str) -> TopicMeta:
         """Metadata of an existing topic (raises UnknownTopic)."""
@@ -57,7 +57,7 @@ class Topics:
                 raise TopicExists(f"topic {name!r} already exists; use --if-not-exists to ignore")
             meta = TopicMeta.new(name, partitions, cfg)
             tdir = os.path.join(self.data_dir, "topics", name)
-            if os.path.exists(tdir):  # debris of a create that crashed before the catalog write
+            if os.path.lexists(tdir):  # debris of a create that crashed before the catalog write
                 datadir.trash(self.data_dir, tdir, name)
             for p in range(partitions):
                 datadir.make_partition(self.data_dir, name, p)
@@ -75,22 +75,39 @@ class Topics:
                 self.get(name)  # raises the usual error
             # The catalog goes first: a crash after it leaves only files, which the next
             # create of this name (under this same lock) moves to trash.
-            self.catalog.write(topics)
-            for p in range(meta.partitions):
-                lock = os.path.join(files.partition_dir(self.data_dir, name, p), files.LOCK_FILE)
-                try:
-                    fd = os.open(lock, os.O_RDWR)
-                except FileNotFoundError:
-                    continue
-                try:
-                    with flocked(fd):  # waits for an append in flight, then marks it gone
-                        os.unlink(lock)
-                finally:
-                    os.close(fd)
-            kept = before_removal(meta) if before_removal is not None else None
-            tdir = os.path.join(self.data_dir, "topics", name)
-            if os.path.exists(tdir):
-                datadir.trash(self.data_dir, tdir, name)
+            try:
+                self.catalog.write(topics)
+            except StorageError as e:
+                if not files.disk_full(e):
+                    raise
+                # A full disk (even the space reserve used up): the files go first, which
+                # frees the space the catalog needs. A crash in between leaves the topic
+                # named with no files; 'topic delete' again finishes it.
+                kept = self._remove_files(meta, before_removal)
+                self.catalog.write(topics)
+                return kept
+            return self._remove_files(meta, before_removal)
+
+    def _remove_files(self, meta: TopicMeta, before_removal: Callable[[TopicMeta], Any] | None
+                      ) -> Any:
+        """(catalog lock held.) Mark each partition gone for writers (its lock file unlinked
+        while held: an append in flight finishes first), then trash the topic's files."""
+        name = meta.name
+        for p in range(meta.partitions):
+            lock = os.path.join(files.partition_dir(self.data_dir, name, p), files.LOCK_FILE)
+            try:
+                fd = files.open_file(lock, os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            try:
+                with flocked(fd, lock, self.catalog.lock_wait):
+                    os.unlink(lock)
+            finally:
+                os.close(fd)
+        kept = before_removal(meta) if before_removal is not None else None
+        tdir = os.path.join(self.data_dir, "topics", name)
+        if os.path.lexists(tdir):
+            datadir.trash(self.data_dir, tdir, name)
         return kept
 
     def alter_config(self, name: str, updates: dict[str, str], delete: Sequence[str]

@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 
-from ..errors import ColdObjectError, DataDirError
+from ..errors import ColdObjectError, DataDirError, RivvenError
 from ..format.crc import crc32c
 from ..storage import files
 from ..storage.segment import Segment
@@ -55,36 +55,47 @@ def cache_root(data_dir: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"rivven-tier-cache-{os.getuid()}-{tag}")
 
 
-def not_private(st: os.stat_result) -> str | None:
+def not_private(st: os.stat_result, group: int | None = None) -> str | None:
     """What makes the directory ``st`` (from lstat) unfit for this process's cache, if
-    anything: a symlink, not a directory, another owner, group/other write bits."""
+    anything: a symlink, not a directory, another owner, group/other write bits. With
+    ``group`` (the cache of a group-shared data dir: storage.files.modes) the data dir's
+    group is trusted as the data dir trusts it: a member of it may own the cache, and the
+    group may write it; others never."""
     if stat.S_ISLNK(st.st_mode):
         return "is a symbolic link"
     if not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
-    if st.st_uid != os.geteuid():
+    if st.st_uid != os.geteuid() and (group is None or st.st_gid != group):
         return f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
-    if st.st_mode & 0o022:
+    if st.st_mode & (0o002 if group is not None else 0o022):
         return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
     return None
 
 
-def private_dir(path: str) -> str | None:
-    """Make ``path`` a private directory (0700) when missing; None when it is one (group and
-    other read/search bits are taken away), else what is wrong with it (left as it is)."""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
+def private_dir(path: str, group: int | None = None) -> str | None:
+    """Make ``path`` a private directory (0700; 2770 in a group-shared data dir) when
+    missing; None when it is one (read/search bits of others, and of the group unless it is
+    shared, are taken away), else what is wrong with it (left as it is)."""
+    if group is not None:
+        try:
+            files.make_dir(path)
+        except RivvenError:
+            pass  # (a link: not_private names it)
+    else:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
     st = os.lstat(path)
-    problem = not_private(st)
-    if problem is None and st.st_mode & 0o077:
+    problem = not_private(st, group)
+    extra = st.st_mode & (0o007 if group is not None else 0o077)
+    if problem is None and extra and st.st_uid == os.geteuid():
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             now = os.fstat(fd)
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
                 return "changed while it was checked"
-            os.fchmod(fd, 0o700)
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~extra)
         finally:
             os.close(fd)
     return problem
@@ -119,8 +130,10 @@ def copy_problem(entry: ColdSegment, d: str) -> str | None:
 
 
 class ColdCache:
-    def __init__(self, root: str, max_bytes: int, fallback: bool = False) -> None:
+    def __init__(self, root: str, max_bytes: int, fallback: bool = False,
+                 group: int | None = None) -> None:
         self.root = root
+        self.group = group  # the group of a group-shared data dir (see not_private)
         self.max_bytes = max_bytes
         self.fallback = fallback  # a bad root: use a fresh private one (else refuse)
         self.own_root = False  # the root is this engine's own mkdtemp (removed at close)
@@ -134,7 +147,11 @@ class ColdCache:
     def for_data_dir(cls, data_dir: str, max_bytes: int) -> ColdCache:
         """The cache of an engine over ``data_dir`` (see ``cache_root``)."""
         root = cache_root(data_dir)
-        return cls(root, max_bytes, fallback=root != os.path.join(data_dir, CACHE_DIR))
+        inside = root == os.path.join(data_dir, CACHE_DIR)
+        group = None
+        if inside and files.modes(data_dir)[1] != 0o700:
+            group = os.stat(data_dir).st_gid
+        return cls(root, max_bytes, fallback=not inside, group=group)
 
     def close(self) -> None:
         with self._lock:
@@ -145,7 +162,7 @@ class ColdCache:
     def _check_root(self) -> None:
         """(Lock held.) The root is private, or becomes a fresh private one, or DataDirError."""
         try:
-            problem = private_dir(self.root)
+            problem = private_dir(self.root, self.group)
         except OSError as e:
             problem = f"cannot be made or checked ({e.strerror or e})"
         if problem is None:
@@ -195,7 +212,7 @@ class ColdCache:
             self.hits += 1
             os.utime(files.path(d, entry.base_offset, files.LOG), follow_symlinks=False)
         else:
-            shutil.rmtree(d, ignore_errors=True)  # (an incomplete or altered copy)
+            files.remove_tree(self.root, d)  # (an incomplete or altered copy)
             if not self._download(entry, d) and copy_problem(entry, d) is not None:
                 raise FileNotFoundError(d)  # another process's copy, altered: again
         return Segment(d, entry.base_offset, writable=False)
@@ -203,7 +220,7 @@ class ColdCache:
     def _download(self, entry: ColdSegment, d: str) -> bool:
         """Download into ``d``; False when another process put a copy there first."""
         tmp = os.path.join(self.root, f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        os.mkdir(tmp, 0o700)
+        files.make_dir(tmp)
         try:
             self.downloaded_bytes += download_segment(entry, tmp)
             self.downloads += 1
@@ -215,7 +232,7 @@ class ColdCache:
                 return False
             return True
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            files.remove_tree(self.root, tmp)
 
     def _evict(self, keep: str) -> None:
         """Drop least recently opened folders until the cache fits (never ``keep``)."""
@@ -237,7 +254,7 @@ class ColdCache:
             if n.startswith(TMP_PREFIX):
                 try:  # (its own mtime: a download that just began holds no file yet)
                     if now - max(used, os.stat(d).st_mtime) > 3600:
-                        shutil.rmtree(d, ignore_errors=True)  # a downloader died
+                        files.remove_tree(self.root, d)  # a downloader died
                 except FileNotFoundError:
                     pass
                 continue
@@ -249,7 +266,7 @@ class ColdCache:
                 break
             if d == keep:
                 continue
-            shutil.rmtree(d, ignore_errors=True)
+            files.remove_tree(self.root, d)
             total -= size
             for obj, seg in list(self._open.items()):
                 if seg.directory == d:

@@ -115,9 +115,9 @@ def _copy(f: Any, write: Any = None) -> tuple[int, int]:
 
 
 def _put_local(fin: Any, dest: str) -> tuple[int, int]:
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    files.make_path(os.path.dirname(dest))
     tmp = f"{dest}.part-{uuid.uuid4().hex[:8]}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = files.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
 
     def write(chunk: Any) -> None:
         while chunk:
@@ -166,7 +166,7 @@ def fetch(uri: str, dest: str) -> tuple[int, int]:
     except OSError as e:
         raise ColdObjectError(f"cold object {uri} cannot be read: {e}") from e
     try:
-        with src, open(dest, "wb", buffering=0) as out:
+        with src, open(dest, "wb", buffering=0, opener=files.opener) as out:
             return _copy(src, out.write)
     except OSError as e:
         raise StorageError(f"downloading cold object {uri} to {dest} failed: {e}") from e

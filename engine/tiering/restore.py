@@ -10,8 +10,7 @@ it was; after it, the swap is finished by whoever finds it.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
+import uuid
 from typing import Any
 
 from ..failpoint import failpoint
@@ -43,8 +42,9 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
             return out
         for name in os.listdir(log.dir):  # a restore that died: we hold the tier lock
             if name.startswith(STAGING_PREFIX):
-                shutil.rmtree(os.path.join(log.dir, name), ignore_errors=True)
-        staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=log.dir)
+                files.remove_tree(log.dir, os.path.join(log.dir, name))
+        staging = os.path.join(log.dir, f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}")
+        files.make_dir(staging)
         try:
             install = [e.base_offset for e in pick if not _is_local(log, e)]
             for e in pick:
@@ -55,7 +55,7 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
                 tier_manifest.MANIFEST: tier_manifest.document(
                     [e for e in entries if e.object not in picked], where)})
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            files.remove_tree(log.dir, staging)
         failpoint("restore-manifest")
         for e in pick:
             for suffix in SUFFIXES:

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, RivvenError
 from ..format.records import HEADER_SIZE, read_header
 from ..storage import checkpoint, files
-from ..storage.locks import flocked
+from ..storage.locks import DEFAULT_WAIT, LockWait, flocked
 from ..storage.segment import Segment
 from .verify import (
     CUTTABLE,
@@ -32,22 +32,24 @@ from .verify import (
 
 
 @contextlib.contextmanager
-def _partition_locked(pdir: str) -> Iterator[None]:
+def _partition_locked(pdir: str, wait: LockWait) -> Iterator[None]:
     """The partition's flock when it has a lock file (a topic's partition); else nothing."""
     lock = os.path.join(pdir, files.LOCK_FILE)
-    if not os.path.exists(lock):
+    if not os.path.lexists(lock):
         yield
         return
-    fd = os.open(lock, os.O_RDWR)
+    files.check_own_dir(pdir)
+    fd = files.open_file(lock, os.O_RDWR)
     try:
-        with flocked(fd):
+        with flocked(fd, lock, wait):
             yield
     finally:
         os.close(fd)
 
 
 def recover_segments(data_dir: str, targets: Sequence[str], truncate_corrupt: bool = False,
-                     dry_run: bool = False, approved: Mapping[str, int | None] | None = None
+                     dry_run: bool = False, approved: Mapping[str, int | None] | None = None,
+                     wait: LockWait = DEFAULT_WAIT
                      ) -> list[dict[str, Any]]:
     """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
     of the targeted segments, each partition under its lock; one row per segment (``plan``).
@@ -55,7 +57,7 @@ def recover_segments(data_dir: str, targets: Sequence[str], truncate_corrupt: bo
     and differs from its approved one is refused (the files changed since the question)."""
     out = []
     for d, only in resolve_targets(data_dir, list(targets)):
-        with _partition_locked(d):
+        with _partition_locked(d, wait):
             out += recover_partition(d, only, truncate_corrupt, dry_run, approved)
     return out
 
@@ -172,7 +174,7 @@ def _dropped(path: str, position: int) -> dict[str, Any]:
 def _apply(pdir: str, rep: SegmentReport, row: dict[str, Any], point: dict | None) -> None:
     cut_at = row["truncate_at"]
     if cut_at is not None:
-        fd = os.open(rep.path, os.O_RDWR)
+        fd = files.open_file(rep.path, os.O_RDWR)  # (never a link's target)
         try:
             os.ftruncate(fd, cut_at)
             os.fsync(fd)
@@ -195,14 +197,14 @@ def _apply(pdir: str, rep: SegmentReport, row: dict[str, Any], point: dict | Non
             "log_start_offset": min(point["log_start_offset"], end)})
 
 
-def reindex(path: str) -> dict[str, Any]:
+def reindex(path: str, wait: LockWait = DEFAULT_WAIT) -> dict[str, Any]:
     """Rebuild one segment's ``.index`` and ``.timeindex`` from its log, under its partition's
     lock."""
     d = os.path.dirname(os.path.abspath(path))
     parsed = files.parse(os.path.basename(path))
     if parsed is None or parsed[1] != files.LOG:
         raise InvalidArgument(f"{path} is not a segment .log file")
-    with _partition_locked(d):
+    with _partition_locked(d, wait):
         seg = Segment(d, parsed[0], writable=True)
         try:
             seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True)

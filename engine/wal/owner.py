@@ -19,9 +19,10 @@ from typing import Any
 
 from ..errors import RivvenError, UnknownTopic
 from ..progress import Progress
+from ..storage import files
 from ..storage.catalog import TopicMeta
-from ..storage.locks import lock_path
-from ..storage.log import PartitionLog
+from ..storage.locks import DEFAULT_WAIT, LockWait, lock_path
+from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from ..storage.partitions import Partitions
 from ..storage.settings import Settings
 from . import replay
@@ -32,8 +33,10 @@ class WalOwner:
     def __init__(self, data_dir: str, settings: Settings, partitions: Partitions,
                  read_only: bool,
                  after_checkpoint: Callable[[PartitionLog], None] | None = None,
-                 after_checkpoints: Callable[[], None] | None = None) -> None:
+                 after_checkpoints: Callable[[], None] | None = None,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
         self.data_dir = data_dir
+        self.lock_wait = lock_wait
         self.settings = settings
         self.partitions = partitions
         self.read_only = read_only
@@ -48,6 +51,8 @@ class WalOwner:
         self._syncer: threading.Thread | None = None
         self._recovery_mutex = threading.Lock()
         self._recovery_owner: int | None = None
+        # set when dead streams could not be replayed (a full disk): no appends until they are
+        self.replay_pending: RivvenError | None = None
 
     # ---------------------------------------------------------------- the stream
     def attach(self, log: PartitionLog) -> None:
@@ -57,6 +62,8 @@ class WalOwner:
 
     def _stream(self) -> WalStream:
         if self.stream is None:
+            if self.replay_pending is not None:
+                raise self.replay_pending
             with self.recovery_lock(), self._mutex:  # same order as recovery takes them
                 if self.stream is None:
                     self.stream = WalStream(self.data_dir, self.settings.wal_segment_bytes)
@@ -83,7 +90,8 @@ class WalOwner:
     # ---------------------------------------------------------------- checkpoints
     def checkpoint(self) -> list[dict[str, Any]]:
         """fsync every partition this process wrote, record recovery points, and delete the
-        WAL files wholly below them."""
+        WAL files wholly below them. (On a full disk a recovery point that cannot be written
+        does not keep the WAL: the segments are fsynced; ``checkpoint_error`` says so.)"""
         with self._ckpt_lock:
             done = []
             wal = self.stream
@@ -96,6 +104,8 @@ class WalOwner:
                             self.after_checkpoint(log)
                     except UnknownTopic:
                         pass  # deleted meanwhile: its WAL records are moot
+                    except RecoveryPointNotWritten as e:
+                        self.checkpoint_error = e  # (synced: the WAL is not needed for it)
             if wal is not None:
                 # only files before *this* rotation: a later one (the WAL rotates by size)
                 # may hold records of partitions checkpointed before they were written
@@ -116,6 +126,9 @@ class WalOwner:
                 done.append({"topic": log.topic, "partition": log.partition, **log.checkpoint()})
             except UnknownTopic:
                 pass
+            except RecoveryPointNotWritten as e:  # (a full disk: synced, point not written)
+                done.append({"topic": log.topic, "partition": log.partition,
+                             "not_written": str(e)})
         return done
 
     def maybe_checkpoint(self) -> None:
@@ -163,12 +176,12 @@ class WalOwner:
             self._recovery_owner = threading.get_ident()
             try:
                 root = os.path.join(self.data_dir, "wal")
-                if not os.path.isdir(root):
+                if not files.real_dir(root):  # (a link: UnexpectedLink, never followed)
                     if self.read_only:
                         yield
                         return
-                    os.makedirs(root, exist_ok=True)
-                with lock_path(os.path.join(root, RECOVERY_LOCK)):
+                    files.make_dir(root)
+                with lock_path(os.path.join(root, RECOVERY_LOCK), self.lock_wait):
                     yield
             finally:
                 self._recovery_owner = None

@@ -7,16 +7,16 @@ stream they touch, so two processes never recover one stream at once.
 from __future__ import annotations
 
 import os
-import shutil
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, StorageError
 from ..format.records import check_crc, read_header
 from ..progress import Progress
+from ..storage import files
 from ..storage.catalog import TopicMeta
-from ..storage.log import PartitionLog
+from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from . import streams
 from .records import WalTail, scan_file
 from .stream import stream_files
@@ -29,10 +29,17 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
     """Batches of dead streams past each partition's log end go back into its segments
     (merged across streams by offset, idempotent); then those partitions are checkpointed
     and the streams deleted. ``own`` is this process's live stream. The caller holds the
-    recovery lock."""
+    recovery lock.
+
+    On a full disk a recovery point that cannot be written does not stop the open: the
+    segments are fsynced first, so the streams may still go. Should the fsync itself fail
+    for want of space, the streams are kept (``report["kept"]``) and replayed again —
+    idempotently — by a later open. A batch that must go back into its segment needs the
+    space: that raises (the engine then refuses appends until a replay succeeds)."""
     dead = streams.dead_streams(data_dir, own)
     report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
-                              "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": []}
+                              "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": [],
+                              "kept": False}
     if not dead:
         return report
     try:
@@ -84,16 +91,23 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
                 applied, skipped, dropped = log.replay(plan)
                 # even batches "already present" may sit in unsynced pages of the segment:
                 # fsync before the only other copy (the dead stream) goes
-                log.checkpoint()
+                try:
+                    log.checkpoint()
+                except RecoveryPointNotWritten:
+                    pass  # (a full disk) the segment is fsynced: the stream may go
+                except StorageError as e:
+                    if not files.disk_full(e):
+                        raise
+                    report["kept"] = True  # the streams stay the only record: kept
             report["partitions"].append({"topic": meta.name, "partition": p,
                                          "applied": applied, "skipped": skipped,
                                          "dropped": dropped})
             report["applied"] += applied
             report["skipped"] += skipped
             report["dropped"] += dropped
-        if not dry_run:
+        if not dry_run and not report["kept"]:
             for d, _ in dead:
-                shutil.rmtree(d, ignore_errors=True)
+                files.remove_tree(data_dir, d)
     finally:
         for _, fd in dead:
             os.close(fd)

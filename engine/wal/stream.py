@@ -13,11 +13,10 @@ ext4 makes it about a third cheaper. (For large fsyncs the extra zeros cost more
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 
-from ..errors import StorageError
+from ..errors import StorageError, os_error
 from ..storage import files
 from ..storage.locks import open_lock_file, try_lock
 from .records import SUFFIX, encode_batch_record
@@ -57,14 +56,17 @@ class WalStream:
     """This process's WAL: appends from any thread, group-committed fdatasync."""
 
     def __init__(self, data_dir: str, segment_bytes: int) -> None:
+        self.data_dir = data_dir
         self.root = os.path.join(data_dir, "wal")
-        if not os.path.isdir(self.root):
-            os.makedirs(self.root, exist_ok=True)
-            files.fsync_dir(data_dir)
         self.id = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.dir = os.path.join(self.root, self.id)
-        os.makedirs(self.dir)
-        self.lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
+        try:
+            if files.make_dir(self.root):  # (a link there: UnexpectedLink, never followed)
+                files.fsync_dir(data_dir)
+            files.make_dir(self.dir)
+            self.lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
+        except OSError as e:
+            raise os_error(e, "create the WAL stream", self.dir) from e
         if not try_lock(self.lock_fd):
             raise StorageError(f"cannot lock new WAL stream {self.dir}")
         files.fsync_dir(self.root)
@@ -110,16 +112,15 @@ class WalStream:
                     os.rename(src, path)
                 except OSError:
                     zeroed = 0  # (lost meanwhile?) a plain new file will do
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = files.open_file(path, os.O_WRONLY | os.O_CREAT)
         except OSError as e:
-            raise StorageError(f"cannot create WAL file {path}: {e.strerror} "
-                               f"(errno {e.errno})") from e
+            raise os_error(e, "create the WAL file", path) from e
         try:
             files.fsync_dir(self.dir)
         except OSError as e:
             os.close(fd)
             os.unlink(path)
-            raise StorageError(f"cannot fsync WAL dir {self.dir}: {e.strerror}") from e
+            raise os_error(e, "fsync the WAL dir", self.dir) from e
         self.fd = fd
         self.file_start = start
         self.zeroed = zeroed
@@ -146,8 +147,8 @@ class WalStream:
                     self.zeroed = min(self.zeroed, pos)
                 except OSError:
                     pass
-                raise StorageError(f"cannot write WAL {self.dir}: {e.strerror or e} "
-                                   f"(errno {e.errno})") from e
+                raise os_error(e, "write the WAL file",
+                               os.path.join(self.dir, f"{self.file_start:020d}{SUFFIX}")) from e
             self.written += len(record)
             pos += len(record)
             if (self.preparer is None and self.prepared is None
@@ -181,7 +182,7 @@ class WalStream:
         path = os.path.join(self.dir, PREPARED)
         ok = False
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = files.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
                 left = size
                 while left > 0 and not self.closed:
@@ -197,7 +198,7 @@ class WalStream:
                     ok = True
             finally:
                 os.close(fd)
-        except OSError:
+        except (OSError, files.UnexpectedLink):
             pass  # (disk full, say) the stream goes on with plain files
         with self.write_mutex:  # (held while unlinking: no new preparer has the name yet)
             self.preparer = None
@@ -257,7 +258,8 @@ class WalStream:
             os.fdatasync(fd)
             self.fsyncs += 1
         except OSError as e:
-            raise StorageError(f"cannot fsync WAL {self.dir}: {e.strerror} (errno {e.errno})") from e
+            raise os_error(e, "fsync the WAL file",
+                           os.path.join(self.dir, f"{self.file_start:020d}{SUFFIX}")) from e
 
     def durable(self, position: int) -> bool:
         """Were bytes up to ``position`` fdatasynced? (False for a record whose fsync failed,
@@ -425,5 +427,5 @@ class WalStream:
             self._close_retired()
         os.close(self.fd)
         if delete:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            files.remove_tree(self.data_dir, self.dir)
         os.close(self.lock_fd)

@@ -5,15 +5,17 @@ stream."""
 from __future__ import annotations
 
 import os
-import shutil
+import re
+import stat
 import time
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
 from ..format.decode import body_of, decode_records, layout
+from ..storage import files
 from ..storage.locks import open_lock_file, try_lock
 from .records import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
-from .stream import LOCK, RECOVERY_LOCK, stream_files
+from .stream import LOCK, stream_files
 
 
 def pid_alive(stream: str) -> bool:
@@ -29,22 +31,31 @@ def pid_alive(stream: str) -> bool:
         return True
 
 
+STREAM_NAME = re.compile(r"[0-9]+-[0-9a-f]{8}")  # <pid>-<8 hex digits> (WalStream.id)
+
+
 def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]:
     """``(stream_dir, lock_fd)`` for streams whose lock could be taken: their process is gone.
-    The caller holds those locks until it closes the fds."""
+    The caller holds those locks until it closes the fds. Only real directories named like a
+    stream are looked at (and maybe removed); ``wal/`` itself as a link is UnexpectedLink."""
     root = os.path.join(data_dir, "wal")
     out = []
-    if not os.path.isdir(root):
+    if not files.real_dir(root):
         return out
     for name in sorted(os.listdir(root)):
         d = os.path.join(root, name)
-        if name == own or not os.path.isdir(d) or name == RECOVERY_LOCK:
+        if name == own or not STREAM_NAME.fullmatch(name):
+            continue
+        try:
+            if not stat.S_ISDIR(os.lstat(d).st_mode):
+                continue  # (a link is no stream of ours: left alone, never followed)
+        except FileNotFoundError:
             continue
         fd = open_lock_file(os.path.join(d, LOCK))  # (re)created if a crash removed it
         if not try_lock(fd):
             os.close(fd)  # its process is alive
         elif not stream_files(d):
-            shutil.rmtree(d, ignore_errors=True)  # a half-made or half-removed stream
+            files.remove_tree(data_dir, d)  # a half-made or half-removed stream
             os.close(fd)
         else:
             out.append((d, fd))
@@ -203,7 +214,10 @@ def truncate_torn_tail(path: str) -> int | None:
     """Cut a file of a dead stream where its valid records end; returns the cut position."""
     pos = torn_tail(path)
     if pos is not None:
-        with open(path, "r+b") as f:
-            f.truncate(pos)
-            os.fsync(f.fileno())
+        fd = files.open_file(path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, pos)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return pos
