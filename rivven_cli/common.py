@@ -52,6 +52,25 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
     return eng
 
 
+def show_engine_warnings() -> None:
+    """The engine's ``logging`` warnings (loggers ``rivven.*``) as ``warning:`` lines on
+    stderr, escaped (they may quote names and paths from the disk)."""
+    import logging
+
+    from .render import printable
+
+    class Line(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return f"warning: {printable(record.getMessage())}"
+
+    logger = logging.getLogger("rivven")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(Line())
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
 def _lock_wait(message: str) -> None:
     """The engine's report of a long lock wait (who holds the lock): one line on stderr."""
     sys.stderr.write(f"waiting: {message}\n")

@@ -20,7 +20,7 @@ from . import (
     topic,
     wal,
 )
-from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup
+from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup, show_engine_warnings
 
 app = typer.Typer(
     cls=RivvenGroup,
@@ -68,6 +68,7 @@ def root(
 ) -> None:
     STATE["data_dir"] = data_dir
     STATE["debug"] = debug
+    show_engine_warnings()
     STATE["settings"] = {} if lock_timeout_ms is None else {"lock.timeout.ms": str(lock_timeout_ms)}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import resource
@@ -355,6 +356,7 @@ def main() -> int:
     if args.inject:
         inject(args.inject)
     resource.setrlimit(resource.RLIMIT_AS, (args.limit_mb << 20, args.limit_mb << 20))
+    logging.getLogger("rivven").setLevel(logging.ERROR)  # (warnings about the damage: expected)
     signal.signal(signal.SIGALRM, _alarm)
     work = tempfile.mkdtemp(prefix="rivven-fuzz-")
     live = os.path.join(work, "data")

@@ -361,7 +361,7 @@ def test_a_crafted_index_entry_is_checked_before_use(rivven, data_dir, position)
     r = rivven("consume", "x", "--offset", str(rel + 5), "-n", "2", "-f", "%o %v\n")
     err = clean(r, 0)
     assert r.stdout == b"%d %d\n%d %d\n" % (rel + 5, rel + 5, rel + 6, rel + 6)
-    assert "ignoring the indexes of" in err and "segment reindex" in err  # reported
+    assert "warning: ignoring the indexes of" in err and "segment reindex" in err  # reported
     r = rivven("consume", "x", "-g", "g", "-n", "1", "-f", "%o\n")
     clean(r, 0)
     assert r.stdout == b"0\n"

@@ -498,7 +498,7 @@ class Segment:
         self.needs_repair = True
         if self.report_index:
             self.report_index = False
-            log.warning("rivven: ignoring the indexes of %s: %s; reading the log without them "
+            log.warning("ignoring the indexes of %s: %s; reading the log without them "
                         "('rivven segment reindex %s' rebuilds them)",
                         self.path, reason, self.path)
 
