@@ -594,3 +594,23 @@ def test_garbage_collection_deletes_only_names_rivven_gives(data_dir):
         removed = eng.tier("tt")["partitions"][0]["orphans_removed"]
     assert [os.path.basename(u) for u in removed] == ["00000000000000000000-dead.log.part-1a2b3c4d"]
     assert os.path.exists(os.path.join(prefix, "notes.txt"))
+
+
+@pytest.mark.parametrize("length", [222, 223, 249])
+def test_the_longest_topic_names_tier_delete_and_come_back(data_dir, length):
+    """``<topic>-<topic id>`` is 282 bytes for a 249-character topic, more than one name on a
+    local disk: the cold folder cuts the topic part, and the topic tiers, reads, deletes (its
+    cold objects too) and is created again under the same name."""
+    topic = ("t" * length)[:length]
+    for round_ in range(2):
+        tid = make(data_dir, topic=topic, n=200, letter=b"abcdefgh"[round_:round_ + 1])
+        folder = os.listdir(os.path.join(data_dir, "cold"))
+        assert folder == [f"{topic[:222]}-{tid}"] and all(len(f) <= 255 for f in folder)
+        assert segments(data_dir, topic)  # (some segments went cold)
+        with Engine.open(data_dir, read_only=True) as eng:
+            got = [r.value for r in eng.read(topic, 0, 0, 500)]
+        letter = b"abcdefgh"[round_:round_ + 1]
+        assert got == [letter * 6 + b"%05d" % i for i in range(200)]
+        r = run_rivven(data_dir, "topic", "delete", topic, "--yes")
+        assert r.returncode == 0, r.stderr
+        assert os.listdir(os.path.join(data_dir, "cold")) == []

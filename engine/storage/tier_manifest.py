@@ -85,7 +85,14 @@ class Home:
 
     @property
     def tail(self) -> str:
-        return f"/{self.topic}-{self.topic_id}/partition-{self.partition}"
+        return f"/{cold_dir_name(self.topic, self.topic_id)}/partition-{self.partition}"
+
+    @property
+    def tails(self) -> tuple[str, ...]:
+        """``tail``, and for a topic name too long to keep whole the uncut form too (a
+        store without a name-length limit may have been given it before names were cut)."""
+        whole = f"/{self.topic}-{self.topic_id}/partition-{self.partition}"
+        return (self.tail,) if whole == self.tail else (self.tail, whole)
 
     def topic_prefix(self, prefix: str) -> str:
         """``<store>/<topic>-<topic id>`` of one of this partition's prefixes."""
@@ -95,8 +102,18 @@ class Home:
         """The configured prefix, or a canonical ``<store><tail>`` (see ``canonical_store``)."""
         if prefix == self.prefix:
             return True
-        return isinstance(prefix, str) and prefix.endswith(self.tail) and \
-            canonical_store(prefix[:-len(self.tail)])
+        return isinstance(prefix, str) and any(
+            prefix.endswith(tail) and canonical_store(prefix[:-len(tail)]) for tail in self.tails)
+
+
+MAX_NAME_BYTES = 255  # one path component, on the local filesystems a file:// store uses
+
+
+def cold_dir_name(topic: str, topic_id: str) -> str:
+    """``<topic>-<topic id>``, a topic's folder in the cold store. Topic names reach 249
+    characters, which with the id is more than a local filesystem allows in one name: the
+    topic part is cut to fit (the id keeps topics apart; the name is only for people)."""
+    return f"{topic[:MAX_NAME_BYTES - 1 - len(topic_id)]}-{topic_id}"
 
 
 def canonical_store(store: str) -> bool:
@@ -131,7 +148,8 @@ def home(data_dir: str, topic: str, topic_id: str, partition: int, store: str = 
     if "?" in store or "#" in store:  # (a URI's path would end there, cutting off the topic)
         raise RivvenError(f"remote.storage.uri {store!r} of topic {topic!r} holds '?' or '#': "
                           "set a URI without them with 'rivven topic alter-config'")
-    return Home(topic, topic_id, partition, f"{store}/{topic}-{topic_id}/partition-{partition}")
+    return Home(topic, topic_id, partition,
+                f"{store}/{cold_dir_name(topic, topic_id)}/partition-{partition}")
 
 
 def home_of(pdir: str) -> Home:
