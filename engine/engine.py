@@ -80,8 +80,7 @@ class Engine:
                                       self.cold_cache, self.hot, on_open=self._retain,
                                       lock_wait=lw)
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
-                             after_checkpoint=lambda log: retention.apply(log, log.config,
-                                                                          clock.now_ms()),
+                             after_checkpoint=self._retain,
                              after_checkpoints=self._publish_hot_stats, lock_wait=lw)
         self._producer = Producer(self._topics, self._partitions.get, self._wal.attach)
         self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
@@ -166,9 +165,10 @@ class Engine:
         return [self._log(m, p, retain) for m in metas
                 for p in (partitions if partitions is not None else range(m.partitions))]
 
-    def _retain(self, log: PartitionLog, meta: TopicMeta) -> None:
-        try:  # retention runs when a writer opens a partition (and at checkpoints)
-            retention.apply(log, meta.typed, clock.now_ms())
+    def _retain(self, log: PartitionLog, meta: TopicMeta | None = None) -> None:
+        try:  # retention runs when a writer opens a partition, and after its checkpoints
+            retention.apply(log, meta.typed if meta is not None else log.config,
+                            clock.now_ms())
         except (RivvenError, OSError):
             pass  # the next checkpoint or 'rivven retention apply' tries again
 

@@ -583,6 +583,25 @@ def test_a_damaged_manifest_never_moves_the_log_start_past_the_cold_data(data_di
     assert values(r.stdout) == [f"gggggg{i:05d}" for i in range(300)] + ["hello"]
 
 
+def test_a_damaged_manifest_does_not_stop_checkpoints(data_dir):
+    """Retention after a partition's checkpoint read the damaged manifest and raised: the
+    checkpoint pass stopped there, so other partitions went unchecked and a clean close kept
+    the WAL. Retention now waits for the manifest to be mended; durability does not."""
+    make(data_dir)
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("other", 1)
+    flip(tier_manifest.path(pdir(data_dir)), 5)
+    eng = Engine.open(data_dir)
+    eng.produce("tt", [Record(value=b"after")])
+    eng.produce("other", [Record(value=b"x")])
+    done = eng.checkpoint()
+    assert sorted(d["topic"] for d in done) == ["other", "tt"]
+    eng.close()
+    wal = [f for _, _, fs in os.walk(os.path.join(data_dir, "wal")) for f in fs
+           if f.endswith(".wal")]
+    assert wal == []  # a clean close: nothing left to replay
+
+
 def test_garbage_collection_deletes_only_names_rivven_gives(data_dir):
     tid = make(data_dir)
     prefix = os.path.join(data_dir, "cold", f"tt-{tid}", "partition-0")
