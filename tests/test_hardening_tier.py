@@ -633,3 +633,35 @@ def test_the_longest_topic_names_tier_delete_and_come_back(data_dir, length):
         r = run_rivven(data_dir, "topic", "delete", topic, "--yes")
         assert r.returncode == 0, r.stderr
         assert os.listdir(os.path.join(data_dir, "cold")) == []
+
+
+def test_a_group_member_reads_the_cold_data_of_a_group_shared_data_dir(tmp_path):
+    """A group-shared data dir (setgid, group rwx: storage.files.modes) trusts its group;
+    its cold cache does the same: another member of the group reads cold offsets through
+    the cache root made by the first (it refused a cache another uid owned)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run as another member of the group")
+    base = tempfile.mkdtemp(prefix="rivven-h13-shared-")
+    try:
+        os.chmod(base, 0o755)
+        data = os.path.join(base, "data")
+        os.mkdir(data)
+        os.chown(data, 0, READER)  # the group of nobody (65534)
+        os.chmod(data, 0o2770)
+        make(data)
+        with Engine.open(data, read_only=True) as eng:  # (root fills the cache: its root is
+            assert eng.read("tt", 0, 0, 1)[0].value == b"gggggg00000"  # root's, group-shared)
+        cache = os.lstat(os.path.join(data, ".tier-cache"))
+        assert cache.st_uid == 0 and cache.st_gid == READER
+        assert stat.S_IMODE(cache.st_mode) == 0o2770
+        tmp = os.path.join(base, "tmp")
+        os.mkdir(tmp)
+        os.chmod(tmp, 0o1777)
+        r = run_as(READER, data, "consume", "tt", "-o", "beginning", "-n", "300", "-f", "%v\n",
+                   tmpdir=tmp)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().split() == [f"gggggg{i:05d}" for i in range(300)]
+        r = run_as(READER, data, "segment", "verify", "--cold", tmpdir=tmp)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -55,6 +55,14 @@ def cache_root(data_dir: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"rivven-tier-cache-{os.getuid()}-{tag}")
 
 
+def trusted_group(data_dir: str, root: str) -> int | None:
+    """The group trusted with the cache at ``root`` (see ``not_private``): the data dir's,
+    when ``root`` is the data dir's own cache and the data dir is group-shared."""
+    if root != os.path.join(data_dir, CACHE_DIR) or files.modes(data_dir)[1] == 0o700:
+        return None
+    return os.stat(data_dir).st_gid
+
+
 def not_private(st: os.stat_result, group: int | None = None) -> str | None:
     """What makes the directory ``st`` (from lstat) unfit for this process's cache, if
     anything: a symlink, not a directory, another owner, group/other write bits. With
@@ -147,11 +155,8 @@ class ColdCache:
     def for_data_dir(cls, data_dir: str, max_bytes: int) -> ColdCache:
         """The cache of an engine over ``data_dir`` (see ``cache_root``)."""
         root = cache_root(data_dir)
-        inside = root == os.path.join(data_dir, CACHE_DIR)
-        group = None
-        if inside and files.modes(data_dir)[1] != 0o700:
-            group = os.stat(data_dir).st_gid
-        return cls(root, max_bytes, fallback=not inside, group=group)
+        return cls(root, max_bytes, fallback=root != os.path.join(data_dir, CACHE_DIR),
+                   group=trusted_group(data_dir, root))
 
     def close(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from ..storage import files, tier_manifest
 from ..storage.log import PartitionLog
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
-from .cache import ColdCache, cache_root, copy_problem, not_private
+from .cache import ColdCache, cache_root, copy_problem, not_private, trusted_group
 
 STATS_DIR = ".stats"
 
@@ -96,14 +96,17 @@ def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[s
     cached = 0
     if dirs:
         data_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(dirs[0]))))
-        cached, more = check_cache(cache_root(data_dir), [e for es in loaded for e in es])
+        root = cache_root(data_dir)
+        cached, more = check_cache(root, [e for es in loaded for e in es],
+                                   trusted_group(data_dir, root))
         findings += more
     return {"segments": sum(len(es) for es in loaded),
             "objects": len(SUFFIXES) * sum(len(es) for es in loaded), "bytes": total,
             "cached": cached, "findings": findings}
 
 
-def check_cache(root: str, entries: list[ColdSegment]) -> tuple[int, list[dict[str, Any]]]:
+def check_cache(root: str, entries: list[ColdSegment], group: int | None = None
+                ) -> tuple[int, list[dict[str, Any]]]:
     """The local cache a reader of this process would use: is it private, and does each
     cached copy of ``entries`` match the manifest? (copies checked, findings). Changes
     nothing: a reader removes a copy that differs and downloads it again."""
@@ -111,7 +114,7 @@ def check_cache(root: str, entries: list[ColdSegment]) -> tuple[int, list[dict[s
         st = os.lstat(root)
     except FileNotFoundError:
         return 0, []
-    problem = not_private(st)
+    problem = not_private(st, group)
     if problem is not None:
         return 0, [{"object": root, "base_offset": None, "problem": (
             f"the cold cache {root} {problem}: readers do not use it, another user could have "
