@@ -201,14 +201,7 @@ def test_symlinked_data_dir_root_keeps_working(tmp_path):
     run_rivven(root, "topic", "create", "t", "-p", "2", check=True)
     assert produce(root, "t", [f"v{i}" for i in range(20)]).returncode == 0
     # a writer killed -9: its WAL stream is replayed and removed through the link
-    p = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys\nfrom engine import Engine, Record\n"
-        "eng = Engine.open(sys.argv[1])\n"
-        "eng.produce('t', [Record(value=b'late')], partition=0)\n"
-        "print('ok', flush=True)\nos.kill(os.getpid(), 9)\n"), root],
-        cwd=ROOT, stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert p.stdout.readline() == b"ok\n"
-    p.wait()
+    killed_writer(root, partition=0)
     assert os.listdir(real / "wal")
     values = consume_all(root, "t")
     assert sorted(values) == sorted([f"v{i}" for i in range(20)] + ["late"])
@@ -313,14 +306,7 @@ def workload(data_dir: str) -> None:
         assert os.listdir(os.path.join(data_dir, "wal"))
         during = walk(data_dir)  # (while the WAL stream lives)
     # a writer that died: its stream stays until the next open replays it
-    p = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys\nfrom engine import Engine, Record\n"
-        "eng = Engine.open(sys.argv[1])\n"
-        "eng.produce('t', [Record(value=b'late')], partition=1)\n"
-        "print('ok', flush=True)\nos.kill(os.getpid(), 9)\n"), data_dir],
-        cwd=ROOT, stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert p.stdout.readline() == b"ok\n"
-    p.wait()
+    killed_writer(data_dir, partition=1)
     return during
 
 
@@ -332,6 +318,26 @@ def walk(root: str) -> dict[str, os.stat_result]:
             with contextlib.suppress(FileNotFoundError):  # (a temp file gone meanwhile)
                 out[os.path.join(d, n)] = os.lstat(os.path.join(d, n))
     return out
+
+
+KILLED_WRITER = """
+import os, sys
+from engine import Engine, Record
+eng = Engine.open(sys.argv[1])
+eng.produce("t", [Record(value=b"late")], partition=int(sys.argv[2]))
+print("ok", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def killed_writer(data_dir: str, partition: int) -> None:
+    """A writer that produced one record to ``t`` and was killed -9: its WAL stream stays
+    until an open replays it."""
+    p = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(data_dir), str(partition)],
+                         cwd=ROOT, stdout=subprocess.PIPE,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.stdout.readline() == b"ok\n"
+    p.wait()
 
 
 def wrong_modes(stats: dict[str, os.stat_result], file_mode: int, dir_mode: int) -> list[str]:

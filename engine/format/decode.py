@@ -109,6 +109,18 @@ def body_of(buf: Any, pos: int, h: BatchHeader, where: str = "") -> Any:
     return codecs.decompress(h.codec, stored, h.body_length, where)
 
 
+def offset_deltas(body: Any, lay: Layout, h: BatchHeader, where: str = "") -> tuple[int, ...]:
+    """The explicit offset deltas of a batch (``lay.offset_deltas >= 0``), checked: they
+    increase from 0 or more to the header's last delta."""
+    n = h.record_count
+    deltas = struct.unpack_from(f"<{n}i", body, lay.offset_deltas)
+    if (deltas[0] < 0 or any(b <= a for a, b in zip(deltas, deltas[1:]))
+            or deltas[-1] != h.last_offset_delta):
+        raise CorruptRecordError(f"offset deltas are not increasing from 0 to the last "
+                                 f"delta {h.last_offset_delta}{where}")
+    return deltas
+
+
 def check_body(buf: Any, pos: int, h: BatchHeader, where: str = "") -> None:
     """Everything a reader of the (already CRC-checked) batch at ``pos`` would trip over,
     checked without making records (``rivven segment verify``): the body decompresses to its
@@ -122,11 +134,7 @@ def check_body(buf: Any, pos: int, h: BatchHeader, where: str = "") -> None:
     lay = layout(body, h, where)
     n = h.record_count
     if lay.offset_deltas >= 0:
-        deltas = struct.unpack_from(f"<{n}i", body, lay.offset_deltas)
-        if (deltas[0] < 0 or any(b <= a for a, b in zip(deltas, deltas[1:]))
-                or deltas[-1] != h.last_offset_delta):
-            raise CorruptRecordError(f"offset deltas are not increasing from 0 to the last "
-                                     f"delta {h.last_offset_delta}{where}")
+        offset_deltas(body, lay, h, where)
     if lay.timestamps >= 0:
         ts = struct.unpack_from(f"<{n}q", body, lay.timestamps)
         first, top = ts[0], max(ts)
@@ -180,11 +188,7 @@ def decode_columns(body: bytes, h: BatchHeader, lay: Layout, where: str = ""
     n = h.record_count
     base = h.base_offset
     if lay.offset_deltas >= 0:
-        deltas = struct.unpack_from(f"<{n}i", body, lay.offset_deltas)
-        if (deltas[0] < 0 or any(b <= a for a, b in zip(deltas, deltas[1:]))
-                or deltas[-1] != h.last_offset_delta):
-            raise CorruptRecordError(f"offset deltas are not increasing from 0 to the last "
-                                     f"delta {h.last_offset_delta}{where}")
+        deltas = offset_deltas(body, lay, h, where)
         offsets: Any = [base + d for d in deltas]
     else:
         offsets = range(base, base + n)
