@@ -311,6 +311,34 @@ def write_a_little(eng: Engine) -> None:
     attempt(eng.checkpoint)
 
 
+INPUT = os.path.join(ROOT, "README.md")  # (lines to produce)
+CLI_COMMANDS = [
+    ["topic", "list"], ["topic", "describe", "t"], ["segment", "list", "t"],
+    ["segment", "verify"], ["segment", "verify", "--cold", "--json"], ["offsets", "t"],
+    ["consume", "t", "-o", "beginning", "-n", "30"], ["consume", "c", "-g", "g", "-n", "5"],
+    ["group", "list"], ["group", "describe", "g"], ["tier", "status"], ["wal", "list"],
+    ["wal", "verify"], ["retention", "apply", "--dry-run"], ["segment", "recover", "--dry-run"],
+    ["wal", "recover", "--dry-run"], ["produce", "t", "--file", INPUT], ["wal", "checkpoint"],
+]
+
+
+def run_commands(path: str) -> None:
+    """The ``rivven`` commands (in this process, through Typer's runner) over the damage:
+    each exits 0, 1 or 3 with no internal error (rendering included)."""
+    from typer.testing import CliRunner
+
+    from rivven_cli.main import app
+
+    runner = CliRunner()
+    for args in CLI_COMMANDS:
+        r = runner.invoke(app, ["--data-dir", path, *args])
+        out = r.stdout + r.stderr
+        if r.exit_code not in (0, 1, 3) or "internal error" in out or (
+                r.exception is not None and not isinstance(r.exception, SystemExit)):
+            raise AssertionError(f"rivven {' '.join(args)} exited {r.exit_code}: {out[-2000:]}"
+                                 ) from r.exception
+
+
 def exercise(path: str) -> None:
     eng = attempt(Engine.open, path, read_only=True)
     if eng is not None:
@@ -350,6 +378,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--kinds", default="")
     ap.add_argument("--case-seconds", type=int, default=CASE_SECONDS)
+    ap.add_argument("--cli-every", type=int, default=0,
+                    help="also run the rivven commands over every Nth case (0: never)")
     ap.add_argument("--inject", choices=["error", "memory", "hang"],
                     help="plant a bug in verify, to show that each kind of failure is caught")
     args = ap.parse_args()
@@ -380,6 +410,11 @@ def main() -> int:
         signal.alarm(args.case_seconds)
         try:
             exercise(live)
+            if args.cli_every and sum(counts.values()) % args.cli_every == 0:
+                shutil.rmtree(live)
+                shutil.copytree(pristine, live, symlinks=True)
+                damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
+                run_commands(live)
         finally:
             signal.alarm(0)
 
