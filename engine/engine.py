@@ -16,13 +16,13 @@ from . import clock
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
-from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic
+from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic, disk_full
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
 from .maintenance import compaction, retention
 from .progress import Progress
-from .storage import datadir, files
+from .storage import datadir
 from .storage.catalog import TopicMeta
 from .storage.locks import LockWait
 from .storage.log import PartitionLog
@@ -180,7 +180,7 @@ class Engine:
         try:
             self.last_recovery = self.wal_replay()
         except StorageError as e:
-            if not files.disk_full(e):
+            if not disk_full(e):
                 raise
             self.last_recovery = {"deferred": str(e)}
             self._wal.replay_pending = StorageError(

@@ -95,3 +95,14 @@ def os_error(e: OSError, what: str, path: str) -> StorageError:
                             "delete-records, retention apply or topic delete work on a full "
                             "disk) and retry")
     return StorageError(f"cannot {what} {path}: {e.strerror or e} (errno {e.errno})")
+
+
+def disk_full(e: BaseException | None) -> bool:
+    """Is ``e`` (or what caused it) an ENOSPC/EDQUOT?"""
+    import errno
+
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        e = e.__cause__
+    return False

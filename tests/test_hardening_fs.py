@@ -18,7 +18,7 @@ from conftest import ROOT, run_rivven
 
 from engine import Engine, Record
 from engine.errors import CorruptRecordError, LockTimeout
-from engine.storage import files, locks
+from engine.storage import files, guard, locks, reserve
 
 IS_ROOT = os.geteuid() == 0
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -220,19 +220,19 @@ def test_remove_tree_refuses_a_linked_parent(tmp_path, victim):
     root.mkdir()
     os.symlink(victim, root / "trash")
     before = tree(victim)
-    with pytest.raises(files.UnexpectedLink, match="trash"):
-        files.remove_tree(str(root), str(root / "trash" / "otherapp"))
+    with pytest.raises(guard.UnexpectedLink, match="trash"):
+        guard.remove_tree(str(root), str(root / "trash" / "otherapp"))
     assert tree(victim) == before
     # a link as the last component: the link goes, not its target
     os.symlink(victim, root / "entry")
-    files.remove_tree(str(root), str(root / "entry"))
+    guard.remove_tree(str(root), str(root / "entry"))
     assert not os.path.lexists(root / "entry") and tree(victim) == before
     # links inside a removed tree are removed, never entered
     (root / "d" / "sub").mkdir(parents=True)
     os.symlink(victim, root / "d" / "sub" / "link")
-    files.remove_tree(str(root), str(root / "d"))
+    guard.remove_tree(str(root), str(root / "d"))
     assert not os.path.lexists(root / "d") and tree(victim) == before
-    files.remove_tree(str(root), str(root / "missing"))  # fine
+    guard.remove_tree(str(root), str(root / "missing"))  # fine
 
 
 def test_open_file_refuses_links_and_make_dir_refuses_linked_dirs(tmp_path):
@@ -240,15 +240,15 @@ def test_open_file_refuses_links_and_make_dir_refuses_linked_dirs(tmp_path):
     target.write_bytes(b"x")
     os.symlink(target, tmp_path / "f")
     for flags in (os.O_RDWR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, os.O_RDWR | os.O_CREAT):
-        with pytest.raises(files.UnexpectedLink):
-            files.open_file(str(tmp_path / "f"), flags)
+        with pytest.raises(guard.UnexpectedLink):
+            guard.open_file(str(tmp_path / "f"), flags)
     assert target.read_bytes() == b"x"
     (tmp_path / "d").mkdir()
     os.symlink(tmp_path / "d", tmp_path / "dl")
-    with pytest.raises(files.UnexpectedLink):
-        files.make_dir(str(tmp_path / "dl"))
-    with pytest.raises(files.UnexpectedLink):
-        files.make_dirs(str(tmp_path), str(tmp_path / "dl" / "x"))
+    with pytest.raises(guard.UnexpectedLink):
+        guard.make_dir(str(tmp_path / "dl"))
+    with pytest.raises(guard.UnexpectedLink):
+        guard.make_dirs(str(tmp_path), str(tmp_path / "dl" / "x"))
     assert not (tmp_path / "d" / "x").exists()
 
 
@@ -357,7 +357,7 @@ def test_every_file_and_dir_is_private_whatever_the_umask(data_dir):
     names = {os.path.basename(p) for p in during}
     for kind in (".lock", "catalog.lock", "topics.json", ".checkpoint", "tier.json",
                  ".cleaner", "offsets.log", "offsets.lock", "t@0", "stream.lock",
-                 files.name(0, files.LOG), files.name(0, files.INDEX), files.RESERVE):
+                 files.name(0, files.LOG), files.name(0, files.INDEX), reserve.RESERVE):
         assert kind in names, kind
     assert any(p.endswith(".wal") for p in during)
     assert any(".tier-cache" in p for p in during) and any("/cold/" in p for p in during)
@@ -752,7 +752,7 @@ def test_write_atomic_gives_up_the_reserve_then_says_disk_full(tmp_path, monkeyp
     d = str(tmp_path / "data")
     with Engine.open(d):
         pass
-    assert os.path.getsize(os.path.join(d, files.RESERVE)) == files.RESERVE_BYTES
+    assert os.path.getsize(os.path.join(d, reserve.RESERVE)) == reserve.RESERVE_BYTES
     real = os.write
     full = {"left": 1}
 
@@ -764,7 +764,7 @@ def test_write_atomic_gives_up_the_reserve_then_says_disk_full(tmp_path, monkeyp
 
     monkeypatch.setattr(os, "write", enospc_once)
     files.write_atomic(os.path.join(d, "x.json"), b"{}")  # the reserve makes room
-    assert not os.path.exists(os.path.join(d, files.RESERVE))
+    assert not os.path.exists(os.path.join(d, reserve.RESERVE))
     full["left"] = 1
     from engine.errors import StorageError
 
@@ -783,11 +783,11 @@ def test_without_space_deletes_come_before_the_metadata_write(tmp_path, monkeypa
         eng.create_topic("t", 1, {"segment.bytes": "1000"})
         for _ in range(30):
             eng.produce("t", [Record(value=b"v" * 200)])
-    os.unlink(os.path.join(d, files.RESERVE))
-    monkeypatch.setattr(files, "keep_reserve", lambda data_dir: None)
+    os.unlink(os.path.join(d, reserve.RESERVE))
+    monkeypatch.setattr(reserve, "keep_reserve", lambda data_dir: None)
     state = {"freed": False}
     real_write, real_delete, real_remove = files._write_atomic, files.delete_segment, \
-        files.remove_tree
+        guard.remove_tree
 
     def write(target, data):
         if not state["freed"]:
@@ -805,7 +805,7 @@ def test_without_space_deletes_come_before_the_metadata_write(tmp_path, monkeypa
     with Engine.open(d) as eng:
         monkeypatch.setattr(files, "_write_atomic", write)
         monkeypatch.setattr(files, "delete_segment", delete)
-        monkeypatch.setattr(files, "remove_tree", remove)
+        monkeypatch.setattr(guard, "remove_tree", remove)
         if what == "delete-records":
             eng.delete_records("t", {0: 20})
             assert eng.start_offsets("t")[0] == 20

@@ -636,7 +636,7 @@ def test_the_longest_topic_names_tier_delete_and_come_back(data_dir, length):
 
 
 def test_a_group_member_reads_the_cold_data_of_a_group_shared_data_dir(tmp_path):
-    """A group-shared data dir (setgid, group rwx: storage.files.modes) trusts its group;
+    """A group-shared data dir (setgid, group rwx: storage.guard.modes) trusts its group;
     its cold cache does the same: another member of the group reads cold offsets through
     the cache root made by the first (it refused a cache another uid owned)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:

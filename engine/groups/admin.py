@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
-from ..storage import files
+from ..storage import guard
 from ..storage.locks import DEFAULT_WAIT, LockWait
 from . import membership
 from .offset_store import OffsetStore
@@ -174,7 +174,7 @@ class GroupAdmin:
         # (a short name: the group's own may take a whole file name's 255 bytes)
         trash = os.path.join(os.path.dirname(gdir), f".deleted-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         os.replace(gdir, trash)  # one atomic step: the group is there or gone
-        files.remove_tree(self.data_dir, trash)
+        guard.remove_tree(self.data_dir, trash)
         return {"group": group, "deleted_offsets": count}
 
     def delete_offsets(self, group: str, topic: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 
 from .. import clock
 from ..errors import DamagedMetadata, InvalidArgument, os_error
-from ..storage import files, jsondoc
+from ..storage import guard, jsondoc
 from ..storage.locks import acquire, open_lock_file, try_lock
 
 GROUPS = "groups"
@@ -115,7 +115,7 @@ def group_names(data_dir: str) -> list[str]:
         return []
     for n in names:
         if n.startswith(".deleted-"):  # a 'group delete' cut short
-            files.remove_tree(data_dir, os.path.join(root, n))
+            guard.remove_tree(data_dir, os.path.join(root, n))
     return sorted(g for g in map(unquote, names) if _is_group_dir(g, names))
 
 
@@ -150,7 +150,7 @@ class Member:
 
     def __init__(self, gdir: str, member_id: str | None, info: dict[str, Any]) -> None:
         mdir = os.path.join(gdir, MEMBERS)
-        files.make_dirs(os.path.dirname(os.path.dirname(gdir)), mdir)
+        guard.make_dirs(os.path.dirname(os.path.dirname(gdir)), mdir)
         self.member_id = member_id or f"{info.get('client_id', 'rivven')}-{uuid.uuid4().hex[:12]}"
         check_member_id(self.member_id)
         os.makedirs(mdir, exist_ok=True)
@@ -161,7 +161,7 @@ class Member:
         # is always already locked, so nobody mistakes a joining member for a dead one.
         # (named without the id, which may take a whole file name's 250 bytes itself)
         tmp = os.path.join(mdir, f"{_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        self.fd = files.open_file(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        self.fd = guard.open_file(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         acquire(self.fd, tmp)  # (a name of its own: nobody else holds it)
         try:
             os.write(self.fd, json.dumps(self.info).encode())
@@ -201,7 +201,7 @@ def _remove_dead(path: str, fd: int) -> None:
 def _alive(path: str) -> bool:
     """Is ``path`` locked by a live process? A dead member's file is removed on the way."""
     try:
-        fd = files.open_file(path, os.O_RDWR)
+        fd = guard.open_file(path, os.O_RDWR)
     except FileNotFoundError:
         return False
     try:
@@ -216,7 +216,7 @@ def _alive(path: str) -> bool:
 def live_members(gdir: str) -> list[dict[str, Any]]:
     """The live members of a group, sorted by member id (dead ones are cleaned up)."""
     mdir = os.path.join(gdir, MEMBERS)
-    files.check_own_dir(mdir, 3)  # (dead members' files are removed: never through a link)
+    guard.check_own_dir(mdir, 3)  # (dead members' files are removed: never through a link)
     try:
         names = sorted(os.listdir(mdir))
     except FileNotFoundError:
@@ -233,7 +233,7 @@ def live_members(gdir: str) -> list[dict[str, Any]]:
                 pass
             continue
         try:
-            fd = files.open_file(p, os.O_RDWR)
+            fd = guard.open_file(p, os.O_RDWR)
         except FileNotFoundError:
             continue
         try:
@@ -265,7 +265,7 @@ class Leases:
 
     def __init__(self, gdir: str, member_id: str) -> None:
         self.dir = os.path.join(gdir, LEASES)
-        files.make_dirs(os.path.dirname(os.path.dirname(gdir)), self.dir)
+        guard.make_dirs(os.path.dirname(os.path.dirname(gdir)), self.dir)
         self.member_id = member_id.encode()
         self.held: dict[tuple[str, int], int] = {}
 
@@ -310,7 +310,7 @@ def lease_owners(gdir: str) -> dict[tuple[str, int], str]:
         if not at or not part.isdigit():
             continue
         try:
-            fd = files.open_file(os.path.join(ldir, n), os.O_RDWR)
+            fd = guard.open_file(os.path.join(ldir, n), os.O_RDWR)
         except FileNotFoundError:
             continue
         try:

@@ -30,7 +30,7 @@ from urllib.parse import unquote
 from .. import clock
 from ..errors import DamagedMetadata, InvalidArgument, os_error
 from ..format.crc import crc32c
-from ..storage import files, jsondoc
+from ..storage import files, guard, jsondoc
 from ..storage.locks import DEFAULT_WAIT, LockWait, flocked, open_lock_file
 
 LOG = "offsets.log"
@@ -220,13 +220,13 @@ class OffsetStore:
         with self._mutex:
             lock = os.path.join(self.dir, LOCK)
             if not self._checked:  # (groups/<group> and groups/: never written through a link)
-                files.check_own_dir(self.dir, 2)
+                guard.check_own_dir(self.dir, 2)
                 self._checked = True
             try:
                 lock_fd = open_lock_file(lock)
             except FileNotFoundError:  # a new group (or one deleted meanwhile): its dirs first
                 # (the data dir is two levels up: DATA/groups/<group>)
-                files.make_dirs(os.path.dirname(os.path.dirname(self.dir)), self.dir)
+                guard.make_dirs(os.path.dirname(os.path.dirname(self.dir)), self.dir)
                 lock_fd = open_lock_file(lock)
             try:
                 with flocked(lock_fd, lock, self.lock_wait):
@@ -247,7 +247,7 @@ class OffsetStore:
                 os.unlink(os.path.join(self.dir, f))
 
     def _append(self, frame: bytes) -> None:
-        fd = files.open_file(self.path, os.O_WRONLY | os.O_CREAT)
+        fd = guard.open_file(self.path, os.O_WRONLY | os.O_CREAT)
         try:
             created = os.fstat(fd).st_size == 0 and self._stamp is None
             try:

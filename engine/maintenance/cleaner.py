@@ -20,7 +20,7 @@ from ..format.arrow import batch_columns
 from ..format.decode import body_of, decode_columns, layout
 from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
-from ..storage import files
+from ..storage import files, guard
 from ..storage.segment import Segment
 
 
@@ -76,7 +76,7 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     # a private folder, then renames: two attempts of one task (Spark speculation, a retry)
     # never write into each other's file
     work = os.path.join(out_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
-    files.make_path(work)
+    guard.make_path(work)
     stats: dict[str, Any] = {
         "base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0, "records_out": 0,
         "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .. import clock
 from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
-from ..storage import files
+from ..storage import guard
 from ..storage.swap import SwapRefused
 from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group
 
@@ -174,7 +174,7 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
     writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir)
               for g in plan["groups"]]
     swapped = swap(log, plan, out_dir, now, min_tombstone(writes))
-    files.remove_tree(staging, out_dir)
+    guard.remove_tree(staging, out_dir)
     return {"plan": plan, "skipped": None, "keys": stats["keys"],
             "tombstones_kept": stats["tombstones_kept"], **summarize(writes), **swapped}
 
@@ -183,13 +183,13 @@ def compact_partitions(data_dir: str, logs: list[PartitionLog], force: bool = Fa
                        ) -> list[dict[str, Any]]:
     """One pass over each of ``logs`` in this process, staged in ``DATA/.compaction``."""
     root = os.path.join(data_dir, ".compaction")
-    files.make_dir(root)
+    guard.make_dir(root)
     staging = os.path.join(root, f"local-{os.getpid()}-{uuid.uuid4().hex[:12]}")
-    files.make_dir(staging)
+    guard.make_dir(staging)
     try:
         return [compact_partition(log, log.config, staging, force=force) for log in logs]
     finally:
-        files.remove_tree(data_dir, staging)
+        guard.remove_tree(data_dir, staging)
 
 
 def min_tombstone(writes: list[dict[str, Any]]) -> int | None:

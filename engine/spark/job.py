@@ -214,10 +214,10 @@ def run_job(argv: list[str], kind: str, body: Any) -> int:
 
 def write_result(plan_path: str, result: dict[str, Any]) -> None:
     """``result.json`` next to the plan, whole or not at all (the launcher reads it)."""
-    from engine.storage import files  # (this file runs as a script: no relative imports)
+    from engine.storage import guard  # (this file runs as a script: no relative imports)
 
     tmp = os.path.join(os.path.dirname(plan_path), "result.json.tmp")
-    with open(tmp, "w", opener=files.opener) as f:
+    with open(tmp, "w", opener=guard.opener) as f:
         json.dump(result, f)
     os.replace(tmp, os.path.join(os.path.dirname(plan_path), "result.json"))
 

@@ -25,7 +25,7 @@ from ..errors import RivvenError
 from ..failpoint import failpoint
 from ..maintenance import compaction
 from ..progress import Progress
-from ..storage import files
+from ..storage import guard
 from ..storage.locks import acquire, open_lock_file, try_lock
 from .job import STARTED
 
@@ -70,12 +70,12 @@ def python_launcher(dest: str) -> str:
     if os.environ.get("SPARK_HOME"):
         return sys.executable
     path = os.path.join(dest, "python.sh")
-    with open(path, "w", opener=files.opener) as f:
+    with open(path, "w", opener=guard.opener) as f:
         f.write("#!/bin/sh\n"
                 "PYTHONPATH=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' | "
                 "grep -v -e '/pyspark.zip$' -e '/py4j-[^/]*-src.zip$' | paste -sd: -)\n"
                 f"export PYTHONPATH\nexec {shlex.quote(sys.executable)} \"$@\"\n")
-    mode = files.modes(dest)[0]
+    mode = guard.modes(dest)[0]
     os.chmod(path, mode | (mode & 0o440) >> 2)  # (executable by whoever may read it)
     return path
 
@@ -98,7 +98,7 @@ def engine_zip(dest: str) -> str:
     import tempfile
 
     path = os.path.join(dest, "engine.zip")
-    with open(path, "wb", opener=files.opener) as out, \
+    with open(path, "wb", opener=guard.opener) as out, \
             zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z, \
             tempfile.TemporaryDirectory() as tmp:
         for root, dirs, names in os.walk(ENGINE_DIR):
@@ -153,7 +153,7 @@ def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
               python: str = sys.executable) -> int:
     """Run spark-submit, its output to ``log_path``; ``progress("spark: stage N", tasks,
     tasks done)`` as Spark's console progress reports it."""
-    with open(log_path, "wb", opener=files.opener) as log:
+    with open(log_path, "wb", opener=guard.opener) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=environment(python), preexec_fn=_die_with_parent)
         assert proc.stdout is not None
@@ -207,14 +207,14 @@ def clean_stale(data_dir: str) -> None:
                     os.unlink(d)
             continue
         try:
-            fd = files.open_file(os.path.join(d, "lock"), os.O_RDWR)
+            fd = guard.open_file(os.path.join(d, "lock"), os.O_RDWR)
         except FileNotFoundError:  # an in-process pass (no lock) or a log file
             if time.time() - st.st_mtime > 3600:
-                files.remove_tree(data_dir, d)
+                guard.remove_tree(data_dir, d)
             continue
         try:
             if try_lock(fd):
-                files.remove_tree(data_dir, d)
+                guard.remove_tree(data_dir, d)
         finally:
             os.close(fd)
 
@@ -283,8 +283,8 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
     # (a bounded name: a topic's name may have 249 characters, a file name at most 255 bytes)
     run_id = f"{(job.get('topic') or 'all')[:40]}-{clock.now_ms()}-{os.getpid()}"
     staging = os.path.join(eng.path, STAGING, run_id)
-    files.make_dirs(eng.path, os.path.dirname(staging))
-    if not files.make_dir(staging):
+    guard.make_dirs(eng.path, os.path.dirname(staging))
+    if not guard.make_dir(staging):
         raise RivvenError(f"staging folder {staging} exists already; run the job again")
     lock_file = os.path.join(staging, "lock")
     lock = open_lock_file(lock_file)
@@ -292,7 +292,7 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
     keep_staging = False
     try:
         plan_path = os.path.join(staging, "plan.json")
-        with open(plan_path, "w", opener=files.opener) as f:
+        with open(plan_path, "w", opener=guard.opener) as f:
             json.dump({**job, "staging": staging}, f)
         python = python_launcher(staging)
         cmd = command(plan_path, os.path.join(staging, "engine.zip"), master, confs,
@@ -323,7 +323,7 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
         os.unlink(log_path)
     finally:
         if not keep_staging:
-            files.remove_tree(eng.path, staging)
+            guard.remove_tree(eng.path, staging)
         os.close(lock)
 
 

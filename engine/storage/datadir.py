@@ -5,7 +5,7 @@ new directory makes one (mode 0700: see engine.storage.files for the mode policy
 that go away (a deleted topic, the debris of a create cut short) are first renamed into
 ``trash/`` — one atomic step — under a short name of their own (whatever the topic's name:
 a name may be 249 characters), then removed; a writable open empties whatever a crash left
-there. Nothing is removed through a link (``files.remove_tree``).
+there. Nothing is removed through a link (``guard.remove_tree``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import time
 
 from ..errors import DataDirError, os_error
-from . import files, jsondoc
+from . import files, guard, jsondoc, reserve
 from .locks import open_lock_file
 
 FORMAT_VERSION = 1
@@ -66,17 +66,17 @@ def _make_writable(path: str, marker: str) -> None:
             except FileExistsError:
                 pass
         for name in OWN_DIRS:
-            files.real_dir(os.path.join(path, name))  # (raises for a link)
+            guard.real_dir(os.path.join(path, name))  # (raises for a link)
         if not os.path.isfile(marker):
             if [f for f in os.listdir(path) if not f.startswith(".")]:
                 raise DataDirError(
                     f"{path} is not a rivven data dir (it has files but no {MARKER}); "
                     "pass an empty or new directory with --data-dir")
-            files.make_dir(os.path.join(path, "topics"))
+            guard.make_dir(os.path.join(path, "topics"))
             files.write_atomic(marker, json.dumps({"format": FORMAT_VERSION}).encode())
         probe = os.path.join(path, ".write-probe")
-        os.close(files.open_file(probe, os.O_WRONLY | os.O_CREAT))
-        files.keep_reserve(path)
+        os.close(guard.open_file(probe, os.O_WRONLY | os.O_CREAT))
+        reserve.keep_reserve(path)
     except PermissionError as e:
         raise DataDirError(f"data dir {path} is not writable ({e.strerror}); "
                            "fix its permissions or choose another --data-dir") from None
@@ -88,10 +88,10 @@ def make_partition(data_dir: str, topic: str, p: int) -> None:
     """A partition's directory with its lock file and an empty first segment, durable."""
     d = files.partition_dir(data_dir, topic, p)
     try:
-        files.make_dirs(data_dir, d)
+        guard.make_dirs(data_dir, d)
         os.close(open_lock_file(os.path.join(d, files.LOCK_FILE)))
         for suffix in files.SEGMENT_FILES:
-            os.close(files.open_file(files.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT))
+            os.close(guard.open_file(files.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT))
         files.fsync_dir(d)
         files.fsync_dir(os.path.dirname(d))
     except OSError as e:
@@ -104,17 +104,17 @@ def trash(data_dir: str, directory: str, name: str) -> None:
     at most 255 bytes, a topic name up to 249."""
     root = os.path.join(data_dir, TRASH)
     try:
-        files.make_dir(root)
+        guard.make_dir(root)
         target = os.path.join(root, f"{name[:TRASH_NAME_CHARS]}-{time.time_ns()}-{os.getpid()}")
         os.rename(directory, target)
     except OSError as e:
         raise os_error(e, "move to the trash", directory) from e
-    files.remove_tree(data_dir, target)
+    guard.remove_tree(data_dir, target)
 
 
 def empty_trash(data_dir: str) -> None:
     """Remove what a crash left in the trash (never through a link: UnexpectedLink)."""
     root = os.path.join(data_dir, TRASH)
-    if files.real_dir(root):
+    if guard.real_dir(root):
         for name in os.listdir(root):
-            files.remove_tree(data_dir, os.path.join(root, name))
+            guard.remove_tree(data_dir, os.path.join(root, name))

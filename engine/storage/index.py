@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 
 from ..errors import os_error
 from ..format.records import HEADER_SIZE
-from . import files
+from . import guard
 
 READ_CHUNK = 1 << 20  # index bytes parsed at a time
 SLACK = 1024  # entries a writer may add between a reader's look at the log and at its index
@@ -48,7 +48,7 @@ class Index:
         self.max_entries = max_entries  # more than this: not an index of the log (None: any)
         self.oversized = False  # the file holds more than max_entries entries: none are used
         if writable:
-            self.fd = files.open_file(path, os.O_RDWR | os.O_CREAT)
+            self.fd = guard.open_file(path, os.O_RDWR | os.O_CREAT)
         else:
             try:
                 self.fd = os.open(path, os.O_RDONLY)

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import LockTimeout
-from . import files
+from . import guard
 
 NOTICE_S = 3.0  # a wait this long is reported (sooner when the timeout is short)
 # A contended lock is first polled for a moment (a holder's hold is short: an append, a
@@ -67,7 +67,7 @@ DEFAULT_WAIT = LockWait()
 
 def open_lock_file(path: str) -> int:
     """A lock file, opened (created when missing) for reading and writing; never a link."""
-    return files.open_file(path, os.O_RDWR | os.O_CREAT)
+    return guard.open_file(path, os.O_RDWR | os.O_CREAT)
 
 
 def holder(fd: int) -> int | None:

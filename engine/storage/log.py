@@ -20,11 +20,11 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from ..errors import DamagedMetadata, OffsetOutOfRange, StorageError
+from ..errors import DamagedMetadata, OffsetOutOfRange, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import EncodedBatch
 from ..progress import Progress
-from . import checkpoint, files, loader, reader, swap, tier_manifest
+from . import checkpoint, files, guard, loader, reader, swap, tier_manifest
 from .config import TopicConfig
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
@@ -95,7 +95,7 @@ class PartitionLog:
         self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
         self._ckpt_stamp: tuple[int, int, int] | None = None
         if writable:  # (partition-N, its topic's dir and topics/: nothing written through a link)
-            files.check_own_dir(directory, 3)
+            guard.check_own_dir(directory, 3)
         self.lock = PartitionLock(directory, topic, partition, writable, lock_wait)
         self.mutex = self.lock.mutex
         self.config = config  # the topic's configs; the engine sets them as they change
@@ -349,7 +349,7 @@ class PartitionLog:
         try:
             checkpoint.write_checkpoint(self.dir, point)
         except StorageError as e:
-            if files.disk_full(e):
+            if disk_full(e):
                 raise RecoveryPointNotWritten(str(e)) from e
             raise
         self._ckpt_stamp = None
@@ -369,7 +369,7 @@ class PartitionLog:
                 try:
                     self._checkpoint_locked()
                 except StorageError as e:
-                    if not files.disk_full(e) or self.tierview.entries:
+                    if not disk_full(e) or self.tierview.entries:
                         self.log_start = old
                         raise
                     # A full disk: the whole segments below the new start go first, which

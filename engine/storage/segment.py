@@ -27,7 +27,7 @@ from ..format.records import (
     read_header,
 )
 from ..progress import Progress
-from . import files
+from . import files, guard
 from .index import OffsetIndex, TimeIndex, max_entries
 
 log = logging.getLogger("rivven.storage")
@@ -67,9 +67,9 @@ class Segment:
         self.path = files.path(directory, base_offset, files.LOG)
         self.fd = -1
         # never O_CREAT an existing segment: one deleted meanwhile must stay deleted; never
-        # write through a link (files.open_file: UnexpectedLink)
+        # write through a link (guard.open_file: UnexpectedLink)
         if writable:
-            self.fd = files.open_file(self.path, os.O_RDWR | (os.O_CREAT if create else 0))
+            self.fd = guard.open_file(self.path, os.O_RDWR | (os.O_CREAT if create else 0))
         else:
             self.fd = os.open(self.path, os.O_RDONLY)
         limit = max_entries(os.fstat(self.fd).st_size)  # (an index bigger is not read)

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import RivvenError
 from ..failpoint import failpoint
-from . import files
+from . import files, guard
 
 MANIFEST = "compaction.swap.json"  # (named for its first user; the name is on disk)
 
@@ -46,7 +46,7 @@ def stage(pdir: str, staged_dir: str, bases: Sequence[int]) -> None:
         for suffix in files.INSTALL_ORDER:
             src = files.path(staged_dir, b, suffix)
             if os.path.islink(src):  # (a staged file becomes a segment: never a link)
-                raise files.UnexpectedLink(src)
+                raise guard.UnexpectedLink(src)
             dst = files.path(pdir, b, suffix + files.CLEANED)
             shutil.move(src, dst)
             files.fsync_file(dst)

@@ -11,8 +11,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import InvalidArgument, InvalidConfig, StorageError, TopicExists, UnknownTopic
-from . import datadir, files, tier_manifest
+from ..errors import InvalidArgument, InvalidConfig, StorageError, TopicExists, UnknownTopic, disk_full
+from . import datadir, files, guard, tier_manifest
 from .catalog import Catalog, TopicMeta, check_topic_name
 from .config import KEYS, TopicConfig, check_combination, validate
 from .locks import DEFAULT_WAIT, LockWait, flocked
@@ -78,7 +78,7 @@ class Topics:
             try:
                 self.catalog.write(topics)
             except StorageError as e:
-                if not files.disk_full(e):
+                if not disk_full(e):
                     raise
                 # A full disk (even the space reserve used up): the files go first, which
                 # frees the space the catalog needs. A crash in between leaves the topic
@@ -96,7 +96,7 @@ class Topics:
         for p in range(meta.partitions):
             lock = os.path.join(files.partition_dir(self.data_dir, name, p), files.LOCK_FILE)
             try:
-                fd = files.open_file(lock, os.O_RDWR)
+                fd = guard.open_file(lock, os.O_RDWR)
             except FileNotFoundError:
                 continue
             try:

@@ -36,7 +36,7 @@ import uuid
 
 from ..errors import ColdObjectError, DataDirError, RivvenError
 from ..format.crc import crc32c
-from ..storage import files
+from ..storage import files, guard
 from ..storage.segment import Segment
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
@@ -58,7 +58,7 @@ def cache_root(data_dir: str) -> str:
 def trusted_group(data_dir: str, root: str) -> int | None:
     """The group trusted with the cache at ``root`` (see ``not_private``): the data dir's,
     when ``root`` is the data dir's own cache and the data dir is group-shared."""
-    if root != os.path.join(data_dir, CACHE_DIR) or files.modes(data_dir)[1] == 0o700:
+    if root != os.path.join(data_dir, CACHE_DIR) or guard.modes(data_dir)[1] == 0o700:
         return None
     return os.stat(data_dir).st_gid
 
@@ -66,7 +66,7 @@ def trusted_group(data_dir: str, root: str) -> int | None:
 def not_private(st: os.stat_result, group: int | None = None) -> str | None:
     """What makes the directory ``st`` (from lstat) unfit for this process's cache, if
     anything: a symlink, not a directory, another owner, group/other write bits. With
-    ``group`` (the cache of a group-shared data dir: storage.files.modes) the data dir's
+    ``group`` (the cache of a group-shared data dir: storage.guard.modes) the data dir's
     group is trusted as the data dir trusts it: a member of it may own the cache, and the
     group may write it; others never."""
     if stat.S_ISLNK(st.st_mode):
@@ -86,7 +86,7 @@ def private_dir(path: str, group: int | None = None) -> str | None:
     shared, are taken away), else what is wrong with it (left as it is)."""
     if group is not None:
         try:
-            files.make_dir(path)
+            guard.make_dir(path)
         except RivvenError:
             pass  # (a link: not_private names it)
     else:
@@ -217,7 +217,7 @@ class ColdCache:
             self.hits += 1
             os.utime(files.path(d, entry.base_offset, files.LOG), follow_symlinks=False)
         else:
-            files.remove_tree(self.root, d)  # (an incomplete or altered copy)
+            guard.remove_tree(self.root, d)  # (an incomplete or altered copy)
             if not self._download(entry, d) and copy_problem(entry, d) is not None:
                 raise FileNotFoundError(d)  # another process's copy, altered: again
         return Segment(d, entry.base_offset, writable=False)
@@ -225,7 +225,7 @@ class ColdCache:
     def _download(self, entry: ColdSegment, d: str) -> bool:
         """Download into ``d``; False when another process put a copy there first."""
         tmp = os.path.join(self.root, f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        files.make_dir(tmp)
+        guard.make_dir(tmp)
         try:
             self.downloaded_bytes += download_segment(entry, tmp)
             self.downloads += 1
@@ -237,7 +237,7 @@ class ColdCache:
                 return False
             return True
         finally:
-            files.remove_tree(self.root, tmp)
+            guard.remove_tree(self.root, tmp)
 
     def _evict(self, keep: str) -> None:
         """Drop least recently opened folders until the cache fits (never ``keep``)."""
@@ -259,7 +259,7 @@ class ColdCache:
             if n.startswith(TMP_PREFIX):
                 try:  # (its own mtime: a download that just began holds no file yet)
                     if now - max(used, os.stat(d).st_mtime) > 3600:
-                        files.remove_tree(self.root, d)  # a downloader died
+                        guard.remove_tree(self.root, d)  # a downloader died
                 except FileNotFoundError:
                     pass
                 continue
@@ -271,7 +271,7 @@ class ColdCache:
                 break
             if d == keep:
                 continue
-            files.remove_tree(self.root, d)
+            guard.remove_tree(self.root, d)
             total -= size
             for obj, seg in list(self._open.items()):
                 if seg.directory == d:

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import ColdObjectError, RivvenError, StorageError
 from ..format import crc
-from ..storage import files, tier_manifest
+from ..storage import files, guard, tier_manifest
 
 CHUNK = 8 << 20
 
@@ -115,9 +115,9 @@ def _copy(f: Any, write: Any = None) -> tuple[int, int]:
 
 
 def _put_local(fin: Any, dest: str) -> tuple[int, int]:
-    files.make_path(os.path.dirname(dest))
+    guard.make_path(os.path.dirname(dest))
     tmp = f"{dest}.part-{uuid.uuid4().hex[:8]}"
-    fd = files.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    fd = guard.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
 
     def write(chunk: Any) -> None:
         while chunk:
@@ -166,7 +166,7 @@ def fetch(uri: str, dest: str) -> tuple[int, int]:
     except OSError as e:
         raise ColdObjectError(f"cold object {uri} cannot be read: {e}") from e
     try:
-        with src, open(dest, "wb", buffering=0, opener=files.opener) as out:
+        with src, open(dest, "wb", buffering=0, opener=guard.opener) as out:
             return _copy(src, out.write)
     except OSError as e:
         raise StorageError(f"downloading cold object {uri} to {dest} failed: {e}") from e

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from ..failpoint import failpoint
-from ..storage import files, tier_manifest
+from ..storage import files, guard, tier_manifest
 from ..storage.log import PartitionLog
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
@@ -42,9 +42,9 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
             return out
         for name in os.listdir(log.dir):  # a restore that died: we hold the tier lock
             if name.startswith(STAGING_PREFIX):
-                files.remove_tree(log.dir, os.path.join(log.dir, name))
+                guard.remove_tree(log.dir, os.path.join(log.dir, name))
         staging = os.path.join(log.dir, f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}")
-        files.make_dir(staging)
+        guard.make_dir(staging)
         try:
             install = [e.base_offset for e in pick if not _is_local(log, e)]
             for e in pick:
@@ -55,7 +55,7 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
                 tier_manifest.MANIFEST: tier_manifest.document(
                     [e for e in entries if e.object not in picked], where)})
         finally:
-            files.remove_tree(log.dir, staging)
+            guard.remove_tree(log.dir, staging)
         failpoint("restore-manifest")
         for e in pick:
             for suffix in SUFFIXES:

@@ -17,7 +17,7 @@ from typing import Any
 from .. import clock
 from ..errors import ColdObjectError, RivvenError
 from ..progress import Progress, counter
-from ..storage import files, tier_manifest
+from ..storage import guard, tier_manifest
 from ..storage.log import PartitionLog
 from ..storage.tier_manifest import SUFFIXES, ColdSegment
 from . import cold
@@ -172,12 +172,12 @@ def publish_hot_stats(data_dir: str, parts: dict[str, dict[str, int]]) -> None:
     """This process's hot cache figures by "topic/partition", for other processes' status."""
     d = os.path.join(data_dir, STATS_DIR)
     try:
-        files.make_dir(d)
+        guard.make_dir(d)
         tmp = os.path.join(d, f".hot-{os.getpid()}.tmp")
-        with open(tmp, "w", opener=files.opener) as f:
+        with open(tmp, "w", opener=guard.opener) as f:
             json.dump({"pid": os.getpid(), "at_ms": clock.now_ms(), "partitions": parts}, f)
         os.replace(tmp, os.path.join(d, f"hot-{os.getpid()}.json"))
-    except (OSError, files.UnexpectedLink):
+    except (OSError, guard.UnexpectedLink):
         pass  # figures only
 
 

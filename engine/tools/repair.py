@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, RivvenError
 from ..format.records import HEADER_SIZE, read_header
-from ..storage import checkpoint, files
+from ..storage import checkpoint, files, guard
 from ..storage.locks import DEFAULT_WAIT, LockWait, flocked
 from ..storage.segment import Segment
 from .verify import (
@@ -38,8 +38,8 @@ def _partition_locked(pdir: str, wait: LockWait) -> Iterator[None]:
     if not os.path.lexists(lock):
         yield
         return
-    files.check_own_dir(pdir)
-    fd = files.open_file(lock, os.O_RDWR)
+    guard.check_own_dir(pdir)
+    fd = guard.open_file(lock, os.O_RDWR)
     try:
         with flocked(fd, lock, wait):
             yield
@@ -174,7 +174,7 @@ def _dropped(path: str, position: int) -> dict[str, Any]:
 def _apply(pdir: str, rep: SegmentReport, row: dict[str, Any], point: dict | None) -> None:
     cut_at = row["truncate_at"]
     if cut_at is not None:
-        fd = files.open_file(rep.path, os.O_RDWR)  # (never a link's target)
+        fd = guard.open_file(rep.path, os.O_RDWR)  # (never a link's target)
         try:
             os.ftruncate(fd, cut_at)
             os.fsync(fd)

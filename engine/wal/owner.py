@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import RivvenError, UnknownTopic
 from ..progress import Progress
-from ..storage import files
+from ..storage import guard
 from ..storage.catalog import TopicMeta
 from ..storage.locks import DEFAULT_WAIT, LockWait, lock_path
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
@@ -176,11 +176,11 @@ class WalOwner:
             self._recovery_owner = threading.get_ident()
             try:
                 root = os.path.join(self.data_dir, "wal")
-                if not files.real_dir(root):  # (a link: UnexpectedLink, never followed)
+                if not guard.real_dir(root):  # (a link: UnexpectedLink, never followed)
                     if self.read_only:
                         yield
                         return
-                    files.make_dir(root)
+                    guard.make_dir(root)
                 with lock_path(os.path.join(root, RECOVERY_LOCK), self.lock_wait):
                     yield
             finally:

@@ -11,10 +11,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CorruptRecordError, StorageError
+from ..errors import CorruptRecordError, StorageError, disk_full
 from ..format.records import check_crc, read_header
 from ..progress import Progress
-from ..storage import files
+from ..storage import guard
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from . import streams
@@ -96,7 +96,7 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
                 except RecoveryPointNotWritten:
                     pass  # (a full disk) the segment is fsynced: the stream may go
                 except StorageError as e:
-                    if not files.disk_full(e):
+                    if not disk_full(e):
                         raise
                     report["kept"] = True  # the streams stay the only record: kept
             report["partitions"].append({"topic": meta.name, "partition": p,
@@ -107,7 +107,7 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
             report["dropped"] += dropped
         if not dry_run and not report["kept"]:
             for d, _ in dead:
-                files.remove_tree(data_dir, d)
+                guard.remove_tree(data_dir, d)
     finally:
         for _, fd in dead:
             os.close(fd)

@@ -17,7 +17,7 @@ import threading
 import time
 
 from ..errors import StorageError, os_error
-from ..storage import files
+from ..storage import files, guard
 from ..storage.locks import open_lock_file, try_lock
 from .records import SUFFIX, encode_batch_record
 
@@ -61,9 +61,9 @@ class WalStream:
         self.id = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.dir = os.path.join(self.root, self.id)
         try:
-            if files.make_dir(self.root):  # (a link there: UnexpectedLink, never followed)
+            if guard.make_dir(self.root):  # (a link there: UnexpectedLink, never followed)
                 files.fsync_dir(data_dir)
-            files.make_dir(self.dir)
+            guard.make_dir(self.dir)
             self.lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
         except OSError as e:
             raise os_error(e, "create the WAL stream", self.dir) from e
@@ -112,7 +112,7 @@ class WalStream:
                     os.rename(src, path)
                 except OSError:
                     zeroed = 0  # (lost meanwhile?) a plain new file will do
-            fd = files.open_file(path, os.O_WRONLY | os.O_CREAT)
+            fd = guard.open_file(path, os.O_WRONLY | os.O_CREAT)
         except OSError as e:
             raise os_error(e, "create the WAL file", path) from e
         try:
@@ -182,7 +182,7 @@ class WalStream:
         path = os.path.join(self.dir, PREPARED)
         ok = False
         try:
-            fd = files.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            fd = guard.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
                 left = size
                 while left > 0 and not self.closed:
@@ -198,7 +198,7 @@ class WalStream:
                     ok = True
             finally:
                 os.close(fd)
-        except (OSError, files.UnexpectedLink):
+        except (OSError, guard.UnexpectedLink):
             pass  # (disk full, say) the stream goes on with plain files
         with self.write_mutex:  # (held while unlinking: no new preparer has the name yet)
             self.preparer = None
@@ -427,5 +427,5 @@ class WalStream:
             self._close_retired()
         os.close(self.fd)
         if delete:
-            files.remove_tree(self.data_dir, self.dir)
+            guard.remove_tree(self.data_dir, self.dir)
         os.close(self.lock_fd)

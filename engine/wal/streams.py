@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
 from ..format.decode import body_of, decode_records, layout
-from ..storage import files
+from ..storage import guard
 from ..storage.locks import open_lock_file, try_lock
 from .records import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
 from .stream import LOCK, stream_files
@@ -40,7 +40,7 @@ def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]
     stream are looked at (and maybe removed); ``wal/`` itself as a link is UnexpectedLink."""
     root = os.path.join(data_dir, "wal")
     out = []
-    if not files.real_dir(root):
+    if not guard.real_dir(root):
         return out
     for name in sorted(os.listdir(root)):
         d = os.path.join(root, name)
@@ -55,7 +55,7 @@ def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]
         if not try_lock(fd):
             os.close(fd)  # its process is alive
         elif not stream_files(d):
-            files.remove_tree(data_dir, d)  # a half-made or half-removed stream
+            guard.remove_tree(data_dir, d)  # a half-made or half-removed stream
             os.close(fd)
         else:
             out.append((d, fd))
@@ -214,7 +214,7 @@ def truncate_torn_tail(path: str) -> int | None:
     """Cut a file of a dead stream where its valid records end; returns the cut position."""
     pos = torn_tail(path)
     if pos is not None:
-        fd = files.open_file(path, os.O_RDWR)
+        fd = guard.open_file(path, os.O_RDWR)
         try:
             os.ftruncate(fd, pos)
             os.fsync(fd)
