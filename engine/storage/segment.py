@@ -8,7 +8,6 @@ written by another process (readers stop there) or a torn tail left by a writer 
 
 from __future__ import annotations
 
-import logging
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -29,8 +28,6 @@ from ..format.records import (
 from ..progress import Progress
 from . import files, guard
 from .index import OffsetIndex, TimeIndex, max_entries
-
-log = logging.getLogger("rivven.storage")
 
 READ_CHUNK = 1 << 18  # a read of one batch should not drag in much more
 
@@ -498,7 +495,7 @@ class Segment:
         self.needs_repair = True
         if self.report_index:
             self.report_index = False
-            log.warning("ignoring the indexes of %s: %s; reading the log without them "
+            _warn("ignoring the indexes of %s: %s; reading the log without them "
                         "('rivven segment reindex %s' rebuilds them)",
                         self.path, reason, self.path)
 
@@ -507,3 +504,10 @@ class Segment:
         if i < 0:
             return 0
         return self.position_for(self.base + self.timeindex.values[i])
+
+
+def _warn(message: str, *args: object) -> None:
+    """A ``logging`` warning on ``rivven.storage`` (imported here: it costs start-up)."""
+    import logging
+
+    logging.getLogger("rivven.storage").warning(message, *args)
