@@ -175,8 +175,8 @@ def zero_filled_files(stream_dir):
             try:
                 recs = list(wal_mod.scan_file(f))
                 break
-            except wal_mod.WalTail as t:  # a record being written (microseconds)
-                if not t.incomplete or attempt == 49:
+            except wal_mod.WalTail:  # a record being written, or zeros before bytes a later
+                if attempt == 49:  # write put further on: both last microseconds
                     raise
                 time.sleep(0.01)
             except FileNotFoundError:  # deleted by a checkpoint meanwhile
