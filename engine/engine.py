@@ -39,6 +39,10 @@ from .tools import verify as verify_mod
 from .wal import streams
 from .wal.owner import WalOwner
 
+# the reset mode of each kind of Position (engine.groups.admin.RESET_MODES)
+RESET_MODE_OF = {"beginning": "to-earliest", "end": "to-latest", "offset": "to-offset",
+                 "timestamp": "to-datetime", "from_start": "from-start", "from_end": "from-end"}
+
 if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs start-up)
     from .groups.consumer import Consumer
 
@@ -323,15 +327,19 @@ class Engine:
 
     def stream(self, topic: str, partitions: Sequence[int] | None = None,
                start: Position = Position("beginning"), max_records: int | None = None,
-               follow: bool = False, on_idle: Callable[[], None] | None = None
-               ) -> Iterator[ColumnBatch]:
+               follow: bool = False, on_idle: Callable[[], None] | None = None,
+               end: Position | None = None) -> Iterator[ColumnBatch]:
         """Column batches of ``topic`` (or its ``partitions``) from ``start`` in each, up to
-        the end offsets at the call (with ``follow``: on as records arrive, ``on_idle`` called
-        before each wait), at most ``max_records`` in all (``rivven consume``)."""
+        the end offsets at the call, or up to ``end`` (exclusive, resolved at the call inside
+        [log start, log end]: rpk's ``-o START:END``; ``follow`` is then moot), with
+        ``follow`` on as records arrive (``on_idle`` called before each wait), at most
+        ``max_records`` in all (``rivven consume``)."""
         meta = self.topic(topic)
         logs = {p: self._log(meta, p) for p in (partitions or range(meta.partitions))}
         starts = {p: read.resolve(log, start) for p, log in logs.items()}
-        return read.stream(logs, topic, starts, max_records, follow, on_idle=on_idle)
+        stops = None if end is None else {p: read.resolve(log, end) for p, log in logs.items()}
+        return read.stream(logs, topic, starts, max_records, follow, on_idle=on_idle,
+                           stops=stops)
 
     # ---------------------------------------------------------------- offsets
     def end_offsets(self, topic: str) -> dict[int, int]:
@@ -449,14 +457,20 @@ class Engine:
 
     def tier_restore(self, topic: str, from_offset: int | None = None,
                      from_timestamp: int | None = None, partitions: Sequence[int] | None = None,
-                     dry_run: bool = False) -> list[dict[str, Any]]:
+                     dry_run: bool = False, from_position: Position | None = None
+                     ) -> list[dict[str, Any]]:
         """Bring cold segments back to local disk, from the one holding ``from_offset`` (or
-        the first offset at ``from_timestamp``) up to the local segments."""
+        the offset ``from_position`` names, e.g. ``beginning``, ``from_end`` N, or the first
+        offset at ``from_timestamp``) up to the local segments."""
         if not dry_run:
             self._writable()
-        if from_timestamp is None and (from_offset is None or from_offset < 0):
+        if from_position is not None and from_position.kind == "offset":
+            from_offset, from_position = from_position.value, None
+        elif from_timestamp is not None:
+            from_position = Position("timestamp", from_timestamp)
+        if from_position is None and (from_offset is None or from_offset < 0):
             raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
-        at = Position("timestamp", from_timestamp) if from_timestamp is not None else None
+        at = from_position
         return [tier_restore.restore(log, read.resolve(log, at) if at else from_offset, dry_run)
                 for log in self._logs(topic, partitions)]
 
@@ -494,12 +508,15 @@ class Engine:
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         return self._groups.committed(group)
 
-    def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
-                      value: int | None = None, execute: bool = False, force: bool = False
-                      ) -> list[dict[str, Any]]:
+    def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
+                      mode: str | Position, value: int | None = None, execute: bool = False,
+                      force: bool = False) -> list[dict[str, Any]]:
         """Plan (and with ``execute`` apply) a reset of the group's committed offsets; see
-        engine.groups.admin.GroupAdmin.plan_reset. Refused while the group has live consumers
+        engine.groups.admin.GroupAdmin.plan_reset. ``mode`` is one of its modes, or a
+        ``Position`` (``value`` then unused). Refused while the group has live consumers
         unless ``force``."""
+        if isinstance(mode, Position):
+            mode, value = RESET_MODE_OF[mode.kind], mode.value
         rows = self._groups.plan_reset(group, targets, mode, value)
         if execute:
             self._writable()
