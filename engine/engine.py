@@ -502,6 +502,10 @@ class Engine:
     def list_groups(self) -> list[dict[str, Any]]:
         return self._groups.list_groups()
 
+    def group_names(self) -> list[str]:
+        """The groups' names alone: no offsets read, nothing changed."""
+        return self._groups.group_names()
+
     def describe_group(self, group: str) -> dict[str, Any]:
         return self._groups.describe(group)
 

@@ -102,6 +102,17 @@ class RivvenGroup(TyperGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_options(self, args))
 
+    def _main_shell_completion(self, ctx_args: Any, prog_name: str,
+                               complete_var: str | None = None) -> None:
+        # (click's hook, run first on every start: a shell asking for completions sets
+        # _RIVVEN_COMPLETE; only then are topic and group names wired in)
+        var = complete_var or f"_{prog_name}_COMPLETE".replace("-", "_").upper()
+        if os.environ.get(var):
+            from .completion import attach
+
+            attach(self)
+        super()._main_shell_completion(ctx_args, prog_name, complete_var)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             try:

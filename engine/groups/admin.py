@@ -90,6 +90,10 @@ class GroupAdmin:
                 "partitions": rows,
                 "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
 
+    def group_names(self) -> list[str]:
+        """The groups' names alone (nothing read, nothing tidied: shell completion)."""
+        return membership.group_names(self.data_dir, tidy=False)
+
     def list_groups(self) -> list[dict[str, Any]]:
         out = []
         for g in membership.group_names(self.data_dir):
