@@ -23,7 +23,9 @@ from .groups.admin import GroupAdmin
 from .maintenance import compaction, retention
 from .progress import Progress
 from .storage import datadir
+from .storage import topics as topics_mod
 from .storage.catalog import TopicMeta
+from .storage.config import validate as validate_config
 from .storage.locks import LockWait
 from .storage.log import PartitionLog
 from .storage.partitions import Partitions
@@ -38,6 +40,16 @@ from .tools import inspect, repair
 from .tools import verify as verify_mod
 from .wal import streams
 from .wal.owner import WalOwner
+
+
+def check_store(config: dict[str, str]) -> None:
+    """A ``remote.storage.uri`` being set is checked now, not when tiering first runs: its
+    form (storage.config), then the cold store's (tiering.cold: plain form, a backend
+    installed for its scheme). Raises InvalidConfig."""
+    uri = config.get("remote.storage.uri")
+    if uri and uri.strip():
+        cold.check_store(validate_config({"remote.storage.uri": uri})["remote.storage.uri"])
+
 
 # the reset mode of each kind of Position (engine.groups.admin.RESET_MODES)
 RESET_MODE_OF = {"beginning": "to-earliest", "end": "to-latest", "offset": "to-offset",
@@ -233,33 +245,56 @@ class Engine:
         """Metadata of an existing topic (raises UnknownTopic)."""
         return self._topics.get(name)
 
-    def topics(self) -> list[TopicMeta]:
-        return self._topics.all()
+    def topics(self, names: Sequence[str] | None = None, regex: bool = False
+               ) -> list[TopicMeta]:
+        """Every topic, by name; with ``names`` only those (that exist), or with ``regex``
+        those one of the expressions matches whole."""
+        if names is None:
+            return self._topics.all()
+        return self._topics.matching(names, regex)
 
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
                      if_not_exists: bool = False) -> TopicMeta:
-        self._writable()
-        return self._topics.create(name, partitions, config or {}, if_not_exists)
+        return self.ensure_topic(name, partitions, config, if_not_exists)[0]
 
-    def delete_topic(self, name: str) -> dict[str, Any]:
-        """Remove a topic and all its files; producers to it get UnknownTopic from then on.
-        Returns ``cold_prefixes`` (the cold-store prefixes removed: the configured one, and
-        those its tier manifests recorded) and ``problems``: damaged tier manifests, whose
-        objects outside the configured prefix are left in place (never acted on)."""
+    def ensure_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                     exists_ok: bool = True) -> tuple[TopicMeta, dict[str, Any]]:
+        """``create_topic`` (``exists_ok``: no error when the topic exists), with what it
+        did: ``created``, and ``not_applied``, what the call asked that the existing topic
+        does not have (``partitions``, ``config``: neither is changed)."""
         self._writable()
-        prefixes, problems = self._topics.delete(
-            name, lambda m: tiering.topic_prefixes(self.path, m))
+        check_store(config or {})
+        meta, created = self._topics.ensure(name, partitions, config or {}, exists_ok)
+        return meta, {"created": created, "not_applied": [] if created else
+                      topics_mod.not_applied(meta, partitions, config or {})}
+
+    def delete_topic(self, name: str, if_exists: bool = False) -> dict[str, Any]:
+        """Remove a topic and all its files; producers to it get UnknownTopic from then on.
+        Returns ``deleted`` (False: there was no such topic, with ``if_exists``),
+        ``cold_prefixes`` (the cold-store prefixes removed: the configured one, and those its
+        tier manifests recorded) and ``problems``: damaged tier manifests, whose objects
+        outside the configured prefix are left in place (never acted on)."""
+        self._writable()
+        try:
+            prefixes, problems = self._topics.delete(
+                name, lambda m: tiering.topic_prefixes(self.path, m))
+        except UnknownTopic:
+            if not if_exists:
+                raise
+            return {"topic": name, "deleted": False, "cold_prefixes": [], "problems": []}
         self._partitions.forget(name)
         for prefix in sorted(prefixes):  # its cold objects too (the topic id keeps a new
             try:                         # topic of this name apart)
                 cold.remove_tree(prefix)
             except (RivvenError, OSError):
                 pass  # best effort: the manifests that named them are gone with the topic
-        return {"topic": name, "cold_prefixes": sorted(prefixes), "problems": problems}
+        return {"topic": name, "deleted": True, "cold_prefixes": sorted(prefixes),
+                "problems": problems}
 
     def alter_topic_config(self, name: str, set: dict[str, str] | None = None,
                            delete: Sequence[str] = ()) -> TopicMeta:
         self._writable()
+        check_store(set or {})
         return self._topics.alter_config(name, set or {}, delete)
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
