@@ -23,7 +23,9 @@ from .groups.admin import GroupAdmin
 from .maintenance import compaction, retention
 from .progress import Progress
 from .storage import datadir
+from .storage import topics as topics_mod
 from .storage.catalog import TopicMeta
+from .storage.config import validate as validate_config
 from .storage.locks import LockWait
 from .storage.log import PartitionLog
 from .storage.partitions import Partitions
@@ -38,6 +40,20 @@ from .tools import inspect, repair
 from .tools import verify as verify_mod
 from .wal import streams
 from .wal.owner import WalOwner
+
+
+def check_store(config: dict[str, str]) -> None:
+    """A ``remote.storage.uri`` being set is checked now, not when tiering first runs: its
+    form (storage.config), then the cold store's (tiering.cold: plain form, a backend
+    installed for its scheme). Raises InvalidConfig."""
+    uri = config.get("remote.storage.uri")
+    if uri and uri.strip():
+        cold.check_store(validate_config({"remote.storage.uri": uri})["remote.storage.uri"])
+
+
+# the reset mode of each kind of Position (engine.groups.admin.RESET_MODES)
+RESET_MODE_OF = {"beginning": "to-earliest", "end": "to-latest", "offset": "to-offset",
+                 "timestamp": "to-datetime", "from_start": "from-start", "from_end": "from-end"}
 
 if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs start-up)
     from .groups.consumer import Consumer
@@ -229,33 +245,56 @@ class Engine:
         """Metadata of an existing topic (raises UnknownTopic)."""
         return self._topics.get(name)
 
-    def topics(self) -> list[TopicMeta]:
-        return self._topics.all()
+    def topics(self, names: Sequence[str] | None = None, regex: bool = False
+               ) -> list[TopicMeta]:
+        """Every topic, by name; with ``names`` only those (that exist), or with ``regex``
+        those one of the expressions matches whole."""
+        if names is None:
+            return self._topics.all()
+        return self._topics.matching(names, regex)
 
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
                      if_not_exists: bool = False) -> TopicMeta:
-        self._writable()
-        return self._topics.create(name, partitions, config or {}, if_not_exists)
+        return self.ensure_topic(name, partitions, config, if_not_exists)[0]
 
-    def delete_topic(self, name: str) -> dict[str, Any]:
-        """Remove a topic and all its files; producers to it get UnknownTopic from then on.
-        Returns ``cold_prefixes`` (the cold-store prefixes removed: the configured one, and
-        those its tier manifests recorded) and ``problems``: damaged tier manifests, whose
-        objects outside the configured prefix are left in place (never acted on)."""
+    def ensure_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                     exists_ok: bool = True) -> tuple[TopicMeta, dict[str, Any]]:
+        """``create_topic`` (``exists_ok``: no error when the topic exists), with what it
+        did: ``created``, and ``not_applied``, what the call asked that the existing topic
+        does not have (``partitions``, ``config``: neither is changed)."""
         self._writable()
-        prefixes, problems = self._topics.delete(
-            name, lambda m: tiering.topic_prefixes(self.path, m))
+        check_store(config or {})
+        meta, created = self._topics.ensure(name, partitions, config or {}, exists_ok)
+        return meta, {"created": created, "not_applied": [] if created else
+                      topics_mod.not_applied(meta, partitions, config or {})}
+
+    def delete_topic(self, name: str, if_exists: bool = False) -> dict[str, Any]:
+        """Remove a topic and all its files; producers to it get UnknownTopic from then on.
+        Returns ``deleted`` (False: there was no such topic, with ``if_exists``),
+        ``cold_prefixes`` (the cold-store prefixes removed: the configured one, and those its
+        tier manifests recorded) and ``problems``: damaged tier manifests, whose objects
+        outside the configured prefix are left in place (never acted on)."""
+        self._writable()
+        try:
+            prefixes, problems = self._topics.delete(
+                name, lambda m: tiering.topic_prefixes(self.path, m))
+        except UnknownTopic:
+            if not if_exists:
+                raise
+            return {"topic": name, "deleted": False, "cold_prefixes": [], "problems": []}
         self._partitions.forget(name)
         for prefix in sorted(prefixes):  # its cold objects too (the topic id keeps a new
             try:                         # topic of this name apart)
                 cold.remove_tree(prefix)
             except (RivvenError, OSError):
                 pass  # best effort: the manifests that named them are gone with the topic
-        return {"topic": name, "cold_prefixes": sorted(prefixes), "problems": problems}
+        return {"topic": name, "deleted": True, "cold_prefixes": sorted(prefixes),
+                "problems": problems}
 
     def alter_topic_config(self, name: str, set: dict[str, str] | None = None,
                            delete: Sequence[str] = ()) -> TopicMeta:
         self._writable()
+        check_store(set or {})
         return self._topics.alter_config(name, set or {}, delete)
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
@@ -323,15 +362,19 @@ class Engine:
 
     def stream(self, topic: str, partitions: Sequence[int] | None = None,
                start: Position = Position("beginning"), max_records: int | None = None,
-               follow: bool = False, on_idle: Callable[[], None] | None = None
-               ) -> Iterator[ColumnBatch]:
+               follow: bool = False, on_idle: Callable[[], None] | None = None,
+               end: Position | None = None) -> Iterator[ColumnBatch]:
         """Column batches of ``topic`` (or its ``partitions``) from ``start`` in each, up to
-        the end offsets at the call (with ``follow``: on as records arrive, ``on_idle`` called
-        before each wait), at most ``max_records`` in all (``rivven consume``)."""
+        the end offsets at the call, or up to ``end`` (exclusive, resolved at the call inside
+        [log start, log end]: rpk's ``-o START:END``; ``follow`` is then moot), with
+        ``follow`` on as records arrive (``on_idle`` called before each wait), at most
+        ``max_records`` in all (``rivven consume``)."""
         meta = self.topic(topic)
         logs = {p: self._log(meta, p) for p in (partitions or range(meta.partitions))}
         starts = {p: read.resolve(log, start) for p, log in logs.items()}
-        return read.stream(logs, topic, starts, max_records, follow, on_idle=on_idle)
+        stops = None if end is None else {p: read.resolve(log, end) for p, log in logs.items()}
+        return read.stream(logs, topic, starts, max_records, follow, on_idle=on_idle,
+                           stops=stops)
 
     # ---------------------------------------------------------------- offsets
     def end_offsets(self, topic: str) -> dict[int, int]:
@@ -449,14 +492,20 @@ class Engine:
 
     def tier_restore(self, topic: str, from_offset: int | None = None,
                      from_timestamp: int | None = None, partitions: Sequence[int] | None = None,
-                     dry_run: bool = False) -> list[dict[str, Any]]:
+                     dry_run: bool = False, from_position: Position | None = None
+                     ) -> list[dict[str, Any]]:
         """Bring cold segments back to local disk, from the one holding ``from_offset`` (or
-        the first offset at ``from_timestamp``) up to the local segments."""
+        the offset ``from_position`` names, e.g. ``beginning``, ``from_end`` N, or the first
+        offset at ``from_timestamp``) up to the local segments."""
         if not dry_run:
             self._writable()
-        if from_timestamp is None and (from_offset is None or from_offset < 0):
+        if from_position is not None and from_position.kind == "offset":
+            from_offset, from_position = from_position.value, None
+        elif from_timestamp is not None:
+            from_position = Position("timestamp", from_timestamp)
+        if from_position is None and (from_offset is None or from_offset < 0):
             raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
-        at = Position("timestamp", from_timestamp) if from_timestamp is not None else None
+        at = from_position
         return [tier_restore.restore(log, read.resolve(log, at) if at else from_offset, dry_run)
                 for log in self._logs(topic, partitions)]
 
@@ -488,18 +537,25 @@ class Engine:
     def list_groups(self) -> list[dict[str, Any]]:
         return self._groups.list_groups()
 
+    def group_names(self) -> list[str]:
+        """The groups' names alone: no offsets read, nothing changed."""
+        return self._groups.group_names()
+
     def describe_group(self, group: str) -> dict[str, Any]:
         return self._groups.describe(group)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         return self._groups.committed(group)
 
-    def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
-                      value: int | None = None, execute: bool = False, force: bool = False
-                      ) -> list[dict[str, Any]]:
+    def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
+                      mode: str | Position, value: int | None = None, execute: bool = False,
+                      force: bool = False) -> list[dict[str, Any]]:
         """Plan (and with ``execute`` apply) a reset of the group's committed offsets; see
-        engine.groups.admin.GroupAdmin.plan_reset. Refused while the group has live consumers
+        engine.groups.admin.GroupAdmin.plan_reset. ``mode`` is one of its modes, or a
+        ``Position`` (``value`` then unused). Refused while the group has live consumers
         unless ``force``."""
+        if isinstance(mode, Position):
+            mode, value = RESET_MODE_OF[mode.kind], mode.value
         rows = self._groups.plan_reset(group, targets, mode, value)
         if execute:
             self._writable()

@@ -96,7 +96,22 @@ def confirm(question: str, yes: bool) -> None:
 
 
 class RivvenGroup(TyperGroup):
-    """Root group: engine errors cross into the CLI here, once, as a red line and an exit code."""
+    """Root group: engine errors cross into the CLI here, once, as a red line and an exit code;
+    global options are read wherever they are on the line (``hoist_global_options``)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(self, args))
+
+    def _main_shell_completion(self, ctx_args: Any, prog_name: str,
+                               complete_var: str | None = None) -> None:
+        # (click's hook, run first on every start: a shell asking for completions sets
+        # _RIVVEN_COMPLETE; only then are topic and group names wired in)
+        var = complete_var or f"_{prog_name}_COMPLETE".replace("-", "_").upper()
+        if os.environ.get(var):
+            from .completion import attach
+
+            attach(self)
+        super()._main_shell_completion(ctx_args, prog_name, complete_var)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -143,3 +158,90 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+# ---------------------------------------------------------------- global options anywhere
+GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms")  # (names of the root's parameters)
+
+
+def _options(cmd: Any) -> dict[str, int]:
+    """``{option string: how many values it takes}`` of a command's options."""
+    out = {"--help": 0}
+    for p in cmd.params:
+        if p.param_type_name == "option":
+            n = 0 if p.is_flag or p.count else p.nargs
+            out.update(dict.fromkeys((*p.opts, *p.secondary_opts), n))
+    return out
+
+
+def hoist_global_options(root: Any, args: list[str]) -> list[str]:
+    """``args`` with the global options (``--data-dir``/``-d``, ``--debug``,
+    ``--lock-timeout-ms``) found after the command words moved in front of them, as rpk and
+    Kafka's tools read them anywhere: ``rivven topic list -d D`` = ``rivven -d D topic list``.
+
+    The words are walked as click reads them, command by command: an option's value is
+    never taken for an option (``produce t -k -d`` keeps ``-d`` as the key), nothing after
+    ``--`` moves, a command's own option of the same name wins, a cluster of short flags
+    (``-yd D``) is split, and an unknown option or command is left for click to refuse.
+    Moved options go after the ones already in front: the later one wins, as in click."""
+    glob = {o: n for o, n in _options(root).items()
+            if o in {x for p in root.params if p.name in GLOBAL_OPTIONS
+                     for x in (*p.opts, *p.secondary_opts)}}
+    front: list[str] = []  # the root's own options, before the command
+    moved: list[str] = []
+    rest: list[str] = []
+    i = _walk(args, 0, _options(root), {}, front, moved)
+    cmd = root
+    while i < len(args):
+        word = args[i]
+        sub = cmd.commands.get(word) if hasattr(cmd, "commands") else None
+        if word == "--" or (sub is None and hasattr(cmd, "commands")):
+            rest += args[i:]  # (an unknown command: click says so)
+            break
+        rest.append(word)  # a command, or a positional word of one
+        cmd = sub or cmd
+        i = _walk(args, i + 1, _options(cmd), glob, rest, moved)
+    return front + moved + rest
+
+
+def _walk(args: list[str], i: int, own: dict[str, int], glob: dict[str, int],
+          keep: list[str], move: list[str]) -> int:
+    """Read options from ``args[i]`` on, up to a word that is not one (or ``--``): a
+    command's own (and unknown ones) into ``keep``, global ones into ``move``. Returns where
+    it stopped."""
+    while i < len(args):
+        tok = args[i]
+        if tok == "--" or tok == "-" or not tok.startswith("-"):
+            return i
+        i += 1
+        name, eq, _ = tok.partition("=")
+        if name in own or name in glob or tok.startswith("--"):  # (unknown: one word)
+            take = 0 if eq else own.get(name, glob.get(name, 0))
+            (move if name in glob and name not in own else keep).extend(
+                [tok, *args[i:i + take]])
+            i += take
+            continue
+        kept, values = "", []  # a cluster of short options: -yd DIR, -dDIR, -n5
+        for j in range(1, len(tok)):
+            o, attached = "-" + tok[j], tok[j + 1:]
+            if o not in own and o not in glob:  # unknown: left for click to refuse
+                kept += tok[j:]
+                break
+            n = own.get(o, glob.get(o, 0))
+            if o in own:
+                kept += tok[j] if n == 0 else tok[j:]
+            elif n == 0:
+                move.append(o)
+            else:
+                move.append(o + attached) if attached else move.extend([o, *args[i:i + n]])
+            if n == 0:
+                continue
+            if not attached:
+                if o in own:
+                    values = args[i:i + n]
+                i += n
+            break
+        if kept:
+            keep.append("-" + kept)
+        keep += values
+    return i

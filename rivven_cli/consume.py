@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import PartitionsOpt, open_engine
-from .positions import parse_position
+from .positions import BEGINNING, END, check_past_end, parse_range
 from .render import info
 
 CHUNK = 5000  # records per poll of a group consumer
@@ -118,8 +118,9 @@ def consume(
     topic: Annotated[str, typer.Argument(help="Topic to read.")],
     partition: PartitionsOpt = None,
     offset: Annotated[str, typer.Option(
-        "--offset", "-o", help="beginning, end, N, -N (N before the end) or @TIMESTAMP "
-        "(epoch ms, RFC 3339, or relative like -2h).")] = "beginning",
+        "--offset", "-o", help="beginning, end, N, -N (N before the end), +N (N after the "
+        "start) or @TIME (epoch ms, RFC 3339, or relative like -2h); or a range START:END "
+        "(END exclusive), e.g. 100:200, @-2h:-1h, beginning:+10.")] = "beginning",
     num: Annotated[int | None, typer.Option("--num", "-n", min=1, help="Stop after N records.")
                    ] = None,
     follow: Annotated[bool, typer.Option(
@@ -166,17 +167,23 @@ def consume(
         if partition:
             raise typer.BadParameter("--partition cannot be used with --group (the group "
                                      "assigns partitions)")
-        if offset not in ("beginning", "end"):
+        if offset.lower() not in BEGINNING + END:
             raise typer.BadParameter("with --group, --offset is beginning or end: where to "
                                      "start a partition the group has no offset for",
                                      param_hint="--offset")
-        _consume_group(topic, group, member_id, "earliest" if offset == "beginning" else "latest",
+        _consume_group(topic, group, member_id,
+                       "earliest" if offset.lower() in BEGINNING else "latest",
                        num, follow, emit, out)
         return
 
-    start = parse_position(offset, "--offset", reading=True)
+    start, stop = parse_range(offset, "--offset")
+    if stop is not None and follow:
+        raise typer.BadParameter("a range START:END stops at END; --follow reads on: use one",
+                                 param_hint="--offset")
     with open_engine(read_only=True) as eng:
-        for b in eng.stream(topic, partition, start, num, follow, on_idle=out.flush):
+        check_past_end(eng, topic, start, "--offset", "reading from the end offset", partition)
+        check_past_end(eng, topic, stop, "--offset END", "reading to the end", partition)
+        for b in eng.stream(topic, partition, start, num, follow, on_idle=out.flush, end=stop):
             out.write(emit(b.partition, b.offsets, b.timestamps, b.keys, b.values, b.headers))
         out.flush()
 

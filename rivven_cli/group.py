@@ -7,11 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
-from engine import clock
+from engine import Position, clock
+from engine.engine import RESET_MODE_OF
 from engine.errors import DamagedMetadata
 
 from .common import JsonOpt, YesOpt, confirm, open_engine
-from .positions import UNITS, parse_time
+from .positions import UNITS, check_past_end, parse_position, parse_time
 from .render import info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
@@ -104,6 +105,9 @@ def reset_offsets(
     ] = None,
     shift_by: Annotated[int | None, typer.Option(
         "--shift-by", help="Committed offset plus N (may be negative).")] = None,
+    to: Annotated[str | None, typer.Option(
+        "--to", help="A position: beginning/earliest, end/latest, N, -N (N before the end), "
+        "+N (N after the start) or @TIME (epoch ms, RFC 3339, -2h).")] = None,
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (without it: a dry run).")] = False,
     force: Annotated[bool, typer.Option(
@@ -113,18 +117,23 @@ def reset_offsets(
     """Plan a move of the group's committed offsets; apply it with --execute."""
     modes = {"to-earliest": to_earliest or None, "to-latest": to_latest or None,
              "to-offset": to_offset, "to-datetime": to_datetime, "by-duration": by_duration,
-             "shift-by": shift_by}
+             "shift-by": shift_by, "to": to}
     chosen = [k for k, v in modes.items() if v is not None]
     if len(chosen) != 1:
-        raise typer.BadParameter("give exactly one of --to-earliest --to-latest --to-offset "
-                                 "--to-datetime --by-duration --shift-by")
+        raise typer.BadParameter("give exactly one of --to POSITION --to-earliest --to-latest "
+                                 "--to-offset --to-datetime --by-duration --shift-by")
     if bool(topic) == all_topics:
         raise typer.BadParameter("give --topic T[:P,P...] (repeatable) or --all-topics")
     mode = chosen[0]
     now = clock.now_ms()
     value: int | None = None
     resolved = None
-    if mode == "to-offset":
+    pos = parse_position(to, "--to", reading=True) if to is not None else None
+    if pos is not None:
+        mode, value = RESET_MODE_OF[pos.kind], pos.value
+        if pos.kind == "timestamp":
+            resolved = f"--to {to} resolved to {utc(value)} ({value})"
+    elif mode == "to-offset":
         value = to_offset
     elif mode == "shift-by":
         value = shift_by
@@ -137,12 +146,18 @@ def reset_offsets(
     if resolved and not json:
         info(resolved)
     with open_engine(read_only=not execute) as eng:
-        rows = eng.reset_offsets(group, None if all_topics else _targets(topic or []), mode,
-                                 value, execute=execute, force=force)
+        rows = eng.reset_offsets(group, None if all_topics else _targets(topic or []),
+                                 pos or mode, value, execute=execute, force=force)
         active = eng.describe_group(group)["state"] == "Active" if not execute and rows else False
+        if value is not None and mode in ("to-offset", "to-datetime", "by-duration"):
+            pos = pos or Position("offset" if mode == "to-offset" else "timestamp", value)
+        for t in sorted({r["topic"] for r in rows}):
+            check_past_end(eng, t, pos, f"--{chosen[0]}", "the new offset is the end offset",
+                           [r["partition"] for r in rows if r["topic"] == t])
     if json:
         print_json({"group": group, "mode": mode, "executed": execute,
-                    "resolved_time": utc(value) if resolved else None, "partitions": rows})
+                    "resolved_time": utc(value) if resolved else None,
+                    "position": to, "partitions": rows})
     else:
         print_table(["TOPIC", "PARTITION", "PRIOR", "NEW", "NOTE"],
                     [(r["topic"], r["partition"], r["prior"], r["new"],

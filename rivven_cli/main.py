@@ -25,7 +25,7 @@ from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup, show_engine_warnings
 app = typer.Typer(
     cls=RivvenGroup,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (rivven_cli.completion)
     pretty_exceptions_enable=False,
     help="rivven: an embedded event log. Topics, partitions, segments — and the tools to run them.",
 )
@@ -73,7 +73,7 @@ def root(
 
 
 def main() -> None:
-    app()
+    app(prog_name="rivven")  # (also as python -m rivven_cli: the completion scripts call rivven)
 
 
 if __name__ == "__main__":

@@ -6,25 +6,25 @@ from typing import Annotated
 
 import typer
 
-from engine.client.read import Position
-
 from .common import JsonOpt, open_engine
-from .positions import parse_time
+from .positions import note_past_end, parse_time_position
 from .render import print_json, print_table
 
 
 def offsets(
     topic: Annotated[str, typer.Argument(help="Topic.")],
     at: Annotated[str | None, typer.Option(
-        "--time", help="earliest, latest, or a time (epoch ms, RFC 3339, -2h): adds OFFSET, the "
-        "first offset at or after it (the end offset when none is).")] = None,
+        "--time", help="A time (epoch ms, RFC 3339, -2h; @ optional) or a position "
+        "(beginning/earliest, end/latest, -N, +N): adds OFFSET, the offset it names (for a "
+        "time the first offset at or after it, the end offset when none is).")] = None,
     json: JsonOpt = False,
 ) -> None:
     """Show log start and end offsets of every partition."""
-    named = {"earliest": Position("beginning"), "latest": Position("end"), None: None}
-    pos = named[at] if at in named else Position("timestamp", parse_time(at or "", "--time"))
+    pos = None if at is None else parse_time_position(at, "--time")
     with open_engine(read_only=True) as eng:
         rows = eng.list_offsets(topic, pos)
+    if pos is not None:
+        note_past_end("--time", pos, rows, "OFFSET is the end offset", topic)
     if json:
         print_json(rows)
         return

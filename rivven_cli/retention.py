@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .common import DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, open_engine
-from .positions import parse_position
+from .positions import check_past_end, parse_position
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -40,16 +40,18 @@ def apply(
 def delete_records(
     topic: Annotated[str, typer.Argument(help="Topic to delete records from.")],
     before: Annotated[str, typer.Option(
-        "--before", help="OFFSET, or @TIMESTAMP (epoch ms, RFC 3339, -2h): delete records "
-        "before it.")],
+        "--before", help="N, @TIME (epoch ms, RFC 3339, -2h), -N (keep the last N), +N (the "
+        "first N), or end (every record, as Kafka's offset -1): delete records before it.")],
     partition: PartitionOpt = None,
     yes: YesOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Move log start offsets forward (never back); reads below them fail from then on."""
-    pos = parse_position(before, "--before")
+    pos = parse_position(before, "--before", reading=True)
     with open_engine() as eng:
         parts = [partition] if partition is not None else None
+        if parts is None or pos.kind != "offset":  # (else: refused past the end)
+            check_past_end(eng, topic, pos, "--before", "deleting up to the end offset", parts)
         plan = eng.delete_records_before(topic, pos, parts, dry_run=True)
         moving = [r for r in plan if r["new_log_start_offset"] > r["prior_log_start_offset"]]
         if moving:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .common import DryRunOpt, JsonOpt, PartitionOpt, open_engine
-from .positions import parse_position
+from .positions import check_past_end, parse_position
 from .render import human_bytes, info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
@@ -51,20 +51,20 @@ def status(
 def restore(
     topic: Annotated[str, typer.Argument(help="Topic to restore cold segments of.")],
     from_: Annotated[str, typer.Option(
-        "--from", help="OFFSET, or @TIMESTAMP (epoch ms, RFC 3339, -2h): restore the cold "
-        "segments from the one holding it up to the local ones.")],
+        "--from", help="N, beginning, -N (N before the end), +N (N after the start) or @TIME "
+        "(epoch ms, RFC 3339, -2h): restore the cold segments from the one holding it up to "
+        "the local ones.")],
     partition: PartitionOpt = None,
     dry_run: DryRunOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Bring cold segments back to local disk (each checked against the tier manifest), then
     drop them from the cold store."""
-    pos = parse_position(from_, "--from")
-    off = pos.value if pos.kind == "offset" else None
-    ts = pos.value if pos.kind == "timestamp" else None
+    pos = parse_position(from_, "--from", reading=True, refuse=("end",))
+    parts = [partition] if partition is not None else None
     with open_engine(read_only=dry_run) as eng:
-        rows = eng.tier_restore(topic, off, ts, [partition] if partition is not None else None,
-                                dry_run)
+        check_past_end(eng, topic, pos, "--from", "nothing to restore there", parts)
+        rows = eng.tier_restore(topic, partitions=parts, dry_run=dry_run, from_position=pos)
         meta = eng.topic(topic)
     if json:
         print_json({"dry_run": dry_run, "partitions": rows})

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .common import JsonOpt, YesOpt, confirm, open_engine
-from .render import human_bytes, info, print_json, print_table
+from .render import human_bytes, info, print_json, print_table, printable
 
 app = typer.Typer(no_args_is_help=True)
 NameArg = Annotated[str, typer.Argument(help="Topic name.")]
@@ -20,28 +20,55 @@ def create(
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="Topic config key=value (repeatable).")] = None,
     if_not_exists: Annotated[bool, typer.Option(
-        "--if-not-exists", help="Succeed quietly when the topic exists.")] = False,
+        "--if-not-exists", help="Succeed when the topic exists (it is left as it is: a note "
+        "says what was not applied).")] = False,
+    json: JsonOpt = False,
 ) -> None:
     """Create a topic."""
     from engine.storage.config import parse_pairs
 
     with open_engine() as eng:
-        meta = eng.create_topic(name, partitions, parse_pairs(config or []),
-                                if_not_exists=if_not_exists)
-    info(f"topic {name} ready ({meta.partitions} partition{'s' * (meta.partitions != 1)})")
+        meta, did = eng.ensure_topic(name, partitions, parse_pairs(config or []),
+                                     exists_ok=if_not_exists)
+    if "partitions" in did["not_applied"]:
+        info(f"note: topic {name} exists with {meta.partitions} partition(s), not {partitions}: "
+             f"the partitions were not changed (grow them with 'rivven topic add-partitions "
+             f"{name} --total {partitions}')")
+    if "config" in did["not_applied"]:
+        info(f"note: topic {name} exists: its config was not changed (change it with 'rivven "
+             f"topic alter-config {name} --set KEY=VALUE')")
+    if json:
+        print_json({"topic": name, "id": meta.id, "partitions": meta.partitions,
+                    "config": meta.config, **did})
+        return
+    info(f"topic {name} {'ready' if did['created'] else 'exists'} "
+         f"({meta.partitions} partition{'s' * (meta.partitions != 1)})")
 
 
 @app.command("list")
-def list_(json: JsonOpt = False) -> None:
+def list_(
+    topics: Annotated[list[str] | None, typer.Argument(
+        help="Only these topics (exact names), or with --regex those an expression matches "
+        "whole.")] = None,
+    regex: Annotated[bool, typer.Option(
+        "--regex", "-r", help="Read TOPICS as regular expressions (anchored at both ends, "
+        "as rpk's).")] = False,
+    json: JsonOpt = False,
+) -> None:
     """List topics with their partitions and sizes."""
     with open_engine(read_only=True) as eng:
         rows = []
-        for t in eng.topics():
+        for t in eng.topics(topics, regex):
             ends = eng.end_offsets(t.name)
             starts = eng.start_offsets(t.name)
             rows.append({"topic": t.name, "partitions": t.partitions,
                          "records": sum(ends[p] - starts[p] for p in ends),
                          "end_offsets": sum(ends.values()), "config": t.config})
+    missing = [n for n in topics or () if not regex and n not in {r["topic"] for r in rows}]
+    for n in missing:
+        pattern = any(c in n for c in "*+?[]()|^$\\")
+        info(printable(f"note: no topic is named {n!r}"
+                       + (" (add --regex to read it as a regular expression)" if pattern else "")))
     if json:
         print_json(rows)
     else:
@@ -75,6 +102,7 @@ def alter_config(
         "--set", help="key=value to set (repeatable).")] = None,
     delete: Annotated[list[str] | None, typer.Option(
         "--delete", help="Key to reset to its default (repeatable).")] = None,
+    json: JsonOpt = False,
 ) -> None:
     """Change topic configs while producers keep running."""
     from engine.storage.config import parse_pairs
@@ -83,6 +111,9 @@ def alter_config(
         raise typer.BadParameter("give at least one --set key=value or --delete key")
     with open_engine() as eng:
         meta = eng.alter_topic_config(name, parse_pairs(set_ or []), delete or [])
+    if json:
+        print_json({"topic": name, "config": meta.config})
+        return
     info(f"topic {name} config: " + (", ".join(f"{k}={v}" for k, v in sorted(meta.config.items()))
                                      or "all defaults"))
 
@@ -91,23 +122,42 @@ def alter_config(
 def add_partitions(
     name: NameArg,
     total: Annotated[int, typer.Option("--total", help="New total partition count.")],
+    json: JsonOpt = False,
 ) -> None:
     """Grow a topic to --total partitions (keyed records may then map elsewhere)."""
     with open_engine() as eng:
         meta = eng.add_partitions(name, total)
+    if json:
+        print_json({"topic": name, "partitions": meta.partitions})
+        return
     info(f"topic {name} now has {meta.partitions} partitions")
 
 
 @app.command()
-def delete(name: NameArg, yes: YesOpt = False) -> None:
+def delete(
+    name: NameArg,
+    yes: YesOpt = False,
+    if_exists: Annotated[bool, typer.Option(
+        "--if-exists", help="Succeed when there is no such topic (nothing is deleted).")
+    ] = False,
+    json: JsonOpt = False,
+) -> None:
     """Delete a topic and all its data."""
     with open_engine() as eng:
-        eng.topic(name)
-        confirm(f"delete topic {name} and all its data?", yes)
-        out = eng.delete_topic(name)
+        if if_exists and not eng.topics([name]):
+            out = eng.delete_topic(name, if_exists=True)  # (says there was nothing)
+        else:
+            eng.topic(name)
+            confirm(f"delete topic {name} and all its data?", yes)
+            out = eng.delete_topic(name, if_exists=if_exists)
+    if json:
+        print_json(out)
     if out["problems"]:  # damaged tier manifests: what they name outside the prefix stays
         from engine.errors import DamagedMetadata
 
         raise DamagedMetadata(f"topic {name} was deleted with its cold prefix, but: "
                               + "; ".join(out["problems"]))
-    info(f"topic {name} deleted")
+    if not out["deleted"]:
+        info(printable(f"topic {name} does not exist: nothing was deleted"))
+    elif not json:
+        info(f"topic {name} deleted")

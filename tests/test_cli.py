@@ -165,11 +165,12 @@ def test_consume_offsets_and_num(data_dir):
     assert cli(data_dir, "consume", "t", "-o", "10", "-n", "2").output == "10\n11\n"
     assert cli(data_dir, "consume", "t", "-o", "end").output == ""
     assert cli(data_dir, "consume", "t", "-o", "@0", "-n", "1").output == "0\n"
-    assert cli(data_dir, "consume", "t", "-o", "@2999-01-01T00:00:00Z").output == ""
+    r = cli(data_dir, "consume", "t", "-o", "@2999-01-01T00:00:00Z")
+    assert r.stdout == "" and "past the end of t-0" in r.stderr  # (issue 14: says so)
     assert cli(data_dir, "consume", "t", "-o", "bogus").exit_code == 2
     r = cli(data_dir, "offsets", "t", "--json", "--time", "earliest")
     assert json.loads(r.output) == [{"partition": 0, "start_offset": 0, "end_offset": 100,
-                                     "offset": 0}]
+                                     "offset": 0, "past_end": False}]
 
 
 def test_consume_follow_sees_another_process(data_dir):

@@ -38,6 +38,9 @@ FOREIGN_PRIVATE = {
     ("_strip_protocol", "engine/tiering/cold.py"),  # fsspec: a URI to the path inside its fs
     ("_jdf", "engine/spark/job.py"), ("_jc", "engine/spark/job.py"),  # pyspark, no pandas
     ("_create_udf", "engine/spark/job.py"),
+    # click's per-parameter completion hook, set on the built commands (typer's autocompletion=
+    # would need every module's topic and group parameters edited)
+    ("_custom_shell_complete", "rivven_cli/completion.py"),
 }
 
 

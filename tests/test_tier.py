@@ -213,7 +213,7 @@ def test_restore_brings_segments_back(data_dir):
     r = run_rivven(data_dir, "segment", "verify", "--cold")
     assert r.returncode == 0, r.stdout + r.stderr
     r = run_rivven(data_dir, "tier", "restore", "t", "--from", "x")
-    assert r.returncode == 2 and b"neither an offset nor @TIMESTAMP" in r.stderr
+    assert r.returncode == 2 and b"is not a position: use beginning, N" in r.stderr
 
 
 def test_retention_deletes_from_the_cold_store(data_dir):

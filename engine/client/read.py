@@ -24,13 +24,14 @@ from ..storage.log import PartitionLog
 from ..storage.segment import BatchRef, Segment
 
 _offset_of = attrgetter("offset")
-POSITION_KINDS = ("beginning", "end", "offset", "from_end", "timestamp")
+POSITION_KINDS = ("beginning", "end", "offset", "from_end", "from_start", "timestamp")
 
 
 class Position(NamedTuple):
     """Where to read from: ``beginning``, ``end``, ``offset`` N (clamped into the log),
-    ``from_end`` N (N records before the end) or ``timestamp`` T (the first offset at or after
-    T ms; the end when there is none)."""
+    ``from_end`` N (N records before the end), ``from_start`` N (N records after the log
+    start: rpk's ``+N``) or ``timestamp`` T (the first offset at or after T ms; the end when
+    there is none)."""
 
     kind: str
     value: int = 0
@@ -151,32 +152,42 @@ def _first_at(seg: Segment, timestamp: int, start: int) -> int | None:
 
 def resolve(log: PartitionLog, position: Position) -> int:
     """The offset ``position`` names in this partition, inside [log start, log end]."""
+    return locate(log, position)[0]
+
+
+def locate(log: PartitionLog, position: Position) -> tuple[int, bool]:
+    """``resolve``, and whether the position lies past the end of the log: an offset (or
+    log start + N) above the end offset, or a time no record is at or after (both resolve
+    to the end offset)."""
     kind, value = position
     if kind not in POSITION_KINDS:
         raise InvalidArgument(f"unknown position {kind!r}: use one of {', '.join(POSITION_KINDS)}")
+    if kind != "beginning" and kind != "end" and (not isinstance(value, int) or value < 0):
+        raise InvalidArgument(f"position {kind} needs a non-negative integer, not {value!r}")
     start, end = log.offsets()
     if kind == "beginning":
-        return start
+        return start, False
     if kind == "end":
-        return end
+        return end, False
     if kind == "timestamp":
         off = offset_for_time(log, value)
-        return end if off is None else max(off, start)
+        return (end, True) if off is None else (max(off, start), False)
     if kind == "from_end":
-        return max(start, end - value)
-    return min(max(value, start), end)
+        return max(start, end - value), False
+    want = start + value if kind == "from_start" else value
+    return min(max(want, start), end), want > end
 
 
 def list_offsets(logs: list[PartitionLog], at: Position | None = None) -> list[dict[str, Any]]:
-    """Per partition: start and end offset, and with ``at`` the offset it names (and the
-    timestamp, for a time)."""
+    """Per partition: start and end offset, and with ``at`` the offset it names, whether
+    ``at`` lies past the end (``past_end``) and, for a time, the timestamp."""
     rows = []
     for log in logs:
         start, end = log.offsets()
         row: dict[str, Any] = {"partition": log.partition, "start_offset": start,
                                "end_offset": end}
         if at is not None:
-            row["offset"] = resolve(log, at)
+            row["offset"], row["past_end"] = locate(log, at)
             if at.kind == "timestamp":
                 row["timestamp"] = at.value
         rows.append(row)
@@ -186,9 +197,9 @@ def list_offsets(logs: list[PartitionLog], at: Position | None = None) -> list[d
 def offsets_before(logs: list[PartitionLog], before: Position, clamp: bool
                    ) -> dict[int, int]:
     """Where delete-records moves each log start: an ``offset`` (with ``clamp``, no further
-    than a partition's end) or the first offset at a ``timestamp``."""
-    if before.kind not in ("offset", "timestamp"):
-        raise InvalidArgument("delete records before an offset or a timestamp")
+    than a partition's end), or any other position as ``resolve`` reads it (``end``: every
+    record, as Kafka's offset -1; ``from_end`` N: all but the last N; a ``timestamp``: the
+    first offset at or after it)."""
     if before.kind == "offset" and not clamp:
         return {log.partition: before.value for log in logs}
     return {log.partition: resolve(log, before) for log in logs}
@@ -197,13 +208,18 @@ def offsets_before(logs: list[PartitionLog], before: Position, clamp: bool
 # ---------------------------------------------------------------- streaming
 def stream(logs: dict[int, PartitionLog], topic: str, starts: dict[int, int],
            max_records: int | None = None, follow: bool = False, chunk: int = 5000,
-           poll_s: float = 0.1, on_idle: Callable[[], None] | None = None
-           ) -> Iterator[ColumnBatch]:
+           poll_s: float = 0.1, on_idle: Callable[[], None] | None = None,
+           stops: dict[int, int] | None = None) -> Iterator[ColumnBatch]:
     """Column batches of the partitions ``logs`` from ``starts`` on, a chunk of each in turn,
-    up to the end offsets at the start (with ``follow``: on, as records are appended, waiting
-    ``poll_s`` between looks and calling ``on_idle`` first), at most ``max_records``."""
+    up to the end offsets at the start, or up to ``stops`` (exclusive) when given (with
+    ``follow`` and no ``stops``: on, as records are appended, waiting ``poll_s`` between looks
+    and calling ``on_idle`` first), at most ``max_records``."""
     pos = dict(starts)
-    stop = {p: None if follow else log.offsets()[1] for p, log in logs.items()}
+    if stops is not None:
+        follow = False  # (a stop ends the stream: nothing to wait for)
+        stop: dict[int, int | None] = {p: stops[p] for p in logs}
+    else:
+        stop = {p: None if follow else log.offsets()[1] for p, log in logs.items()}
     left = max_records
     while True:
         progressed = False

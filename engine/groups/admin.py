@@ -20,7 +20,8 @@ from .offset_store import OffsetStore
 TopicOffsets = Callable[[str], "dict[int, tuple[int, int]] | None"]  # None: no such topic
 OffsetForTime = Callable[[str, int, int], "int | None"]
 
-RESET_MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "by-duration", "shift-by")
+RESET_MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "by-duration", "shift-by",
+               "from-start", "from-end")
 
 
 class GroupNotFound(RivvenError):
@@ -89,6 +90,10 @@ class GroupAdmin:
                 "partitions": rows,
                 "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
 
+    def group_names(self) -> list[str]:
+        """The groups' names alone (nothing read, nothing tidied: shell completion)."""
+        return membership.group_names(self.data_dir, tidy=False)
+
     def list_groups(self) -> list[dict[str, Any]]:
         out = []
         for g in membership.group_names(self.data_dir):
@@ -111,8 +116,9 @@ class GroupAdmin:
     def plan_reset(self, group: str, targets: dict[str, list[int] | None] | None,
                    mode: str, value: int | None = None) -> list[dict[str, Any]]:
         """Rows ``topic, partition, prior, new, clamped`` for a reset of ``targets`` (topic ->
-        partitions, None = all; ``targets=None`` = every topic the group has committed). ``value``:
-        the offset (to-offset), the resolved time in ms (to-datetime, by-duration) or the shift."""
+        partitions, None = all; ``targets=None`` = every topic the group has committed).
+        ``value``: the offset (to-offset), the resolved time in ms (to-datetime, by-duration),
+        the shift, or N (from-start: log start + N; from-end: log end - N)."""
         if mode not in RESET_MODES:
             raise InvalidArgument(f"unknown reset mode {mode!r}; use one of {', '.join(RESET_MODES)}")
         committed = self._store(group).refresh() if self._exists(group) else {}
@@ -147,6 +153,10 @@ class GroupAdmin:
                         raise InvalidArgument(f"cannot shift {t}-{p}: group {group!r} has no committed "
                                               "offset there; use --to-offset or --to-earliest")
                     want = prior + int(value)
+                elif mode == "from-start":
+                    want = start + int(value)
+                elif mode == "from-end":
+                    want = end - int(value)
                 else:
                     found = self.offset_for_time(t, p, int(value))
                     want = end if found is None else found

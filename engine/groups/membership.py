@@ -107,14 +107,15 @@ def group_dir(data_dir: str, group: str) -> str:
     return os.path.join(data_dir, GROUPS, _dirname(group))
 
 
-def group_names(data_dir: str) -> list[str]:
+def group_names(data_dir: str, tidy: bool = True) -> list[str]:
+    """The data dir's groups; with ``tidy``, what a 'group delete' cut short is removed."""
     root = os.path.join(data_dir, GROUPS)
     try:
         names = set(os.listdir(root))
     except FileNotFoundError:
         return []
     for n in names:
-        if n.startswith(".deleted-"):  # a 'group delete' cut short
+        if tidy and n.startswith(".deleted-"):  # a 'group delete' cut short
             guard.remove_tree(data_dir, os.path.join(root, n))
     return sorted(g for g in map(unquote, names) if _is_group_dir(g, names))
 

@@ -8,6 +8,7 @@ the name removes) and trashed after it stops naming them (a crash leaves files o
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,8 +43,25 @@ class Topics:
         self.catalog.refresh()
         return [self.catalog.topics[n] for n in sorted(self.catalog.topics)]
 
+    def matching(self, names: Sequence[str], regex: bool = False) -> list[TopicMeta]:
+        """The topics named (those that exist), or with ``regex`` those a name matches whole
+        (rpk's ``topic list -r``: each expression is anchored at both ends)."""
+        if not regex:
+            return [t for t in self.all() if t.name in set(names)]
+        try:
+            pats = [re.compile(n) for n in names]
+        except re.error as e:
+            raise InvalidArgument(f"invalid regular expression {e.pattern!r}: {e}") from None
+        return [t for t in self.all() if any(p.fullmatch(t.name) for p in pats)]
+
     def create(self, name: str, partitions: int, config: dict[str, str],
                if_not_exists: bool) -> TopicMeta:
+        return self.ensure(name, partitions, config, if_not_exists)[0]
+
+    def ensure(self, name: str, partitions: int, config: dict[str, str],
+               exists_ok: bool = True) -> tuple[TopicMeta, bool]:
+        """``create``, saying whether this call created the topic (with ``exists_ok`` an
+        existing one is returned as it is)."""
         check_topic_name(name)
         if not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidArgument(
@@ -52,8 +70,8 @@ class Topics:
         check_combination(cfg)
         with self.catalog.mutate() as topics:
             if name in topics:
-                if if_not_exists:
-                    return topics[name]
+                if exists_ok:
+                    return topics[name], False
                 raise TopicExists(f"topic {name!r} already exists; use --if-not-exists to ignore")
             meta = TopicMeta.new(name, partitions, cfg)
             tdir = os.path.join(self.data_dir, "topics", name)
@@ -63,7 +81,7 @@ class Topics:
                 datadir.make_partition(self.data_dir, name, p)
             files.fsync_dir(os.path.join(self.data_dir, "topics"))
             topics[name] = meta
-        return meta
+        return meta, True
 
     def delete(self, name: str, before_removal: Callable[[TopicMeta], Any] | None = None
                ) -> Any:
@@ -150,3 +168,11 @@ class Topics:
                 datadir.make_partition(self.data_dir, name, p)
             topics[name] = TopicMeta(name, meta.id, total, meta.config, meta.created_ms)
         return self.get(name)
+
+
+def not_applied(meta: TopicMeta, partitions: int, config: dict[str, str]) -> list[str]:
+    """What a create of an existing topic asked that the topic does not have:
+    ``partitions`` (another count), ``config`` (a value it does not hold)."""
+    want = validate(config)
+    return ((["partitions"] if partitions != meta.partitions else [])
+            + (["config"] if any(meta.config.get(k) != v for k, v in want.items()) else []))

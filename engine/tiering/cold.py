@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ..errors import ColdObjectError, RivvenError, StorageError
+from ..errors import ColdObjectError, InvalidConfig, RivvenError, StorageError
 from ..format import crc
 from ..storage import files, guard, tier_manifest
 
@@ -68,6 +68,36 @@ def _fs(uri: str) -> tuple[Any, str]:
         raise RivvenError(f"cannot open the cold store {uri}: {e}; {hint}") from None
     del fsspec
     return fs, path
+
+
+def check_store(uri: str) -> None:
+    """A ``remote.storage.uri`` checked when it is set (not when tiering first runs): the
+    plain form tiering requires (``tier_manifest.canonical_store``) and a backend installed
+    for its scheme, without connecting to it. Raises InvalidConfig naming the fix."""
+    if not tier_manifest.canonical_store(uri):
+        raise InvalidConfig(
+            f"remote.storage.uri {uri!r} is not a plain URI: the cold store takes no '?', '#', "
+            "percent escapes, backslashes or empty, '.' or '..' segments, and file:// only "
+            "with an absolute path (file:///mnt/cold, s3://bucket/prefix)")
+    scheme = uri.split("://", 1)[0]
+    if scheme == "file":
+        return
+    extra = EXTRAS.get(scheme)
+    try:
+        from fsspec.registry import get_filesystem_class
+    except ImportError:
+        raise InvalidConfig("the cold store needs fsspec: pip install fsspec") from None
+    try:
+        get_filesystem_class(scheme)
+    except ValueError:
+        raise InvalidConfig(
+            f"remote.storage.uri {uri!r}: no cold-store backend knows the scheme {scheme}:// "
+            f"(fsspec's, e.g. file://, s3://, gs://, abfs://, hdfs://)") from None
+    except ImportError as e:
+        hint = f"pip install 'rivven[{extra}]'" if extra else \
+            f"install the fsspec backend for {scheme}://"
+        raise InvalidConfig(f"remote.storage.uri {uri!r}: the backend for {scheme}:// is not "
+                            f"installed ({e}): {hint}") from None
 
 
 def check(uri: str) -> None:
