@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import clock
-from ..errors import DataDirError, InvalidConfig, InvalidTopicName
+from ..errors import DataDirError, InvalidArgument, InvalidConfig, InvalidTopicName
 from . import files, jsondoc
 from .config import TopicConfig, validate
 from .locks import DEFAULT_WAIT, LockWait, lock_path
@@ -43,6 +43,18 @@ def check_topic_name(name: str) -> None:
             "(not '.' or '..')"
         )
 
+
+
+def matching(names: list[str], patterns: list[str] | tuple[str, ...]) -> list[str]:
+    """The ``names`` a regular expression of ``patterns`` matches whole (as Kafka's
+    ``subscribe(Pattern)``: ``orders-.*`` matches ``orders-eu``, not ``old-orders-eu``)."""
+    compiled = []
+    for p in patterns:
+        try:
+            compiled.append(re.compile(p))
+        except re.error as e:
+            raise InvalidArgument(f"invalid regular expression {p!r}: {e}") from None
+    return sorted(n for n in names if any(c.fullmatch(n) for c in compiled))
 
 @dataclass
 class TopicMeta:
