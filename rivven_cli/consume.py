@@ -10,8 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import PartitionsOpt, open_engine
-from .formats import FORMAT_HELP, Encoding, encoder, formatter, json_lines
+from .common import Encoding, PartitionsOpt, open_engine
 from .positions import UNITS, parse_position
 from .render import info
 
@@ -41,7 +40,9 @@ def consume(
         "--exit", "-e", help="Stop at the end offsets taken at start: what consume does "
         "unless --follow (kcat's -e, accepted for its users).")] = False,
     fmt: Annotated[str | None, typer.Option(
-        "--format", "-f", help=f"Output format: {FORMAT_HELP}. E.g. '%k=%v\\n'.")
+        "--format", "-f", help="Output format: %t topic, %p partition, %o offset, %k key, %v (%s) value, "
+        "%T (%d) timestamp, %d{strftime[%F %T]}, %h headers, %K %S (%V) sizes, %H header count; "
+        "escapes \\n \\t \\0 \\xNN. E.g. '%k=%v\\n'.")
     ] = None,
     json: Annotated[bool, typer.Option(
         "--json", help="One JSON object per line: topic partition offset timestamp key value "
@@ -70,6 +71,8 @@ def consume(
         raise typer.BadParameter("--exit stops at the end, --follow/--idle-timeout read on: "
                                  "use one", param_hint="--exit")
     follow = follow or idle_ms is not None
+    from .formats import encoder, formatter, json_lines
+
     kenc = encoder(key_encoding, json)
     venc = encoder(value_encoding, json)
     out = sys.stdout.buffer

@@ -16,11 +16,11 @@ import binascii
 import json as jsonlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import typer
 
+from .common import Encoding
 from .render import info
 
 MAX_TIMESTAMP = (1 << 62) - 1  # the engine's bound on a record timestamp
@@ -32,12 +32,6 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}
 _OUT_TOKENS = "tpokvsTdhKSVH"
 _IN_TOKENS = {"k": "key", "v": "value", "s": "value", "T": "timestamp", "d": "timestamp",
               "p": "partition", "t": None, "o": None}  # None: read and ignored
-
-
-class Encoding(str, Enum):
-    utf8 = "utf8"
-    base64 = "base64"
-    hex = "hex"
 
 
 # ---------------------------------------------------------------- encodings

@@ -12,8 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import fail, open_engine
-from .formats import Encoding, FormatInput, JsonInput, LinesInput, decoder
+from .common import Encoding, fail, open_engine
 from .render import human_bytes, info
 
 READ_SIZE = 1 << 20
@@ -47,6 +46,8 @@ def _refuse(option: str, why: str) -> None:
 def _input(input_format: InputFormat, fmt: str | None, key: str | None, sep: str | None,
            keep_partition: bool, partition: int | None, kenc: Encoding, venc: Encoding) -> Any:
     """The parser the options describe; options that cannot apply to it are usage errors."""
+    from .formats import FormatInput, JsonInput, LinesInput, decoder
+
     kdec, vdec = decoder(kenc), decoder(venc)
     if input_format is InputFormat.json:
         if key is not None:
@@ -204,6 +205,9 @@ class _Sender:
         self.topic, self.parser, self.hdrs = topic, parser, hdrs
         self.partition, self.compression = partition, compression
         self.tombstone_empty, self.print_offsets, self.json = tombstone_empty, print_offsets, json
+        from .formats import LinesInput
+
+        self.lines_mode = isinstance(parser, LinesInput)  # (needs no partition count)
         self.what = "line" if parser.terminator == b"\n" else "input record"
         self.count = self.nbytes = 0
         self.line_no = 0  # input lines (records) before the current chunk
@@ -211,7 +215,7 @@ class _Sender:
         self.out = sys.stdout.buffer
 
     def send(self, eng: Any, lines: list[bytes], guard: Any) -> None:
-        nparts = 0 if isinstance(self.parser, LinesInput) else eng.topic(self.topic).partitions
+        nparts = 0 if self.lines_mode else eng.topic(self.topic).partitions
         parsed = self.parser.parse(lines, nparts)  # (partitions may have been added)
         values = parsed.values
         if values:

@@ -9,8 +9,17 @@ from typing import Annotated
 
 import typer
 
-from .common import STATE, DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, fail, open_engine
-from .formats import Encoding
+from .common import (
+    STATE,
+    DryRunOpt,
+    Encoding,
+    JsonOpt,
+    PartitionOpt,
+    YesOpt,
+    confirm,
+    fail,
+    open_engine,
+)
 from .progress import progress_bar
 from .render import human_bytes, info, json_line, print_json, print_table, printable, utc, warn
 
