@@ -78,9 +78,16 @@ def _input(input_format: InputFormat, fmt: str | None, key: str | None, sep: str
     if fmt is not None:
         if sep is not None:
             _refuse("--key-separator", "--format says where the key is (e.g. -F '%k:%v\\n')")
-        return FormatInput(fmt, kbytes, kdec, vdec)
-    return LinesInput(kbytes, None if sep is None else sep.encode("utf-8", "surrogateescape"),
-                      kdec, vdec)
+        parser: Any = FormatInput(fmt, kbytes, kdec, vdec)
+        keyed = key is not None or "key" in parser.fields
+    else:
+        parser = LinesInput(kbytes, None if sep is None
+                            else sep.encode("utf-8", "surrogateescape"), kdec, vdec)
+        keyed = key is not None or sep is not None
+    if kdec is not None and not keyed:
+        _refuse("--key-encoding", "the input has no keys to decode (it applies to -k, -K, %k "
+                "in --format and --input json)")
+    return parser
 
 
 def _record_error(e: Exception, idx: int) -> str:

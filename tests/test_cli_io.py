@@ -187,6 +187,8 @@ def test_a_signal_during_a_store_waits_for_its_acknowledgement():
     (["-F", "%k %v\\n", "-k", "x"], "--key", "has %k"),
     (["--keep-partition"], "--keep-partition", "applies to --input json"),
     (["--input", "json", "--keep-partition", "-p", "0"], "--keep-partition", "either"),
+    (["--key-encoding", "hex"], "--key-encoding", "no keys to decode"),
+    (["-F", "%v\\n", "--key-encoding", "base64"], "--key-encoding", "no keys to decode"),
 ])
 def test_produce_refuses_options_that_cannot_apply(data_dir, args, option, why):
     assert cli(data_dir, "topic", "create", "t").exit_code == 0
