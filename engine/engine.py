@@ -360,21 +360,35 @@ class Engine:
             return empty_table()
         return read.read_arrow(self._partition(topic, partition), offset, max_records)
 
-    def stream(self, topic: str, partitions: Sequence[int] | None = None,
+    def stream(self, topic: str | Sequence[str], partitions: Sequence[int] | None = None,
                start: Position = Position("beginning"), max_records: int | None = None,
                follow: bool = False, on_idle: Callable[[], None] | None = None,
-               end: Position | None = None) -> Iterator[ColumnBatch]:
-        """Column batches of ``topic`` (or its ``partitions``) from ``start`` in each, up to
-        the end offsets at the call, or up to ``end`` (exclusive, resolved at the call inside
+               idle_timeout_ms: int | None = None, end: Position | None = None
+               ) -> Iterator[ColumnBatch]:
+        """Column batches of ``topic`` (a name, or several: each batch says its topic) or of
+        its ``partitions`` (in every topic named) from ``start`` in each, up to the end
+        offsets at the call, or up to ``end`` (exclusive, resolved at the call inside
         [log start, log end]: rpk's ``-o START:END``; ``follow`` is then moot), with
-        ``follow`` on as records arrive (``on_idle`` called before each wait), at most
-        ``max_records`` in all (``rivven consume``)."""
-        meta = self.topic(topic)
-        logs = {p: self._log(meta, p) for p in (partitions or range(meta.partitions))}
-        starts = {p: read.resolve(log, start) for p, log in logs.items()}
-        stops = None if end is None else {p: read.resolve(log, end) for p, log in logs.items()}
-        return read.stream(logs, topic, starts, max_records, follow, on_idle=on_idle,
-                           stops=stops)
+        ``follow`` on as records arrive (``on_idle`` called before each wait, until
+        ``idle_timeout_ms`` pass without a record), at most ``max_records`` in all
+        (``rivven consume``)."""
+        names = [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
+        if not names:
+            raise InvalidArgument("no topic to read: name at least one")
+        if idle_timeout_ms is not None and idle_timeout_ms < 0:
+            raise InvalidArgument(f"idle_timeout_ms must be >= 0, not {idle_timeout_ms}")
+        metas = [self.topic(n) for n in names]
+        logs = [self._log(m, p) for m in metas for p in (partitions or range(m.partitions))]
+        starts = [read.resolve(log, start) for log in logs]
+        stops = None if end is None else [read.resolve(log, end) for log in logs]
+        return read.stream(logs, starts, max_records, follow, on_idle=on_idle,
+                           idle_timeout_s=None if idle_timeout_ms is None
+                           else idle_timeout_ms / 1000, stops=stops)
+
+    def match_topics(self, patterns: Sequence[str]) -> list[str]:
+        """Names of the topics that a regular expression of ``patterns`` matches whole
+        (Kafka's ``subscribe(Pattern)``), in name order."""
+        return sorted(m.name for m in self.topics(patterns, regex=True))
 
     # ---------------------------------------------------------------- offsets
     def end_offsets(self, topic: str) -> dict[int, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import Enum
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -22,6 +23,14 @@ PartitionsOpt = Annotated[list[int] | None, typer.Option(
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Only show what would be done; change nothing.")]
+
+
+class Encoding(str, Enum):
+    """How keys and values are written as text (``--key-encoding/--value-encoding``)."""
+
+    utf8 = "utf8"
+    base64 = "base64"
+    hex = "hex"
 
 
 def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True) -> Any:

@@ -2,120 +2,29 @@
 
 from __future__ import annotations
 
-import base64
-import json as jsonlib
+import re
 import sys
+import time
 from collections.abc import Callable
-from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
-from .common import PartitionsOpt, open_engine
-from .positions import BEGINNING, END, check_past_end, parse_range
+from .common import Encoding, PartitionsOpt, open_engine
+from .positions import BEGINNING, END, UNITS, check_past_end, parse_range
 from .render import info
 
 CHUNK = 5000  # records per poll of a group consumer
 POLL_S = 0.1
 
 
-class Encoding(str, Enum):
-    utf8 = "utf8"
-    base64 = "base64"
-    hex = "hex"
-
-
-def _encoder(enc: Encoding, for_json: bool) -> Callable[[bytes | None], Any]:
-    warned = []
-
-    null = None if for_json else b""  # a format string prints null as nothing
-    if enc is Encoding.base64:
-        return lambda b: null if b is None else (
-            base64.b64encode(b).decode() if for_json else base64.b64encode(b))
-    if enc is Encoding.hex:
-        return lambda b: null if b is None else (b.hex() if for_json else b.hex().encode())
-    if not for_json:
-        return lambda b: b"" if b is None else b
-
-    def utf8(b: bytes | None) -> str | None:
-        if b is None:
-            return None
-        try:
-            return b.decode()
-        except UnicodeDecodeError:
-            if not warned:
-                warned.append(1)
-                info("warning: some bytes are not UTF-8 and were replaced; use "
-                     "--key-encoding/--value-encoding base64 for binary data")
-            return b.decode(errors="replace")
-
-    return utf8
-
-
-def _unescape(fmt: str) -> str:
-    return fmt.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").replace("\\\\", "\\")
-
-
-def _formatter(fmt: str, topic: str, kenc: Callable, venc: Callable
-               ) -> Callable[[int, Any, Any, list, list, Any], bytes]:
-    """Compile a %-format into a function over one batch's columns."""
-    tokens: list[str | None] = []
-    i = 0
-    lit = ""
-    fmt = _unescape(fmt)
-    while i < len(fmt):
-        c = fmt[i]
-        if c == "%" and i + 1 < len(fmt):
-            t = fmt[i + 1]
-            if t == "%":
-                lit += "%"
-            elif t in "tpokvTh":
-                if lit:
-                    tokens.append(lit)
-                    lit = ""
-                tokens.append(None)
-                tokens.append(t)
-            else:
-                raise typer.BadParameter(f"unknown format token %{t}: use %t %p %o %k %v %T %h",
-                                         param_hint="--format")
-            i += 2
-            continue
-        lit += c
-        i += 1
-    if lit:
-        tokens.append(lit)
-    if tokens == [None, "v", "\n"]:  # the common '%v\n': one join per batch
-        def fast(p: int, offs: Any, ts: Any, keys: list, values: list, hs: Any) -> bytes:
-            return b"\n".join([venc(v) for v in values]) + b"\n" if values else b""
-        return fast
-    parts: list[Callable[..., bytes]] = []
-    it = iter(tokens)
-    for tok in it:
-        if tok is None:
-            t = next(it)
-            parts.append({
-                "t": lambda p, o, ts, k, v, h, _t=topic.encode(): _t,
-                "p": lambda p, o, ts, k, v, h: str(p).encode(),
-                "o": lambda p, o, ts, k, v, h: str(o).encode(),
-                "k": lambda p, o, ts, k, v, h: kenc(k),
-                "v": lambda p, o, ts, k, v, h: venc(v),
-                "T": lambda p, o, ts, k, v, h: str(ts).encode(),
-                "h": lambda p, o, ts, k, v, h: ",".join(
-                    f"{hk}={'' if hv is None else hv.decode(errors='replace')}"
-                    for hk, hv in h).encode(),
-            }[t])
-        else:
-            b = tok.encode()
-            parts.append(lambda p, o, ts, k, v, h, _b=b: _b)
-
-    def generic(p: int, offs: Any, ts: Any, keys: list, values: list, hs: Any) -> bytes:
-        return b"".join([b"".join([f(p, o, t, k, v, h) for f in parts])
-                         for o, t, k, v, h in zip(offs, ts, keys, values, hs)])
-    return generic
-
-
 def consume(
-    topic: Annotated[str, typer.Argument(help="Topic to read.")],
+    topics: Annotated[list[str], typer.Argument(
+        help="Topic(s) to read (with -r: regular expressions a whole name must match).",
+        show_default=False)],
+    regex: Annotated[bool, typer.Option(
+        "--regex", "-r", help="The topics are regular expressions (rpk's -r): read every "
+        "topic one of them matches whole, e.g. -r 'orders-.*'.")] = False,
     partition: PartitionsOpt = None,
     offset: Annotated[str, typer.Option(
         "--offset", "-o", help="beginning, end, N, -N (N before the end), +N (N after the "
@@ -125,8 +34,16 @@ def consume(
                    ] = None,
     follow: Annotated[bool, typer.Option(
         "--follow", help="Keep reading records as they are appended (Ctrl-C to stop).")] = False,
+    idle_timeout: Annotated[str | None, typer.Option(
+        "--idle-timeout", help="Follow, and stop after this long without a record (e.g. 5s, "
+        "500ms, 2m).")] = None,
+    exit_at_end: Annotated[bool, typer.Option(
+        "--exit", "-e", help="Stop at the end offsets taken at start: what consume does "
+        "unless --follow (kcat's -e, accepted for its users).")] = False,
     fmt: Annotated[str | None, typer.Option(
-        "--format", "-f", help="Output format with %t %p %o %k %v %T %h, e.g. '%k=%v\\n'.")
+        "--format", "-f", help="Output format: %t topic, %p partition, %o offset, %k key, %v (%s) value, "
+        "%T (%d) timestamp, %d{strftime[%F %T]}, %h headers, %K %S (%V) sizes, %H header count; "
+        "escapes \\n \\t \\0 \\xNN. E.g. '%k=%v\\n'.")
     ] = None,
     json: Annotated[bool, typer.Option(
         "--json", help="One JSON object per line: topic partition offset timestamp key value "
@@ -134,7 +51,8 @@ def consume(
     key_encoding: Annotated[Encoding, typer.Option(
         "--key-encoding", help="utf8, base64 or hex.")] = Encoding.utf8,
     value_encoding: Annotated[Encoding, typer.Option(
-        "--value-encoding", help="utf8, base64 or hex.")] = Encoding.utf8,
+        "--value-encoding", help="utf8, base64 or hex (header values too, in --json).")
+    ] = Encoding.utf8,
     group: Annotated[str | None, typer.Option(
         "--group", "-g", help="Read as a member of this consumer group: resume from its "
         "committed offsets and commit what was printed.")] = None,
@@ -149,20 +67,18 @@ def consume(
     """
     if json and fmt is not None:
         raise typer.BadParameter("use either --json or --format, not both")
-    kenc = _encoder(key_encoding, json)
-    venc = _encoder(value_encoding, json)
+    idle_ms = None if idle_timeout is None else _duration(idle_timeout, "--idle-timeout")
+    if exit_at_end and (follow or idle_ms is not None):
+        raise typer.BadParameter("--exit stops at the end, --follow/--idle-timeout read on: "
+                                 "use one", param_hint="--exit")
+    follow = follow or idle_ms is not None
+    from .formats import encoder, formatter, json_lines
+
+    kenc = encoder(key_encoding, json)
+    venc = encoder(value_encoding, json)
     out = sys.stdout.buffer
-    if json:
-        def emit(p: int, offs: Any, ts: Any, keys: list, values: list, hs: Any) -> bytes:
-            return "".join([
-                jsonlib.dumps({"topic": topic, "partition": p, "offset": o, "timestamp": t,
-                               "key": kenc(k), "value": venc(v),
-                               "headers": [[hk, None if hv is None else venc(hv)]
-                                           for hk, hv in h]},
-                              separators=(",", ":")) + "\n"
-                for o, t, k, v, h in zip(offs, ts, keys, values, hs)]).encode()
-    else:
-        emit = _formatter(fmt if fmt is not None else "%v\n", topic, kenc, venc)
+    emit = json_lines(kenc, venc) if json else formatter(fmt if fmt is not None else "%v\n",
+                                                         kenc, venc)
     if group is not None:
         if partition:
             raise typer.BadParameter("--partition cannot be used with --group (the group "
@@ -171,9 +87,9 @@ def consume(
             raise typer.BadParameter("with --group, --offset is beginning or end: where to "
                                      "start a partition the group has no offset for",
                                      param_hint="--offset")
-        _consume_group(topic, group, member_id,
+        _consume_group(topics, regex, group, member_id,
                        "earliest" if offset.lower() in BEGINNING else "latest",
-                       num, follow, emit, out)
+                       num, follow, emit, out, idle_ms)
         return
 
     start, stop = parse_range(offset, "--offset")
@@ -181,33 +97,64 @@ def consume(
         raise typer.BadParameter("a range START:END stops at END; --follow reads on: use one",
                                  param_hint="--offset")
     with open_engine(read_only=True) as eng:
-        check_past_end(eng, topic, start, "--offset", "reading from the end offset", partition)
-        check_past_end(eng, topic, stop, "--offset END", "reading to the end", partition)
-        for b in eng.stream(topic, partition, start, num, follow, on_idle=out.flush, end=stop):
-            out.write(emit(b.partition, b.offsets, b.timestamps, b.keys, b.values, b.headers))
+        names = _names(eng, topics, regex)
+        for name in names:
+            check_past_end(eng, name, start, "--offset", "reading from the end offset",
+                           partition)
+            check_past_end(eng, name, stop, "--offset END", "reading to the end", partition)
+        for b in eng.stream(names, partition, start, num, follow, on_idle=out.flush,
+                            idle_timeout_ms=idle_ms, end=stop):
+            out.write(emit(b))
         out.flush()
 
 
-def _consume_group(topic: str, group: str, member_id: str | None, reset: str, num: int | None,
-                   follow: bool, emit: Callable, out: Any) -> None:
+def _names(eng: Any, topics: list[str], regex: bool) -> list[str]:
+    """The topics to read: as named, or those the -r expressions match."""
+    if not regex:
+        return topics
+    names = eng.match_topics(topics)
+    if not names:
+        from .common import fail
+
+        fail(f"no topic matches {' or '.join(repr(t) for t in topics)} (a whole name must "
+             "match: 'orders-.*', not 'orders-'); see 'rivven topic list'")
+    return names
+
+
+def _duration(text: str, option: str) -> int:
+    """``5s``, ``500ms``, ``1.5m``, ``2h``, ``1d`` as milliseconds."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", text.strip())
+    if not m:
+        raise typer.BadParameter(f"{text!r} is not a duration: give a number and a unit, "
+                                 "e.g. 5s, 500ms, 2m or 1h", param_hint=option)
+    return int(float(m.group(1)) * UNITS[m.group(2)])
+
+
+def _consume_group(topics: list[str], regex: bool, group: str, member_id: str | None,
+                   reset: str, num: int | None, follow: bool, emit: Callable, out: Any,
+                   idle_ms: int | None = None) -> None:
     def said(e: dict) -> None:
         if e["reason"] == "out-of-range":
             info(f"group {group}: {e['topic']}-{e['partition']} committed offset {e['prior']} "
                  f"is out of range; reset to {e['policy']} ({e['new']})")
 
-    with open_engine() as eng, eng.consumer(group, topic, auto_offset_reset=reset,
+    with open_engine() as eng, eng.consumer(group, _names(eng, topics, regex),
+                                            auto_offset_reset=reset,
                                             enable_auto_commit=False, member_id=member_id,
                                             client_id="rivven-consume", on_reset=said) as c:
         left = num
+        last_record = time.monotonic()
         while left is None or left > 0:
             batches = c.poll_batches(timeout_ms=int(POLL_S * 1000) if follow else 0,
                                      max_records=CHUNK if left is None else min(CHUNK, left))
             if not batches:
-                if follow:
+                if follow and (idle_ms is None
+                               or (time.monotonic() - last_record) * 1000 < idle_ms):
                     continue
                 break
+            last_record = time.monotonic()
             for b in batches:
-                out.write(emit(b.partition, b.offsets, b.timestamps, b.keys, b.values, b.headers))
+                out.write(emit(b))
                 if left is not None:
                     left -= len(b.keys)
             out.flush()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json as jsonlib
 import os
+import re
 import sys
 import time
 from enum import Enum
@@ -11,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import fail, open_engine
+from .common import Encoding, fail, open_engine
 from .render import human_bytes, info
 
 READ_SIZE = 1 << 20
@@ -20,12 +21,6 @@ READ_SIZE = 1 << 20
 class InputFormat(str, Enum):
     lines = "lines"
     json = "json"
-
-
-class LineError(Exception):
-    def __init__(self, index: int, message: str) -> None:
-        super().__init__(message)
-        self.index = index
 
 
 def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:
@@ -38,112 +33,67 @@ def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:
     return out
 
 
-MAX_TIMESTAMP = (1 << 62) - 1  # the engine's bound on a record timestamp
-
-
-def _bytes(v: Any, what: str, index: int) -> bytes | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return _utf8(v, what, index)
-    if isinstance(v, (dict, list, int, float, bool)):
-        return jsonlib.dumps(v, separators=(",", ":")).encode()  # (ASCII: \u escapes)
-    raise LineError(index, f"{what} must be a string or null")
-
-
-def _utf8(text: str, what: str, index: int) -> bytes:
-    try:
-        return text.encode()
-    except UnicodeEncodeError as e:
-        raise LineError(index, f"{what} holds {text[e.start]!r} at character {e.start + 1}, "
-                        "half of a UTF-16 surrogate pair: not text") from None
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    v = float(text)
-    if v in (float("inf"), float("-inf")):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return v
-
-
-def _load(line: bytes, index: int) -> Any:
-    """One input line as JSON, strictly: no NaN or Infinity, no number too large for a float,
-    nesting only as deep as the parser goes (LineError otherwise)."""
-    try:
-        return jsonlib.loads(line, parse_constant=_not_json, parse_float=_finite)
-    except RecursionError:
-        raise LineError(index, "malformed JSON (nested too deeply)") from None
-    except jsonlib.JSONDecodeError as e:
-        raise LineError(index, f"malformed JSON ({e.msg} at column {e.colno})") from None
-    except ValueError as e:  # bad UTF-8, NaN/Infinity, an int of too many digits
-        reason = str(e) if len(str(e)) <= 120 else str(e)[:120] + "..."
-        raise LineError(index, f"malformed JSON ({reason})") from None
-
-
-def _parse_json(lines: list[bytes], partitions: int) -> tuple[list, list, list, list, list]:
-    keys, values, headers, parts, tss = [], [], [], [], []
-    for i, line in enumerate(lines):
-        obj = _load(line, i)
-        if not isinstance(obj, dict):
-            raise LineError(i, "expected a JSON object with key/value/headers/partition")
-        unknown = set(obj) - {"key", "value", "headers", "partition", "timestamp"}
-        if unknown:
-            raise LineError(i, f"unknown field(s) {', '.join(sorted(unknown))}")
-        keys.append(_bytes(obj.get("key"), "key", i))
-        values.append(_bytes(obj.get("value"), "value", i))
-        h = obj.get("headers") or []
-        if isinstance(h, dict):
-            h = list(h.items())
-        try:
-            pairs = [(str(k), v) for k, v in h]
-        except (TypeError, ValueError):
-            raise LineError(i, "headers must be an object or a list of [key, value] pairs") from None
-        for k, _ in pairs:
-            _utf8(k, "a header key", i)
-        headers.append([(k, _bytes(v, "header value", i)) for k, v in pairs])
-        p = obj.get("partition")
-        if p is not None and (not isinstance(p, int) or isinstance(p, bool)
-                              or not 0 <= p < partitions):
-            raise LineError(i, f"partition must be an integer from 0 to {partitions - 1} (the "
-                            f"topic has {partitions}), not {_shown(p)}")
-        parts.append(p)
-        t = obj.get("timestamp")
-        if t is not None and (not isinstance(t, int) or isinstance(t, bool)
-                              or not 0 <= t <= MAX_TIMESTAMP):
-            raise LineError(i, f"timestamp must be milliseconds since the epoch (0 to "
-                            f"{MAX_TIMESTAMP}), not {_shown(t)}")
-        tss.append(t)
-    return keys, values, headers, parts, tss
-
-
-def _shown(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:40] + "..."
-
-
 def _fail_line(message: str) -> None:
     from rich.markup import escape  # (the message quotes input, e.g. "[key, value]")
 
     fail(escape(message))
 
 
-def _parse_lines(lines: list[bytes], key: bytes | None, sep: bytes | None
-                 ) -> tuple[list, list]:
-    if sep is None:
-        return [key] * len(lines), lines
-    keys, values = [], []
-    for i, line in enumerate(lines):
-        k, s, v = line.partition(sep)
-        if not s:
-            raise LineError(i, f"no key separator {sep.decode(errors='replace')!r} in the line")
-        keys.append(k)
-        values.append(v)
-    return keys, values
+def _refuse(option: str, why: str) -> None:
+    raise typer.BadParameter(why, param_hint=option)
 
+
+def _input(input_format: InputFormat, fmt: str | None, key: str | None, sep: str | None,
+           keep_partition: bool, partition: int | None, kenc: Encoding, venc: Encoding) -> Any:
+    """The parser the options describe; options that cannot apply to it are usage errors."""
+    from .formats import FormatInput, JsonInput, LinesInput, decoder
+
+    kdec, vdec = decoder(kenc), decoder(venc)
+    if input_format is InputFormat.json:
+        if key is not None:
+            _refuse("--key", "--input json takes each record's key from its \"key\" field")
+        if sep is not None:
+            _refuse("--key-separator", "--input json reads JSON objects, not KEY<SEP>VALUE lines")
+        if fmt is not None:
+            _refuse("--format", "--input json reads JSON objects; --format parses text lines")
+    elif keep_partition:
+        _refuse("--keep-partition", "it applies to --input json (a consumed record's "
+                "\"partition\"); -F '%p ...' always uses the partition it reads")
+    if keep_partition and partition is not None:
+        _refuse("--keep-partition", "use either --partition or --keep-partition")
+    if key is not None and sep is not None:
+        raise typer.BadParameter("use either --key or --key-separator, not both")
+    if sep == "":
+        raise typer.BadParameter("--key-separator must not be empty")
+    kbytes = None
+    if key is not None:
+        kbytes = key.encode("utf-8", "surrogateescape")
+        if kdec is not None:
+            try:
+                kbytes = kdec(kbytes)
+            except ValueError as e:
+                _refuse("--key", f"{key!r} is not {kenc.value}: {e}")
+    if input_format is InputFormat.json:
+        return JsonInput(keep_partition, kdec, vdec)
+    if fmt is not None:
+        if sep is not None:
+            _refuse("--key-separator", "--format says where the key is (e.g. -F '%k:%v\\n')")
+        parser: Any = FormatInput(fmt, kbytes, kdec, vdec)
+        keyed = key is not None or "key" in parser.fields
+    else:
+        parser = LinesInput(kbytes, None if sep is None
+                            else sep.encode("utf-8", "surrogateescape"), kdec, vdec)
+        keyed = key is not None or sep is not None
+    if kdec is not None and not keyed:
+        _refuse("--key-encoding", "the input has no keys to decode (it applies to -k, -K, %k "
+                "in --format and --input json)")
+    return parser
+
+
+def _record_error(e: Exception, idx: int) -> str:
+    """An engine error about record ``idx`` of a call, without the index (the CLI names the
+    input line instead)."""
+    return re.sub(rf"^record {idx} ", "the record ", str(e))
 
 def produce(
     topic: Annotated[str, typer.Argument(help="Topic to write to.")],
@@ -162,7 +112,22 @@ def produce(
         "--tombstone-empty", help="An empty value becomes a null value (a tombstone).")] = False,
     input_format: Annotated[InputFormat, typer.Option(
         "--input", help="lines: one value per line; json: one object per line with "
-        "key/value/headers/partition/timestamp.")] = InputFormat.lines,
+        "key/value/headers/partition/timestamp (what consume --json prints; topic and offset "
+        "are ignored, blank lines skipped).")] = InputFormat.lines,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-F", help="Parse each record with %-tokens, as rpk's produce -f: %k %v "
+        "%T %p (%t %o read and ignored), e.g. '%k %v\\n'; the last literal ends a record "
+        "('%v\\0': NUL-separated).")] = None,
+    keep_partition: Annotated[bool, typer.Option(
+        "--keep-partition", help="With --input json: write each consumed record (a line with "
+        "an offset) to its \"partition\" too (by default the partitioner places it).")
+    ] = False,
+    key_encoding: Annotated[Encoding, typer.Option(
+        "--key-encoding", help="How keys are written in the input: utf8 (as they are), "
+        "base64 or hex.")] = Encoding.utf8,
+    value_encoding: Annotated[Encoding, typer.Option(
+        "--value-encoding", help="How values (and JSON header values) are written in the "
+        "input: utf8, base64 or hex.")] = Encoding.utf8,
     print_offsets: Annotated[bool, typer.Option(
         "--print-offsets", help="Print 'PARTITION OFFSET' per record once it is durable.")
     ] = False,
@@ -175,18 +140,21 @@ def produce(
         "--json", help="--print-offsets as JSON lines, and the summary as JSON on stderr.")
     ] = False,
 ) -> None:
-    """Produce records: one per line from stdin (or --file), written as lines arrive."""
-    if key is not None and key_separator is not None:
-        raise typer.BadParameter("use either --key or --key-separator, not both")
-    if key_separator == "":
-        raise typer.BadParameter("--key-separator must not be empty")
+    """Produce records: one per line from stdin (or --file), written as lines arrive.
+
+    Ctrl-C, SIGTERM or a closed output pipe stop it after the batch being stored: it says how
+    many records were stored and exits 130, 143 or 141 (128 + the signal, as shells do).
+    """
+    from . import interrupts
+
+    parser = _input(input_format, fmt, key, key_separator, keep_partition, partition,
+                    key_encoding, value_encoding)
     if compression is not None:
         from engine.format.codecs import codec_id
 
         codec_id(compression)
-    hdrs = _headers(header or [])
-    kbytes = key.encode() if key is not None else None
-    sep = key_separator.encode() if key_separator is not None else None
+    sender = _Sender(topic, parser, _headers(header or []), partition, compression,
+                     tombstone_empty, print_offsets, json)
     if file is not None:
         try:
             fd = os.open(file, os.O_RDONLY)
@@ -194,77 +162,119 @@ def produce(
             fail(f"cannot read --file {file}: {e.strerror}")
     else:
         fd = sys.stdin.fileno()
-    out = sys.stdout.buffer
     started = time.perf_counter()
-    count = nbytes = 0
-    line_no = 0  # lines consumed before the current chunk
-
     with open_engine() as eng:
         eng.topic(topic)
-
-        def send(lines: list[bytes]) -> None:
-            nonlocal count, nbytes, line_no
-            error: LineError | None = None
-            try:
-                if input_format is InputFormat.json:
-                    nparts = eng.topic(topic).partitions  # (partitions may have been added)
-                    keys, values, hs, parts, tss = _parse_json(lines, nparts)
-                else:
-                    keys, values = _parse_lines(lines, kbytes, sep)
-                    hs, parts, tss = None, None, None
-            except LineError as e:
-                error = e
-                lines = lines[: e.index]
-                if input_format is InputFormat.json:
-                    keys, values, hs, parts, tss = _parse_json(lines, nparts)
-                else:
-                    keys, values = _parse_lines(lines, kbytes, sep)
-                    hs, parts, tss = None, None, None
-            if lines:
-                if tombstone_empty:
-                    values = [v if v else None for v in values]
-                if hdrs:
-                    hs = [list(hdrs) + list(h) for h in hs] if hs else [hdrs] * len(values)
-                try:
-                    acks = eng.produce_batch(topic, values, keys=keys, headers=hs,
-                                             timestamps=tss, partition=partition,
-                                             partitions=parts, compression=compression)
-                except Exception as e:
-                    idx = getattr(e, "index", None)
-                    if idx is not None:
-                        _fail_line(f"line {line_no + idx + 1}: {e}; records before this "
-                                   "line's batch are stored, none after")
-                    raise
-                if print_offsets:
-                    fmt = '{{"partition":{},"offset":{}}}\n' if json else "{} {}\n"
-                    out.write("".join([fmt.format(p, o) for p, o in acks]).encode())
-                    out.flush()
-                count += len(values)
-                nbytes += sum(len(v) for v in values if v is not None)
-                line_no += len(lines)
-            if error is not None:
-                _fail_line(f"line {line_no + 1}: {error}; the {count} records before it are "
-                           "stored, none after")
-
-        pending = b""
-        while True:
-            try:
-                data = os.read(fd, READ_SIZE)
-            except OSError as e:
-                fail(f"cannot read input: {e.strerror}")
-            if not data:
-                break
-            pending += data
-            lines = pending.split(b"\n")
-            pending = lines.pop()
-            for i in range(0, len(lines), batch_records):
-                send(lines[i: i + batch_records])
-        if pending:
-            send([pending])
+        try:
+            with interrupts.guarded() as guard:
+                for lines in _chunks(fd, parser.terminator, batch_records):
+                    sender.send(eng, lines, guard)
+        except interrupts.Stopped as e:
+            sender.stopped = e
     el = time.perf_counter() - started
+    count, nbytes = sender.count, sender.nbytes
+    if sender.stopped is not None:
+        _report_stop(sender.stopped, topic, count, nbytes, el, json)
     if json and not quiet:
         info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
                             "seconds": round(el, 3)}))
     elif not quiet:
         info(f"produced {count} records ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
              f"({count / el if el else 0:,.0f} records/s)")
+
+
+def _chunks(fd: int, terminator: bytes, most: int) -> Any:
+    """The input's records (split at ``terminator``) as lists of at most ``most``, as they
+    arrive; a last record without a terminator too."""
+    pending = b""
+    while True:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except OSError as e:
+            fail(f"cannot read input: {e.strerror}")
+        if not data:
+            break
+        pending += data
+        lines = pending.split(terminator)
+        pending = lines.pop()
+        for i in range(0, len(lines), most):
+            yield lines[i: i + most]
+    if pending:
+        yield [pending]
+
+
+class _Sender:
+    """Parses chunks of input and stores them, counting what was acknowledged."""
+
+    def __init__(self, topic: str, parser: Any, hdrs: list, partition: int | None,
+                 compression: str | None, tombstone_empty: bool, print_offsets: bool,
+                 json: bool) -> None:
+        self.topic, self.parser, self.hdrs = topic, parser, hdrs
+        self.partition, self.compression = partition, compression
+        self.tombstone_empty, self.print_offsets, self.json = tombstone_empty, print_offsets, json
+        from .formats import LinesInput
+
+        self.lines_mode = isinstance(parser, LinesInput)  # (needs no partition count)
+        self.what = "line" if parser.terminator == b"\n" else "input record"
+        self.count = self.nbytes = 0
+        self.line_no = 0  # input lines (records) before the current chunk
+        self.stopped: Any = None
+        self.out = sys.stdout.buffer
+
+    def send(self, eng: Any, lines: list[bytes], guard: Any) -> None:
+        nparts = 0 if self.lines_mode else eng.topic(self.topic).partitions
+        parsed = self.parser.parse(lines, nparts)  # (partitions may have been added)
+        values = parsed.values
+        if values:
+            if self.tombstone_empty:
+                values = [v if v else None for v in values]
+            hs = parsed.headers
+            if self.hdrs:
+                hs = [self.hdrs + list(h) for h in hs] if hs else [self.hdrs] * len(values)
+            with guard.storing():
+                try:
+                    acks = eng.produce_batch(self.topic, values, keys=parsed.keys, headers=hs,
+                                             timestamps=parsed.timestamps,
+                                             partition=self.partition,
+                                             partitions=parsed.partitions,
+                                             compression=self.compression)
+                except Exception as e:
+                    idx = getattr(e, "index", None)
+                    if idx is not None:
+                        line = parsed.lines[idx] if parsed.lines is not None else idx
+                        _fail_line(f"{self.what} {self.line_no + line + 1}: "
+                                   f"{_record_error(e, idx)}; records before this "
+                                   f"{self.what}'s batch are stored, none after")
+                    raise
+                self.count += len(values)
+                self.nbytes += sum(len(v) for v in values if v is not None)
+                if self.print_offsets:
+                    fmt = '{{"partition":{},"offset":{}}}\n' if self.json else "{} {}\n"
+                    self.out.write("".join([fmt.format(p, o) for p, o in acks]).encode())
+                    self.out.flush()
+        if parsed.error is not None:
+            _fail_line(f"{self.what} {self.line_no + parsed.error.index + 1}: {parsed.error}; "
+                       f"the {self.count} records before it are stored, none after")
+        self.line_no += len(lines)
+
+
+def _report_stop(e: Any, topic: str, count: int, nbytes: int, el: float, json: bool) -> None:
+    """How many records were stored before a signal or a broken pipe stopped the command
+    (always, even with -q: the command did not finish), then its exit status."""
+    import signal
+
+    if e.signum == signal.SIGPIPE:  # (nothing more can reach stdout; do not try at exit)
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+    if json:
+        info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
+                            "seconds": round(el, 3), "stopped": e.name,
+                            "in_flight": e.in_flight}))
+        raise typer.Exit(e.exit_code)
+    fail(f"stopped by {e}: {count:,} record{'' if count == 1 else 's'} "
+         f"({human_bytes(nbytes)}) stored in {topic} (durably acknowledged) before it stopped"
+         + ("; the batch being stored then may be stored too" if e.in_flight else "")
+         + "; the input after them was not produced", e.exit_code)

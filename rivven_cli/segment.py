@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json as jsonlib
 import os
 import sys
 import typing
@@ -10,9 +9,19 @@ from typing import Annotated
 
 import typer
 
-from .common import STATE, DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, fail, open_engine
+from .common import (
+    STATE,
+    DryRunOpt,
+    Encoding,
+    JsonOpt,
+    PartitionOpt,
+    YesOpt,
+    confirm,
+    fail,
+    open_engine,
+)
 from .progress import progress_bar
-from .render import human_bytes, info, print_json, print_table, utc, warn
+from .render import human_bytes, info, json_line, print_json, print_table, printable, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
 TargetsArg = Annotated[list[str] | None, typer.Argument(
@@ -44,26 +53,44 @@ def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: Parti
 
 @app.command()
 def inspect(
-    file: Annotated[str, typer.Argument(help="A .log segment file.")],
+    file: Annotated[str, typer.Argument(
+        help="A .log segment file, or its .index or .timeindex.")],
     records: Annotated[bool, typer.Option("--records", help="Print the records too.")] = False,
-    max_: Annotated[int | None, typer.Option("--max", min=1, help="At most N records.")] = None,
+    max_: Annotated[int | None, typer.Option(
+        "--max", min=1, help="At most N records (of an index: N entries).")] = None,
+    key_encoding: Annotated[Encoding, typer.Option(
+        "--key-encoding", help="Keys with --records: utf8 (bytes that are not UTF-8 as "
+        "\\xNN), base64 or hex.")] = Encoding.utf8,
+    value_encoding: Annotated[Encoding, typer.Option(
+        "--value-encoding", help="Values and header values with --records: utf8, base64 or "
+        "hex.")] = Encoding.utf8,
     json: JsonOpt = False,
 ) -> None:
-    """One row per batch: position, offsets, count, codec, sizes, timestamps, CRC."""
+    """One row per batch: position, offsets, count, codec, sizes, timestamps, CRC. Of a .index
+    or .timeindex: one row per entry, and whether it points at a batch with that offset."""
     from engine.tools.inspect import inspect_segment
 
+    if file.endswith((".index", ".timeindex")):
+        if records:
+            raise typer.BadParameter("an index has no records: inspect its .log",
+                                     param_hint="--records")
+        _inspect_index(file, max_, json)
+        return
+    kenc, venc = _text(key_encoding), _text(value_encoding)
     left = max_
     rows = []
-    for batch in inspect_segment(file, records=records):
+    for batch in inspect_segment(file, records=records, raw=True):
         recs = batch.pop("records", None)
         if json:
-            sys.stdout.write(jsonlib.dumps(batch) + "\n")
+            sys.stdout.write(json_line(batch) + "\n")
         else:
             rows.append(batch)
         if recs is not None:
             for r in recs[: left if left is not None else None]:
+                r = {**r, "key": kenc(r["key"]), "value": venc(r["value"]),
+                     "headers": [[k, venc(v)] for k, v in r["headers"]]}
                 if json:
-                    sys.stdout.write(jsonlib.dumps(r) + "\n")
+                    sys.stdout.write(json_line(r) + "\n")
                 else:
                     rows.append({"record": r})
             if left is not None:
@@ -80,11 +107,12 @@ def inspect(
         for r in rows:
             if "record" in r:
                 rec = r["record"]
-                hs = f" headers={rec['headers']}" if rec["headers"] else ""
-                typer.echo(f"| offset: {rec['offset']} timestamp: {rec['timestamp']} "
-                           f"key: {rec['key']} value: {rec['value']}{hs}")
+                hs = " headers=" + ",".join(f"{k}={'null' if v is None else v}"
+                                            for k, v in rec["headers"]) if rec["headers"] else ""
+                typer.echo(printable(f"| offset: {rec['offset']} timestamp: {rec['timestamp']} "
+                                     f"key: {rec['key']} value: {rec['value']}{hs}"))
             elif "error" in r:
-                typer.echo(f"position: {r['position']} error: {r['error']}")
+                typer.echo(printable(f"position: {r['position']} error: {r['error']}"))
             else:
                 typer.echo(" ".join(f"{c.lower()}: {r[k]}" for c, k in zip(batch_cols, keys)))
         return
@@ -92,6 +120,53 @@ def inspect(
              else [r[k] for k in keys] for r in rows]
     print_table(batch_cols, table, title=file,
                 right=("POSITION", "BASE", "LAST", "COUNT", "SIZE", "BODY"))
+
+
+def _text(enc: Encoding) -> typing.Callable[[bytes | None], str | None]:
+    """Bytes of a record as text: utf8 with bytes that are not UTF-8 as ``\\xNN``, base64,
+    hex; None stays None."""
+    from .formats import encoder
+
+    if enc is Encoding.utf8:
+        return lambda b: None if b is None else b.decode("utf-8", "backslashreplace")
+    return encoder(enc, for_json=True)
+
+
+def _inspect_index(file: str, most: int | None, json: bool) -> None:
+    """kafka-dump-log of an index: one row per entry."""
+    from itertools import islice
+
+    from engine.tools.inspect import inspect_index
+
+    rows = islice(inspect_index(file), most)
+    if json:
+        for r in rows:
+            sys.stdout.write(json_line(r) + "\n")
+        return
+    rows = list(rows)
+    yes = {True: "yes", False: "NO", None: "-"}
+    if file.endswith(".timeindex"):
+        cols = ["ENTRY", "TIMESTAMP", "TIME", "RELATIVE", "OFFSET", "BATCH", "TIME-OK"]
+        table = [[r["entry"], r["timestamp"], utc(r["timestamp"]), r["relative_offset"],
+                  r["offset"], yes[r["points_at_batch"]], yes[r["timestamp_matches"]]]
+                 if "error" not in r else [r["entry"], "error: " + r["error"]] + [""] * 5
+                 for r in rows]
+    else:
+        cols = ["ENTRY", "RELATIVE", "OFFSET", "POSITION", "BATCH"]
+        table = [[r["entry"], r["relative_offset"], r["offset"], r["position"],
+                  yes[r["points_at_batch"]]]
+                 if "error" not in r else [r["entry"], "error: " + r["error"]] + [""] * 3
+                 for r in rows]
+    print_table(cols, table, title=file, right=("ENTRY", "TIMESTAMP", "RELATIVE", "OFFSET",
+                                                "POSITION"))
+    bad = sum(1 for r in rows if r.get("points_at_batch") is False
+              or r.get("timestamp_matches") is False)
+    if bad:
+        warn(f"{bad} entr{'y does' if bad == 1 else 'ies do'} not match the batches of the "
+             "segment's .log: readers check entries and fall back to a scan; 'rivven segment "
+             "reindex' rebuilds the index")
+    elif rows and rows[0].get("points_at_batch") is None:
+        warn(f"{file}: its .log cannot be read, so entries were not checked against it")
 
 
 @app.command()

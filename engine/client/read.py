@@ -206,47 +206,55 @@ def offsets_before(logs: list[PartitionLog], before: Position, clamp: bool
 
 
 # ---------------------------------------------------------------- streaming
-def stream(logs: dict[int, PartitionLog], topic: str, starts: dict[int, int],
-           max_records: int | None = None, follow: bool = False, chunk: int = 5000,
-           poll_s: float = 0.1, on_idle: Callable[[], None] | None = None,
-           stops: dict[int, int] | None = None) -> Iterator[ColumnBatch]:
-    """Column batches of the partitions ``logs`` from ``starts`` on, a chunk of each in turn,
-    up to the end offsets at the start, or up to ``stops`` (exclusive) when given (with
-    ``follow`` and no ``stops``: on, as records are appended, waiting ``poll_s`` between looks
-    and calling ``on_idle`` first), at most ``max_records``."""
-    pos = dict(starts)
+def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None = None,
+           follow: bool = False, chunk: int = 5000, poll_s: float = 0.1,
+           on_idle: Callable[[], None] | None = None, idle_timeout_s: float | None = None,
+           stops: list[int] | None = None) -> Iterator[ColumnBatch]:
+    """Column batches of the partitions ``logs`` (of one topic or several) from ``starts`` on,
+    a chunk of each in turn, up to the end offsets at the start, or up to ``stops``
+    (exclusive) when given (with ``follow`` and no ``stops``: on, as records are appended,
+    waiting ``poll_s`` between looks and calling ``on_idle`` first, until ``idle_timeout_s``
+    pass without a record), at most ``max_records``."""
+    pos = list(starts)
+    stop: list[int | None]
     if stops is not None:
         follow = False  # (a stop ends the stream: nothing to wait for)
-        stop: dict[int, int | None] = {p: stops[p] for p in logs}
+        stop = list(stops)
     else:
-        stop = {p: None if follow else log.offsets()[1] for p, log in logs.items()}
+        stop = [None if follow else log.offsets()[1] for log in logs]
     left = max_records
+    last_record = time.monotonic()
     while True:
         progressed = False
-        for p, log in logs.items():
-            limit = stop[p]
-            if limit is not None and pos[p] >= limit:
+        for i, log in enumerate(logs):
+            limit = stop[i]
+            if limit is not None and pos[i] >= limit:
                 continue
             want = chunk if left is None else min(chunk, left)
             if limit is not None:
-                want = min(want, limit - pos[p])
-            for cols in read_columns(log, pos[p], want):
-                batch = _trim(topic, p, cols, pos[p], limit, left)
+                want = min(want, limit - pos[i])
+            for cols in read_columns(log, pos[i], want):
+                batch = _trim(log.topic, log.partition, cols, pos[i], limit, left)
                 if not batch.keys:
                     continue
                 yield batch
-                pos[p] = batch.offsets[-1] + 1
+                pos[i] = batch.offsets[-1] + 1
                 progressed = True
                 if left is not None:
                     left -= len(batch.keys)
                     if left <= 0:
                         return
-        if not progressed:
-            if not follow:
-                return
-            if on_idle is not None:
-                on_idle()
-            time.sleep(poll_s)
+        if progressed:
+            last_record = time.monotonic()
+            continue
+        if not follow:
+            return
+        if idle_timeout_s is not None and time.monotonic() - last_record >= idle_timeout_s:
+            return
+        if on_idle is not None:
+            on_idle()
+        time.sleep(poll_s if idle_timeout_s is None else
+                   max(0.0, min(poll_s, last_record + idle_timeout_s - time.monotonic())))
 
 
 def _trim(topic: str, partition: int, cols: tuple, start: int, limit: int | None,

@@ -1,19 +1,24 @@
-"""Looking at segments: a partition's segments as rows (``rivven segment list``) and one segment
-file batch by batch (``rivven segment inspect``). Headers only, unless records are asked for."""
+"""Looking at segments: a partition's segments as rows (``rivven segment list``), one segment
+file batch by batch and an index file entry by entry (``rivven segment inspect``). Headers
+only, unless records are asked for."""
 
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from ..errors import CorruptRecordError, DataDirError
 from ..format.codecs import IDS
 from ..format.decode import body_of, decode_records, layout
 from ..format.records import HEADER_SIZE, check_crc, read_header
+from ..storage import files
 from ..storage.catalog import TopicMeta
 from ..storage.config import effective
 from ..storage.files import parse
+from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.log import PartitionLog
 from ..storage.segment import TornTail
 
@@ -22,8 +27,11 @@ def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "backslashreplace")
 
 
-def inspect_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
-    """One dict per batch (and its records with ``records``); stops at unreadable bytes."""
+def inspect_segment(path: str, records: bool = False, raw: bool = False
+                    ) -> Iterator[dict[str, Any]]:
+    """One dict per batch (and its records with ``records``: keys, values and header values as
+    text, bytes that are not UTF-8 as ``\\xNN``, or with ``raw`` as bytes); stops at unreadable
+    bytes."""
     name = parse(os.path.basename(path))
     if name is None or name[1] != ".log":
         raise DataDirError(f"{path} is not a segment .log file (20-digit base offset + .log)")
@@ -61,9 +69,10 @@ def inspect_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]
             }
             if records and ok:
                 body = body_of(buf, 0, h)
+                text = (lambda b: b) if raw else _text
                 row["records"] = [
-                    {"offset": r.offset, "timestamp": r.timestamp, "key": _text(r.key),
-                     "value": _text(r.value), "headers": [[k, _text(v)] for k, v in r.headers]}
+                    {"offset": r.offset, "timestamp": r.timestamp, "key": text(r.key),
+                     "value": text(r.value), "headers": [[k, text(v)] for k, v in r.headers]}
                     for r in decode_records(body, h, layout(body, h))]
             yield row
             pos += h.size
@@ -72,6 +81,86 @@ def inspect_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]
     finally:
         os.close(fd)
 
+
+
+def inspect_index(path: str) -> Iterator[dict[str, Any]]:
+    """One dict per entry of a ``.index`` or ``.timeindex`` file, as ``kafka-dump-log`` prints
+    them: ``entry`` (its number), ``relative_offset`` and ``offset``, then ``position`` (an
+    offset index) or ``timestamp`` (a time index), and ``points_at_batch``: whether the
+    segment's ``.log`` has a batch with that base offset (at that position); a time index entry
+    also says ``timestamp_matches``: whether its time is the largest before that batch, as
+    ``TimeIndex`` requires. None where the ``.log`` cannot be read. Entries are read a chunk at
+    a time; a partial entry at the end is a row with ``error``."""
+    name = parse(os.path.basename(path))
+    if name is None or name[1] not in (files.INDEX, files.TIMEINDEX):
+        raise DataDirError(f"{path} is not a segment index (20-digit base offset + .index or "
+                           ".timeindex)")
+    base, suffix = name
+    entry = (OffsetIndex if suffix == files.INDEX else TimeIndex).ENTRY
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise DataDirError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        scanned = _batches(files.path(os.path.dirname(path), base, files.LOG))
+        starts = None if scanned is None else scanned[0]
+        if scanned is not None:
+            bases = list(scanned[0].values())
+            before = list(accumulate(scanned[1], max, initial=-1))  # max time before batch i
+        size = os.fstat(fd).st_size
+        n = pos = 0
+        while pos + entry.size <= size:
+            data = os.pread(fd, min(size - pos, 4096 * entry.size) // entry.size * entry.size,
+                            pos)
+            if not data:
+                break
+            for a, b in entry.iter_unpack(data):
+                if suffix == files.INDEX:
+                    row: dict[str, Any] = {"entry": n, "relative_offset": a, "offset": base + a,
+                                           "position": b,
+                                           "points_at_batch": None if starts is None
+                                           else starts.get(b) == base + a}
+                else:
+                    row = {"entry": n, "relative_offset": b, "offset": base + b, "timestamp": a,
+                           "points_at_batch": None, "timestamp_matches": None}
+                    if starts is not None:
+                        i = bisect_left(bases, base + b)
+                        found = i < len(bases) and bases[i] == base + b
+                        row["points_at_batch"] = found
+                        row["timestamp_matches"] = found and i > 0 and before[i] == a
+                yield row
+                n += 1
+            pos += len(data)
+        if pos < size:
+            yield {"entry": n, "error": f"a partial entry ({size - pos} of {entry.size} bytes) at "
+                   f"position {pos}: a torn write, ignored by readers"}
+    finally:
+        os.close(fd)
+
+
+def _batches(log_path: str) -> tuple[dict[int, int], list[int]] | None:
+    """Position -> base offset of every readable batch of a ``.log`` in file order, and their
+    max timestamps (headers only); None when the file cannot be read."""
+    try:
+        fd = os.open(log_path, os.O_RDONLY)
+    except OSError:
+        return None
+    out: dict[int, int] = {}
+    max_ts: list[int] = []
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos + HEADER_SIZE <= size:
+            try:
+                h = read_header(os.pread(fd, HEADER_SIZE, pos), 0)
+            except CorruptRecordError:
+                break
+            out[pos] = h.base_offset
+            max_ts.append(h.max_timestamp)
+            pos += h.size
+    finally:
+        os.close(fd)
+    return out, max_ts
 
 def segment_rows(log: PartitionLog) -> list[dict[str, Any]]:
     """Per segment, cold ones first: tier, file, base/last offset, records, bytes, time range
