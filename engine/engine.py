@@ -489,22 +489,39 @@ class Engine:
         return self._groups.list_groups()
 
     def describe_group(self, group: str) -> dict[str, Any]:
+        """Per partition: committed offset, log start/end, lag, owner; the live members with
+        the partitions each holds (``assignment``)."""
         return self._groups.describe(group)
+
+    def group_state(self, group: str) -> dict[str, Any]:
+        """group, state (Active / Empty), assignment_strategy, members (a count), topics,
+        total_lag: a row of ``list_groups``."""
+        return self._groups.state(group)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         return self._groups.committed(group)
 
     def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
-                      value: int | None = None, execute: bool = False, force: bool = False
+                      value: Any = None, execute: bool = False, force: bool = False
                       ) -> list[dict[str, Any]]:
         """Plan (and with ``execute`` apply) a reset of the group's committed offsets; see
         engine.groups.admin.GroupAdmin.plan_reset. Refused while the group has live consumers
         unless ``force``."""
-        rows = self._groups.plan_reset(group, targets, mode, value)
+        return self.reset_group_offsets(group, targets, mode, value, execute, force)["partitions"]
+
+    def reset_group_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
+                            mode: str, value: Any = None, execute: bool = False,
+                            force: bool = False, new_topics: bool = True) -> dict[str, Any]:
+        """``reset_offsets`` with the whole plan: ``group, mode, executed, new_group,
+        active_members, skipped_topics, partitions`` (``rivven group reset-offsets --json``).
+        Modes also ``to-current`` and ``from-file`` (``value``: a plan file's path, or a
+        mapping ``{(topic, partition): offset}``). A group that does not exist yet is set up
+        by ``execute``. ``new_topics=False`` leaves out the topics the group has no committed
+        offset for (``rivven group seek`` without ``--allow-new-topics``). See
+        engine.groups.admin.GroupAdmin.plan_reset."""
         if execute:
             self._writable()
-            self._groups.apply_reset(group, rows, force)
-        return rows
+        return self._groups.reset(group, targets, mode, value, execute, force, new_topics)
 
     def delete_group(self, group: str) -> dict[str, Any]:
         self._writable()
