@@ -1,8 +1,9 @@
-"""``rivven group ...``: list, describe, reset-offsets, delete, delete-offsets."""
+"""``rivven group ...``: list, describe, reset-offsets (and rpk's seek), delete, delete-offsets."""
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -10,12 +11,14 @@ import typer
 from engine import clock
 from engine.errors import DamagedMetadata
 
-from .common import JsonOpt, YesOpt, confirm, open_engine
-from .positions import UNITS, parse_time
-from .render import info, print_json, print_table, utc
+from .common import DryRunOpt, JsonOpt, YesOpt, confirm, open_engine
+from .positions import UNITS, parse_position, parse_time
+from .render import info, print_json, print_table, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
 GroupArg = Annotated[str, typer.Argument(help="Consumer group name.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Apply even while the group has active consumers.")]
 _DUR = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 _SIMPLE = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 
@@ -49,14 +52,35 @@ def list_(json: JsonOpt = False) -> None:
 
 
 @app.command()
-def describe(group: GroupArg, json: JsonOpt = False) -> None:
+def describe(
+    group: GroupArg,
+    members: Annotated[bool, typer.Option(
+        "--members", help="The live members: id, host, pid, client id, partitions held.")
+    ] = False,
+    state: Annotated[bool, typer.Option(
+        "--state", help="One line: state, assignment strategy, members, topics, lag.")] = False,
+    json: JsonOpt = False,
+) -> None:
     """Per partition: committed offset, log start/end, lag, last commit and consumer."""
+    if members and state:
+        raise typer.BadParameter("give --members or --state, not both")
     with open_engine(read_only=True) as eng:
-        d = eng.describe_group(group)
-    if json:
-        print_json(d)
-        return
-    typer.echo(f"group: {group}  state: {d['state']}  members: {len(d['members'])}")
+        d = eng.group_state(group) if state else eng.describe_group(group)
+    if state:
+        if json:
+            print_json(d)
+        else:
+            print_table(["GROUP", "STATE", "ASSIGNMENT-STRATEGY", "MEMBERS", "TOPICS", "TOTAL-LAG"],
+                        [(d["group"], d["state"], d["assignment_strategy"], d["members"],
+                          ",".join(d["topics"]), d["total_lag"])], right=("MEMBERS", "TOTAL-LAG"))
+    elif json:
+        print_json({k: d[k] for k in ("group", "state", "members")} if members else d)
+    else:
+        typer.echo(f"group: {group}  state: {d['state']}  members: {len(d['members'])}")
+        (_show_members if members else _show_partitions)(d)
+
+
+def _show_partitions(d: dict[str, Any]) -> None:
     rows: list[tuple[Any, ...]] = [
         (r["topic"], r["partition"], r["current_offset"], r["log_start_offset"],
          r["log_end_offset"], r["lag"], utc(r["last_commit"]), r["consumer"])
@@ -65,6 +89,21 @@ def describe(group: GroupArg, json: JsonOpt = False) -> None:
     cols = ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START-OFFSET", "LOG-END-OFFSET", "LAG",
             "LAST-COMMIT", "CONSUMER-ID"]
     print_table(cols, rows, right=cols[1:6])
+
+
+def _show_members(d: dict[str, Any]) -> None:
+    if not d["members"]:
+        info(f"group {d['group']} has no active members")
+        return
+    rows = []
+    for m in d["members"]:
+        held: dict[str, list[str]] = {}
+        for a in m["assignment"]:
+            held.setdefault(a["topic"], []).append(str(a["partition"]))
+        rows.append((m["member_id"], m["host"], m["pid"], m["client_id"], len(m["assignment"]),
+                     " ".join(f"{t}({','.join(ps)})" for t, ps in held.items())))
+    print_table(["CONSUMER-ID", "HOST", "PID", "CLIENT-ID", "PARTITIONS", "ASSIGNMENT"], rows,
+                right=("PID", "PARTITIONS"))
 
 
 def _targets(topics: list[str]) -> dict[str, list[int] | None]:
@@ -95,6 +134,9 @@ def reset_offsets(
         "--all-topics", help="Every topic the group has committed offsets for.")] = False,
     to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")] = False,
     to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offset.")] = False,
+    to_current: Annotated[bool, typer.Option(
+        "--to-current", help="The committed offset (log end without one); with --export.")
+    ] = False,
     to_offset: Annotated[int | None, typer.Option(
         "--to-offset", help="This offset (clamped to the valid range).")] = None,
     to_datetime: Annotated[str | None, typer.Option(
@@ -104,45 +146,63 @@ def reset_offsets(
     ] = None,
     shift_by: Annotated[int | None, typer.Option(
         "--shift-by", help="Committed offset plus N (may be negative).")] = None,
+    from_file: Annotated[str | None, typer.Option(
+        "--from-file", help="The offsets of a plan file (topic,partition,offset lines).")
+    ] = None,
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (without it: a dry run).")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Apply even while the group has active consumers.")] = False,
+    export: Annotated[bool, typer.Option(
+        "--export", help="Print the plan as CSV (topic,partition,offset) for --from-file.")
+    ] = False,
+    force: ForceOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Plan a move of the group's committed offsets; apply it with --execute."""
     modes = {"to-earliest": to_earliest or None, "to-latest": to_latest or None,
-             "to-offset": to_offset, "to-datetime": to_datetime, "by-duration": by_duration,
-             "shift-by": shift_by}
+             "to-current": to_current or None, "to-offset": to_offset,
+             "to-datetime": to_datetime, "by-duration": by_duration, "shift-by": shift_by,
+             "from-file": from_file}
     chosen = [k for k, v in modes.items() if v is not None]
     if len(chosen) != 1:
-        raise typer.BadParameter("give exactly one of --to-earliest --to-latest --to-offset "
-                                 "--to-datetime --by-duration --shift-by")
-    if bool(topic) == all_topics:
+        raise typer.BadParameter("give exactly one of --to-earliest --to-latest --to-current "
+                                 "--to-offset --to-datetime --by-duration --shift-by --from-file")
+    if topic and all_topics or not (topic or all_topics or from_file):
         raise typer.BadParameter("give --topic T[:P,P...] (repeatable) or --all-topics")
     mode = chosen[0]
-    now = clock.now_ms()
-    value: int | None = None
-    resolved = None
-    if mode == "to-offset":
-        value = to_offset
-    elif mode == "shift-by":
-        value = shift_by
-    elif mode == "to-datetime":
-        value = parse_time(to_datetime or "", "--to-datetime", now)
-        resolved = f"--to-datetime {to_datetime} resolved to {utc(value)} ({value})"
-    elif mode == "by-duration":
-        value = now - parse_duration(by_duration or "")
-        resolved = f"--by-duration {by_duration} resolved to {utc(value)} ({value})"
+    value, resolved = modes[mode], None
+    if mode in ("to-datetime", "by-duration"):
+        now = clock.now_ms()
+        value = parse_time(to_datetime or "", "--to-datetime", now) if to_datetime else \
+            now - parse_duration(by_duration or "")
+        resolved = f"--{mode} {modes[mode]} resolved to {utc(value)} ({value})"
+    _reset(group, _targets(topic) if topic else None, mode, value, execute, force, json, export,
+           resolved)
+
+
+def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str, value: Any,
+           execute: bool, force: bool, json: bool, export: bool, resolved: str | None = None,
+           new_topics: bool = True, apply: str = "add --execute") -> None:
+    """Plan (and apply) a reset, and show it: a table, JSON or a plan file."""
+    if json and export:
+        raise typer.BadParameter("use either --json or --export, not both")
     if resolved and not json:
         info(resolved)
     with open_engine(read_only=not execute) as eng:
-        rows = eng.reset_offsets(group, None if all_topics else _targets(topic or []), mode,
-                                 value, execute=execute, force=force)
-        active = eng.describe_group(group)["state"] == "Active" if not execute and rows else False
+        plan = eng.reset_group_offsets(group, targets, mode, value, execute=execute, force=force,
+                                       new_topics=new_topics)
+    rows = plan["partitions"]
+    for t in plan["skipped_topics"]:
+        warn(f"group {group} has no committed offsets for topic {t}: left out (pass "
+             "--allow-new-topics to set them up)")
     if json:
         print_json({"group": group, "mode": mode, "executed": execute,
-                    "resolved_time": utc(value) if resolved else None, "partitions": rows})
+                    "resolved_time": utc(value) if resolved else None,
+                    **{k: plan[k] for k in ("new_group", "active_members", "skipped_topics",
+                                            "partitions")}})
+    elif export:
+        from engine.groups.admin import write_plan
+
+        sys.stdout.write(write_plan(rows))
     else:
         print_table(["TOPIC", "PARTITION", "PRIOR", "NEW", "NOTE"],
                     [(r["topic"], r["partition"], r["prior"], r["new"],
@@ -150,10 +210,55 @@ def reset_offsets(
                       f"{r['log_end_offset']}" if r["clamped"] else "") for r in rows],
                     right=("PARTITION", "PRIOR", "NEW"))
     if execute:
-        info(f"group {group}: offsets of {len(rows)} partition(s) reset")
+        info(f"group {group}: offsets of {len(rows)} partition(s) "
+             + ("set up (a new group)" if plan["new_group"] else "reset"))
     else:
-        info("dry run: nothing changed; add --execute to apply"
-             + (" (the group has active consumers: that needs --force)" if active else ""))
+        info(f"dry run: nothing changed; {apply} to apply"
+             + (f" (group {group} does not exist yet: that creates it)" if plan["new_group"]
+                else "")
+             + (" (the group has active consumers: that needs --force)"
+                if plan["active_members"] and rows else ""))
+
+
+_SEEK_WORDS = {"start": "beginning", "earliest": "beginning", "latest": "end"}
+
+
+@app.command()
+def seek(
+    group: GroupArg,
+    to: Annotated[str | None, typer.Option(
+        "--to", help="start | end | OFFSET | @TIME (epoch ms, RFC 3339 or -2h).")] = None,
+    to_file: Annotated[str | None, typer.Option(
+        "--to-file", help="The offsets of a plan file (topic partition offset lines).")] = None,
+    topics: Annotated[list[str] | None, typer.Option(
+        "--topics", help="Only these topics (comma-separated, repeatable; default: every "
+        "topic the group has committed).")] = None,
+    allow_new_topics: Annotated[bool, typer.Option(
+        "--allow-new-topics", help="Also set offsets of --topics the group has none for.")
+    ] = False,
+    dry_run: DryRunOpt = False,
+    force: ForceOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """rpk's spelling of reset-offsets --execute: move the group's committed offsets."""
+    if (to is None) == (to_file is None):
+        raise typer.BadParameter("give --to start|end|OFFSET|@TIME or --to-file FILE")
+    names = [t.strip() for spec in topics or [] for t in spec.split(",") if t.strip()]
+    targets: dict[str, list[int] | None] | None = dict.fromkeys(names) if names else None
+    if to_file is not None:
+        _reset(group, targets, "from-file", to_file, not dry_run, force, json, False,
+               apply="drop --dry-run")
+        return
+    pos = parse_position(_SEEK_WORDS.get((to or "").strip(), to or ""), "--to", reading=True)
+    modes = {"beginning": "to-earliest", "end": "to-latest", "offset": "to-offset",
+             "timestamp": "to-datetime"}
+    if pos.kind not in modes:
+        raise typer.BadParameter(f"{to!r}: seek to start, end, an offset or @TIME",
+                                 param_hint="--to")
+    resolved = f"--to {to} resolved to {utc(pos.value)} ({pos.value})" \
+        if pos.kind == "timestamp" else None
+    _reset(group, targets, modes[pos.kind], pos.value, not dry_run, force, json, False, resolved,
+           new_topics=allow_new_topics or targets is None, apply="drop --dry-run")
 
 
 @app.command()
