@@ -556,25 +556,42 @@ class Engine:
         return self._groups.group_names()
 
     def describe_group(self, group: str) -> dict[str, Any]:
+        """Per partition: committed offset, log start/end, lag, owner; the live members with
+        the partitions each holds (``assignment``)."""
         return self._groups.describe(group)
+
+    def group_state(self, group: str) -> dict[str, Any]:
+        """group, state (Active / Empty), assignment_strategy, members (a count), topics,
+        total_lag: a row of ``list_groups``."""
+        return self._groups.state(group)
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         return self._groups.committed(group)
 
     def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
-                      mode: str | Position, value: int | None = None, execute: bool = False,
+                      mode: str | Position, value: Any = None, execute: bool = False,
                       force: bool = False) -> list[dict[str, Any]]:
         """Plan (and with ``execute`` apply) a reset of the group's committed offsets; see
         engine.groups.admin.GroupAdmin.plan_reset. ``mode`` is one of its modes, or a
         ``Position`` (``value`` then unused). Refused while the group has live consumers
         unless ``force``."""
+        return self.reset_group_offsets(group, targets, mode, value, execute, force)["partitions"]
+
+    def reset_group_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
+                            mode: str | Position, value: Any = None, execute: bool = False,
+                            force: bool = False, new_topics: bool = True) -> dict[str, Any]:
+        """``reset_offsets`` with the whole plan: ``group, mode, executed, new_group,
+        active_members, skipped_topics, partitions`` (``rivven group reset-offsets --json``).
+        Modes also ``to-current`` and ``from-file`` (``value``: a plan file's path, or a
+        mapping ``{(topic, partition): offset}``), or a ``Position``. A group that does not
+        exist yet is set up by ``execute``. ``new_topics=False`` leaves out the topics the
+        group has no committed offset for (``rivven group seek`` without
+        ``--allow-new-topics``). See engine.groups.admin.GroupAdmin.plan_reset."""
         if isinstance(mode, Position):
             mode, value = RESET_MODE_OF[mode.kind], mode.value
-        rows = self._groups.plan_reset(group, targets, mode, value)
         if execute:
             self._writable()
-            self._groups.apply_reset(group, rows, force)
-        return rows
+        return self._groups.reset(group, targets, mode, value, execute, force, new_topics)
 
     def delete_group(self, group: str) -> dict[str, Any]:
         self._writable()

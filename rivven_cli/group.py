@@ -1,8 +1,9 @@
-"""``rivven group ...``: list, describe, reset-offsets, delete, delete-offsets."""
+"""``rivven group ...``: list, describe, reset-offsets (and rpk's seek), delete, delete-offsets."""
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -11,12 +12,14 @@ from engine import Position, clock
 from engine.engine import RESET_MODE_OF
 from engine.errors import DamagedMetadata
 
-from .common import JsonOpt, YesOpt, confirm, open_engine
+from .common import DryRunOpt, JsonOpt, YesOpt, confirm, open_engine
 from .positions import UNITS, check_past_end, parse_position, parse_time
-from .render import info, print_json, print_table, utc
+from .render import info, print_json, print_table, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
 GroupArg = Annotated[str, typer.Argument(help="Consumer group name.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Apply even while the group has active consumers.")]
 _DUR = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 _SIMPLE = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 
@@ -50,14 +53,35 @@ def list_(json: JsonOpt = False) -> None:
 
 
 @app.command()
-def describe(group: GroupArg, json: JsonOpt = False) -> None:
+def describe(
+    group: GroupArg,
+    members: Annotated[bool, typer.Option(
+        "--members", help="The live members: id, host, pid, client id, partitions held.")
+    ] = False,
+    state: Annotated[bool, typer.Option(
+        "--state", help="One line: state, assignment strategy, members, topics, lag.")] = False,
+    json: JsonOpt = False,
+) -> None:
     """Per partition: committed offset, log start/end, lag, last commit and consumer."""
+    if members and state:
+        raise typer.BadParameter("give --members or --state, not both")
     with open_engine(read_only=True) as eng:
-        d = eng.describe_group(group)
-    if json:
-        print_json(d)
-        return
-    typer.echo(f"group: {group}  state: {d['state']}  members: {len(d['members'])}")
+        d = eng.group_state(group) if state else eng.describe_group(group)
+    if state:
+        if json:
+            print_json(d)
+        else:
+            print_table(["GROUP", "STATE", "ASSIGNMENT-STRATEGY", "MEMBERS", "TOPICS", "TOTAL-LAG"],
+                        [(d["group"], d["state"], d["assignment_strategy"], d["members"],
+                          ",".join(d["topics"]), d["total_lag"])], right=("MEMBERS", "TOTAL-LAG"))
+    elif json:
+        print_json({k: d[k] for k in ("group", "state", "members")} if members else d)
+    else:
+        typer.echo(f"group: {group}  state: {d['state']}  members: {len(d['members'])}")
+        (_show_members if members else _show_partitions)(d)
+
+
+def _show_partitions(d: dict[str, Any]) -> None:
     rows: list[tuple[Any, ...]] = [
         (r["topic"], r["partition"], r["current_offset"], r["log_start_offset"],
          r["log_end_offset"], r["lag"], utc(r["last_commit"]), r["consumer"])
@@ -66,6 +90,21 @@ def describe(group: GroupArg, json: JsonOpt = False) -> None:
     cols = ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START-OFFSET", "LOG-END-OFFSET", "LAG",
             "LAST-COMMIT", "CONSUMER-ID"]
     print_table(cols, rows, right=cols[1:6])
+
+
+def _show_members(d: dict[str, Any]) -> None:
+    if not d["members"]:
+        info(f"group {d['group']} has no active members")
+        return
+    rows = []
+    for m in d["members"]:
+        held: dict[str, list[str]] = {}
+        for a in m["assignment"]:
+            held.setdefault(a["topic"], []).append(str(a["partition"]))
+        rows.append((m["member_id"], m["host"], m["pid"], m["client_id"], len(m["assignment"]),
+                     " ".join(f"{t}({','.join(ps)})" for t, ps in held.items())))
+    print_table(["CONSUMER-ID", "HOST", "PID", "CLIENT-ID", "PARTITIONS", "ASSIGNMENT"], rows,
+                right=("PID", "PARTITIONS"))
 
 
 def _targets(topics: list[str]) -> dict[str, list[int] | None]:
@@ -96,6 +135,9 @@ def reset_offsets(
         "--all-topics", help="Every topic the group has committed offsets for.")] = False,
     to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offset.")] = False,
     to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offset.")] = False,
+    to_current: Annotated[bool, typer.Option(
+        "--to-current", help="The committed offset (log end without one); with --export.")
+    ] = False,
     to_offset: Annotated[int | None, typer.Option(
         "--to-offset", help="This offset (clamped to the valid range).")] = None,
     to_datetime: Annotated[str | None, typer.Option(
@@ -108,56 +150,78 @@ def reset_offsets(
     to: Annotated[str | None, typer.Option(
         "--to", help="A position: beginning/earliest, end/latest, N, -N (N before the end), "
         "+N (N after the start) or @TIME (epoch ms, RFC 3339, -2h).")] = None,
+    from_file: Annotated[str | None, typer.Option(
+        "--from-file", help="The offsets of a plan file (topic,partition,offset lines).")
+    ] = None,
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (without it: a dry run).")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Apply even while the group has active consumers.")] = False,
+    export: Annotated[bool, typer.Option(
+        "--export", help="Print the plan as CSV (topic,partition,offset) for --from-file.")
+    ] = False,
+    force: ForceOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """Plan a move of the group's committed offsets; apply it with --execute."""
     modes = {"to-earliest": to_earliest or None, "to-latest": to_latest or None,
-             "to-offset": to_offset, "to-datetime": to_datetime, "by-duration": by_duration,
-             "shift-by": shift_by, "to": to}
+             "to-current": to_current or None, "to-offset": to_offset,
+             "to-datetime": to_datetime, "by-duration": by_duration, "shift-by": shift_by,
+             "from-file": from_file, "to": to}
     chosen = [k for k, v in modes.items() if v is not None]
     if len(chosen) != 1:
         raise typer.BadParameter("give exactly one of --to POSITION --to-earliest --to-latest "
-                                 "--to-offset --to-datetime --by-duration --shift-by")
-    if bool(topic) == all_topics:
+                                 "--to-current --to-offset --to-datetime --by-duration "
+                                 "--shift-by --from-file")
+    if topic and all_topics or not (topic or all_topics or from_file):
         raise typer.BadParameter("give --topic T[:P,P...] (repeatable) or --all-topics")
     mode = chosen[0]
-    now = clock.now_ms()
-    value: int | None = None
-    resolved = None
-    pos = parse_position(to, "--to", reading=True) if to is not None else None
-    if pos is not None:
+    value, resolved, pos = modes[mode], None, None
+    if mode == "to":
+        pos = parse_position(to or "", "--to", reading=True)
         mode, value = RESET_MODE_OF[pos.kind], pos.value
         if pos.kind == "timestamp":
             resolved = f"--to {to} resolved to {utc(value)} ({value})"
+    elif mode in ("to-datetime", "by-duration"):
+        now = clock.now_ms()
+        value = parse_time(to_datetime or "", "--to-datetime", now) if to_datetime else \
+            now - parse_duration(by_duration or "")
+        resolved = f"--{mode} {modes[mode]} resolved to {utc(value)} ({value})"
+        pos = Position("timestamp", value)
     elif mode == "to-offset":
-        value = to_offset
-    elif mode == "shift-by":
-        value = shift_by
-    elif mode == "to-datetime":
-        value = parse_time(to_datetime or "", "--to-datetime", now)
-        resolved = f"--to-datetime {to_datetime} resolved to {utc(value)} ({value})"
-    elif mode == "by-duration":
-        value = now - parse_duration(by_duration or "")
-        resolved = f"--by-duration {by_duration} resolved to {utc(value)} ({value})"
+        pos = Position("offset", value)
+    _reset(group, _targets(topic) if topic else None, mode, value, execute, force, json, export,
+           resolved, past_end=(pos, f"--{chosen[0]}"), position=to)
+
+
+def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str, value: Any,
+           execute: bool, force: bool, json: bool, export: bool, resolved: str | None = None,
+           new_topics: bool = True, apply: str = "add --execute",
+           past_end: tuple[Position | None, str] = (None, ""), position: str | None = None
+           ) -> None:
+    """Plan (and apply) a reset, and show it: a table, JSON or a plan file. ``past_end``: the
+    position asked for and its option, noted on stderr where it lies past a log end."""
+    if json and export:
+        raise typer.BadParameter("use either --json or --export, not both")
     if resolved and not json:
         info(resolved)
     with open_engine(read_only=not execute) as eng:
-        rows = eng.reset_offsets(group, None if all_topics else _targets(topic or []),
-                                 pos or mode, value, execute=execute, force=force)
-        active = eng.describe_group(group)["state"] == "Active" if not execute and rows else False
-        if value is not None and mode in ("to-offset", "to-datetime", "by-duration"):
-            pos = pos or Position("offset" if mode == "to-offset" else "timestamp", value)
+        plan = eng.reset_group_offsets(group, targets, mode, value, execute=execute, force=force,
+                                       new_topics=new_topics)
+        rows = plan["partitions"]
         for t in sorted({r["topic"] for r in rows}):
-            check_past_end(eng, t, pos, f"--{chosen[0]}", "the new offset is the end offset",
+            check_past_end(eng, t, past_end[0], past_end[1], "the new offset is the end offset",
                            [r["partition"] for r in rows if r["topic"] == t])
+    for t in plan["skipped_topics"]:
+        warn(f"group {group} has no committed offsets for topic {t}: left out (pass "
+             "--allow-new-topics to set them up)")
     if json:
         print_json({"group": group, "mode": mode, "executed": execute,
-                    "resolved_time": utc(value) if resolved else None,
-                    "position": to, "partitions": rows})
+                    "resolved_time": utc(value) if resolved else None, "position": position,
+                    **{k: plan[k] for k in ("new_group", "active_members", "skipped_topics",
+                                            "partitions")}})
+    elif export:
+        from engine.groups.admin import write_plan
+
+        sys.stdout.write(write_plan(rows))
     else:
         print_table(["TOPIC", "PARTITION", "PRIOR", "NEW", "NOTE"],
                     [(r["topic"], r["partition"], r["prior"], r["new"],
@@ -165,10 +229,49 @@ def reset_offsets(
                       f"{r['log_end_offset']}" if r["clamped"] else "") for r in rows],
                     right=("PARTITION", "PRIOR", "NEW"))
     if execute:
-        info(f"group {group}: offsets of {len(rows)} partition(s) reset")
+        info(f"group {group}: offsets of {len(rows)} partition(s) "
+             + ("set up (a new group)" if plan["new_group"] else "reset"))
     else:
-        info("dry run: nothing changed; add --execute to apply"
-             + (" (the group has active consumers: that needs --force)" if active else ""))
+        info(f"dry run: nothing changed; {apply} to apply"
+             + (f" (group {group} does not exist yet: that creates it)" if plan["new_group"]
+                else "")
+             + (" (the group has active consumers: that needs --force)"
+                if plan["active_members"] and rows else ""))
+
+
+@app.command()
+def seek(
+    group: GroupArg,
+    to: Annotated[str | None, typer.Option(
+        "--to", help="start | end | OFFSET | -N | +N | @TIME (epoch ms, RFC 3339 or -2h).")
+    ] = None,
+    to_file: Annotated[str | None, typer.Option(
+        "--to-file", help="The offsets of a plan file (topic partition offset lines).")] = None,
+    topics: Annotated[list[str] | None, typer.Option(
+        "--topics", help="Only these topics (comma-separated, repeatable; default: every "
+        "topic the group has committed).")] = None,
+    allow_new_topics: Annotated[bool, typer.Option(
+        "--allow-new-topics", help="Also set offsets of --topics the group has none for.")
+    ] = False,
+    dry_run: DryRunOpt = False,
+    force: ForceOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """rpk's spelling of reset-offsets --execute: move the group's committed offsets."""
+    if (to is None) == (to_file is None):
+        raise typer.BadParameter("give --to start|end|OFFSET|@TIME or --to-file FILE")
+    names = [t.strip() for spec in topics or [] for t in spec.split(",") if t.strip()]
+    targets: dict[str, list[int] | None] | None = dict.fromkeys(names) if names else None
+    if to_file is not None:
+        _reset(group, targets, "from-file", to_file, not dry_run, force, json, False,
+               apply="drop --dry-run")
+        return
+    pos = parse_position(to or "", "--to", reading=True)
+    resolved = f"--to {to} resolved to {utc(pos.value)} ({pos.value})" \
+        if pos.kind == "timestamp" else None
+    _reset(group, targets, RESET_MODE_OF[pos.kind], pos.value, not dry_run, force, json, False,
+           resolved, new_topics=allow_new_topics or targets is None, apply="drop --dry-run",
+           past_end=(pos, "--to"), position=to)
 
 
 @app.command()

@@ -47,9 +47,13 @@ COMMANDS = [
     "rivven consume orders --group billing -n 2 -f '%p %o %v\\n'  # resumes",
     "rivven group list",
     "rivven group describe billing",
+    "rivven group describe billing --state",
     "rivven group reset-offsets billing --topic orders --to-earliest",
     "rivven group reset-offsets billing --topic orders:0,1 --to-datetime -1h --execute",
     "rivven group reset-offsets billing --all-topics --shift-by -5 --json | head -12",
+    "rivven group reset-offsets billing --all-topics --to-current --export > billing.csv"
+    "  # Kafka's reset plan file",
+    "rivven group seek billing --to-file billing.csv  # rpk's spelling: applied at once",
     "rivven delete-records orders --before 2 -p 1 --yes",
     "rivven consume orders -p 1 -o 0 -n 1 -f '%o\\n'  # clamped to the new log start",
     "rivven topic create clicks -c segment.bytes=2048",

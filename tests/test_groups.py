@@ -247,6 +247,48 @@ def test_committed_offsets_survive_kill_9_of_a_consumer(data_dir):
         assert o >= committed.get(p, 0)
 
 
+def test_a_reset_position_is_committed_when_the_member_takes_the_partition(data_dir):
+    fill(data_dir, partitions=2, n=10)
+    with Engine.open(data_dir) as eng:
+        c = eng.consumer("g", "t", auto_offset_reset="latest", enable_auto_commit=False)
+        assert eng.committed_offsets("g") == {("t", 0): 10, ("t", 1): 10}  # before any poll
+        c.commit()  # nothing new to commit
+        c.close()
+        eng.produce("t", [Record(value=b"x")], partition=1)
+        with eng.consumer("g", "t") as c:
+            assert [(r.partition, r.offset) for r in c.poll(timeout_ms=100)] == [(1, 10)]
+
+
+def test_admin_plans_for_new_groups_to_current_and_plan_files(data_dir, tmp_path):
+    from engine.groups.admin import read_plan, write_plan
+
+    fill(data_dir, partitions=2, n=10)
+    with Engine.open(data_dir) as eng:
+        plan = eng.reset_group_offsets("new", {"t": None}, "to-current")
+        assert (plan["new_group"], plan["executed"], plan["active_members"]) == (True, False, 0)
+        assert [(r["prior"], r["new"]) for r in plan["partitions"]] == [(None, 10), (None, 10)]
+        assert not os.path.exists(os.path.join(data_dir, "groups"))
+        with pytest.raises(InvalidArgument, match="allow new topics"):
+            eng.reset_group_offsets("new", {"t": None}, "to-earliest", new_topics=False)
+        with pytest.raises(InvalidArgument, match="control character"):
+            eng.reset_group_offsets("a\nb", {"t": None}, "to-earliest")
+        rows = eng.reset_offsets("new", {"t": [1]}, "to-offset", 4, execute=True)
+        assert eng.committed_offsets("new") == {("t", 1): 4}
+        plan = eng.reset_group_offsets("new", {"t": None}, "to-current", new_topics=False)
+        assert not plan["new_group"] and [r["new"] for r in plan["partitions"]] == [10, 4]
+        f = tmp_path / "plan.csv"
+        f.write_text(write_plan(plan["partitions"]))
+        assert f.read_text() == "t,0,10\nt,1,4\n"
+        assert read_plan(f, "any") == {("t", 0): 10, ("t", 1): 4}
+        plan = eng.reset_group_offsets("copy", {"t": [0]}, "from-file", str(f), execute=True)
+        assert [r["new"] for r in plan["partitions"]] == [10] and rows[0]["new"] == 4
+        assert eng.committed_offsets("copy") == {("t", 0): 10}
+        state = eng.group_state("new")
+        assert state == {"group": "new", "state": "Empty", "assignment_strategy": "roundrobin",
+                         "members": 0, "topics": ["t"], "total_lag": 6}
+        assert eng.list_groups() == [eng.group_state("copy"), state]
+
+
 # ---------------------------------------------------------------- reset-offsets
 def reset(data_dir, *args):
     r = run_rivven(data_dir, "group", "reset-offsets", "g", *args, "--json")

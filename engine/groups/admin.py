@@ -2,13 +2,19 @@
 
 It reads the log only through two calls it is given: a topic's (start, end) offsets per
 partition, and the offset of a partition at a time.
+
+A reset plan file is Kafka's (``kafka-consumer-groups --reset-offsets --export`` writes it,
+``--from-file`` reads it): one partition per line, ``topic,partition,offset``, no header.
+Reading also takes Kafka's several-group form ``group,topic,partition,offset`` (the rows of
+other groups are ignored), rpk's ``topic partition offset`` (``rpk group seek --to-file``),
+blank lines and ``#`` comments (a topic name never starts with ``#``).
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
@@ -21,7 +27,10 @@ TopicOffsets = Callable[[str], "dict[int, tuple[int, int]] | None"]  # None: no 
 OffsetForTime = Callable[[str, int, int], "int | None"]
 
 RESET_MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "by-duration", "shift-by",
-               "from-start", "from-end")
+               "from-start", "from-end", "to-current", "from-file")
+ASSIGNMENT_STRATEGY = "roundrobin"  # engine.groups.consumer.assign (Kafka's name for it)
+MAX_PLAN_BYTES = 64 << 20  # a reset plan file larger than this is refused (1M partitions fit)
+Plan = Mapping[tuple[str, int], int]
 
 
 class GroupNotFound(RivvenError):
@@ -84,9 +93,14 @@ class GroupAdmin:
                              "last_commit": None if c is None else c.timestamp,
                              "metadata": None if c is None else c.metadata,
                              "consumer": owners.get((t, p))})
+        held: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), owner in sorted(owners.items()):
+            held.setdefault(owner, []).append({"topic": t, "partition": p})
         return {"group": group, "state": "Active" if members else "Empty",
-                "members": [{k: m.get(k) for k in ("member_id", "client_id", "host", "pid", "topics",
-                                                    "joined")} for m in members],
+                "members": [{**{k: m.get(k) for k in ("member_id", "client_id", "host", "pid",
+                                                       "topics", "joined")},
+                             "assignment": held.get(str(m.get("member_id")), [])}
+                            for m in members],
                 "partitions": rows,
                 "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
 
@@ -94,14 +108,17 @@ class GroupAdmin:
         """The groups' names alone (nothing read, nothing tidied: shell completion)."""
         return membership.group_names(self.data_dir, tidy=False)
 
+    def state(self, group: str) -> dict[str, Any]:
+        """One line about the group (``describe --state``, a row of ``list_groups``): group,
+        state, assignment_strategy, members (a count), topics, total_lag."""
+        d = self.describe(group)
+        return {"group": group, "state": d["state"], "assignment_strategy": ASSIGNMENT_STRATEGY,
+                "members": len(d["members"]),
+                "topics": sorted({r["topic"] for r in d["partitions"]}),
+                "total_lag": d["total_lag"]}
+
     def list_groups(self) -> list[dict[str, Any]]:
-        out = []
-        for g in membership.group_names(self.data_dir):
-            d = self.describe(g)
-            out.append({"group": g, "state": d["state"], "members": len(d["members"]),
-                        "topics": sorted({r["topic"] for r in d["partitions"]}),
-                        "total_lag": d["total_lag"]})
-        return out
+        return [self.state(g) for g in membership.group_names(self.data_dir)]
 
     def _refuse_if_active(self, group: str, what: str, topic: str | None = None,
                           hint: str = "") -> None:
@@ -114,21 +131,61 @@ class GroupAdmin:
                               f"stop them before {what}{hint}")
 
     def plan_reset(self, group: str, targets: dict[str, list[int] | None] | None,
-                   mode: str, value: int | None = None) -> list[dict[str, Any]]:
-        """Rows ``topic, partition, prior, new, clamped`` for a reset of ``targets`` (topic ->
-        partitions, None = all; ``targets=None`` = every topic the group has committed).
-        ``value``: the offset (to-offset), the resolved time in ms (to-datetime, by-duration),
-        the shift, or N (from-start: log start + N; from-end: log end - N)."""
+                   mode: str, value: Any = None, new_topics: bool = True
+                   ) -> list[dict[str, Any]]:
+        """Rows ``topic, partition, prior, new, requested, clamped, log_start_offset,
+        log_end_offset`` for a reset of ``targets`` (topic -> partitions, None = all;
+        ``targets=None`` = every topic the group has committed). ``value``: the offset
+        (to-offset), the resolved time in ms (to-datetime, by-duration), the shift (shift-by),
+        N (from-start: log start + N; from-end: log end - N), or for from-file a plan: a path
+        of a plan file or a mapping ``{(topic, partition): offset}`` (``targets`` then filters
+        it). to-current keeps the committed offset (the log end where there is none, as
+        Kafka). ``new_topics=False`` (rpk's default) leaves out the topics the group has no
+        committed offset for. The group need not exist: the plan then sets up its first
+        offsets."""
+        return self.reset(group, targets, mode, value, new_topics=new_topics)["partitions"]
+
+    def reset(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
+              value: Any = None, execute: bool = False, force: bool = False,
+              new_topics: bool = True) -> dict[str, Any]:
+        """``plan_reset``, applied with ``execute``: ``group, mode, executed, new_group`` (it
+        had no offsets: the reset sets them up), ``active_members`` (a reset while there are
+        any needs ``force``), ``skipped_topics`` (left out by ``new_topics=False``),
+        ``partitions`` (the rows)."""
         if mode not in RESET_MODES:
             raise InvalidArgument(f"unknown reset mode {mode!r}; use one of {', '.join(RESET_MODES)}")
-        committed = self._store(group).refresh() if self._exists(group) else {}
-        if targets is None:
+        exists = self._exists(group)
+        if not exists:  # the reset would create it: the names a new group may have
+            membership.check_group_name(group, new=True)
+        committed = self._store(group).refresh() if exists else {}
+        wanted: dict[tuple[str, int], int] = {}
+        if mode == "from-file":
+            wanted = dict(read_plan(value, group) if not isinstance(value, Mapping) else value)
+            if targets is not None:
+                wanted = {(t, p): o for (t, p), o in wanted.items()
+                          if t in targets and (targets[t] is None or p in (targets[t] or ()))}
+                if not wanted:
+                    raise InvalidArgument("the plan has no offsets for the topics and partitions "
+                                          "named")
+            targets = {}
+            for t, p in wanted:
+                targets.setdefault(t, []).append(p)
+        elif targets is None:
             targets = {}
             for t, p in committed:
                 targets.setdefault(t, []).append(p)
             if not targets:
                 raise InvalidArgument(f"group {group!r} has no committed offsets; name topics with "
                                       "--topic")
+        skipped = []
+        if not new_topics and mode != "from-file":
+            known = {t for t, _ in committed}
+            skipped = sorted(t for t in targets if t not in known)
+            targets = {t: ps for t, ps in targets.items() if t in known}
+            if not targets:
+                raise InvalidArgument(f"group {group!r} has no committed offsets for "
+                                      f"{', '.join(map(repr, skipped))}; allow new topics to set "
+                                      "them up (rivven group seek --allow-new-topics)")
         rows = []
         for t in sorted(targets):
             offs = self._topic_offsets(t)
@@ -148,6 +205,10 @@ class GroupAdmin:
                     want = end
                 elif mode == "to-offset":
                     want = int(value)
+                elif mode == "from-file":
+                    want = wanted[(t, p)]
+                elif mode == "to-current":
+                    want = end if prior is None else prior
                 elif mode == "shift-by":
                     if prior is None:
                         raise InvalidArgument(f"cannot shift {t}-{p}: group {group!r} has no committed "
@@ -164,13 +225,18 @@ class GroupAdmin:
                 rows.append({"topic": t, "partition": p, "prior": prior, "new": new,
                              "requested": want, "clamped": new != want,
                              "log_start_offset": start, "log_end_offset": end})
-        return rows
+        active = len(membership.live_members(self.group_dir(group))) if exists else 0
+        if execute:
+            self.apply_reset(group, rows, force)
+        return {"group": group, "mode": mode, "executed": execute, "new_group": not exists,
+                "active_members": active, "skipped_topics": skipped, "partitions": rows}
 
     def apply_reset(self, group: str, rows: list[dict[str, Any]], force: bool = False) -> None:
         membership.check_group_name(group, new=True)  # a reset may create the group
         if not force:
             self._refuse_if_active(group, "resetting its offsets", hint=" (or pass --force)")
-        self._store(group).commit({(r["topic"], r["partition"]): r["new"] for r in rows})
+        if rows:
+            self._store(group).commit({(r["topic"], r["partition"]): r["new"] for r in rows})
 
     def delete_group(self, group: str) -> dict[str, Any]:
         if not self._exists(group):
@@ -197,3 +263,57 @@ class GroupAdmin:
             raise InvalidArgument(f"group {group!r} has no committed offsets for topic {topic!r}")
         store.commit({}, delete=gone)
         return {"group": group, "topic": topic, "partitions": sorted(p for _, p in gone)}
+
+
+def write_plan(rows: list[dict[str, Any]]) -> str:
+    """Reset rows as a plan file (``topic,partition,offset`` lines of the new offsets)."""
+    return "".join(f"{r['topic']},{r['partition']},{r['new']}\n" for r in rows)
+
+
+def read_plan(source: str | os.PathLike[str], group: str) -> dict[tuple[str, int], int]:
+    """The offsets a plan file (see the module docstring) sets for ``group``; InvalidArgument
+    naming the file and line of anything else."""
+    name = os.fspath(source)
+    try:
+        with open(name, "rb") as f:
+            data = f.read(MAX_PLAN_BYTES + 1)
+    except OSError as e:
+        raise InvalidArgument(f"cannot read reset plan {name!r}: {e.strerror or e}") from None
+    if len(data) > MAX_PLAN_BYTES:
+        raise InvalidArgument(f"reset plan {name!r} is larger than {MAX_PLAN_BYTES >> 20} MiB; "
+                              "split it")
+    out: dict[tuple[str, int], int] = {}
+    others: set[str] = set()
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        where = f"reset plan {name!r} line {n}"
+        try:
+            line = raw.decode().strip()
+        except UnicodeDecodeError:
+            raise InvalidArgument(f"{where}: not UTF-8 text") from None
+        if not line or line.startswith("#"):
+            continue
+        cols = [c.strip() for c in line.split(",")] if "," in line else line.split()
+        if len(cols) == 4:  # Kafka's form for several groups
+            if cols[0] != group:
+                others.add(cols[0])
+                continue
+            cols = cols[1:]
+        if len(cols) != 3:
+            raise InvalidArgument(f"{where}: {line[:80]!r} is not topic,partition,offset")
+        topic, part, off = cols
+        try:
+            tp, offset = (topic, int(part)), int(off)
+        except ValueError:
+            raise InvalidArgument(f"{where}: {line[:80]!r}: partition and offset must be "
+                                  "integers") from None
+        if tp[1] < 0 or offset < 0:
+            raise InvalidArgument(f"{where}: {line[:80]!r}: partition and offset must not be "
+                                  "negative")
+        if out.get(tp, offset) != offset:
+            raise InvalidArgument(f"{where}: {topic}-{tp[1]} appears twice with different "
+                                  f"offsets ({out[tp]} and {offset})")
+        out[tp] = offset
+    if not out:
+        found = f" (it has rows for {', '.join(sorted(others)[:5])})" if others else ""
+        raise InvalidArgument(f"reset plan {name!r} has no offsets for group {group!r}{found}")
+    return out

@@ -89,7 +89,11 @@ class Consumer:
 
     ``auto_offset_reset`` says where to start a partition that has no committed offset, or
     whose committed offset is no longer in the log (``"none"`` raises OffsetOutOfRange
-    instead); such resets are logged on ``rivven.consumer`` and passed to ``on_reset``.
+    instead); such resets are logged on ``rivven.consumer`` and passed to ``on_reset``, and
+    the position a reset gives is committed at once (with auto-commit or without): the group
+    remembers where it started even if this member reads nothing, stops or dies. (Kafka
+    commits it with the member's first commit; sooner changes nothing a commit protects, as
+    every record from that position on is still to be read.)
     With ``enable_auto_commit`` the positions are committed every ``auto_commit_interval_ms``,
     when a partition moves to another member, and on ``close()``.
     """
@@ -137,6 +141,7 @@ class Consumer:
         self.member_id = self.member.member_id
         self.leases = membership.Leases(self.gdir, self.member_id)
         self.resets: list[dict[str, Any]] = []
+        self._unsaved_resets: dict[TopicPartition, int] = {}
         self._positions: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._wanted: list[TopicPartition] = []
@@ -194,7 +199,8 @@ class Consumer:
                         committed = self.store.refresh()
                     c = committed.get(tp)
                     self._positions[tp] = self._start(tp, None if c is None else c.offset)
-                    self._committed[tp] = self._positions[tp] if c is not None else -1
+                    self._committed[tp] = -1 if c is None else c.offset
+            self._save_resets()
 
     def _revoke(self, tp: TopicPartition) -> None:
         if self.auto_commit and self._positions.get(tp, -1) != self._committed.get(tp, -1):
@@ -228,7 +234,17 @@ class Consumer:
                         self.group, tp[0], tp[1], prior, start, end, self.policy, new)
         if self.on_reset is not None:
             self.on_reset(event)
+        self._unsaved_resets[tp] = new
         return new
+
+    def _save_resets(self) -> None:
+        """Commit the positions resets gave (one commit for all), while the leases are held."""
+        if self._unsaved_resets:
+            saved = {tp: o for tp, o in self._unsaved_resets.items() if tp in self._positions}
+            self._unsaved_resets = {}
+            if saved:
+                self.store.commit(saved)
+                self._committed.update(saved)
 
     # ---------------------------------------------------------------- reading
     def _fetch(self, max_records: int) -> list[ColumnBatch]:
@@ -273,6 +289,7 @@ class Consumer:
                 start, end = (e.start, e.end) if e.start is not None else \
                     self.engine.partition_offsets(topic, p)
                 self._positions[tp] = self._reset(tp, pos, start, end)
+        self._save_resets()
         return out
 
     def poll_batches(self, timeout_ms: int = 0, max_records: int | None = None
