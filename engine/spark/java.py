@@ -39,10 +39,13 @@ def java_home(env: dict[str, str], spark_home: str) -> str:
     conf = env.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf")
     env_sh = os.path.join(conf, "spark-env.sh")
     if not env.get("SPARK_ENV_LOADED") and os.path.isfile(env_sh):
-        r = subprocess.run(["bash", "-c", 'set -a; . "$0" >/dev/null 2>&1; '
-                            'printf %s "${JAVA_HOME-}"', env_sh],
-                           env=env, capture_output=True, text=True, timeout=30, check=False)
-        return r.stdout
+        try:
+            r = subprocess.run(["bash", "-c", 'set -a; . "$0" >/dev/null 2>&1; '
+                                'printf %s "${JAVA_HOME-}"', env_sh],
+                               env=env, capture_output=True, text=True, timeout=30, check=False)
+            return r.stdout
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # (no bash: spark-submit cannot start either, and says so)
     return env.get("JAVA_HOME", "")
 
 
