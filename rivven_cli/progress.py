@@ -3,7 +3,8 @@ stderr is a terminal — nothing decorative in pipes or logs.
 
 The engine reports progress as ``update(what, total, done)``; ``progress_bar`` turns those
 calls into Rich rows: one row per ``what`` (bytes, rate and ETA), or with ``tasks`` a single
-row counting Spark tasks whose label follows ``what``.
+row counting Spark tasks whose label follows ``what`` (``spark: stage 2/3``), with the time
+elapsed since the start.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def progress_bar(tasks: bool = False, label: str | None = None) -> Iterator[Upda
         key = "" if tasks else what
         if key not in rows:
             rows[key] = bar.add_task(what, total=total)
-        bar.update(rows[key], description=what, total=total, completed=done)
+        # (a count of tasks not known yet, e.g. while Spark plans: a pulsing bar)
+        bar.update(rows[key], description=what, total=total if total or not tasks else None,
+                   completed=done)
 
     if label is not None:
         bar.start()

@@ -39,3 +39,46 @@ def flip(path: str, pos: int, bit: int = 0) -> None:
         b = f.read(1)[0]
         f.seek(pos)
         f.write(bytes([b ^ (1 << bit)]))
+
+
+def run_rivven_on_a_terminal(data_dir: str, *args: str, env: dict[str, str] | None = None,
+                             timeout: float = 600) -> tuple[int, bytes, list[str]]:
+    """Run the real ``rivven`` with its stderr on a pseudo-terminal (stdout a pipe), as a
+    person at a terminal sees it: ``(exit code, stdout, frames)``, the frames being what the
+    terminal showed, escape codes removed, one entry per redrawn line (repeats dropped)."""
+    import re
+    import threading
+
+    master, slave = os.openpty()
+    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT), COLUMNS="160",
+               TERM="xterm", **(env or {}))
+    proc = subprocess.Popen([*RIVVEN, *args], stdout=subprocess.PIPE, stderr=slave, env=env,
+                            cwd=ROOT)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # (EIO: every writer is gone)
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        out = proc.communicate(timeout=timeout)[0]
+    finally:
+        proc.kill()
+        reader.join(10)
+        os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    frames: list[str] = []
+    for line in re.split(r"[\r\n]+", text):
+        line = line.strip()
+        if line and line not in frames[-1:]:
+            frames.append(line)
+    return proc.returncode, out, frames

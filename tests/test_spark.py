@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import RIVVEN, ROOT, run_rivven
+from conftest import RIVVEN, ROOT, run_rivven, run_rivven_on_a_terminal
 
 from engine import Engine, Record
 
@@ -190,6 +190,8 @@ def spark_class():
 
 
 def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
+    from test_cli_spark import assert_progress_moved
+
     before, plans = make_topic(data_dir, seed=7, n=2000)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path),
                SPARK_WORKER_DIR=str(tmp_path / "work"))
@@ -207,11 +209,13 @@ def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
         while b"Successfully registered with master" not in (tmp_path / "cluster.log").read_bytes():
             assert time.time() < deadline, (tmp_path / "cluster.log").read_text()[-2000:]
             time.sleep(0.5)
-        r = run_rivven(data_dir, "spark", "compact", "c", "--master",
-                       f"spark://127.0.0.1:{port}", "--conf", "spark.executor.memory=512m",
-                       timeout=900)
-        assert r.returncode == 0, r.stderr.decode()[-3000:]
-        assert b"on spark://127.0.0.1:" in r.stderr and b"size reduction" in r.stderr
+        # (stderr on a terminal: the progress bar follows the job on the cluster too)
+        rc, _, frames = run_rivven_on_a_terminal(
+            data_dir, "spark", "compact", "c", "--master", f"spark://127.0.0.1:{port}",
+            "--conf", "spark.executor.memory=512m", timeout=900)
+        assert rc == 0, "\n".join(frames[-30:])
+        assert any("on spark://127.0.0.1:" in f and "size reduction" in f for f in frames)
+        assert_progress_moved(frames, between=False)
     finally:
         for proc in (worker, master):
             proc.send_signal(signal.SIGKILL)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -92,27 +93,101 @@ def map_in_arrow(df: Any, func: Any, schema: str) -> Any:
     return df.mapInArrow(func, schema)
 
 
-class _FirstJob(threading.Thread):
-    """Notes when the first Spark job starts (the status tracker, polled every 10 ms)."""
+PROGRESS = "progress.json"
+FINAL_JOB = ("SUCCEEDED", "FAILED")
 
-    def __init__(self, spark: Any) -> None:
+
+Counts = tuple[int, int, int]  # a stage's tasks: in all, completed, running
+
+
+def progress_state(stages: dict[int, Counts | None], jobs_active: bool) -> dict[str, Any]:
+    """What ``progress.json`` says, from ``{stage id: (tasks, completed, running)}`` of the
+    jobs seen so far (None: not known yet; the stages of finished jobs with their final
+    counts, skipped stages left out): stages and tasks in all, how many are done, the phase.
+
+    >>> progress_state({0: (4, 4, 0), 1: (2, 1, 1), 2: None}, True)["stages_done"]
+    1
+    """
+    counts = [c or (0, -1, 0) for c in stages.values()]  # (an unknown stage is not done)
+    return {"phase": "running" if jobs_active else "finishing" if counts else "planning",
+            "stages": len(counts), "stages_done": sum(1 for n, d, _ in counts if d >= n),
+            "tasks": sum(n for n, _, _ in counts),
+            "tasks_done": sum(max(d, 0) for _, d, _ in counts),
+            "tasks_running": sum(r for _, _, r in counts)}
+
+
+class Watch(threading.Thread):
+    """The driver's own view of its jobs through Spark's status tracker, polled from this
+    thread (a few py4j calls, off the job's path): when the first job starts (polled every
+    10 ms until then: the planning/run split of the timings) and, with ``path``, the jobs'
+    stages and tasks, written to ``path`` (``progress.json`` in the staging folder, which the
+    launcher reads for its progress bar) when they change, every 0.2 s at most. A file, not
+    the driver's stdout: it reaches the launcher wherever the driver runs (client or cluster
+    deploy mode), as ``result.json`` does."""
+
+    def __init__(self, spark: Any, path: str | None) -> None:
         super().__init__(daemon=True)
         self.tracker = spark.sparkContext.statusTracker()
-        self.stop = threading.Event()
-        self.at: float | None = None
+        self.path = path
+        self.halt = threading.Event()
+        self.first_job_at: float | None = None
+        self.stages: dict[int, Counts | None] = {}
+        self.final: set[int] = set()  # jobs whose stages are counted for good
+        self.last: dict[str, Any] | None = None
 
     def run(self) -> None:
-        while not self.stop.is_set():
-            if self.tracker.getActiveJobsIds():
-                self.at = time.time()
+        while not self.halt.is_set():
+            try:
+                self.poll()
+            except Exception:  # (the session going away under a call)
                 return
-            time.sleep(0.01)
+            if self.first_job_at is not None and self.path is None:
+                return
+            self.halt.wait(0.01 if self.first_job_at is None else 0.2)
 
+    def poll(self) -> None:
+        t = self.tracker
+        if self.first_job_at is None and not t.getActiveJobsIds():  # (one call per 10 ms)
+            if self.path is not None and self.last is None:
+                self.last = progress_state({}, False)
+                write_json(self.path, self.last)
+            return
+        if self.first_job_at is None:
+            self.first_job_at = time.time()
+        if self.path is None:
+            return
+        active = False
+        for jid in sorted(set(t.getJobIdsForGroup(None)) | set(t.getActiveJobsIds())):
+            if jid in self.final:
+                continue
+            job = t.getJobInfo(jid)
+            if job is None:
+                continue
+            done = job.status in FINAL_JOB
+            active |= not done
+            for sid in job.stageIds:
+                st = t.getStageInfo(sid)
+                if done and (st is None or st.numCompletedTasks < st.numTasks):
+                    self.stages.pop(sid, None)  # skipped (or failed, or forgotten)
+                elif st is None:  # (the tracker's weak consistency: known later)
+                    self.stages.setdefault(sid, None)
+                else:
+                    self.stages[sid] = (st.numTasks, st.numCompletedTasks,
+                                        0 if done else st.numActiveTasks)
+            if done:
+                self.final.add(jid)
+        state = progress_state(self.stages, active)
+        if state != self.last:
+            write_json(self.path, state)
+            self.last = state
 
-def _watch_first_job(spark: Any) -> _FirstJob:
-    w = _FirstJob(spark)
-    w.start()
-    return w
+    def stop(self) -> None:
+        """Stop polling, after a last look (the final counts)."""
+        self.halt.set()
+        self.join(5)
+        if self.path is not None and not self.is_alive():
+            with contextlib.suppress(Exception):
+                self.poll()
 
 
 def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
@@ -162,7 +237,6 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     tagged = (surv.withColumn("gid", gid).where(F.col("gid").isNotNull())
               .select("gid", "offset", "tombstone"))
     planned = time.time()
-    first_job = _watch_first_job(spark)
     # the writes run in the stage that receives the survivors: a mapInArrow, not a Python data
     # source sink, whose planning and commit each cost a Python process in the driver
     rows = [json.loads(r.stats) for r in
@@ -176,9 +250,7 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     by_part: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: r["gid"]):
         by_part.setdefault(str(groups[r["gid"]][0]), []).append(r)
-    first_job.stop.set()
-    return {"partitions": by_part, "planned_at": planned, "done_at": time.time(),
-            "first_job_at": first_job.at or planned}
+    return {"partitions": by_part, "planned_at": planned, "done_at": time.time()}
 
 
 def main(argv: list[str]) -> int:
@@ -187,8 +259,9 @@ def main(argv: list[str]) -> int:
 
 def run_job(argv: list[str], kind: str, body: Any) -> int:
     """The main of each Spark job: read the plan, start the session, ``body(spark, plan,
-    plan_path)`` returns the result with ``done_at`` (and ``first_job_at`` when planning came
-    first), and the result goes to ``result.json`` with the timings."""
+    plan_path)`` returns the result with ``done_at`` (and ``planned_at`` when planning came
+    first), and the result goes to ``result.json`` with the timings. A ``Watch`` notes when
+    the first job starts and, when the plan asks for ``progress``, reports it."""
     from pyspark.sql import SparkSession
 
     plan_path = argv[1]
@@ -198,13 +271,17 @@ def run_job(argv: list[str], kind: str, body: Any) -> int:
     spark = SparkSession.builder.appName(f"rivven-{kind}-{plan['topic'] or 'all'}").getOrCreate()
     started = time.time()
     print(STARTED, flush=True)  # (the launcher's failpoint spark-job-running waits for it)
+    watch = Watch(spark, os.path.join(os.path.dirname(plan_path), PROGRESS)
+                  if plan.get("progress") else None)
+    watch.start()
     try:
         result = body(spark, plan, plan_path)
     finally:
+        watch.stop()
         spark.stop()
-    result.pop("planned_at", None)
+    planned = result.pop("planned_at", None)
     done = result.pop("done_at")
-    first = result.pop("first_job_at", started)
+    first = watch.first_job_at or planned or started
     # start-up as the compaction issue counts it: everything before the first job runs
     result.update({"startup_s": started - t0, "plan_s": first - started, "exec_s": done - first,
                    "job_s": done - started})
@@ -214,12 +291,17 @@ def run_job(argv: list[str], kind: str, body: Any) -> int:
 
 def write_result(plan_path: str, result: dict[str, Any]) -> None:
     """``result.json`` next to the plan, whole or not at all (the launcher reads it)."""
+    write_json(os.path.join(os.path.dirname(plan_path), "result.json"), result)
+
+
+def write_json(path: str, obj: Any) -> None:
+    """``path`` whole or not at all (written aside, then renamed over)."""
     from engine.storage import guard  # (this file runs as a script: no relative imports)
 
-    tmp = os.path.join(os.path.dirname(plan_path), "result.json.tmp")
+    tmp = path + ".tmp"
     with open(tmp, "w", opener=guard.opener) as f:
-        json.dump(result, f)
-    os.replace(tmp, os.path.join(os.path.dirname(plan_path), "result.json"))
+        json.dump(obj, f)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

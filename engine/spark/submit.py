@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shlex
 import stat
 import subprocess
@@ -27,13 +28,13 @@ from ..maintenance import compaction
 from ..progress import Progress
 from ..storage import guard
 from ..storage.locks import acquire, open_lock_file, try_lock
-from .job import STARTED
+from . import java
+from .job import PROGRESS, STARTED
 
 if TYPE_CHECKING:
     from ..engine import Engine
 
 STAGING = ".compaction"
-_STAGE = re.compile(rb"\[Stage (\d+):[=> ]*\((\d+) \+ (\d+)\) / (\d+)\]")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINE_DIR = os.path.dirname(HERE)
 
@@ -59,6 +60,12 @@ def spark_submit() -> str:
     if not os.path.exists(path):
         raise RivvenError(f"{path} does not exist: point SPARK_HOME at a Spark installation")
     return path
+
+
+def check_java() -> str:
+    """The java spark-submit will run (as its spark-class finds it), or a RivvenError of one
+    line naming what is missing and how to install it: before anything starts."""
+    return java.check(environment(), os.path.dirname(os.path.dirname(spark_submit())))
 
 
 def python_launcher(dest: str) -> str:
@@ -150,41 +157,90 @@ def _die_with_parent() -> None:
 
 
 def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
-              python: str = sys.executable) -> int:
-    """Run spark-submit, its output to ``log_path``; ``progress("spark: stage N", tasks,
-    tasks done)`` as Spark's console progress reports it."""
+              python: str = sys.executable, progress_path: str | None = None) -> int:
+    """Run spark-submit, its output to ``log_path``; ``progress(what, tasks, tasks done)``
+    as the job's ``progress.json`` (``progress_path``, see job.Watch) says, read every
+    0.25 s while the output flows."""
     with open(log_path, "wb", opener=guard.opener) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=environment(python), preexec_fn=_die_with_parent)
+                                env=environment(python), preexec_fn=_die_with_parent,
+                                bufsize=0)
         assert proc.stdout is not None
-        buf = b""
+        fd = proc.stdout.fileno()
+        tail = b""
         started = False
+        shown: dict[str, Any] | None = None
         while True:
-            chunk = proc.stdout.read1(65536)
-            if not chunk:
-                break
-            log.write(chunk)
-            buf = (buf + chunk)[-4096:]
-            if not started and STARTED.encode() in buf:
-                started = True
-                failpoint("spark-job-running")  # tests kill the launcher while the job runs
-            if progress is not None:
-                for m in _STAGE.finditer(buf):
-                    progress(f"spark: stage {m.group(1)}", int(m.group(4)), int(m.group(2)))
-                buf = buf[buf.rfind(b"]") + 1:] if b"]" in buf else buf
+            if select.select([fd], [], [], 0.25)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                log.write(chunk)
+                if not started:
+                    tail = (tail + chunk)[-4096:]
+                    if STARTED.encode() in tail:
+                        started = True
+                        failpoint("spark-job-running")  # tests kill the launcher while the job runs
+            if progress is not None and progress_path is not None:
+                state = read_progress(progress_path)
+                if state is not None and state != shown:
+                    shown = state
+                    progress(*describe_progress(state))
         return proc.wait()
 
 
+def read_progress(path: str) -> dict[str, Any] | None:
+    """The job's ``progress.json``, or None (not written yet, or unreadable)."""
+    try:
+        with open(path) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def describe_progress(state: dict[str, Any]) -> tuple[str, int, int]:
+    """``progress.json`` as a progress call ``(what, tasks, tasks done)``: ``spark: planning``
+    (no job yet: counts 0), ``spark: stage 2/3`` (the stages of the jobs so far, the first
+    one not done), ``spark: finishing`` (no job running)."""
+    n, k = int(state.get("stages", 0)), int(state.get("stages_done", 0))
+    total, done = int(state.get("tasks", 0)), int(state.get("tasks_done", 0))
+    phase = state.get("phase")
+    if phase == "planning" or not n:
+        return "spark: planning", 0, 0
+    if phase == "finishing":
+        return "spark: finishing", total, done
+    return f"spark: stage {min(k + 1, n)}/{n}", total, done
+
+
+# the job's own errors: the last one is the one that ended it
+_JOB_ERRORS = (r"CompactionError: (.+)", r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE|$)",
+               r"(?:RivvenError|ValueError|OSError|FileNotFoundError)\w*: (.+)",
+               r"Exception in thread \"main\" (.+)")
+# anything else: the first error line is the cause, what follows are its consequences
+_FIRST_ERROR = re.compile(
+    r"^\S+ \S+ ERROR [\w.$]+: (.+)"  # log4j: "26/11/26 18:18:22 ERROR SparkContext: ..."
+    r"|^(?:Error: )?((?:[\w.$]+(?:Exception|Error)\b|Invalid |Could not |Unrecognized ).+)"
+    r"|^Error: (.+)"
+    r"|^\S+: line \d+: (.+)")  # bash (spark-class): "/x/bin/java: No such file or directory"
+_ARTIFACTS = re.compile(r"bad array subscript|^at [\w.$<>/]+\(|^Traceback |^File \"")
+
+
 def summarize_error(log_text: str) -> str:
-    """The line of a Spark log that says what went wrong."""
+    """The line of a Spark log that says what went wrong: the job's own error, else the first
+    error line (the JVM's, log4j's or spark-class's), never a shell artifact that follows it
+    (``CMD: bad array subscript``)."""
     lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
-    for pat in (r"CompactionError: (.+)", r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE|$)",
-                r"(?:RivvenError|ValueError|OSError|FileNotFoundError)\w*: (.+)",
-                r"Exception in thread \"main\" (.+)", r"(?:Error|Exception): (.+)"):
+    for pat in _JOB_ERRORS:
         for ln in reversed(lines):
             m = re.search(pat, ln)
             if m:
                 return m.group(1)[:400]
+    for ln in lines:
+        m = _FIRST_ERROR.search(ln)
+        if m and not _ARTIFACTS.search(ln):
+            return next(g for g in m.groups() if g)[:400]
+    lines = [ln for ln in lines if not _ARTIFACTS.search(ln)]
     return lines[-1][:400] if lines else "spark-submit printed nothing"
 
 
@@ -251,6 +307,8 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
     if not todo and not dry_run:
         out["seconds"] = time.time() - t0
         return out
+    if not dry_run:
+        check_java()
     job = {"data_dir": eng.path, "topic": topic, "now": now, "partitions": todo}
     with submission(eng, f"rivven-compact-{topic}", "job.py", job, master, confs or [],
                     deploy_mode, dry_run, progress, out) as (result, staging):
@@ -293,7 +351,7 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
     try:
         plan_path = os.path.join(staging, "plan.json")
         with open(plan_path, "w", opener=guard.opener) as f:
-            json.dump({**job, "staging": staging}, f)
+            json.dump({**job, "staging": staging, "progress": progress is not None and not dry_run}, f)
         python = python_launcher(staging)
         cmd = command(plan_path, os.path.join(staging, "engine.zip"), master, confs,
                       deploy_mode, app_name, python, script)
@@ -305,7 +363,7 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
             return
         log_path = os.path.join(eng.path, STAGING, f"{run_id}.spark.log")
         t1 = time.time()
-        rc = run_spark(cmd, log_path, progress, python)
+        rc = run_spark(cmd, log_path, progress, python, os.path.join(staging, PROGRESS))
         out["spark_s"] = time.time() - t1
         out["spark_log"] = log_path
         result_path = os.path.join(staging, "result.json")
@@ -332,6 +390,8 @@ def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
          progress: Progress | None = None) -> dict[str, Any]:
     """One tiering pass whose copies run as a Spark job, one task per segment."""
     extra: dict[str, Any] = {"master": master, "command": None}
+    if not dry_run:
+        check_java()  # (before the pass plans: it may tidy the cold store first)
 
     def copier(tasks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         job = {"data_dir": eng.path, "topic": topic, "tasks": tasks}
