@@ -35,7 +35,8 @@ def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: Parti
                   r["base_offset"], r["last_offset"],
                   "-" if r["records"] is None else r["records"], human_bytes(r["bytes"]),
                   utc(r["min_timestamp"]), utc(r["max_timestamp"])) for r in rows],
-                right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"))
+                right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"),
+                drop=("FIRST-TIME", "LAST-TIME", "FILE", "SIZE"))
     for r in rows:
         if r.get("damage"):
             warn(f"{r['file']} is damaged ({r['damage']}); the row counts the batches before "
@@ -91,7 +92,8 @@ def inspect(
     table = [[r["position"], "error: " + r["error"]] + [""] * 8 if "error" in r
              else [r[k] for k in keys] for r in rows]
     print_table(batch_cols, table, title=file,
-                right=("POSITION", "BASE", "LAST", "COUNT", "SIZE", "BODY"))
+                right=("POSITION", "BASE", "LAST", "COUNT", "SIZE", "BODY"),
+                drop=("BODY", "FIRST-TIME", "MAX-TIME", "CODEC"))
 
 
 @app.command()

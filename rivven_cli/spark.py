@@ -77,7 +77,7 @@ def compact(
                   f"{p['records_in']} -> {p['records_out']}",
                   f"{human_bytes(p['bytes_in'])} -> {human_bytes(p['bytes_out'])}",
                   f"{p['tombstones_kept']}/{p['tombstones_in'] - p['tombstones_kept']}")
-                 for p in parts], right=("PARTITION",))
+                 for p in parts], right=("PARTITION",), wrap=("BYTES",))
     t = {k: sum(p[k] for p in parts) for k in ("records_in", "records_out", "bytes_in",
                                                 "bytes_out", "segments_before",
                                                 "segments_after")}
@@ -120,7 +120,7 @@ def tier(
                       _ranges(p["already_cold"]),
                       ", ".join(sorted({r["reason"] for r in p["planned"] + p["already_cold"]})))
                      for p in parts if p["planned"] or p["already_cold"]],
-                    right=("PARTITION", "BYTES"))
+                    right=("PARTITION", "BYTES"), wrap=("UPLOAD", "LOCAL-ONLY-DELETE", "WHY"))
         if out["command"]:
             typer.echo(shlex.join(out["command"]))
         else:
@@ -134,7 +134,7 @@ def tier(
     print_table(["TOPIC", "PARTITION", "UPLOADED", "SEGMENTS", "BYTES", "LOCAL-DELETED"],
                 [(p["topic"], p["partition"], _ranges(p["uploaded"]), len(p["uploaded"]),
                   human_bytes(p["bytes"]), len(p["local_deleted"])) for p in moved],
-                right=("PARTITION", "SEGMENTS", "BYTES", "LOCAL-DELETED"))
+                right=("PARTITION", "SEGMENTS", "BYTES", "LOCAL-DELETED"), wrap=("UPLOADED",))
     total = sum(p["bytes"] for p in moved)
     spark = (f" (spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, copies "
              f"{out['exec_s']:.1f} s = {human_bytes(int(total / max(out['exec_s'], 1e-9)))}/s)"

@@ -48,7 +48,8 @@ def list_(json: JsonOpt = False) -> None:
         print_table(["TOPIC", "PARTITIONS", "RECORDS", "CONFIG"],
                     [(r["topic"], r["partitions"], r["records"],
                       ",".join(f"{k}={v}" for k, v in sorted(r["config"].items())))
-                     for r in rows], right=("PARTITIONS", "RECORDS"))
+                     for r in rows], right=("PARTITIONS", "RECORDS"), wrap=("CONFIG",),
+                    drop=("CONFIG",))
 
 
 @app.command()
@@ -61,11 +62,12 @@ def describe(name: NameArg, json: JsonOpt = False) -> None:
         return
     typer.echo(f"topic: {name}  partitions: {d['partitions']}  id: {d['id']}")
     print_table(["CONFIG", "VALUE", "SOURCE"],
-                [(c["key"], c["value"], c["source"]) for c in d["config"]])
+                [(c["key"], c["value"], c["source"]) for c in d["config"]], wrap=("VALUE",))
     print_table(["PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"],
                 [(p["partition"], p["start_offset"], p["end_offset"], p["segments"],
                   human_bytes(p["bytes"])) for p in d["partition_info"]],
-                right=("PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"))
+                right=("PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"),
+                drop=("SIZE", "SEGMENTS"))
 
 
 @app.command("alter-config")

@@ -28,7 +28,8 @@ def list_(json: JsonOpt = False) -> None:
                 [(r["stream"], "live" if r["live"] else "dead (replay pending)", r["files"],
                   human_bytes(r["bytes"]), r["records"], ",".join(r["partitions"]),
                   "yes" if r["torn_tail"] else "no") for r in rows],
-                right=("FILES", "SIZE", "RECORDS"))
+                right=("FILES", "SIZE", "RECORDS"), wrap=("STATE", "PARTITIONS"),
+                drop=("TORN-TAIL", "FILES"))
 
 
 def _files(file: str | None) -> list[str]:

@@ -1,0 +1,330 @@
+"""Tables as a user sees them: rendered by the real ``rivven`` on a pseudo-terminal of 80 and
+120 columns, with long names (a 60-character topic, ``clicks`` beside ``clicks2``) and 19-digit
+offsets (a partition whose log starts at 9e18). Names, offsets and counts are never cut (no
+"…"; a name may fold onto a second line, never lose a character), every line fits the
+terminal, the columns stay aligned, and piped output stays one row per line."""
+
+import fcntl
+import io
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+from conftest import ROOT
+
+from engine import Engine, Record
+from rivven_cli import render
+from rivven_cli.tier import _range
+
+LONG = "orders-eu-west-1-checkout-service-payment-events-v2-dl-retry"  # 60 characters
+GROUP = "analytics-pipeline-consumer-group-for-eu-west-1"
+BIG = 9_000_000_000_000_000_000  # partition 0 of LONG starts here: 19-digit offsets
+DAY = 86_400_000
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+assert len(LONG) == 60
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("tables") / "data")
+    with Engine.open(d) as eng:
+        eng.create_topic("clicks")
+        eng.create_topic("clicks2", 3, {"segment.bytes": "1024"})
+        eng.create_topic(LONG, 2, {"segment.bytes": "1024", "remote.storage.enable": "true",
+                                   "local.retention.bytes": "3000"})
+    p0 = os.path.join(d, "topics", LONG, "partition-0")
+    for name in os.listdir(p0):  # an empty log may start anywhere: here at 9e18
+        if name.startswith("0" * 20):
+            os.rename(os.path.join(p0, name), os.path.join(p0, f"{BIG:020d}" + name[20:]))
+    with Engine.open(d) as eng:
+        old = eng_now() - 2 * DAY
+        eng.produce("clicks", [Record(value=b"click %d" % i) for i in range(300)])
+        for i in range(0, 180, 10):
+            eng.produce("clicks2", [Record(value=b"c%05d" % j, timestamp=old + j)
+                                    for j in range(i, i + 10)], partition=0)
+        for p in (0, 1):
+            for i in range(0, 200, 10):
+                eng.produce(LONG, [Record(key=b"k%d" % j, value=b"order %05d" % j,
+                                          timestamp=old + j if i < 100 else None)
+                                   for j in range(i, i + 10)], partition=p)
+        assert eng.tier(LONG)["partitions"]
+        with eng.consumer(GROUP, ["clicks", LONG]) as c:
+            got = 0
+            while got < 30:
+                got += len(c.poll(max_records=10))
+            c.commit()
+    with Engine.open(d) as eng:  # (set now: an engine applies retention to what it opens)
+        for t in ("clicks2", LONG):
+            eng.alter_topic_config(t, {"retention.ms": str(DAY)})
+    return d
+
+
+def eng_now():
+    from engine import clock
+
+    return clock.now_ms()
+
+
+def env(data_dir):
+    e = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT),
+             TERM="xterm-256color")
+    for k in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        e.pop(k, None)
+    return e
+
+
+def on_terminal(data_dir, args, columns):
+    """stdout of ``rivven ARGS`` on a pseudo-terminal ``columns`` wide, escapes removed; and
+    its stderr."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "rivven_cli.main", *args], stdin=slave,
+                            stdout=slave, stderr=subprocess.PIPE, env=env(data_dir), cwd=ROOT)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0, err
+    return ANSI.sub("", out.decode().replace("\r\n", "\n")), err
+
+
+def piped(data_dir, args):
+    r = subprocess.run([sys.executable, "-m", "rivven_cli.main", *args], capture_output=True,
+                       env=dict(env(data_dir), COLUMNS="80"), cwd=ROOT)
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout.decode()
+
+
+def parse(text, first_header, anchor):
+    """The table that starts at the line beginning with ``first_header``: its headers and its
+    rows as ``{header: text}``. Columns are told apart by the gutters (positions blank on every
+    line); a row's continuation lines (``anchor`` blank) are joined to it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
+    block = [line for line in lines[start:] if line.strip()]
+    width = max(len(line) for line in block)
+    block = [line.ljust(width) for line in block]
+    blank = [all(line[x] == " " for line in block) for x in range(width)]
+    spans, x = [], 0
+    while x < width:
+        if blank[x]:
+            x += 1
+            continue
+        end = x
+        while end < width and not (blank[end] and (end + 1 >= width or blank[end + 1])):
+            end += 1
+        spans.append((x, end))
+        x = end
+    headers = [block[0][a:b].strip() for a, b in spans]
+    assert headers == block[0].split(), f"columns out of line:\n{text}"
+    rows: list[dict[str, str]] = []
+    for line in block[1:]:
+        cells = {h: line[a:b].strip() for h, (a, b) in zip(headers, spans)}
+        if cells[anchor] or not rows:
+            rows.append(cells)
+        else:
+            for h, v in cells.items():
+                rows[-1][h] += v
+    return headers, rows
+
+
+def as_json(data_dir, args):
+    r = subprocess.run([sys.executable, "-m", "rivven_cli.main", *args, "--json"],
+                       capture_output=True, env=env(data_dir), cwd=ROOT)
+    assert r.returncode == 0, r.stderr.decode()
+    return json.loads(r.stdout)
+
+
+def dash(v):
+    return "-" if v is None else str(v)
+
+
+def segment_file(data_dir):
+    p0 = os.path.join(data_dir, "topics", LONG, "partition-0")
+    return os.path.join(p0, min(f for f in os.listdir(p0) if f.endswith(".log")))
+
+
+# command, the first header, the column that is never blank on a row's first line, the JSON
+# rows, and what every row must show whole (header: value from the JSON row)
+TABLES = {
+    "topic list": (["topic", "list"], "TOPIC", "PARTITIONS", lambda j: j, lambda r: {
+        "TOPIC": r["topic"], "PARTITIONS": r["partitions"], "RECORDS": r["records"]}),
+    "segment list": (["segment", "list", LONG], "PARTITION", "PARTITION", lambda j: j,
+                     lambda r: {"PARTITION": r["partition"], "TIER": r["tier"],
+                                "FILE": os.path.basename(r["file"]), "BASE": r["base_offset"],
+                                "LAST": dash(r["last_offset"]), "RECORDS": dash(r["records"])}),
+    "tier status": (["tier", "status"], "TOPIC", "PARTITION", lambda j: j, lambda r: {
+        "TOPIC": r["topic"], "PARTITION": r["partition"],
+        "COLD": _range(r["cold_start_offset"], r["cold_end_offset"]),
+        "LOCAL": _range(r["local_start_offset"], r["local_end_offset"]),
+        "COLD-SEGS": r["cold_segments"], "LOCAL-SEGS": r["local_segments"]}),
+    "group describe": (["group", "describe", GROUP], "TOPIC", "LAG",
+                       lambda j: j["partitions"] + [{"total": j["total_lag"]}],
+                       lambda r: {"TOPIC": "TOTAL", "LAG": r["total"]} if "total" in r else {
+                           "TOPIC": r["topic"], "PARTITION": r["partition"],
+                           "CURRENT-OFFSET": dash(r["current_offset"]),
+                           "LOG-START-OFFSET": r["log_start_offset"],
+                           "LOG-END-OFFSET": r["log_end_offset"], "LAG": dash(r["lag"])}),
+    "group list": (["group", "list"], "GROUP", "MEMBERS", lambda j: j, lambda r: {
+        "GROUP": r["group"], "MEMBERS": r["members"], "TOTAL-LAG": r["total_lag"]}),
+    "offsets": (["offsets", LONG], "PARTITION", "PARTITION", lambda j: j, lambda r: {
+        "PARTITION": r["partition"], "START-OFFSET": r["start_offset"],
+        "END-OFFSET": r["end_offset"]}),
+    "retention apply --dry-run": (
+        ["retention", "apply", "--dry-run"], "TOPIC", "PARTITION", lambda j: j["segments"],
+        lambda r: {"TOPIC": r["topic"], "PARTITION": r["partition"], "SEGMENT": r["base_offset"],
+                   "OFFSETS": f"{r['base_offset']}..{r['next_offset'] - 1}",
+                   "BYTES": r["bytes"], "REASON": r["reason"]}),
+    "topic describe": (["topic", "describe", LONG], "PARTITION", "PARTITION",
+                       lambda j: j["partition_info"], lambda r: {
+                           "PARTITION": r["partition"], "START-OFFSET": r["start_offset"],
+                           "END-OFFSET": r["end_offset"], "SEGMENTS": r["segments"]}),
+    "group reset-offsets": (["group", "reset-offsets", GROUP, "--all-topics", "--to-earliest"],
+                            "TOPIC", "PARTITION", lambda j: j["partitions"], lambda r: {
+                                "TOPIC": r["topic"], "PARTITION": r["partition"],
+                                "PRIOR": dash(r["prior"]), "NEW": r["new"]}),
+    "tier restore --dry-run": (["tier", "restore", LONG, "--from", str(BIG), "--dry-run"],
+                               "TOPIC", "PARTITION", lambda j: j["partitions"], lambda r: {
+                                   "TOPIC": r["topic"], "PARTITION": r["partition"],
+                                   "SEGMENTS": len(r["segments"])}),
+    "segment inspect": (["segment", "inspect", "{file}"], "POSITION", "POSITION",
+                        lambda j: j, lambda r: {"POSITION": r["position"],
+                                                "BASE": r["base_offset"],
+                                                "LAST": r["last_offset"], "COUNT": r["count"]}),
+}
+
+
+def expected(data_dir, name):
+    args, first, anchor, rows_of, want = TABLES[name]
+    args = [a.replace("{file}", segment_file(data_dir)) for a in args]
+    if name == "segment inspect":  # --json prints JSON lines
+        r = subprocess.run([sys.executable, "-m", "rivven_cli.main", *args, "--json"],
+                           capture_output=True, env=env(data_dir), cwd=ROOT, check=True)
+        doc = [json.loads(line) for line in r.stdout.splitlines()]
+    else:
+        doc = as_json(data_dir, args)
+    return args, first, anchor, [{k: str(v) for k, v in want(r).items()} for r in rows_of(doc)]
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_tables_on_a_terminal_cut_nothing(data, name):
+    args, first, anchor, rows = expected(data, name)
+    assert rows, f"{name}: the fixture shows no rows"
+    assert any(len(v) >= 19 and v.isdigit() or v == LONG for r in rows for v in r.values()) \
+        or name in ("group list",), f"{name}: no long value to show"
+    for columns in (80, 120):
+        text, err = on_terminal(data, args, columns)
+        assert "…" not in text, f"{name} at {columns} columns cut a value:\n{text}"
+        for line in text.splitlines():  # (but a heading line, "topic: NAME  id: ...")
+            assert len(line) <= columns or re.match(r"(topic|group): ", line), \
+                f"{name}: a line wider than {columns}:\n{text}"
+        headers, shown = parse(text, first, anchor)
+        assert len(shown) == len(rows), f"{name} at {columns}:\n{text}"
+        for want, got in zip(rows, shown):
+            for h, v in want.items():
+                if h in headers:
+                    assert got[h] == v, f"{name} at {columns}: {h} shows {got[h]!r}, not " \
+                                        f"{v!r}:\n{text}"
+        dropped = [h for h in TABLES_ALL_HEADERS.get(name, ()) if h not in headers]
+        if dropped:  # a column left out is said (on stderr), never silently gone
+            assert "not shown" in err and all(h in err for h in dropped), err
+        essential = {h for r in rows for h in r} - DROPPABLE.get(name, set())
+        assert essential <= set(headers), f"{name} at {columns} dropped {essential - set(headers)}"
+
+
+# the columns each table may drop on a narrow terminal (the rest must always be there)
+DROPPABLE = {
+    "segment list": {"FILE", "FIRST-TIME", "LAST-TIME", "SIZE"},
+    "tier status": {"COLD-SEGS", "LOCAL-SEGS"},
+    "group describe": {"LOG-START-OFFSET"},
+    "retention apply --dry-run": {"SEGMENT"},
+    "topic describe": {"SEGMENTS"},
+}
+TABLES_ALL_HEADERS = {
+    "topic list": ("TOPIC", "PARTITIONS", "RECORDS", "CONFIG"),
+    "segment list": ("PARTITION", "TIER", "FILE", "BASE", "LAST", "RECORDS", "SIZE",
+                     "FIRST-TIME", "LAST-TIME"),
+    "tier status": ("TOPIC", "PARTITION", "REMOTE", "COLD", "COLD-SEGS", "COLD-BYTES", "LOCAL",
+                    "LOCAL-SEGS", "LOCAL-BYTES", "HOT-BYTES", "HOT-HIT", "LAST-UPLOAD"),
+    "group describe": ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START-OFFSET",
+                       "LOG-END-OFFSET", "LAG", "LAST-COMMIT", "CONSUMER-ID"),
+    "retention apply --dry-run": ("TOPIC", "PARTITION", "SEGMENT", "OFFSETS", "BYTES",
+                                  "REASON", "DETAIL"),
+}
+
+
+def test_at_120_columns_the_names_stay_on_one_line(data):
+    text, _ = on_terminal(data, ["topic", "list"], 120)
+    rows = [line.split() for line in text.splitlines()[1:] if not line.startswith(" ")]
+    assert [r[:3] for r in rows] == [["clicks", "1", "300"], ["clicks2", "3", "180"],
+                                     [LONG, "2", "400"]], text
+    text, _ = on_terminal(data, ["offsets", LONG], 80)
+    assert text.splitlines()[1].split() == ["0", str(BIG), str(BIG + 200)], text
+
+
+@pytest.mark.parametrize("name", ["topic list", "segment list", "tier status", "group describe",
+                                  "retention apply --dry-run", "segment inspect"])
+def test_piped_tables_are_one_row_per_line_and_whole(data, name):
+    """Not a terminal (COLUMNS=80 in the environment changes nothing): every row on one line,
+    every column there, nothing folded or cut."""
+    args, first, anchor, rows = expected(data, name)
+    text = piped(data, args)
+    headers, shown = parse(text, first, anchor)
+    if name in TABLES_ALL_HEADERS:
+        assert headers == [h for h in TABLES_ALL_HEADERS[name]
+                           if h != "TIER" or "TIER" in rows[0]]
+    lines = text.splitlines()
+    body = lines[next(i for i, line in enumerate(lines) if line.startswith(first)) + 1:]
+    assert len(body) == len(rows) and "…" not in text
+    for want, got in zip(rows, shown):
+        assert {h: got[h] for h in want if h in headers} == {h: v for h, v in want.items()
+                                                            if h in headers}
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_too_narrow_even_for_the_names_folds_and_never_cuts(monkeypatch):
+    """Narrower than the kept columns at their narrowest: lines get longer than the terminal
+    (it wraps them) rather than anything being cut."""
+    out = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setenv("COLUMNS", "24")
+    monkeypatch.setenv("TERM", "dumb")
+    render.print_table(["TOPIC", "END-OFFSET"], [(LONG, BIG), ("clicks", 7)],
+                       right=("END-OFFSET",))
+    text = out.getvalue()
+    assert "…" not in text and str(BIG) in text
+    headers, rows = parse(text, "TOPIC", "END-OFFSET")
+    assert [r["TOPIC"] for r in rows] == [LONG, "clicks"]
+    assert [r["END-OFFSET"] for r in rows] == [str(BIG), "7"]
+
+
+@pytest.mark.parametrize("text,width,lines", [
+    ("segment.bytes=1024,retention.ms=86400000", 20,
+     ["segment.bytes=1024,", "retention.ms=", "86400000"]),
+    ("retention.ms=86400000,segment.bytes=1024", 36, ["retention.ms=86400000,",
+                                                     "segment.bytes=1024"]),
+    ("a b-c.d", 4, ["a", "b-", "c.d"]),
+    (LONG, 40, ["orders-eu-west-1-checkout-service-", "payment-events-v2-dl-retry"]),
+    ("x" * 25, 10, ["x" * 10, "x" * 10, "x" * 5]),
+    ("short", 10, ["short"]),
+])
+def test_fold_breaks_after_separators(text, width, lines):
+    assert render._fold(text, width).split("\n") == lines
