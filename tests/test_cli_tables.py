@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import termios
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -328,3 +329,32 @@ def test_too_narrow_even_for_the_names_folds_and_never_cuts(monkeypatch):
 ])
 def test_fold_breaks_after_separators(text, width, lines):
     assert render._fold(text, width).split("\n") == lines
+
+
+# ------------------------------------------------------------------ the Quick start (item 2)
+def test_the_quick_start_ends_with_a_command_that_works_as_written(tmp_path):
+    """The Quick start's last block, run as written by bash in a repo root after the setup:
+    ``.venv`` holds the installed ``rivven`` (the venv the suite runs in, which ``make``
+    built) and ``./rivven-data`` what ``make demo`` left; ``rivven`` is on no PATH before."""
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```sh\n(.*?)```", quick, re.S)[-1]
+    commands = [line.split("  #")[0].strip() for line in block.splitlines()]
+    assert quick.rstrip().endswith("```") and commands[-1].startswith("rivven "), \
+        "the Quick start should end with a rivven command"
+    venv = ROOT / ".venv" if (ROOT / ".venv" / "bin" / "rivven").exists() else \
+        Path(sys.prefix)
+    if not (venv / "bin" / "rivven").exists() or not (venv / "bin" / "activate").exists():
+        pytest.skip("the suite does not run in a venv made by the setup")
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / ".venv").symlink_to(venv)
+    with Engine.open(str(root / "rivven-data")) as eng:
+        eng.create_topic("orders")
+    e = {k: v for k, v in env("").items() if k not in ("RIVVEN_DATA_DIR", "VIRTUAL_ENV")}
+    e["PATH"] = os.pathsep.join(d for d in e["PATH"].split(os.pathsep)
+                                if not os.path.exists(os.path.join(d, "rivven")))
+    r = subprocess.run(["bash", "-e", "-c", block], cwd=root, env=e, capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    assert "orders" in r.stdout.decode().split()
