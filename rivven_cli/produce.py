@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from engine.errors import plural
+
 from .common import fail, open_engine
 from .render import human_bytes, info
 
@@ -126,9 +128,7 @@ def _shown(v: Any) -> str:
 
 
 def _fail_line(message: str) -> None:
-    from rich.markup import escape  # (the message quotes input, e.g. "[key, value]")
-
-    fail(escape(message))
+    fail(message)
 
 
 def _parse_lines(lines: list[bytes], key: bytes | None, sep: bytes | None
@@ -200,7 +200,7 @@ def produce(
     line_no = 0  # lines consumed before the current chunk
 
     with open_engine() as eng:
-        eng.topic(topic)
+        eng.topic(topic, create_hint=True)
 
         def send(lines: list[bytes]) -> None:
             nonlocal count, nbytes, line_no
@@ -243,8 +243,8 @@ def produce(
                 nbytes += sum(len(v) for v in values if v is not None)
                 line_no += len(lines)
             if error is not None:
-                _fail_line(f"line {line_no + 1}: {error}; the {count} records before it are "
-                           "stored, none after")
+                _fail_line(f"line {line_no + 1}: {error}; the {plural(count, 'record')} before "
+                           f"it {'is' if count == 1 else 'are'} stored, none after")
 
         pending = b""
         while True:
@@ -266,5 +266,5 @@ def produce(
         info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
                             "seconds": round(el, 3)}))
     elif not quiet:
-        info(f"produced {count} records ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
+        info(f"produced {plural(count, 'record')} ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
              f"({count / el if el else 0:,.0f} records/s)")

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from engine.errors import plural
+
 from .common import STATE, DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, fail, open_engine
 from .progress import progress_bar
 from .render import human_bytes, info, print_json, print_table, utc, warn
@@ -118,14 +120,14 @@ def verify(
             where = "" if f["path"] in f["message"] else f"{f['path']} at position {f['position']}: "
             typer.echo(f"{f['kind']}: {where}{f['message']}")
         bad = len(doc["findings"])
-        info(f"verified {doc['segments']} segment(s), {doc['batches']} batches, "
-             f"{doc['records']} records, {human_bytes(doc['bytes'])}: "
+        info(f"verified {doc['segments']} segment(s), {plural(doc['batches'], 'batch', 'batches')}, "
+             f"{plural(doc['records'], 'record')}, {human_bytes(doc['bytes'])}: "
              f"{f'{bad} problem(s) found' if bad else 'OK'}")
         if colds is not None:
             for f in colds["findings"]:
                 typer.echo(f"cold: {f['problem']}")
             bad = len(colds["findings"])
-            info(f"verified {colds['segments']} cold segment(s), {colds['objects']} objects, "
+            info(f"verified {colds['segments']} cold segment(s), {plural(colds['objects'], 'object')}, "
                  f"{human_bytes(colds['bytes'])}: {f'{bad} problem(s) found' if bad else 'OK'}")
     if not doc["ok"]:
         raise typer.Exit(3)
@@ -184,8 +186,9 @@ def _print_recovery(rows: list[dict], verb: str, out: typing.TextIO) -> None:
             what = (" and ".join(parts) or "no readable batch") + (
                 f", offsets {r['offset_range'][0]}..{r['offset_range'][1]}"
                 if r["offset_range"] else "")
-            out.write(f"{r['path']}: {verb} truncate at {r['truncate_at']} ({r['bytes_removed']} "
-                      f"bytes: {what}; {r['records_removed']} records dropped)\n")
+            out.write(f"{r['path']}: {verb} truncate at {r['truncate_at']} "
+                      f"({plural(r['bytes_removed'], 'byte')}: {what}; "
+                      f"{plural(r['records_removed'], 'record')} dropped)\n")
         for h in r["holes"]:
             out.write(f"{r['path']}: hole: offsets {h['first']}..{h['last']} ({h['offsets']}) "
                       "are in no segment; readers skip them\n")

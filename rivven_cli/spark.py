@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from engine.errors import plural
+
 from .common import DryRunOpt, JsonOpt, PartitionsOpt, open_engine
 from .progress import progress_bar
 from .render import human_bytes, info, print_json, print_table
@@ -82,7 +84,8 @@ def compact(
                                                 "bytes_out", "segments_before",
                                                 "segments_after")}
     info(f"compacted {topic}: {len(parts)} partition(s), {t['segments_before']} -> "
-         f"{t['segments_after']} segments, {t['records_in']:,} -> {t['records_out']:,} records, "
+         f"{plural(t['segments_after'], 'segment')}, {t['records_in']:,} -> "
+         f"{plural(t['records_out'], 'record', thousands=True)}, "
          f"{human_bytes(t['bytes_in'])} -> {human_bytes(t['bytes_out'])}: "
          f"{_pct(t['bytes_in'], t['bytes_out'])} size reduction "
          f"({_pct(t['records_in'], t['records_out'])} fewer records) in {out['seconds']:.1f} s "

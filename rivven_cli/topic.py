@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from engine.errors import plural
+
 from .common import JsonOpt, YesOpt, confirm, open_engine
 from .render import human_bytes, info, print_json, print_table
 
@@ -97,7 +99,7 @@ def add_partitions(
     """Grow a topic to --total partitions (keyed records may then map elsewhere)."""
     with open_engine() as eng:
         meta = eng.add_partitions(name, total)
-    info(f"topic {name} now has {meta.partitions} partitions")
+    info(f"topic {name} now has {plural(meta.partitions, 'partition')}")
 
 
 @app.command()

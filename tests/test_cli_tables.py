@@ -17,7 +17,7 @@ import termios
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_rivven
 
 from engine import Engine, Record
 from rivven_cli import render
@@ -358,3 +358,144 @@ def test_the_quick_start_ends_with_a_command_that_works_as_written(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr.decode()
     assert "orders" in r.stdout.decode().split()
+
+
+# ------------------------------------------------------------------ wording (item 19)
+def cli(data_dir, *args, input=None):
+    from typer.testing import CliRunner
+
+    from rivven_cli.main import app
+
+    return CliRunner().invoke(app, ["--data-dir", data_dir, *args], input=input)
+
+
+def one_line(err):
+    assert len(err.strip().splitlines()) == 1 and "╭" not in err and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_plural_agrees():
+    from engine.errors import plural
+
+    assert [plural(n, "record") for n in (0, 1, 2)] == ["0 records", "1 record", "2 records"]
+    assert plural(1, "batch", "batches") == "1 batch" and plural(3, "batch", "batches") == \
+        "3 batches"
+    assert plural(100_000, "record", thousands=True) == "100,000 records"
+
+
+def test_counts_of_one_are_singular(data_dir):
+    assert cli(data_dir, "topic", "create", "t").exit_code == 0
+    r = run_rivven(data_dir, "produce", "t", input=b"one\n")
+    assert r.returncode == 0 and b"produced 1 record (" in r.stderr, r.stderr
+    r = cli(data_dir, "segment", "verify")
+    assert r.exit_code == 0 and "1 batch, 1 record," in r.stderr, r.stderr
+    r = cli(data_dir, "topic", "add-partitions", "t", "--total", "1")
+    assert r.exit_code == 1 and "has 1 partition;" in one_line(r.stderr)
+    r = run_rivven(data_dir, "produce", "t", "--input", "json", "--batch-records", "1",
+                   input=b'{"value":"a"}\nnot json\n')
+    assert r.returncode == 1 and "the 1 record before it is stored" in one_line(r.stderr.decode())
+
+
+# every "{count} noun" in a message goes through engine.errors.plural; these few are always
+# more than one (limits, over-long names) or a "key: value" pair
+PLURAL_OK = ("{total} bytes is larger", "than {limit} bytes", "{size} bytes as",
+             "{MAX_NAME_BYTES} bytes", "records/s", "{r['count']} bytes:",
+             "partition: {r['partition']} offsets:")
+
+
+def test_no_count_in_a_message_with_a_plural_noun():
+    pattern = re.compile(r"\{[^{}]+\} ?(records|batches|segments|partitions|bytes|objects|"
+                         r"files|offsets|entries|topics|groups|members|streams|lines|keys|"
+                         r"tombstones|problems)\b")
+    slips = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+             for top in ("engine", "rivven_cli") for p in sorted((ROOT / top).rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if pattern.search(line) and not line.strip().startswith("#")
+             and not any(ok in line for ok in PLURAL_OK)]
+    assert not slips, "use engine.errors.plural(n, noun) for:\n" + "\n".join(slips)
+
+
+@pytest.mark.parametrize("args,shown", [
+    (["offsets", "t", "--time", "[bold]x"], "'[bold]x'"),
+    (["segment", "reindex", "[red]x.log"], "[red]x.log is not a .log segment file"),
+    (["consume", "t", "-o", "[a] b"], "'[a] b'"),
+])
+def test_an_error_shows_its_text_as_it_is(data_dir, args, shown):
+    """Brackets in a message are text, not Rich markup (which ate "[key, value]" and left
+    "a list of  pairs")."""
+    assert cli(data_dir, "topic", "create", "t").exit_code == 0
+    r = cli(data_dir, *args)
+    assert r.exit_code in (1, 2) and shown in one_line(r.stderr)
+
+
+def test_bad_headers_name_the_pairs(data_dir):
+    assert cli(data_dir, "topic", "create", "t").exit_code == 0
+    r = run_rivven(data_dir, "produce", "t", "--input", "json",
+                   input=b'{"value":"x","headers":[1]}\n')
+    err = one_line(r.stderr.decode())
+    assert r.returncode == 1 and "a list of [key, value] pairs" in err and "  " not in err
+
+
+def test_a_record_too_large_names_its_topic(data_dir):
+    assert cli(data_dir, "topic", "create", "clicks", "-c", "max.message.bytes=1024").exit_code == 0
+    r = run_rivven(data_dir, "produce", "clicks", input=b"x" * 2000 + b"\n")
+    err = one_line(r.stderr.decode())
+    assert r.returncode == 1 and "'rivven topic alter-config clicks --set max.message.bytes=" \
+        in err and "TOPIC" not in err
+
+
+def test_a_missing_topic_is_said_and_listing_named(data_dir):
+    assert cli(data_dir, "topic", "create", "clicks").exit_code == 0
+    for args in (["topic", "delete", "nope", "--yes"], ["topic", "describe", "nope"],
+                 ["consume", "nope"], ["topic", "alter-config", "nope", "--set", "retention.ms=1"]):
+        r = cli(data_dir, *args)
+        err = one_line(r.stderr)
+        assert r.exit_code == 1 and "topic 'nope' does not exist" in err, err
+        assert "'rivven topic list'" in err and "topic create" not in err, err
+    r = cli(data_dir, "topic", "delete", "clicsk", "--yes")
+    assert "did you mean 'clicks'?" in one_line(r.stderr)
+    r = run_rivven(data_dir, "produce", "nope", input=b"x\n")  # a writer: how to create it
+    assert "create it with 'rivven topic create nope'" in one_line(r.stderr.decode())
+
+
+def leaf_commands():
+    import typer.main
+
+    from rivven_cli.main import app
+
+    group = typer.main.get_command(app)
+    out = []
+    for name, cmd in group.commands.items():
+        out += [(name, sub) for sub in cmd.commands] if hasattr(cmd, "commands") else [(name,)]
+    return out
+
+
+@pytest.mark.parametrize("words", leaf_commands(), ids=" ".join)
+def test_a_usage_error_is_one_line_naming_the_help(data_dir, words):
+    r = cli(data_dir, *words, "--no-such-flag")
+    err = one_line(r.stderr)
+    assert r.exit_code == 2
+    assert err.startswith("error: No such option: --no-such-flag") and \
+        f"{' '.join(words)} --help'" in err, err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["topic", "create"], "Missing argument 'name'"),
+    (["consume", "t", "--key-encoding", "rot13"],
+     "Invalid value for '--key-encoding': 'rot13' is not one of 'utf8', 'base64', 'hex'"),
+    (["topic", "alter-config", "t"], "give at least one --set key=value or --delete key"),
+    (["--no-such-flag", "topic", "list"], "No such option: --no-such-flag"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["group", "reset-offsets", "g", "--all-topics", "--by-duration", "xyz"],
+     "cannot read duration 'xyz': use ISO 8601"),
+])
+def test_usage_errors_in_a_real_process(data_dir, args, message):
+    r = run_rivven(data_dir, *args)
+    err = one_line(r.stderr.decode())
+    assert r.returncode == 2 and err.startswith("error: ") and message in err, err
+    assert "--help'" in err
+
+
+def test_a_group_without_its_command_still_shows_the_help(data_dir):
+    r = cli(data_dir, "topic")
+    assert r.exit_code == 2 and "alter-config" in r.output

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import CorruptRecordError, DataDirError
+from ..errors import CorruptRecordError, DataDirError, plural
 from ..format.codecs import IDS
 from ..format.decode import body_of, decode_records, layout
 from ..format.records import HEADER_SIZE, check_crc, read_header
@@ -42,7 +42,7 @@ def inspect_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]
                 yield {"position": pos, "error": str(e)}
                 return
             if pos + h.size > size:
-                yield {"position": pos, "error": f"incomplete batch ({h.size} bytes, "
+                yield {"position": pos, "error": f"incomplete batch ({plural(h.size, 'byte')}, "
                        f"{size - pos} remain): a torn tail"}
                 return
             buf = os.pread(fd, h.size, pos)
