@@ -20,6 +20,7 @@ setup: $(BIN)/rivven bytecode
 
 demo: setup
 	$(BIN)/python examples/quickstart.py
+	@echo "rivven is in $(BIN): '. $(BIN)/activate' puts it on PATH in this shell (or run $(BIN)/rivven)"
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -241,9 +241,10 @@ class Engine:
         return list(self._partitions.cuts)
 
     # ---------------------------------------------------------------- topics
-    def topic(self, name: str) -> TopicMeta:
-        """Metadata of an existing topic (raises UnknownTopic)."""
-        return self._topics.get(name)
+    def topic(self, name: str, create_hint: bool = False) -> TopicMeta:
+        """Metadata of an existing topic (raises UnknownTopic, saying how to list the topics;
+        ``create_hint``: how to create it instead, for a writer)."""
+        return self._topics.get(name, create_hint)
 
     def topics(self, names: Sequence[str] | None = None, regex: bool = False
                ) -> list[TopicMeta]:

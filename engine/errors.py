@@ -106,3 +106,10 @@ def disk_full(e: BaseException | None) -> bool:
             return True
         e = e.__cause__
     return False
+
+
+def plural(n: int, one: str, many: str | None = None, thousands: bool = False) -> str:
+    """A count and its noun, agreeing (every message's counts go through here):
+    ``plural(1, "record")`` is ``1 record``, ``plural(2, "batch", "batches")`` ``2 batches``;
+    ``thousands`` groups digits (``100,000 records``)."""
+    return (f"{n:,}" if thousands else str(n)) + " " + (one if n == 1 else many or one + "s")

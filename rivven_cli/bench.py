@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from engine.errors import plural
+
 from .render import info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -90,7 +92,7 @@ def bench_produce(records: RecordsOpt = 1_000_000, record_size: SizeOpt = 100,
         with Engine.open(path, sync=sync) as eng:
             eng.create_topic("bench", partitions)
             keys, vals = make_data(records, record_size, key_size, batch_size)
-            info(f"producing {records:,} records of {record_size} B to {partitions} "
+            info(f"producing {plural(records, 'record', thousands=True)} of {record_size} B to {partitions} "
                  f"partition(s), {batch_size} per call, sync={'on' if sync else 'off'}")
             r = run_produce(eng, "bench", records, keys, vals, compression)
     finally:

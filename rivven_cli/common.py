@@ -10,7 +10,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from engine.errors import RivvenError
+from engine.errors import RivvenError, plural
 
 DEFAULT_DATA_DIR = "./rivven-data"
 STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False, "settings": {}}
@@ -87,12 +87,22 @@ def _lock_wait(message: str) -> None:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print one red line on stderr and exit."""
+    """Print one red line on stderr and exit. ``message`` is plain text, shown as it is
+    (never read as Rich markup: it quotes names and input, like "[key, value]")."""
+    error_line(message)
+    raise typer.Exit(code)
+
+
+def error_line(message: str) -> None:
+    """``error: MESSAGE`` on stderr, one line (control characters and line breaks escaped),
+    "error:" in bold red on a terminal."""
     from rich.console import Console
+    from rich.text import Text
+
+    from .render import printable
 
     Console(stderr=True, highlight=False, soft_wrap=True).print(
-        f"[bold red]error:[/bold red] {message}", markup=True)
-    raise typer.Exit(code)
+        Text.assemble(("error:", "bold red"), " ", printable(message)))
 
 
 def confirm(question: str, yes: bool) -> None:
@@ -104,9 +114,23 @@ def confirm(question: str, yes: bool) -> None:
         fail("aborted, nothing was changed")
 
 
+def usage_error(e: Any, command: str | None = None) -> NoReturn:
+    """A usage error of click/typer (bad option, missing argument, bad value...) as one line,
+    its message and where the help is, exit 2 (typer's default is a box of several lines)."""
+    if type(e).__name__ == "NoArgsIsHelpError":  # (typer shows the help)
+        raise e
+    message = " ".join(line.strip() for line in e.format_message().splitlines() if line.strip())
+    if message.endswith(".") and not message.endswith(".."):
+        message = message[:-1]
+    ctx = getattr(e, "ctx", None)
+    command = ctx.command_path if ctx is not None else command
+    fail(message + (f" (see '{command} --help')" if command else ""), e.exit_code)
+
+
 class RivvenGroup(TyperGroup):
     """Root group: engine errors cross into the CLI here, once, as a red line and an exit code;
-    global options are read wherever they are on the line (``hoist_global_options``)."""
+    usage errors too (one line, exit 2); global options are read wherever they are on the
+    line (``hoist_global_options``)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_options(self, args))
@@ -122,6 +146,13 @@ class RivvenGroup(TyperGroup):
             attach(self)
         super()._main_shell_completion(ctx_args, prog_name, complete_var)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except typer.TyperException as e:  # (an option of the root: rivven --bogus)
+            usage_error(e, info_name)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             try:
@@ -131,7 +162,7 @@ class RivvenGroup(TyperGroup):
         except RivvenError as e:
             if STATE["debug"]:
                 raise
-            fail(_escape(str(e)), getattr(e, "exit_code", 1))
+            fail(str(e), getattr(e, "exit_code", 1))
         except BrokenPipeError:
             # the reader went away (e.g. `| head`): stop quietly like other Unix tools
             try:
@@ -142,13 +173,15 @@ class RivvenGroup(TyperGroup):
             raise typer.Exit(0) from None
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
+        except typer.TyperException as e:  # (click's exceptions: usage errors)
+            usage_error(e)
         except Exception as e:
             # usage errors and exits belong to click/typer; anything else is a bug: still one
             # line, unless --debug
             if STATE["debug"] or type(e).__module__.startswith(("click", "typer")):
                 raise
-            fail(_escape(f"internal error: {type(e).__name__}: {e} (rerun with --debug for "
-                         "the traceback, and please report it)"))
+            fail(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the "
+                 "traceback, and please report it)")
 
 
 def _report_repairs() -> None:
@@ -159,14 +192,8 @@ def _report_repairs() -> None:
         if c.get("action") == "ignored":  # damaged metadata: reported, never acted on
             sys.stderr.write(f"warning: {c['reason']}\n")
             continue
-        sys.stderr.write(f"repaired: cut {c['bytes']} bytes at {c['file']}:{c['position']} "
+        sys.stderr.write(f"repaired: cut {plural(c['bytes'], 'byte')} at {c['file']}:{c['position']} "
                          f"({c['reason']}); the WAL restores what was acknowledged\n")
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
 
 
 # ---------------------------------------------------------------- global options anywhere

@@ -49,7 +49,7 @@ def list_(json: JsonOpt = False) -> None:
         return
     print_table(["GROUP", "STATE", "MEMBERS", "TOPICS", "TOTAL-LAG"],
                 [(r["group"], r["state"], r["members"], ",".join(r["topics"]), r["total_lag"])
-                 for r in rows], right=("MEMBERS", "TOTAL-LAG"))
+                 for r in rows], right=("MEMBERS", "TOTAL-LAG"), wrap=("TOPICS",))
 
 
 @app.command()
@@ -89,7 +89,8 @@ def _show_partitions(d: dict[str, Any]) -> None:
     rows.append(("TOTAL", "", "", "", "", d["total_lag"], "", ""))
     cols = ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START-OFFSET", "LOG-END-OFFSET", "LAG",
             "LAST-COMMIT", "CONSUMER-ID"]
-    print_table(cols, rows, right=cols[1:6])
+    print_table(cols, rows, right=cols[1:6], wrap=("CONSUMER-ID",),
+                drop=("LAST-COMMIT", "LOG-START-OFFSET", "CONSUMER-ID"))
 
 
 def _show_members(d: dict[str, Any]) -> None:
@@ -227,7 +228,7 @@ def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str, v
                     [(r["topic"], r["partition"], r["prior"], r["new"],
                       f"clamped from {r['requested']} to {r['log_start_offset']}.."
                       f"{r['log_end_offset']}" if r["clamped"] else "") for r in rows],
-                    right=("PARTITION", "PRIOR", "NEW"))
+                    right=("PARTITION", "PRIOR", "NEW"), wrap=("NOTE",))
     if execute:
         info(f"group {group}: offsets of {len(rows)} partition(s) "
              + ("set up (a new group)" if plan["new_group"] else "reset"))

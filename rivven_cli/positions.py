@@ -203,9 +203,10 @@ def shown(pos: Position) -> str:
     """A position as the grammar writes it (times in UTC)."""
     from .render import utc
 
+    if pos.kind == "timestamp":
+        return f"@{utc(pos.value)}"
     return {"beginning": "beginning", "end": "end", "offset": str(pos.value),
-            "from_end": f"-{pos.value}", "from_start": f"+{pos.value}",
-            "timestamp": f"@{utc(pos.value)}"}[pos.kind]
+            "from_end": f"-{pos.value}", "from_start": f"+{pos.value}"}[pos.kind]
 
 
 def note_past_end(what: str, pos: Position, rows: Iterable[dict[str, Any]], then: str,

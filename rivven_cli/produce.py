@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from engine.errors import plural
+
 from .common import Encoding, fail, open_engine
 from .render import human_bytes, info
 
@@ -34,9 +36,7 @@ def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:
 
 
 def _fail_line(message: str) -> None:
-    from rich.markup import escape  # (the message quotes input, e.g. "[key, value]")
-
-    fail(escape(message))
+    fail(message)
 
 
 def _refuse(option: str, why: str) -> None:
@@ -164,7 +164,7 @@ def produce(
         fd = sys.stdin.fileno()
     started = time.perf_counter()
     with open_engine() as eng:
-        eng.topic(topic)
+        eng.topic(topic, create_hint=True)
         try:
             with interrupts.guarded() as guard:
                 for lines in _chunks(fd, parser.terminator, batch_records):
@@ -179,7 +179,7 @@ def produce(
         info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
                             "seconds": round(el, 3)}))
     elif not quiet:
-        info(f"produced {count} records ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
+        info(f"produced {plural(count, 'record')} ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
              f"({count / el if el else 0:,.0f} records/s)")
 
 
@@ -254,7 +254,8 @@ class _Sender:
                     self.out.flush()
         if parsed.error is not None:
             _fail_line(f"{self.what} {self.line_no + parsed.error.index + 1}: {parsed.error}; "
-                       f"the {self.count} records before it are stored, none after")
+                       f"the {plural(self.count, 'record')} before it "
+                       f"{'is' if self.count == 1 else 'are'} stored, none after")
         self.line_no += len(lines)
 
 
@@ -274,7 +275,7 @@ def _report_stop(e: Any, topic: str, count: int, nbytes: int, el: float, json: b
                             "seconds": round(el, 3), "stopped": e.name,
                             "in_flight": e.in_flight}))
         raise typer.Exit(e.exit_code)
-    fail(f"stopped by {e}: {count:,} record{'' if count == 1 else 's'} "
+    fail(f"stopped by {e}: {plural(count, 'record', thousands=True)} "
          f"({human_bytes(nbytes)}) stored in {topic} (durably acknowledged) before it stopped"
          + ("; the batch being stored then may be stored too" if e.in_flight else "")
          + "; the input after them was not produced", e.exit_code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -13,18 +14,140 @@ def print_json(data: Any) -> None:
 
 
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
-                right: Sequence[str] = ()) -> None:
+                right: Sequence[str] = (), drop: Sequence[str] = (),
+                wrap: Sequence[str] = ()) -> None:
+    """A table on stdout. Piped, it is one row per line, nothing cut. On a terminal it fits
+    the width without cutting a value: first the ``wrap`` columns (free text) wrap, then the
+    ``drop`` columns go, in that order (a note on stderr names them), and last the other text
+    columns (names) fold onto more lines. Numbers, offsets and counts never fold, headers are
+    never cut, and no cell ends in "…"."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=title, box=None, header_style="bold", pad_edge=False)
-    for c in columns:
-        table.add_column(c, justify="right" if c in right else "left", no_wrap=True)
-    for r in rows:  # (Text: a name is shown as it is, never read as Rich markup)
-        table.add_row(*[Text("-" if v is None else printable(str(v))) for v in r])
-    # piped output must not be cut to 80 columns
-    Console(highlight=False, width=None if sys.stdout.isatty() else 4096).print(table)
+    cells = [["-" if v is None else printable(str(v)) for v in r] for r in rows]
+    hard = [[_unbreakable(v, c) for v, c in zip(r, cr)] for r, cr in zip(rows, cells)]
+    console = Console(highlight=False)
+    tty = sys.stdout.isatty()
+    keep, widths = _layout(list(columns), cells, hard, drop, wrap,
+                           console.width if tty else None)
+    total = sum(widths) + 2 * (len(widths) - 1)
+    # (Text: a name is shown as it is, never read as Rich markup)
+    table = Table(title=Text(_fold(printable(title), total)) if title else None, box=None,
+                  header_style="bold", pad_edge=False)
+    for i, w in zip(keep, widths):
+        table.add_column(columns[i], justify="right" if columns[i] in right else "left",
+                         width=w, overflow="fold")
+    for r in cells:
+        table.add_row(*[Text(_fold(r[i], w)) for i, w in zip(keep, widths)])
+    if tty:
+        console.width = max(console.width, total)  # (only when even folded it cannot fit)
+    else:
+        console = Console(highlight=False, width=max(total, 1))
+    console.print(table)
+    gone = [columns[i] for i in range(len(columns)) if i not in keep]
+    if gone:
+        info(f"not shown, to fit {console.width} columns: {', '.join(gone)} "
+             "(a wider terminal or --json shows them)")
+
+
+# a value that is one token, never folded: a number (1,234 or 1.5 KiB); an offset range
+# folds only after its "..", each offset whole
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?%?(?: [KMGT]?i?B)?|-")
+_RANGE = re.compile(r"(\d+\.\.)(\d+)")
+WRAP_MIN = 16  # a wrapping column keeps at least this width (or its widest value)
+FOLD_MIN = 8   # a name folds to no less than this (or its header)
+_BREAKS = (" ,;", "-_/", ".=:")  # where a line may end, the better first
+
+
+def _unbreakable(v: Any, text: str) -> int:
+    """How much of a cell must stay on one line: all of a number, each end of a range, none
+    of a name (which folds, as a last resort)."""
+    from rich.cells import cell_len
+
+    if isinstance(v, int | float) or (isinstance(v, str) and _NUMBER.fullmatch(v)):
+        return cell_len(text)
+    m = _RANGE.fullmatch(text)
+    return max(len(m.group(1)), len(m.group(2))) if m else 0
+
+
+def _layout(headers: list[str], cells: list[list[str]], unbreakable: list[list[int]],
+            drop: Sequence[str], wrap: Sequence[str], width: int | None
+            ) -> tuple[list[int], list[int]]:
+    """The columns to show and their widths: every column at its natural width when
+    ``width`` is None (piped) or when that fits; else the wrap columns narrow, then the drop
+    columns go one by one, then the text columns fold (widest first)."""
+    from rich.cells import cell_len
+
+    n = len(headers)
+    head = [cell_len(h) for h in headers]
+    nat = [max([head[i]] + [cell_len(r[i]) for r in cells]) for i in range(n)]
+    if width is None:
+        return list(range(n)), nat
+    hard = [max([head[i]] + [u[i] for u in unbreakable]) for i in range(n)]
+    wrap_floor = [max(hard[i], min(nat[i], WRAP_MIN)) for i in range(n)]
+    fold_floor = [max(hard[i], min(nat[i], FOLD_MIN)) for i in range(n)]
+    keep = list(range(n))
+    order = [headers.index(c) for c in drop if c in headers]
+    while True:
+        w = _fill(keep, nat, wrap_floor, {headers.index(c) for c in wrap if c in headers},
+                  width)
+        if w is not None:
+            return keep, w
+        if not order:
+            break
+        keep.remove(order.pop(0))
+    w = _fill(keep, nat, fold_floor, set(keep), width)
+    return keep, w if w is not None else [fold_floor[i] for i in keep]
+
+
+def _fill(keep: list[int], nat: list[int], floor: list[int], shrink: set[int], width: int
+          ) -> list[int] | None:
+    """Widths of the ``keep`` columns within ``width``: the ``shrink`` ones come down, the
+    widest first, to no less than their floor (None when that is not enough)."""
+    room = width - 2 * (len(keep) - 1) - sum(nat[i] for i in keep if i not in shrink)
+    cols = [i for i in keep if i in shrink]
+
+    def used(cap: int) -> int:
+        return sum(max(floor[i], min(nat[i], cap)) for i in cols)
+
+    if used(0) > room:
+        return None
+    lo, hi = 0, max([nat[i] for i in cols], default=0)
+    while lo < hi:  # the largest cap that fits
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if used(mid) <= room else (lo, mid - 1)
+    return [max(floor[i], min(nat[i], lo)) if i in shrink else nat[i] for i in keep]
+
+
+def _fold(text: str, width: int) -> str:
+    """``text`` in lines of at most ``width`` cells, broken after a separator where one is
+    near the end of a line: a space or comma first, then a dash, then a dot or "="."""
+    from rich.cells import cell_len
+
+    lines = []
+    while cell_len(text) > width:
+        n = used = 0
+        while used + cell_len(text[n]) <= width:
+            used += cell_len(text[n])
+            n += 1
+        n = max(n, 1)
+        if n >= len(text):
+            break
+        if text[n] == " ":
+            piece, text = text[:n], text[n + 1:]
+        else:
+            b = next((b for b in (max(text.rfind(c, 0, n) for c in chars) for chars in _BREAKS)
+                      if b >= max(n // 3, 1)), -1)
+            if b < 0:
+                piece, text = text[:n], text[n:]
+            elif text[b] == " ":
+                piece, text = text[:b], text[b + 1:]
+            else:
+                piece, text = text[:b + 1], text[b + 1:]
+        lines.append(piece)
+    lines.append(text)
+    return "\n".join(lines)
 
 
 def printable(text: str) -> str:
@@ -45,13 +168,17 @@ def human_bytes(n: int) -> str:
 
 
 def utc(ms: int | None, timespec: str = "milliseconds") -> str | None:
-    """Epoch milliseconds as RFC 3339 UTC (``...Z``); None stays None."""
+    """Epoch milliseconds as RFC 3339 UTC (``...Z``); None stays None; a time no calendar
+    date can show (past year 9999) as its number of milliseconds."""
     if ms is None:
         return None
     from datetime import UTC, datetime
 
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec=timespec).replace(
-        "+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec=timespec).replace(
+            "+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return f"{ms} ms"
 
 
 def info(message: str) -> None:

@@ -29,7 +29,8 @@ def apply(
     print_table(["TOPIC", "PARTITION", "SEGMENT", "OFFSETS", "BYTES", "REASON", "DETAIL"],
                 [(r["topic"], r["partition"], r["base_offset"],
                   f"{r['base_offset']}..{r['next_offset'] - 1}", r["bytes"], r["reason"],
-                  r["detail"]) for r in rows], right=("PARTITION", "SEGMENT", "BYTES"))
+                  r["detail"]) for r in rows], right=("PARTITION", "SEGMENT", "BYTES"),
+                wrap=("DETAIL",), drop=("SEGMENT", "DETAIL"))
     starts = {(r["topic"], r["partition"]): r["new_log_start_offset"] for r in rows}
     verb = "would delete" if dry_run else "deleted"
     info(f"{verb} {len(rows)} segment(s), {human_bytes(freed)}"

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from engine.errors import plural
+
 from .common import (
     STATE,
     DryRunOpt,
@@ -44,7 +46,8 @@ def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: Parti
                   r["base_offset"], r["last_offset"],
                   "-" if r["records"] is None else r["records"], human_bytes(r["bytes"]),
                   utc(r["min_timestamp"]), utc(r["max_timestamp"])) for r in rows],
-                right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"))
+                right=("PARTITION", "BASE", "LAST", "RECORDS", "SIZE"),
+                drop=("FIRST-TIME", "LAST-TIME", "FILE", "SIZE"))
     for r in rows:
         if r.get("damage"):
             warn(f"{r['file']} is damaged ({r['damage']}); the row counts the batches before "
@@ -119,7 +122,8 @@ def inspect(
     table = [[r["position"], "error: " + r["error"]] + [""] * 8 if "error" in r
              else [r[k] for k in keys] for r in rows]
     print_table(batch_cols, table, title=file,
-                right=("POSITION", "BASE", "LAST", "COUNT", "SIZE", "BODY"))
+                right=("POSITION", "BASE", "LAST", "COUNT", "SIZE", "BODY"),
+                drop=("BODY", "FIRST-TIME", "MAX-TIME", "CODEC"))
 
 
 def _text(enc: Encoding) -> typing.Callable[[bytes | None], str | None]:
@@ -191,14 +195,14 @@ def verify(
             where = "" if f["path"] in f["message"] else f"{f['path']} at position {f['position']}: "
             typer.echo(f"{f['kind']}: {where}{f['message']}")
         bad = len(doc["findings"])
-        info(f"verified {doc['segments']} segment(s), {doc['batches']} batches, "
-             f"{doc['records']} records, {human_bytes(doc['bytes'])}: "
+        info(f"verified {doc['segments']} segment(s), {plural(doc['batches'], 'batch', 'batches')}, "
+             f"{plural(doc['records'], 'record')}, {human_bytes(doc['bytes'])}: "
              f"{f'{bad} problem(s) found' if bad else 'OK'}")
         if colds is not None:
             for f in colds["findings"]:
                 typer.echo(f"cold: {f['problem']}")
             bad = len(colds["findings"])
-            info(f"verified {colds['segments']} cold segment(s), {colds['objects']} objects, "
+            info(f"verified {colds['segments']} cold segment(s), {plural(colds['objects'], 'object')}, "
                  f"{human_bytes(colds['bytes'])}: {f'{bad} problem(s) found' if bad else 'OK'}")
     if not doc["ok"]:
         raise typer.Exit(3)
@@ -257,8 +261,9 @@ def _print_recovery(rows: list[dict], verb: str, out: typing.TextIO) -> None:
             what = (" and ".join(parts) or "no readable batch") + (
                 f", offsets {r['offset_range'][0]}..{r['offset_range'][1]}"
                 if r["offset_range"] else "")
-            out.write(f"{r['path']}: {verb} truncate at {r['truncate_at']} ({r['bytes_removed']} "
-                      f"bytes: {what}; {r['records_removed']} records dropped)\n")
+            out.write(f"{r['path']}: {verb} truncate at {r['truncate_at']} "
+                      f"({plural(r['bytes_removed'], 'byte')}: {what}; "
+                      f"{plural(r['records_removed'], 'record')} dropped)\n")
         for h in r["holes"]:
             out.write(f"{r['path']}: hole: offsets {h['first']}..{h['last']} ({h['offsets']}) "
                       "are in no segment; readers skip them\n")

@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from engine.errors import plural
+
 from .common import DryRunOpt, JsonOpt, PartitionsOpt, open_engine
 from .progress import progress_bar
 from .render import human_bytes, info, print_json, print_table
@@ -77,12 +79,13 @@ def compact(
                   f"{p['records_in']} -> {p['records_out']}",
                   f"{human_bytes(p['bytes_in'])} -> {human_bytes(p['bytes_out'])}",
                   f"{p['tombstones_kept']}/{p['tombstones_in'] - p['tombstones_kept']}")
-                 for p in parts], right=("PARTITION",))
+                 for p in parts], right=("PARTITION",), wrap=("BYTES",))
     t = {k: sum(p[k] for p in parts) for k in ("records_in", "records_out", "bytes_in",
                                                 "bytes_out", "segments_before",
                                                 "segments_after")}
     info(f"compacted {topic}: {len(parts)} partition(s), {t['segments_before']} -> "
-         f"{t['segments_after']} segments, {t['records_in']:,} -> {t['records_out']:,} records, "
+         f"{plural(t['segments_after'], 'segment')}, {t['records_in']:,} -> "
+         f"{plural(t['records_out'], 'record', thousands=True)}, "
          f"{human_bytes(t['bytes_in'])} -> {human_bytes(t['bytes_out'])}: "
          f"{_pct(t['bytes_in'], t['bytes_out'])} size reduction "
          f"({_pct(t['records_in'], t['records_out'])} fewer records) in {out['seconds']:.1f} s "
@@ -120,7 +123,7 @@ def tier(
                       _ranges(p["already_cold"]),
                       ", ".join(sorted({r["reason"] for r in p["planned"] + p["already_cold"]})))
                      for p in parts if p["planned"] or p["already_cold"]],
-                    right=("PARTITION", "BYTES"))
+                    right=("PARTITION", "BYTES"), wrap=("UPLOAD", "LOCAL-ONLY-DELETE", "WHY"))
         if out["command"]:
             typer.echo(shlex.join(out["command"]))
         else:
@@ -134,7 +137,7 @@ def tier(
     print_table(["TOPIC", "PARTITION", "UPLOADED", "SEGMENTS", "BYTES", "LOCAL-DELETED"],
                 [(p["topic"], p["partition"], _ranges(p["uploaded"]), len(p["uploaded"]),
                   human_bytes(p["bytes"]), len(p["local_deleted"])) for p in moved],
-                right=("PARTITION", "SEGMENTS", "BYTES", "LOCAL-DELETED"))
+                right=("PARTITION", "SEGMENTS", "BYTES", "LOCAL-DELETED"), wrap=("UPLOADED",))
     total = sum(p["bytes"] for p in moved)
     spark = (f" (spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, copies "
              f"{out['exec_s']:.1f} s = {human_bytes(int(total / max(out['exec_s'], 1e-9)))}/s)"

@@ -44,7 +44,9 @@ def status(
           "-" if r["last_upload_ms"] is None else utc(r["last_upload_ms"]))
          for r in rows],
         right=("PARTITION", "COLD-SEGS", "COLD-BYTES", "LOCAL-SEGS", "LOCAL-BYTES", "HOT-BYTES",
-               "HOT-HIT"))
+               "HOT-HIT"),
+        drop=("HOT-HIT", "HOT-BYTES", "LAST-UPLOAD", "COLD-SEGS", "LOCAL-SEGS", "REMOTE",
+              "COLD-BYTES", "LOCAL-BYTES"))
 
 
 @app.command()

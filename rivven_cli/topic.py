@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from engine.errors import plural
+
 from .common import JsonOpt, YesOpt, confirm, open_engine
 from .render import human_bytes, info, print_json, print_table, printable
 
@@ -75,7 +77,8 @@ def list_(
         print_table(["TOPIC", "PARTITIONS", "RECORDS", "CONFIG"],
                     [(r["topic"], r["partitions"], r["records"],
                       ",".join(f"{k}={v}" for k, v in sorted(r["config"].items())))
-                     for r in rows], right=("PARTITIONS", "RECORDS"))
+                     for r in rows], right=("PARTITIONS", "RECORDS"), wrap=("CONFIG",),
+                    drop=("CONFIG",))
 
 
 @app.command()
@@ -88,11 +91,12 @@ def describe(name: NameArg, json: JsonOpt = False) -> None:
         return
     typer.echo(f"topic: {name}  partitions: {d['partitions']}  id: {d['id']}")
     print_table(["CONFIG", "VALUE", "SOURCE"],
-                [(c["key"], c["value"], c["source"]) for c in d["config"]])
+                [(c["key"], c["value"], c["source"]) for c in d["config"]], wrap=("VALUE",))
     print_table(["PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"],
                 [(p["partition"], p["start_offset"], p["end_offset"], p["segments"],
                   human_bytes(p["bytes"])) for p in d["partition_info"]],
-                right=("PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"))
+                right=("PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"),
+                drop=("SIZE", "SEGMENTS"))
 
 
 @app.command("alter-config")
@@ -130,7 +134,7 @@ def add_partitions(
     if json:
         print_json({"topic": name, "partitions": meta.partitions})
         return
-    info(f"topic {name} now has {meta.partitions} partitions")
+    info(f"topic {name} now has {plural(meta.partitions, 'partition')}")
 
 
 @app.command()

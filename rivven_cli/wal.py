@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from engine.errors import plural
+
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, fail, open_engine
 from .render import human_bytes, info, print_json, print_table
 
@@ -28,7 +30,8 @@ def list_(json: JsonOpt = False) -> None:
                 [(r["stream"], "live" if r["live"] else "dead (replay pending)", r["files"],
                   human_bytes(r["bytes"]), r["records"], ",".join(r["partitions"]),
                   "yes" if r["torn_tail"] else "no") for r in rows],
-                right=("FILES", "SIZE", "RECORDS"))
+                right=("FILES", "SIZE", "RECORDS"), wrap=("STATE", "PARTITIONS"),
+                drop=("TORN-TAIL", "FILES"))
 
 
 def _files(file: str | None) -> list[str]:
@@ -98,8 +101,9 @@ def verify(json: JsonOpt = False) -> None:
     else:
         for x in findings:
             typer.echo(f"{x['file']} at position {x['position']}: {x['message']}")
-        info(f"verified {len(streams)} WAL stream(s), {sum(s['records'] for s in streams)} "
-             f"records: {'OK' if not findings else f'{len(findings)} problem(s) found'}")
+        info(f"verified {len(streams)} WAL stream(s), "
+             f"{plural(sum(s['records'] for s in streams), 'record')}: "
+             f"{'OK' if not findings else f'{len(findings)} problem(s) found'}")
     if findings:
         raise typer.Exit(3)
 
@@ -133,7 +137,7 @@ def _print_cuts(rows: list[dict], dry_run: bool, out: typing.TextIO) -> None:
         after = (f", and {r['records_after']} intact record(s) after it" if r["records_after"]
                  else "")
         out.write(f"{r['file']}: {'would truncate' if dry_run else 'truncated'} at "
-                  f"{r['truncate_at']} ({r['bytes_removed']} bytes: {what}{after}; "
+                  f"{r['truncate_at']} ({plural(r['bytes_removed'], 'byte')}: {what}{after}; "
                   f"{r['reason']})\n")
 
 

@@ -482,3 +482,15 @@ def test_a_good_cold_store_uri_is_taken(data_dir, tmp_path):
         assert r.exit_code == 0, (uri, r.output)
         r = cli(data_dir, "topic", "alter-config", "t", "--set", f"remote.storage.uri={uri}")
         assert r.exit_code == 0, (uri, r.output)
+
+
+def test_a_time_past_any_calendar_is_shown_as_its_number():
+    """An offset of 19 digits is never rendered as a time (it crashed 'tier restore --from'),
+    and a time past year 9999 shows as milliseconds rather than an internal error."""
+    from engine import Position
+    from rivven_cli.positions import shown
+    from rivven_cli.render import utc
+
+    assert shown(Position("offset", 9_000_000_000_000_000_000)) == "9000000000000000000"
+    assert utc(9_000_000_000_000_000_000) == "9000000000000000000 ms"
+    assert utc(0) == "1970-01-01T00:00:00.000Z"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import clock
-from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic
+from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic, plural
 from ..format import codecs
 from ..format.encode import encode_batch
 from ..format.records import HEADER_SIZE, Record
@@ -139,7 +139,7 @@ class Producer:
 
     def _fresh(self, topic: str) -> TopicMeta:
         checked = time.monotonic()
-        meta = self.topics.get(topic)
+        meta = self.topics.get(topic, create_hint=True)
         self._checked = checked
         return meta
 
@@ -217,7 +217,7 @@ class Producer:
             base = log.append(batch)
             req.stored += 1
             return [(base, batch.count)]
-        chunks = _split(keys, values, headers, limit)
+        chunks = _split(keys, values, headers, limit, log.topic)
         batches = []
         for a, b in chunks:
             t = ts if isinstance(ts, int) else ts[a:b]
@@ -226,7 +226,7 @@ class Producer:
             if len(enc) > limit:
                 if b - a == 1:
                     raise _too_large(
-                        a, f"record {a} is {len(enc)} bytes as a batch, over max.message.bytes="
+                        a, f"record {a} is {plural(len(enc), 'byte')} as a batch, over max.message.bytes="
                         f"{limit} of topic {log.topic!r}; raise it with 'rivven topic "
                         f"alter-config {log.topic} --set max.message.bytes=N'")
                 mid = (a + b) // 2
@@ -255,7 +255,7 @@ def _too_large(index: int, message: str) -> RecordTooLarge:
     return err
 
 
-def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: int
+def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: int, topic: str
            ) -> list[tuple[int, int]]:
     """Record index ranges whose batches should each stay under ``limit`` bytes."""
     chunks = []
@@ -266,9 +266,9 @@ def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: in
             rec += sum(HEADER_OVERHEAD + len(hk) + (len(hv) if hv is not None else 0)
                        for hk, hv in headers[i])
         if BATCH_OVERHEAD + rec > limit:
-            raise _too_large(i, f"record {i} is about {rec} bytes, over max.message.bytes={limit}; "
-                             "raise it with 'rivven topic alter-config TOPIC --set "
-                             "max.message.bytes=N'")
+            raise _too_large(i, f"record {i} is about {plural(rec, 'byte')}, over "
+                             f"max.message.bytes={limit} of topic {topic!r}; raise it with "
+                             f"'rivven topic alter-config {topic} --set max.message.bytes=N'")
         if size + rec > limit and i > start:
             chunks.append((start, i))
             start, size = i, BATCH_OVERHEAD

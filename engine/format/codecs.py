@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CorruptRecordError, InvalidArgument
+from ..errors import CorruptRecordError, InvalidArgument, plural
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 NAMES = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
@@ -65,7 +65,7 @@ def _snappy_d(data: bytes, size: int) -> bytes:
     # The snappy preamble states the uncompressed length; check it before allocating.
     declared = _snappy_declared_len(data)
     if declared != size:
-        raise ValueError(f"snappy stream declares {declared} bytes, header says {size}")
+        raise ValueError(f"snappy stream declares {plural(declared, 'byte')}, header says {size}")
     return _snappy().uncompress(data)
 
 
@@ -89,7 +89,7 @@ def _zstd_d_bounded(data: bytes, size: int) -> bytes:
     zstd = _zstd()
     declared = zstd.frame_content_size(data)
     if declared != size:
-        raise ValueError(f"zstd frame declares {declared} bytes, header says {size}")
+        raise ValueError(f"zstd frame declares {plural(declared, 'byte')}, header says {size}")
     return zstd.ZstdDecompressor().decompress(data)
 
 
@@ -128,6 +128,6 @@ def decompress(codec: int, data: bytes, size: int, where: str = "") -> bytes:
         raise CorruptRecordError(f"cannot decompress {IDS[codec]} body{where}: {e}") from None
     if len(out) != size:
         raise CorruptRecordError(
-            f"{IDS[codec]} body expands to {len(out)} bytes, header says {size}{where}"
+            f"{IDS[codec]} body expands to {plural(len(out), 'byte')}, header says {size}{where}"
         )
     return out

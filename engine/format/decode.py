@@ -7,7 +7,7 @@ import struct
 from itertools import repeat
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, plural
 from . import codecs
 from .records import (
     ATTR_EXPLICIT_OFFSETS,
@@ -66,7 +66,7 @@ def layout(body: Any, h: BatchHeader, where: str = "") -> Layout:
         start = pos
         pos += _span(nbytes)
         if pos > size:
-            raise CorruptRecordError(f"body too short for its columns ({size} bytes){where}")
+            raise CorruptRecordError(f"body too short for its columns ({plural(size, 'byte')}){where}")
         return start
 
     def binary(count: int, nulls: bool) -> tuple[int, int, int, int]:

@@ -25,7 +25,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, plural
 from . import crc
 
 MAGIC = 1
@@ -172,7 +172,7 @@ def _header_problem(base: int, size: int, magic: int, attrs: int, delta: int, co
     if not HEADER_SIZE <= size <= MAX_BATCH_BYTES + LENGTH_PREFIX or size & 7:
         return f"bad batch length {size - LENGTH_PREFIX}"
     if not size - 8 < HEADER_SIZE + stored <= size or stored < 0:
-        return f"bad stored body length {stored} for a batch of {size} bytes"
+        return f"bad stored body length {stored} for a batch of {plural(size, 'byte')}"
     if attrs & ~ATTR_KNOWN:
         return f"unknown attribute bits {attrs:#x}"
     if not 0 <= base <= MAX_BASE_OFFSET:

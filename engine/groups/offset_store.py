@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument, os_error
+from ..errors import DamagedMetadata, InvalidArgument, os_error, plural
 from ..format.crc import crc32c
 from ..storage import files, guard, jsondoc
 from ..storage.locks import DEFAULT_WAIT, LockWait, flocked, open_lock_file
@@ -118,7 +118,7 @@ class OffsetStore:
                 if self._zeros(fd, pos, size):
                     self.torn = True  # a zero-filled tail: an append a crash left unwritten
                     return
-                raise self._damage(pos, f"a frame length of {length} bytes (a commit is 1 to "
+                raise self._damage(pos, f"a frame length of {plural(length, 'byte')} (a commit is 1 to "
                                    f"{MAX_FRAME})")
             if end > size:
                 self.torn = True  # runs past the end: an append in flight or cut by a crash

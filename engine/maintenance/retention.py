@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidArgument, OffsetOutOfRange
+from ..errors import InvalidArgument, OffsetOutOfRange, plural
 from ..storage import files
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
@@ -49,7 +49,7 @@ def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any
                       f"{_age(cfg.retention_ms)}" if max_ts >= 0 else "segment holds no records")
         elif by_delete and cfg.retention_bytes >= 0 and total - size >= cfg.retention_bytes:
             reason = "size"
-            detail = f"partition holds {total} bytes, retention.bytes is {cfg.retention_bytes}"
+            detail = f"partition holds {plural(total, 'byte')}, retention.bytes is {cfg.retention_bytes}"
         else:
             break
         total -= size

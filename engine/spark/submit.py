@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
-from ..errors import RivvenError
+from ..errors import RivvenError, plural
 from ..failpoint import failpoint
 from ..maintenance import compaction
 from ..progress import Progress
@@ -285,7 +285,7 @@ def _sanity(plan: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     if got != want or (n_in and not n_out and plan["tombstone_bound"] < plan["cleanable_end"]):
         raise compaction.CompactionError(
             f"the job's output for partition {plan['partition']} is incomplete ({len(got)} of "
-            f"{len(want)} segments, {n_out} of {n_in} records); nothing was swapped")
+            f"{plural(len(want), 'segment')}, {n_out} of {plural(n_in, 'record')}); nothing was swapped")
 
 
 def compact(eng: Engine, topic: str, partitions: list[int] | None = None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..errors import DamagedMetadata
+from ..errors import DamagedMetadata, plural
 from . import files, jsondoc
 
 KEYS = ("segment", "position", "recovery_point", "log_start_offset")
@@ -65,7 +65,7 @@ def check(directory: str, point: dict, bases: Sequence[int], active_size: int,
     elif bases and seg > bases[-1]:
         reason = f"it names segment {seg}, newer than any on disk (the last is {bases[-1]})"
     elif bases and seg == bases[-1] and pos > active_size:
-        reason = (f"it vouches for {pos} bytes of segment {seg}, which holds {active_size}")
+        reason = (f"it vouches for {plural(pos, 'byte')} of segment {seg}, which holds {active_size}")
     elif end is not None and rp > end:
         reason = f"its recovery point {rp} lies past the log end {end}"
     if reason is None and bases:

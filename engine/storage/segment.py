@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .. import clock
-from ..errors import CorruptRecordError, os_error
+from ..errors import CorruptRecordError, os_error, plural
 from ..format.records import (
     HEADER_SIZE,
     LENGTH_PREFIX,
@@ -132,7 +132,7 @@ class Segment:
                 h = self._header(buf, p, pos + p, end)
                 if p + h.size > len(buf):
                     if pos + p + h.size > end:
-                        raise TornTail(pos + p, f"batch of {h.size} bytes runs past the end")
+                        raise TornTail(pos + p, f"batch of {plural(h.size, 'byte')} runs past the end")
                     if p == 0:  # one batch larger than a chunk: read it whole
                         buf = os.pread(self.fd, h.size, pos)
                         if len(buf) < h.size:

@@ -12,7 +12,15 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import InvalidArgument, InvalidConfig, StorageError, TopicExists, UnknownTopic, disk_full
+from ..errors import (
+    InvalidArgument,
+    InvalidConfig,
+    StorageError,
+    TopicExists,
+    UnknownTopic,
+    disk_full,
+    plural,
+)
 from . import datadir, files, guard, tier_manifest
 from .catalog import Catalog, TopicMeta, check_topic_name
 from .config import KEYS, TopicConfig, check_combination, validate
@@ -26,13 +34,21 @@ class Topics:
         self.data_dir = data_dir
         self.catalog = Catalog(data_dir, lock_wait)
 
-    def get(self, name: str) -> TopicMeta:
-        """Metadata of an existing topic (raises UnknownTopic)."""
+    def get(self, name: str, create_hint: bool = False) -> TopicMeta:
+        """Metadata of an existing topic (raises UnknownTopic, which says how to list the
+        topics, and names a close one; ``create_hint``: how to create it, for a writer)."""
         meta = self.catalog.get(name)
         if meta is None:
             check_topic_name(name)
-            raise UnknownTopic(f"topic {name!r} does not exist; create it with "
-                               f"'rivven topic create {name}'")
+            if create_hint:
+                raise UnknownTopic(f"topic {name!r} does not exist; create it with "
+                                   f"'rivven topic create {name}'")
+            import difflib
+
+            close = difflib.get_close_matches(name, list(self.catalog.topics), n=1)
+            raise UnknownTopic(f"topic {name!r} does not exist"
+                               + (f" (did you mean {close[0]!r}?)" if close else "")
+                               + "; 'rivven topic list' lists the topics")
         return meta
 
     def cached(self, name: str) -> TopicMeta | None:
@@ -162,7 +178,7 @@ class Topics:
                 self.get(name)
             if not isinstance(total, int) or total <= meta.partitions or total > MAX_PARTITIONS:
                 raise InvalidArgument(
-                    f"topic {name!r} has {meta.partitions} partitions; --total must be larger "
+                    f"topic {name!r} has {plural(meta.partitions, 'partition')}; --total must be larger "
                     f"(at most {MAX_PARTITIONS}), partitions can never be removed")
             for p in range(meta.partitions, total):
                 datadir.make_partition(self.data_dir, name, p)

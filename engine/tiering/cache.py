@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 
-from ..errors import ColdObjectError, DataDirError, RivvenError
+from ..errors import ColdObjectError, DataDirError, RivvenError, plural
 from ..format.crc import crc32c
 from ..storage import files, guard
 from ..storage.segment import Segment
@@ -129,11 +129,11 @@ def copy_problem(entry: ColdSegment, d: str) -> str | None:
         p = files.path(d, entry.base_offset, suffix)
         want = entry.expected(suffix)
         if os.lstat(p).st_size != want[0]:
-            return f"{p} holds {os.lstat(p).st_size} bytes, the manifest records {want[0]}"
+            return f"{p} holds {plural(os.lstat(p).st_size, 'byte')}, the manifest records {want[0]}"
         got = file_crc(p)
         if got != want:
-            return (f"{p} holds {got[0]} bytes with CRC32C {got[1]:#010x}, the manifest "
-                    f"records {want[0]} bytes with {want[1]:#010x}")
+            return (f"{p} holds {plural(got[0], 'byte')} with CRC32C {got[1]:#010x}, the manifest "
+                    f"records {plural(want[0], 'byte')} with {want[1]:#010x}")
     return None
 
 
@@ -292,8 +292,8 @@ def download_segment(entry: ColdSegment, dest_dir: str) -> int:
         want = entry.expected(suffix)
         if got != want:
             raise ColdObjectError(
-                f"cold object {url} is damaged: it holds {got[0]} bytes with CRC32C "
-                f"{got[1]:#010x}, the tier manifest records {want[0]} bytes with "
+                f"cold object {url} is damaged: it holds {plural(got[0], 'byte')} with CRC32C "
+                f"{got[1]:#010x}, the tier manifest records {plural(want[0], 'byte')} with "
                 f"{want[1]:#010x}; check the cold store with 'rivven segment verify --cold'")
         total += got[0]
     return total

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import clock
-from ..errors import ColdObjectError, RivvenError
+from ..errors import ColdObjectError, RivvenError, plural
 from ..progress import Progress, counter
 from ..storage import guard, tier_manifest
 from ..storage.log import PartitionLog
@@ -46,8 +46,8 @@ def check_objects(entries: Iterable[ColdSegment],
                     advance(want[0])
             if got != want:
                 findings.append({"object": url, "base_offset": e.base_offset, "problem": (
-                    f"cold object {url} holds {got[0]} bytes with CRC32C {got[1]:#010x}; the "
-                    f"manifest records {want[0]} bytes with {want[1]:#010x}")})
+                    f"cold object {url} holds {plural(got[0], 'byte')} with CRC32C {got[1]:#010x}; the "
+                    f"manifest records {plural(want[0], 'byte')} with {want[1]:#010x}")})
     return findings
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import clock
-from ..errors import ColdObjectError, RivvenError
+from ..errors import ColdObjectError, RivvenError, plural
 from ..failpoint import failpoint
 from ..storage import files, tier_manifest
 from ..storage.catalog import TopicMeta
@@ -135,13 +135,13 @@ def copy_segment(task: dict[str, Any]) -> dict[str, Any]:
         back = cold.checksum(url)
         if back != (size, crc):
             raise ColdObjectError(
-                f"the copy {url} does not read back as written ({back[0]} bytes, CRC32C "
-                f"{back[1]:#010x}; wrote {size} bytes, {crc:#010x}); the local segment is kept")
+                f"the copy {url} does not read back as written ({plural(back[0], 'byte')}, CRC32C "
+                f"{back[1]:#010x}; wrote {plural(size, 'byte')}, {crc:#010x}); the local segment is kept")
         out[names[suffix] + "bytes"] = size
         out[names[suffix] + "crc32c"] = crc
     if out["bytes"] != task["bytes"]:
         raise ColdObjectError(f"segment {src} changed while it was copied ({task['bytes']} "
-                                   f"-> {out['bytes']} bytes); nothing was tiered")
+                                   f"-> {plural(out['bytes'], 'byte')}); nothing was tiered")
     return out
 
 

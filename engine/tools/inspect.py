@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
 
-from ..errors import CorruptRecordError, DataDirError
+from ..errors import CorruptRecordError, DataDirError, plural
 from ..format.codecs import IDS
 from ..format.decode import body_of, decode_records, layout
 from ..format.records import HEADER_SIZE, check_crc, read_header
@@ -50,7 +50,7 @@ def inspect_segment(path: str, records: bool = False, raw: bool = False
                 yield {"position": pos, "error": str(e)}
                 return
             if pos + h.size > size:
-                yield {"position": pos, "error": f"incomplete batch ({h.size} bytes, "
+                yield {"position": pos, "error": f"incomplete batch ({plural(h.size, 'byte')}, "
                        f"{size - pos} remain): a torn tail"}
                 return
             buf = os.pread(fd, h.size, pos)
@@ -132,7 +132,7 @@ def inspect_index(path: str) -> Iterator[dict[str, Any]]:
                 n += 1
             pos += len(data)
         if pos < size:
-            yield {"entry": n, "error": f"a partial entry ({size - pos} of {entry.size} bytes) at "
+            yield {"entry": n, "error": f"a partial entry ({size - pos} of {plural(entry.size, 'byte')}) at "
                    f"position {pos}: a torn write, ignored by readers"}
     finally:
         os.close(fd)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
-from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument
+from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, plural
 from ..format.decode import check_body
 from ..format.records import (
     HEADER_SIZE,
@@ -135,14 +135,14 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                         continue
                     rest = os.pread(fd, min(size - at, CHUNK), at)
                     kind = "torn-tail" if rest.count(0) == len(rest) else "header"
-                    rep.findings.append(Finding(kind, path, at, f"{e}; {size - at} bytes from "
+                    rep.findings.append(Finding(kind, path, at, f"{e}; {plural(size - at, 'byte')} from "
                                                 "here to the end cannot be read"))
                     rep.valid_end = rep.valid_end if damaged else at
                     return rep
                 if at + h.size > size:
                     rep.findings.append(Finding(
                         "torn-tail", path, at, f"incomplete batch at position {at}: header says "
-                        f"{h.size} bytes, {size - at} remain", (h.base_offset, h.last_offset),
+                        f"{plural(h.size, 'byte')}, {size - at} remain", (h.base_offset, h.last_offset),
                         h.record_count))
                     rep.valid_end = rep.valid_end if damaged else at
                     return rep
@@ -252,8 +252,9 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
         idx = OffsetIndex(ipath, writable=False, max_entries=limit)
         try:
             if idx.oversized:
-                rep.findings.append(Finding("index", ipath, 0, f"index has more entries than "
-                                            f"the {len(rep.batch_starts)} batches of {rep.path}"))
+                rep.findings.append(Finding(
+                    "index", ipath, 0, "index has more entries than the "
+                    f"{plural(len(rep.batch_starts), 'batch', 'batches')} of {rep.path}"))
             elif idx.loaded != os.path.getsize(ipath):
                 rep.findings.append(Finding("index", ipath, idx.loaded,
                                             "index ends with a partial entry"))

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, plural
 from ..format import crc
 from ..format.records import CRC_FROM, HEADER_SIZE, BatchHeader, check_crc, read_header
 from ..storage.topics import MAX_PARTITIONS
@@ -201,7 +201,7 @@ def scan_file(path: str, check_batches: bool = False) -> Iterator[WalRecord]:
             if length > MAX_RECORD:
                 raise WalTail(pos, f"impossible record length {length}", False)
             if end > size:
-                raise WalTail(pos, f"record of {length} bytes runs past the end of the file",
+                raise WalTail(pos, f"record of {plural(length, 'byte')} runs past the end of the file",
                               False, incomplete=True)
             head_crc = crc.crc32c(frame[4:8])
             payload = rd.get(pos + FRAME_SIZE, length) if length <= MAX_IN_MEMORY else None
@@ -229,7 +229,7 @@ def _record(path: str, fd: int, rd: _Reader, pos: int, length: int,
     tid, part, wns, nlen = PAYLOAD.unpack_from(fixed, 0)
     blen = length - PAYLOAD.size - nlen
     if blen < HEADER_SIZE:
-        raise WalTail(pos, f"a topic name of {nlen} bytes leaves {blen} bytes of a "
+        raise WalTail(pos, f"a topic name of {plural(nlen, 'byte')} leaves {plural(blen, 'byte')} of a "
                       f"{length}-byte record for a batch", False, inner=True)
     if part >= MAX_PARTITIONS:
         raise WalTail(pos, f"partition {part} is out of range (at most {MAX_PARTITIONS - 1})",
@@ -249,7 +249,7 @@ def _record(path: str, fd: int, rd: _Reader, pos: int, length: int,
     try:
         h = read_header(head, 0)
         if h.size != blen:
-            raise CorruptRecordError(f"{blen} bytes, its header says {h.size}")
+            raise CorruptRecordError(f"{plural(blen, 'byte')}, its header says {h.size}")
         if check_batch:
             if batch is not None:
                 check_crc(batch, 0, h)
@@ -270,5 +270,5 @@ def check_record_batch(rec: WalRecord) -> None:
     h = read_header(rec.batch, 0, f" in WAL {rec.path} at position {rec.position}")
     if h.size != len(rec.batch):
         raise CorruptRecordError(f"WAL record at {rec.path}:{rec.position} holds a batch of "
-                                 f"{len(rec.batch)} bytes, its header says {h.size}")
+                                 f"{plural(len(rec.batch), 'byte')}, its header says {h.size}")
     check_crc(rec.batch, 0, h, f" in WAL {rec.path} at position {rec.position}")
