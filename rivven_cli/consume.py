@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -11,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import Encoding, PartitionsOpt, open_engine
-from .positions import BEGINNING, END, UNITS, check_past_end, parse_range
+from .positions import BEGINNING, END, check_past_end, parse_duration, parse_range
 from .render import info
 
 CHUNK = 5000  # records per poll of a group consumer
@@ -67,7 +66,7 @@ def consume(
     """
     if json and fmt is not None:
         raise typer.BadParameter("use either --json or --format, not both")
-    idle_ms = None if idle_timeout is None else _duration(idle_timeout, "--idle-timeout")
+    idle_ms = None if idle_timeout is None else parse_duration(idle_timeout, "--idle-timeout")
     if exit_at_end and (follow or idle_ms is not None):
         raise typer.BadParameter("--exit stops at the end, --follow/--idle-timeout read on: "
                                  "use one", param_hint="--exit")
@@ -119,15 +118,6 @@ def _names(eng: Any, topics: list[str], regex: bool) -> list[str]:
         fail(f"no topic matches {' or '.join(repr(t) for t in topics)} (a whole name must "
              "match: 'orders-.*', not 'orders-'); see 'rivven topic list'")
     return names
-
-
-def _duration(text: str, option: str) -> int:
-    """``5s``, ``500ms``, ``1.5m``, ``2h``, ``1d`` as milliseconds."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", text.strip())
-    if not m:
-        raise typer.BadParameter(f"{text!r} is not a duration: give a number and a unit, "
-                                 "e.g. 5s, 500ms, 2m or 1h", param_hint=option)
-    return int(float(m.group(1)) * UNITS[m.group(2)])
 
 
 def _consume_group(topics: list[str], regex: bool, group: str, member_id: str | None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Annotated, Any
 
@@ -13,32 +12,13 @@ from engine.engine import RESET_MODE_OF
 from engine.errors import DamagedMetadata
 
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, open_engine
-from .positions import UNITS, check_past_end, parse_position, parse_time
+from .positions import check_past_end, parse_duration, parse_position, parse_time
 from .render import info, print_json, print_table, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
 GroupArg = Annotated[str, typer.Argument(help="Consumer group name.")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Apply even while the group has active consumers.")]
-_DUR = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
-_SIMPLE = re.compile(r"^(\d+)(ms|s|m|h|d)$")
-
-
-def parse_duration(text: str) -> int:
-    """ISO 8601 like PT2H / P1DT30M (Kafka's format) or 90s, 30m, 2h, 1d: milliseconds."""
-    t = text.strip().upper()
-    m = _SIMPLE.match(text.strip().lower())
-    if m:
-        return int(m.group(1)) * UNITS[m.group(2)]
-    m = _DUR.match(t)
-    if m and t not in ("P", "PT") and any(m.groups()):
-        d, h, mi, s = m.groups()
-        return int((int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60
-                    + float(s or 0)) * 1000)
-    raise typer.BadParameter(f"cannot read duration {text!r}: use ISO 8601 like PT2H or P1DT30M, "
-                             "or 90s, 30m, 2h, 1d", param_hint="--by-duration")
-
-
 @app.command("list")
 def list_(json: JsonOpt = False) -> None:
     """Groups with their state (Active: live consumers; Empty), topics and total lag."""
@@ -184,7 +164,7 @@ def reset_offsets(
     elif mode in ("to-datetime", "by-duration"):
         now = clock.now_ms()
         value = parse_time(to_datetime or "", "--to-datetime", now) if to_datetime else \
-            now - parse_duration(by_duration or "")
+            now - parse_duration(by_duration or "", "--by-duration")
         resolved = f"--{mode} {modes[mode]} resolved to {utc(value)} ({value})"
         pos = Position("timestamp", value)
     elif mode == "to-offset":

@@ -58,6 +58,29 @@ def duration_ms(text: str) -> int:
     return sum(int(n) * UNITS[u] for n, u in _PART.findall(text))
 
 
+_SPAN = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
+_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+
+
+def parse_duration(text: str, option: str) -> int:
+    """A length of time as milliseconds: ``90s``, ``500ms``, ``1.5m``, ``1h30m``, ``2d``
+    (units ms s m h d), or ISO 8601 as Kafka's tools take it (``PT2H``, ``P1DT30M``).
+    Anything else is a usage error of ``option``."""
+    t = text.strip()
+    if _SPAN.fullmatch(t.lower()):
+        return int(sum(float(n) * UNITS[u] for n, u in _SPAN_PART.findall(t.lower())))
+    m = _ISO_DURATION.fullmatch(t.upper())
+    if m and any(m.groups()):
+        d, h, mi, sec = m.groups()
+        return int((int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60
+                    + float(sec or 0)) * 1000)
+    import typer
+
+    raise typer.BadParameter(f"cannot read duration {text!r}: use 90s, 500ms, 30m, 1h30m, 2d, "
+                             "or ISO 8601 like PT2H or P1DT30M", param_hint=option)
+
+
 def _time(text: str, now: int | None = None) -> int:
     t = text.strip()
     if t.isdigit():

@@ -494,3 +494,24 @@ def test_a_time_past_any_calendar_is_shown_as_its_number():
     assert shown(Position("offset", 9_000_000_000_000_000_000)) == "9000000000000000000"
     assert utc(9_000_000_000_000_000_000) == "9000000000000000000 ms"
     assert utc(0) == "1970-01-01T00:00:00.000Z"
+
+
+@pytest.mark.parametrize("text,ms", [("90s", 90_000), ("500ms", 500), ("1.5m", 90_000),
+                                     ("1h30m", 5_400_000), ("2d", 172_800_000),
+                                     ("PT2H", 7_200_000), ("P1DT30M", 88_200_000),
+                                     ("pt0.5s", 500)])
+def test_one_duration_grammar(text, ms):
+    """--idle-timeout and --by-duration read durations alike (one parser)."""
+    from rivven_cli.positions import parse_duration
+
+    assert parse_duration(text, "--x") == ms
+
+
+@pytest.mark.parametrize("text", ["xyz", "P", "PT", "5", "-5s", "1x"])
+def test_a_bad_duration_is_a_usage_error(text):
+    import typer
+
+    from rivven_cli.positions import parse_duration
+
+    with pytest.raises(typer.BadParameter, match="cannot read duration"):
+        parse_duration(text, "--x")

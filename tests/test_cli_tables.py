@@ -487,7 +487,7 @@ def test_a_usage_error_is_one_line_naming_the_help(data_dir, words):
     (["--no-such-flag", "topic", "list"], "No such option: --no-such-flag"),
     (["nosuch"], "No such command 'nosuch'"),
     (["group", "reset-offsets", "g", "--all-topics", "--by-duration", "xyz"],
-     "cannot read duration 'xyz': use ISO 8601"),
+     "cannot read duration 'xyz': use 90s"),
 ])
 def test_usage_errors_in_a_real_process(data_dir, args, message):
     r = run_rivven(data_dir, *args)
