@@ -12,7 +12,10 @@ from .errors import (
     InvalidArgument,
     InvalidConfig,
     InvalidTopicName,
+    InvalidTxnState,
     OffsetOutOfRange,
+    OutOfOrderSequence,
+    ProducerFenced,
     ReadOnlyError,
     RecordTooLarge,
     RivvenError,
@@ -27,7 +30,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ColdObjectError", "CorruptRecordError", "DataDirError", "Engine", "InvalidArgument", "InvalidConfig",
-    "InvalidTopicName", "OffsetOutOfRange", "Position", "ReadOnlyError", "Record",
+    "InvalidTopicName", "InvalidTxnState", "OffsetOutOfRange", "OutOfOrderSequence",
+    "ProducerFenced", "Position", "ReadOnlyError", "Record",
     "ColumnBatch", "RecordTooLarge",
     "RivvenError", "StorageError", "TopicExists", "UnknownPartition", "UnknownTopic",
     "__version__",

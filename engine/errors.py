@@ -85,6 +85,22 @@ class LockTimeout(RivvenError):
     """A lock stayed held longer than the configured wait (``lock.timeout.ms``)."""
 
 
+class ProducerFenced(RivvenError):
+    """A newer instance of this producer (a higher epoch of its producer id, or a new
+    instance of its transactional id, in any process) took over: this one can no longer
+    write or commit. Nothing it wrote after it was fenced becomes visible."""
+
+
+class InvalidTxnState(RivvenError):
+    """A transactional call out of order: commit or produce without begin, begin twice,
+    produce after a failed commit (abort first)."""
+
+
+class OutOfOrderSequence(RivvenError):
+    """A producer's batch does not follow its last one in a partition (a sequence gap or
+    reorder): it was refused, nothing of it was written."""
+
+
 def os_error(e: OSError, what: str, path: str) -> StorageError:
     """A StorageError for an OS error while doing ``what`` to ``path``: names the path, and
     says "disk full" (with the fix) for ENOSPC/EDQUOT."""

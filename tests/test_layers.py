@@ -21,6 +21,7 @@ RANKS = {
     "engine.format": 1,
     "engine.storage": 2,
     "engine.wal": 3, "engine.groups": 3,
+    "engine.txn": 3.5,  # producer state, transactions: above wal/groups, below tiering
     "engine.tiering": 4,
     "engine.maintenance": 5, "engine.tools": 5,
     "engine.client": 6,

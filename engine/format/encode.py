@@ -24,6 +24,7 @@ from .records import (
     HEADER_SIZE,
     LENGTH_PREFIX,
     MAGIC,
+    MAGIC_PRODUCER,
     MAX_BATCH_BYTES,
     EncodedBatch,
     arrow,
@@ -109,7 +110,9 @@ def encode_batch(
     base_sequence: int = -1,
     flags: int = 0,
 ) -> EncodedBatch:
-    """Encode one batch. ``timestamps`` is one int for all records or one per record."""
+    """Encode one batch. ``timestamps`` is one int for all records or one per record. With a
+    ``producer_id`` (>= 0) the batch is format 2 (magic 2): idempotent or transactional
+    (``flags``), its records numbered from ``base_sequence``."""
     n = len(values)
     if n == 0 or len(keys) != n:
         raise InvalidArgument("a batch needs at least one record and as many keys as values")
@@ -136,7 +139,8 @@ def encode_batch(
     buf += stored
     if len(buf) < total:
         buf += _ZEROS[: total - len(buf)]
-    HEADER.pack_into(buf, 0, 0, total - LENGTH_PREFIX, MAGIC, 0, 0, 0, attrs, 0, last_delta, n,
+    magic = MAGIC if producer_id < 0 else MAGIC_PRODUCER
+    HEADER.pack_into(buf, 0, 0, total - LENGTH_PREFIX, magic, 0, 0, 0, attrs, 0, last_delta, n,
                      first_ts, max_ts, producer_id, producer_epoch, 0, base_sequence, body_len,
                      stored_len)
     tail_crc = crc.crc32c(memoryview(buf)[CRC_FROM:])

@@ -28,7 +28,9 @@ from typing import Any, NamedTuple
 from ..errors import CorruptRecordError, plural
 from . import crc
 
-MAGIC = 1
+MAGIC = 1  # a plain batch: the producer fields are -1 (every batch of format 1)
+MAGIC_PRODUCER = 2  # format 2: producer id, epoch and base sequence mean something
+MAX_EPOCH = (1 << 15) - 1
 HEADER = struct.Struct("<qiBBHIHHiiqqqhhiii")
 HEADER_SIZE = HEADER.size  # 72
 LENGTH_PREFIX = 12  # base_offset + batch_length: what must be read to know a batch's size
@@ -44,6 +46,7 @@ ATTR_EXPLICIT_OFFSETS = 0x0200
 ATTR_UNIFORM_TIMESTAMP = 0x0400
 ATTR_HEADER_VALUE_NULLS = 0x0800
 ATTR_KNOWN = 0x0FF7
+ATTR_TXN_BITS = ATTR_TRANSACTIONAL | ATTR_CONTROL  # only in a magic-2 batch
 
 # A batch can never be larger than this, whatever a length field on disk claims.
 MAX_BATCH_BYTES = (1 << 31) - 1 - 64
@@ -117,6 +120,19 @@ class BatchHeader(NamedTuple):
     def codec(self) -> int:
         return self.attributes & ATTR_CODEC
 
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the batch's last record (sequences wrap from 2^31-1 to 0)."""
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
 
 class EncodedBatch:
     """Batch bytes with the base offset still to be assigned (see ``assign``)."""
@@ -153,22 +169,45 @@ def read_header(buf: Any, pos: int = 0, where: str = "") -> BatchHeader:
     (base, blen, magic, _, _, crc_, attrs, _, delta, count, first_ts, max_ts, pid, epoch, _,
      seq, body, stored) = HEADER.unpack_from(buf, pos)
     size = blen + LENGTH_PREFIX
-    if (magic != MAGIC or not HEADER_SIZE <= size <= MAX_BATCH_BYTES + LENGTH_PREFIX or size & 7
+    if ((magic != MAGIC and (magic != MAGIC_PRODUCER or _producer_problem(attrs, count, pid, epoch, seq)))
+            or not HEADER_SIZE <= size <= MAX_BATCH_BYTES + LENGTH_PREFIX or size & 7
             or not size - 8 < HEADER_SIZE + stored <= size or stored < 0 or body < 0
             or not 0 < count <= delta + 1 <= MAX_RELATIVE_OFFSET
             or (delta != count - 1 and not attrs & ATTR_EXPLICIT_OFFSETS)
-            or not 0 <= base <= MAX_BASE_OFFSET or attrs & ~ATTR_KNOWN):
+            or not 0 <= base <= MAX_BASE_OFFSET or attrs & ~ATTR_KNOWN
+            or (magic == MAGIC and attrs & ATTR_TXN_BITS)):
         raise CorruptRecordError(_header_problem(base, size, magic, attrs, delta, count, body,
-                                                 stored) + where)
+                                                 stored, pid, epoch, seq) + where)
     return _new_tuple(BatchHeader, (base, blen, magic, crc_, attrs, delta, count, first_ts,
                                     max_ts, pid, epoch, seq, body, stored))
 
 
+def _producer_problem(attrs: int, count: int, pid: int, epoch: int, seq: int) -> str | None:
+    """What is wrong with the producer fields of a magic-2 header, or None."""
+    if pid < 0:
+        return f"producer id {pid} in a format-2 batch (must be >= 0)"
+    if not 0 <= epoch <= MAX_EPOCH:
+        return f"producer epoch {epoch} out of range (0..{MAX_EPOCH})"
+    if attrs & ATTR_CONTROL:
+        if not attrs & ATTR_TRANSACTIONAL or count != 1 or seq != -1:
+            return "a control batch must be transactional, hold one record and no sequence"
+    elif seq < 0:
+        return f"base sequence {seq} out of range (0..{(1 << 31) - 1})"
+    return None
+
+
 def _header_problem(base: int, size: int, magic: int, attrs: int, delta: int, count: int,
-                    body: int, stored: int) -> str:
+                    body: int, stored: int, pid: int = -1, epoch: int = -1, seq: int = -1
+                    ) -> str:
     """What is wrong with a header read_header refused (the slow path, for the message)."""
-    if magic != MAGIC:
-        return f"bad magic {magic} (expected {MAGIC})"
+    if magic not in (MAGIC, MAGIC_PRODUCER):
+        return f"bad magic {magic} (expected {MAGIC} or {MAGIC_PRODUCER})"
+    if magic == MAGIC_PRODUCER:
+        problem = _producer_problem(attrs, count, pid, epoch, seq)
+        if problem:
+            return problem
+    elif attrs & ATTR_TXN_BITS:
+        return f"transactional/control attribute bits {attrs & ATTR_TXN_BITS:#x} in a format-1 batch"
     if not HEADER_SIZE <= size <= MAX_BATCH_BYTES + LENGTH_PREFIX or size & 7:
         return f"bad batch length {size - LENGTH_PREFIX}"
     if not size - 8 < HEADER_SIZE + stored <= size or stored < 0:
