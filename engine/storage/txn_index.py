@@ -1,0 +1,146 @@
+"""The aborted-transaction index of a segment: ``<base>.txnindex`` beside its ``.log``.
+
+One 40-byte entry per transaction whose ABORT marker is in the segment (docs/FORMAT.md):
+``producer_id q, first_offset q, last_offset q, lso q`` then a CRC32C of those 32 bytes
+``I`` and 4 reserved zero bytes. ``first_offset`` is the transaction's first offset in the
+partition (maybe in an earlier segment), ``last_offset`` its marker's offset, ``lso`` the last
+stable offset once it ended. A read_committed read of offsets from ``o`` on consults the
+entries of the segment holding ``o`` and of every later one (Kafka's fetch does the same).
+
+The file exists only for a segment with an aborted transaction. Entries are appended in
+marker order when the marker is written and fsynced with the segment. A torn last entry (a
+crash mid-append) is cut by a writer and ignored by a reader; an entry whose CRC does not
+match, or one out of order, is damage: reported (``DamagedMetadata``), never used. A writer
+rebuilds missing entries from the log (``ensure``), so the file is only ever a cache of what
+the markers say.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import NamedTuple
+
+from ..errors import DamagedMetadata, os_error
+from ..format.crc import crc32c
+from . import guard
+
+ENTRY = struct.Struct("<qqqqII")
+ENTRY_SIZE = ENTRY.size  # 40
+_BODY = struct.Struct("<qqqq")
+MAX_ENTRIES = 1 << 24  # a segment holds at most one marker per batch; this bounds a read
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    lso: int
+
+
+def encode(e: AbortedTxn) -> bytes:
+    body = _BODY.pack(e.producer_id, e.first_offset, e.last_offset, e.lso)
+    return body + struct.pack("<II", crc32c(body), 0)
+
+
+def read_entries(path: str, base_offset: int, next_offset: int | None = None
+                 ) -> tuple[list[AbortedTxn], int]:
+    """The entries of ``path`` (none when the file does not exist) and the byte length they
+    take (a torn tail after it is ignored). Each entry is checked: its CRC, ``producer_id``
+    >= 0, ``first_offset <= last_offset``, ``last_offset`` inside the segment (from
+    ``base_offset``, below ``next_offset`` when known), markers in increasing order."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return [], 0
+    except OSError as e:
+        raise os_error(e, "open", path) from e
+    try:
+        size = os.fstat(fd).st_size
+        whole = size - size % ENTRY_SIZE
+        if whole // ENTRY_SIZE > MAX_ENTRIES:
+            raise DamagedMetadata(f"{path} is {size} bytes: more entries than any segment can "
+                                  "have; delete it and reopen the partition to rebuild it")
+        data = os.pread(fd, whole, 0)
+    finally:
+        os.close(fd)
+    out: list[AbortedTxn] = []
+    last = base_offset - 1
+    for pos in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
+        pid, first, lastoff, lso, crc, reserved = ENTRY.unpack_from(data, pos)
+        problem = None
+        if crc32c(data[pos: pos + 32]) != crc or reserved:
+            problem = "its CRC does not match"
+        elif pid < 0 or first < 0 or first > lastoff or lso < 0:
+            problem = "its fields are out of range"
+        elif lastoff <= last or (next_offset is not None and lastoff >= next_offset):
+            problem = (f"its marker offset {lastoff} is not after the previous one and inside "
+                       "the segment")
+        if problem:
+            raise DamagedMetadata(f"{path}: entry at byte {pos}: {problem}; delete the file "
+                                  "and reopen the partition to rebuild it from the log")
+        out.append(AbortedTxn(pid, first, lastoff, lso))
+        last = lastoff
+    return out, len(out) * ENTRY_SIZE
+
+
+class TxnIndex:
+    """The ``.txnindex`` of one segment, for a writer: load, append, sync, cut."""
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.entries, length = read_entries(path, base_offset)
+        self.fd = -1
+        if os.path.lexists(path) and os.lstat(path).st_size != length:
+            self._open()
+            os.ftruncate(self.fd, length)  # a torn last entry: the append a crash cut short
+        self.dirty = False
+
+    def _open(self) -> None:
+        if self.fd < 0:
+            self.fd = guard.open_file(self.path, os.O_RDWR | os.O_CREAT)
+
+    def append(self, entry: AbortedTxn) -> None:
+        if self.entries and entry.last_offset <= self.entries[-1].last_offset:
+            return  # (already there: a marker seen again while catching up)
+        self._open()
+        try:
+            os.pwrite(self.fd, encode(entry), len(self.entries) * ENTRY_SIZE)
+        except OSError as e:
+            raise os_error(e, "write", self.path) from e
+        self.entries.append(entry)
+        self.dirty = True
+
+    def truncate_from(self, offset: int) -> None:
+        """Forget the entries of markers at ``offset`` or later (the log was cut there)."""
+        keep = [e for e in self.entries if e.last_offset < offset]
+        if len(keep) == len(self.entries):
+            return
+        self._open()
+        os.ftruncate(self.fd, len(keep) * ENTRY_SIZE)
+        self.entries = keep
+        self.dirty = True
+
+    def sync(self) -> None:
+        if self.dirty and self.fd >= 0:
+            try:
+                os.fsync(self.fd)
+            except OSError as e:
+                raise os_error(e, "fsync", self.path) from e
+            self.dirty = False
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def overlapping(entries: list[AbortedTxn], start: int, end: int) -> dict[int, list[tuple[int, int]]]:
+    """``{producer id: [(first, last)...]}`` of the aborted transactions with data in offsets
+    ``[start, end)``: what a read_committed read of that range leaves out."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for e in entries:
+        if e.last_offset >= start and e.first_offset < end:
+            out.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+    return out

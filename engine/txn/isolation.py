@@ -1,0 +1,62 @@
+"""read_committed: which batches of a read a reader may see.
+
+A read_committed read stops before the last stable offset (LSO: the first offset of the oldest
+open transaction) and leaves out every batch of an aborted transaction: a batch of producer
+``P`` whose base offset lies in ``[first_offset, last_offset]`` of an aborted entry of ``P``
+(engine/storage/txn_index.py). Control batches are never returned, at any isolation level.
+Pure functions over batch headers: the read path feeds them what it read.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..errors import InvalidArgument
+
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+def check_level(level: str) -> bool:
+    """Is ``level`` read_committed? (InvalidArgument naming the two levels otherwise.)"""
+    if level not in LEVELS:
+        raise InvalidArgument(f"unknown isolation level {level!r}: use read_uncommitted (the "
+                              "default, as Kafka) or read_committed")
+    return level == READ_COMMITTED
+
+
+class Aborted:
+    """The aborted transactions overlapping a read, by producer id, searchable by offset."""
+
+    def __init__(self, ranges: dict[int, list[tuple[int, int]]]) -> None:
+        self._firsts = {pid: [r[0] for r in sorted(rs)] for pid, rs in ranges.items()}
+        self._lasts = {pid: [r[1] for r in sorted(rs)] for pid, rs in ranges.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self._firsts)
+
+    def covers(self, producer_id: int, offset: int) -> bool:
+        """Is the batch of ``producer_id`` at ``offset`` part of an aborted transaction?"""
+        firsts = self._firsts.get(producer_id)
+        if firsts is None:
+            return False
+        i = bisect_right(firsts, offset) - 1
+        return i >= 0 and offset <= self._lasts[producer_id][i]
+
+
+def visible(refs: Iterable[Any], committed: bool, lso: int, aborted: Aborted
+            ) -> Iterator[Any]:
+    """The batch references (anything with a ``.header``) a reader may see, in order: never a
+    control batch; with ``committed`` nothing at or past ``lso`` and nothing aborted."""
+    for ref in refs:
+        h = ref.header
+        if committed and h.base_offset >= lso:
+            return
+        if h.is_control:
+            continue
+        if committed and h.producer_id >= 0 and h.is_transactional and aborted and \
+                aborted.covers(h.producer_id, h.base_offset):
+            continue
+        yield ref

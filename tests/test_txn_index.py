@@ -1,0 +1,94 @@
+"""The aborted-transaction index file and the read_committed filter (pure parts)."""
+
+import os
+
+import pytest
+
+from engine.errors import DamagedMetadata, InvalidArgument
+from engine.format import control
+from engine.format.encode import encode_batch
+from engine.format.records import ATTR_TRANSACTIONAL, read_header
+from engine.storage import txn_index
+from engine.storage.txn_index import ENTRY_SIZE, AbortedTxn, TxnIndex, read_entries
+from engine.txn import isolation
+
+
+def test_entries_round_trip_and_survive_reopening(tmp_path):
+    p = str(tmp_path / "00000000000000000100.txnindex")
+    ix = TxnIndex(p, 100)
+    ix.append(AbortedTxn(7, 90, 105, 90))
+    ix.append(AbortedTxn(8, 101, 120, 101))
+    ix.append(AbortedTxn(7, 90, 105, 90))  # seen again while catching up: not twice
+    ix.sync()
+    ix.close()
+    assert os.path.getsize(p) == 2 * ENTRY_SIZE
+    assert read_entries(p, 100)[0] == [AbortedTxn(7, 90, 105, 90), AbortedTxn(8, 101, 120, 101)]
+    assert read_entries(str(tmp_path / "none.txnindex"), 0) == ([], 0)
+
+
+def test_a_torn_last_entry_is_ignored_by_readers_and_cut_by_a_writer(tmp_path):
+    p = str(tmp_path / "x.txnindex")
+    with open(p, "wb") as f:
+        f.write(txn_index.encode(AbortedTxn(1, 0, 3, 0)) + b"\x01" * 17)
+    assert read_entries(p, 0) == ([AbortedTxn(1, 0, 3, 0)], ENTRY_SIZE)
+    TxnIndex(p, 0).close()
+    assert os.path.getsize(p) == ENTRY_SIZE
+
+
+@pytest.mark.parametrize("damage,problem", [
+    (lambda b: b[:5] + bytes([b[5] ^ 1]) + b[6:], "CRC"),
+    (lambda b: txn_index.encode(AbortedTxn(1, 9, 3, 0)), "out of range"),
+    (lambda b: b + b, "not after the previous"),
+    (lambda b: txn_index.encode(AbortedTxn(1, 0, 50, 0)), "inside the segment"),
+])
+def test_damage_is_reported_never_used(tmp_path, damage, problem):
+    p = str(tmp_path / "x.txnindex")
+    with open(p, "wb") as f:
+        f.write(damage(txn_index.encode(AbortedTxn(1, 0, 3, 0))))
+    with pytest.raises(DamagedMetadata, match=problem):
+        read_entries(p, 0, next_offset=10)
+
+
+def test_a_huge_file_is_not_read(tmp_path):
+    p = str(tmp_path / "x.txnindex")
+    with open(p, "wb") as f:
+        f.truncate((txn_index.MAX_ENTRIES + 1) * ENTRY_SIZE)
+    with pytest.raises(DamagedMetadata, match="more entries"):
+        read_entries(p, 0)
+
+
+def test_truncate_forgets_markers_from_an_offset(tmp_path):
+    p = str(tmp_path / "x.txnindex")
+    ix = TxnIndex(p, 0)
+    for last in (5, 9, 14):
+        ix.append(AbortedTxn(1, last - 2, last, 0))
+    ix.truncate_from(9)
+    ix.close()
+    assert [e.last_offset for e in read_entries(p, 0)[0]] == [5]
+
+
+class Ref:
+    def __init__(self, buf):
+        self.header = read_header(buf)
+
+
+def data(base, pid=-1, epoch=0, seq=0, txn=True, n=1):
+    kw = {} if pid < 0 else {"producer_id": pid, "producer_epoch": epoch, "base_sequence": seq,
+                             "flags": ATTR_TRANSACTIONAL if txn else 0}
+    return Ref(encode_batch([None] * n, [b"v"] * n, 1, **kw).assign(base))
+
+
+def test_read_committed_skips_aborted_batches_markers_and_stops_at_the_lso():
+    refs = [data(0), data(1, pid=5), data(2, pid=6), control_ref(3, 5, commit=False),
+            data(4, pid=6, seq=1), control_ref(5, 6, commit=True), data(6, pid=7)]
+    aborted = isolation.Aborted(txn_index.overlapping([AbortedTxn(5, 1, 3, 2)], 0, 7))
+    seen = [r.header.base_offset for r in isolation.visible(refs, True, 6, aborted)]
+    assert seen == [0, 2, 4]  # 1: aborted, 3 and 5: markers, 6: past the LSO
+    assert [r.header.base_offset for r in isolation.visible(refs, False, 6, aborted)] == \
+        [0, 1, 2, 4, 6]  # read_uncommitted: everything but markers
+    with pytest.raises(InvalidArgument, match="read_committed"):
+        isolation.check_level("serializable")
+
+
+def control_ref(base, pid, commit):
+    return Ref(control.encode_marker(pid, 1, commit, 1).assign(base))
