@@ -92,3 +92,29 @@ def test_read_committed_skips_aborted_batches_markers_and_stops_at_the_lso():
 
 def control_ref(base, pid, commit):
     return Ref(control.encode_marker(pid, 1, commit, 1).assign(base))
+
+
+def test_a_txnindex_goes_with_its_segment(tmp_path):
+    """Retention (delete-records here) deletes a segment's .txnindex with it, and a writer
+    removes one whose segment is gone (a deletion a crash cut short)."""
+    from engine import Engine, Record
+    from engine.storage import files
+
+    d = str(tmp_path / "d")
+    with Engine.open(d) as eng:
+        eng.create_topic("t", 1, {"segment.bytes": "1024"})
+        for i in range(40):
+            eng.produce("t", [Record(value=b"x" * 100)])
+        pdir = files.partition_dir(d, "t", 0)
+        bases = files.segment_bases(pdir)
+        assert len(bases) > 3
+        for b in bases[:2]:
+            TxnIndex(files.path(pdir, b, files.TXNINDEX), b).close()
+        orphan = files.path(pdir, 10**9, files.TXNINDEX)
+        TxnIndex(orphan, 10**9).close()
+        eng.delete_records("t", {0: bases[2]})
+        assert not os.path.exists(files.path(pdir, bases[0], files.TXNINDEX))
+        assert not os.path.exists(files.path(pdir, bases[1], files.TXNINDEX))
+    with Engine.open(d) as eng:
+        eng.produce("t", [Record(value=b"y")])
+    assert not os.path.exists(orphan)

@@ -111,6 +111,8 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     finally:
         out.close()
     for suffix in files.INSTALL_ORDER:
+        if suffix in files.OPTIONAL_FILES and not os.path.exists(files.path(work, base, suffix)):
+            continue
         os.replace(files.path(work, base, suffix), files.path(out_dir, base, suffix))
     os.rmdir(work)
     stats["bytes_out"] = pos

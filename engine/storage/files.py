@@ -18,9 +18,11 @@ from .guard import open_file
 from .reserve import give_up_reserve
 
 LOG, INDEX, TIMEINDEX = ".log", ".index", ".timeindex"
-SEGMENT_FILES = (LOG, INDEX, TIMEINDEX)  # every file of a segment
-INSTALL_ORDER = (INDEX, TIMEINDEX, LOG)  # indexes first: a .log is the segment
-DELETE_ORDER = (LOG, INDEX, TIMEINDEX)  # .log first, for the same reason
+TXNINDEX = ".txnindex"  # only beside a segment with an aborted transaction (txn_index.py)
+SEGMENT_FILES = (LOG, INDEX, TIMEINDEX)  # the files every segment has
+OPTIONAL_FILES = (TXNINDEX,)  # files a segment may have
+INSTALL_ORDER = (INDEX, TIMEINDEX, TXNINDEX, LOG)  # indexes first: a .log is the segment
+DELETE_ORDER = (LOG, INDEX, TIMEINDEX, TXNINDEX)  # .log first, for the same reason
 CLEANED, SWAP = ".cleaned", ".swap"
 LOCK_FILE = ".lock"
 CHECKPOINT = ".checkpoint"

@@ -176,7 +176,8 @@ class SegmentSet:
         bases = set(self.bases)
         for f in os.listdir(self.dir):
             parsed = files.parse(f)
-            if parsed and parsed[1] in (files.INDEX, files.TIMEINDEX) and parsed[0] not in bases:
+            if parsed and parsed[1] in (files.INDEX, files.TIMEINDEX, files.TXNINDEX) \
+                    and parsed[0] not in bases:
                 os.unlink(os.path.join(self.dir, f))
 
     def delete_below(self, start: int) -> list[dict]:

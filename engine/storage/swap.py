@@ -47,6 +47,8 @@ def stage(pdir: str, staged_dir: str, bases: Sequence[int]) -> None:
             src = files.path(staged_dir, b, suffix)
             if os.path.islink(src):  # (a staged file becomes a segment: never a link)
                 raise guard.UnexpectedLink(src)
+            if suffix in files.OPTIONAL_FILES and not os.path.exists(src):
+                continue
             dst = files.path(pdir, b, suffix + files.CLEANED)
             shutil.move(src, dst)
             files.fsync_file(dst)
