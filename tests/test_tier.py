@@ -507,3 +507,49 @@ def test_hot_cache_bookkeeping_stays_bounded(data_dir):
         hot = eng.hot
         assert len(hot._order) <= 2 * hot._live + 1024 and hot.bytes <= 20000
         assert len(eng.read("t", 0, 4990, 100)) == 10
+
+
+def test_a_txnindex_is_tiered_restored_and_removed_with_its_segment(data_dir):
+    """A segment's aborted-transaction index travels with it: copied and recorded in the
+    manifest, checked, brought back by a restore, fetched into the cold cache, and removed
+    with the segment's other objects."""
+    from engine.storage import files
+    from engine.storage.txn_index import AbortedTxn, TxnIndex, read_entries
+    from engine.tiering.cache import download_segment
+
+    make(data_dir)
+    base = local_bases(data_dir)[1]
+    ix = TxnIndex(os.path.join(pdir(data_dir), f"{base:020d}.txnindex"), base)
+    ix.append(AbortedTxn(3, base, base + 2, base))
+    ix.sync()
+    ix.close()
+    with open(ix.path, "rb") as f:
+        ix_first_byte = f.read(1)
+    with Engine.open(data_dir) as eng:
+        eng.tier("t")
+        (entry,) = [e for e in tier_manifest.load(pdir(data_dir)) if e.base_offset == base]
+        assert entry.txnindex_bytes == 40 and entry.suffixes()[-1] == ".txnindex"
+        assert [c for c in cold_objects(data_dir) if c.endswith(".txnindex")] == \
+            [entry.url(".txnindex").removeprefix("file://")]
+        others = [e for e in tier_manifest.load(pdir(data_dir)) if e.base_offset != base]
+        assert others and all(e.txnindex_bytes == 0 and len(e.suffixes()) == 3 for e in others)
+        (row,) = eng.verify_cold("t")
+        assert row["findings"] == [] and row["bytes"] == sum(
+            e.bytes + e.index_bytes + e.timeindex_bytes for e in others + [entry]) + 40
+        with open(entry.url(".txnindex").removeprefix("file://"), "r+b") as f:
+            f.write(b"\xff")  # damage only the .txnindex: found
+        (row,) = eng.verify_cold("t")
+        assert [f["object"] for f in row["findings"]] == [entry.url(".txnindex")]
+        with open(entry.url(".txnindex").removeprefix("file://"), "r+b") as f:
+            f.write(ix_first_byte)
+        dest = os.path.join(data_dir, "fetched")
+        os.makedirs(dest)
+        download_segment(entry, dest)
+        assert read_entries(files.path(dest, base, files.TXNINDEX), base)[0] == \
+            [AbortedTxn(3, base, base + 2, base)]
+        raw = json.loads(open(tier_manifest.path(pdir(data_dir))).read())
+        assert sum("txnindex_bytes" in s for s in raw["segments"]) == 1  # only where there is one
+        eng.tier_restore("t", from_offset=0)
+    assert read_entries(os.path.join(pdir(data_dir), f"{base:020d}.txnindex"), base)[0] == \
+        [AbortedTxn(3, base, base + 2, base)]
+    assert not [c for c in cold_objects(data_dir) if c.endswith(".txnindex")]

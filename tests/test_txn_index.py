@@ -103,7 +103,7 @@ def test_a_txnindex_goes_with_its_segment(tmp_path):
     d = str(tmp_path / "d")
     with Engine.open(d) as eng:
         eng.create_topic("t", 1, {"segment.bytes": "1024"})
-        for i in range(40):
+        for _ in range(40):
             eng.produce("t", [Record(value=b"x" * 100)])
         pdir = files.partition_dir(d, "t", 0)
         bases = files.segment_bases(pdir)

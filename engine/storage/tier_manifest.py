@@ -31,7 +31,8 @@ MANIFEST = "tier.json"
 TIER_LOCK = ".tier.lock"
 VERSION = 2
 LEGACY_KEYS = ("version", "segments")  # version 1: no checksum, no recorded prefixes
-SUFFIXES = files.SEGMENT_FILES  # the files a cold segment is copied as
+SUFFIXES = files.SEGMENT_FILES  # the files every cold segment is copied as
+ALL_SUFFIXES = SUFFIXES + files.OPTIONAL_FILES  # ... and those some are (ColdSegment.suffixes)
 WHAT = "tier manifest"
 FIX = "the cold copies are intact: restore the file from a backup"
 MAX_PREFIXES = 1000
@@ -44,6 +45,7 @@ _TOPIC_ID = re.compile(r"[0-9a-f]{32}")
 CRC_MAX = 0xFFFFFFFF
 INTS = ("base_offset", "next_offset", "bytes", "crc32c", "max_timestamp", "index_bytes",
         "index_crc32c", "timeindex_bytes", "timeindex_crc32c", "uploaded_ms")
+OPTIONAL_INTS = ("txnindex_bytes", "txnindex_crc32c")  # only an entry with a .txnindex has them
 
 
 @dataclass(frozen=True)
@@ -59,16 +61,24 @@ class ColdSegment:
     timeindex_crc32c: int
     object: str  # URI of the copy without suffix: object + ".log" / ".index" / ".timeindex"
     uploaded_ms: int
+    txnindex_bytes: int = 0  # 0: the segment has no .txnindex (no aborted transaction)
+    txnindex_crc32c: int = 0
 
     def url(self, suffix: str) -> str:
         return self.object + suffix
 
+    def suffixes(self) -> tuple[str, ...]:
+        """The files this segment's copy is made of: the three, and its ``.txnindex``."""
+        return ALL_SUFFIXES if self.txnindex_bytes else SUFFIXES
+
     def expected(self, suffix: str) -> tuple[int, int]:
-        """(bytes, crc32c) the manifest records for one of the three files."""
+        """(bytes, crc32c) the manifest records for one of its files."""
         if suffix == files.LOG:
             return self.bytes, self.crc32c
         if suffix == files.INDEX:
             return self.index_bytes, self.index_crc32c
+        if suffix == files.TXNINDEX:
+            return self.txnindex_bytes, self.txnindex_crc32c
         return self.timeindex_bytes, self.timeindex_crc32c
 
 
@@ -261,11 +271,20 @@ def _entry(e: Any, p: str) -> ColdSegment:
         raise jsondoc.damaged(p, WHAT, "a segment entry is not an object", FIX)
     ints = {k: jsondoc.get_int(e, k, p, WHAT, lo=-1 if k == "max_timestamp" else 0,
                                hi=CRC_MAX if k.endswith("crc32c") else jsondoc.MAX_INT, fix=FIX)
-            for k in INTS}
+            for k in INTS + tuple(k for k in OPTIONAL_INTS if k in e)}
     obj = jsondoc.get_str(e, "object", p, WHAT, fix=FIX)
     if ints["next_offset"] <= ints["base_offset"]:
         raise jsondoc.damaged(p, WHAT, f"bad entry at base offset {ints['base_offset']}", FIX)
     return ColdSegment(object=obj, **ints)
+
+
+def _recorded(e: ColdSegment) -> dict[str, Any]:
+    """An entry as the file records it: the optional fields only when it has them."""
+    d = asdict(e)
+    if not e.txnindex_bytes:
+        for k in OPTIONAL_INTS:
+            del d[k]
+    return d
 
 
 def document(entries: list[ColdSegment], where: Home) -> dict:
@@ -283,6 +302,6 @@ def document(entries: list[ColdSegment], where: Home) -> dict:
             raise RivvenError(f"refusing to record the cold object {e.object!r} for the "
                               f"segment at {e.base_offset}: not a name rivven gives")
     doc: dict[str, Any] = {"version": VERSION, "prefixes": prefixes,
-                           "segments": [asdict(e) for e in entries]}
+                           "segments": [_recorded(e) for e in entries]}
     doc[jsondoc.CRC_KEY] = crc32c(jsondoc.canonical(doc))
     return doc

@@ -38,7 +38,7 @@ from ..errors import ColdObjectError, DataDirError, RivvenError, plural
 from ..format.crc import crc32c
 from ..storage import files, guard
 from ..storage.segment import Segment
-from ..storage.tier_manifest import SUFFIXES, ColdSegment
+from ..storage.tier_manifest import ColdSegment
 from . import cold
 
 TMP_PREFIX = ".tmp-"
@@ -125,7 +125,7 @@ def file_crc(path: str) -> tuple[int, int]:
 def copy_problem(entry: ColdSegment, d: str) -> str | None:
     """None when the cached copy in ``d`` matches the manifest (size and CRC32C of all three
     files), else what differs (a missing file raises FileNotFoundError)."""
-    for suffix in SUFFIXES:
+    for suffix in entry.suffixes():
         p = files.path(d, entry.base_offset, suffix)
         want = entry.expected(suffix)
         if os.lstat(p).st_size != want[0]:
@@ -286,7 +286,7 @@ def download_segment(entry: ColdSegment, dest_dir: str) -> int:
     """Fetch a cold segment's three files into ``dest_dir`` (named as in a partition dir),
     each checked against the manifest's size and CRC32C; returns the bytes fetched."""
     total = 0
-    for suffix in SUFFIXES:
+    for suffix in entry.suffixes():
         url = entry.url(suffix)
         got = cold.fetch(url, files.path(dest_dir, entry.base_offset, suffix))
         want = entry.expected(suffix)

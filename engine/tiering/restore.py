@@ -16,7 +16,7 @@ from typing import Any
 from ..failpoint import failpoint
 from ..storage import files, guard, tier_manifest
 from ..storage.log import PartitionLog
-from ..storage.tier_manifest import SUFFIXES, ColdSegment
+from ..storage.tier_manifest import ColdSegment
 from . import cold
 from .cache import download_segment
 from .tier import locked, manifest_row
@@ -58,7 +58,7 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
             guard.remove_tree(log.dir, staging)
         failpoint("restore-manifest")
         for e in pick:
-            for suffix in SUFFIXES:
+            for suffix in e.suffixes():
                 cold.remove(e.url(suffix))
         return out
 

@@ -19,7 +19,7 @@ from ..errors import ColdObjectError, RivvenError, plural
 from ..progress import Progress, counter
 from ..storage import guard, tier_manifest
 from ..storage.log import PartitionLog
-from ..storage.tier_manifest import SUFFIXES, ColdSegment
+from ..storage.tier_manifest import ColdSegment
 from . import cold
 from .cache import ColdCache, cache_root, copy_problem, not_private, trusted_group
 
@@ -32,7 +32,7 @@ def check_objects(entries: Iterable[ColdSegment],
     CRC32C); rows of findings naming the object."""
     findings = []
     for e in entries:
-        for suffix in SUFFIXES:
+        for suffix in e.suffixes():
             url = e.url(suffix)
             want = e.expected(suffix)
             try:
@@ -72,7 +72,7 @@ def verify_partition(log: PartitionLog) -> dict[str, Any]:
 
 
 def verified_bytes(log: PartitionLog) -> int:
-    return sum(e.bytes + e.index_bytes + e.timeindex_bytes for e in log.tier)
+    return sum(e.bytes + e.index_bytes + e.timeindex_bytes + e.txnindex_bytes for e in log.tier)
 
 
 
@@ -89,7 +89,7 @@ def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[s
         except RivvenError as e:  # (damaged, or naming objects outside the partition)
             findings.append({"object": tier_manifest.path(d), "base_offset": None,
                              "problem": str(e)})
-    total = sum(e.bytes + e.index_bytes + e.timeindex_bytes for es in loaded for e in es)
+    total = sum(e.bytes + e.index_bytes + e.timeindex_bytes + e.txnindex_bytes for es in loaded for e in es)
     advance = counter(progress, "verifying cold copies", total)
     for entries in loaded:
         findings += check_objects(entries, advance)
@@ -101,7 +101,7 @@ def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[s
                                    trusted_group(data_dir, root))
         findings += more
     return {"segments": sum(len(es) for es in loaded),
-            "objects": len(SUFFIXES) * sum(len(es) for es in loaded), "bytes": total,
+            "objects": sum(len(e.suffixes()) for es in loaded for e in es), "bytes": total,
             "cached": cached, "findings": findings}
 
 

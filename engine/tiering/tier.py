@@ -27,7 +27,7 @@ from ..storage.config import TopicConfig
 from ..storage.locks import open_lock_file, try_lock
 from ..storage.log import PartitionLog
 from ..storage.swap import SwapRefused
-from ..storage.tier_manifest import SUFFIXES, ColdSegment
+from ..storage.tier_manifest import ALL_SUFFIXES, ColdSegment
 from . import cold
 
 LogFor = Callable[[TopicMeta, int], PartitionLog]
@@ -127,9 +127,12 @@ def copy_segment(task: dict[str, Any]) -> dict[str, Any]:
     """Copy one local segment's three files to the cold store and verify each copy by reading
     it back whole (size and CRC32C). Runs in a Spark executor (or in process)."""
     out = {"partition": task["partition"], "base_offset": task["base_offset"]}
-    names = {files.LOG: "", files.INDEX: "index_", files.TIMEINDEX: "timeindex_"}
-    for suffix in SUFFIXES:
+    names = {files.LOG: "", files.INDEX: "index_", files.TIMEINDEX: "timeindex_",
+             files.TXNINDEX: "txnindex_"}
+    for suffix in ALL_SUFFIXES:
         src = files.path(task["dir"], task["base_offset"], suffix)
+        if suffix in files.OPTIONAL_FILES and not os.path.exists(src):
+            continue
         url = task["object"] + suffix
         size, crc = cold.put(src, url)
         back = cold.checksum(url)
@@ -168,7 +171,8 @@ def commit(log: PartitionLog, plan: dict[str, Any], copies: list[dict[str, Any]]
             crc32c=c["crc32c"], max_timestamp=row["max_timestamp"],
             index_bytes=c["index_bytes"], index_crc32c=c["index_crc32c"],
             timeindex_bytes=c["timeindex_bytes"], timeindex_crc32c=c["timeindex_crc32c"],
-            object=row["object"], uploaded_ms=now_ms))
+            object=row["object"], uploaded_ms=now_ms, txnindex_bytes=c.get("txnindex_bytes", 0),
+            txnindex_crc32c=c.get("txnindex_crc32c", 0)))
     failpoint("tier-copied")
     entries = sorted(entries + added, key=lambda e: e.base_offset)
     rows = plan["upload"] + plan["drop"]
@@ -221,7 +225,7 @@ def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:
         if not OBJECT_FILE.match(url.rpartition("/")[2]):
             continue  # not a name rivven gives: not its to delete
         stem = url
-        for suffix in SUFFIXES:
+        for suffix in ALL_SUFFIXES:
             if url.endswith(suffix):
                 stem = url[:-len(suffix)]
                 break
@@ -246,7 +250,7 @@ def drop_below(log: PartitionLog, start: int) -> list[dict[str, Any]]:
                 return []
             log.set_tier([e for e in entries if e.next_offset > start])
             for e in gone:
-                for suffix in SUFFIXES:
+                for suffix in e.suffixes():
                     cold.remove(e.url(suffix))
             return [manifest_row(e) for e in gone]
     except TierBusy:
