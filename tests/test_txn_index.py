@@ -118,3 +118,35 @@ def test_a_txnindex_goes_with_its_segment(tmp_path):
     with Engine.open(d) as eng:
         eng.produce("t", [Record(value=b"y")])
     assert not os.path.exists(orphan)
+
+
+def test_verify_checks_markers_against_the_txnindex(tmp_path):
+    from engine import Engine, Record
+    from engine.storage import files
+    from engine.tools.verify import verify_partition
+
+    d = str(tmp_path / "d")
+    with Engine.open(d) as eng:
+        eng.create_topic("t", 1)
+        eng.produce("t", [Record(value=b"a")])
+        log = eng._log(eng.topic("t"), 0)
+        log.append(control.encode_marker(5, 1, False, 1))  # an ABORT at offset 1
+        log.append(control.encode_marker(6, 1, True, 1))  # a COMMIT at offset 2: no entry
+    pdir = files.partition_dir(d, "t", 0)
+
+    def findings():
+        return [f.message for r in verify_partition(pdir) for f in r.findings]
+
+    assert any("ABORT marker of producer 5 at offset 1 has no entry" in m for m in findings())
+    ix = TxnIndex(files.path(pdir, 0, files.TXNINDEX), 0)
+    ix.append(AbortedTxn(5, 0, 1, 0))
+    ix.sync()
+    ix.close()
+    assert findings() == []
+    with open(ix.path, "wb") as f:
+        f.write(txn_index.encode(AbortedTxn(6, 0, 2, 0)))  # names the COMMIT
+    got = findings()
+    assert any("has no entry" in m for m in got) and any("names no ABORT marker" in m for m in got)
+    with open(ix.path, "wb") as f:
+        f.write(b"\x00" * 40)  # CRC of zeros does not match
+    assert any("CRC does not match" in m for m in findings())

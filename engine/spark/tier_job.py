@@ -1,6 +1,6 @@
 """The tiering job, run by ``spark-submit`` (see engine.spark.submit.tier): ``tier_job.py PLAN``.
 
-One task per segment: each copies the segment's ``.log``, ``.index`` and ``.timeindex`` to
+One task per segment: each copies the segment's ``.log``, ``.index``, ``.timeindex`` (and ``.txnindex``) to
 the cold store and reads every copy back whole to check its size and CRC32C
 (engine.tiering.copy_segment). The driver writes the copies' checksums to ``result.json``;
 the manifest update and the local deletes happen afterwards, outside Spark, under the

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
 from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, plural
+from ..format import control
 from ..format.decode import check_body
 from ..format.records import (
     HEADER_SIZE,
@@ -33,7 +34,7 @@ from ..format.records import (
     read_header,
 )
 from ..progress import Progress, counter
-from ..storage import checkpoint, files, jsondoc, tier_manifest
+from ..storage import checkpoint, files, jsondoc, tier_manifest, txn_index
 from ..storage.index import OffsetIndex, TimeIndex, max_entries
 from ..tiering.status import check_manifests
 
@@ -45,7 +46,8 @@ CUTTABLE = ("crc", "header", "body", "offsets", "range", "torn-tail")
 
 @dataclass
 class Finding:
-    # crc | header | body | torn-tail | offsets | range | gap | index | timeindex | checkpoint
+    # crc | header | body | torn-tail | offsets | range | gap | index | timeindex | txnindex
+    # | checkpoint
     kind: str
     path: str
     position: int | None
@@ -77,9 +79,10 @@ class SegmentReport:
     batch_nexts: list[int] = field(default_factory=list, repr=False)
     batch_ends: list[int] = field(default_factory=list, repr=False)
     batch_max_ts: list[int] = field(default_factory=list, repr=False)
+    aborts: list[tuple[int, int]] = field(default_factory=list, repr=False)  # (pid, offset)
 
     _PRIVATE = ("findings", "batch_starts", "batch_bases", "batch_nexts", "batch_ends",
-                "batch_max_ts")
+                "batch_max_ts", "aborts")
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k not in self._PRIVATE} | {
@@ -158,6 +161,8 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                     damaged = True
                     expect = None  # its offsets are not to be trusted: no gap or order check
                 else:
+                    if h.is_control and control.marker_type(h, buf, p) == control.ABORT:
+                        rep.aborts.append((h.producer_id, h.base_offset))
                     if expect is not None and h.base_offset > max(expect, gaps_below):
                         rep.findings.append(gap(
                             path, at, max(expect, gaps_below), h.base_offset - 1,
@@ -199,6 +204,8 @@ def _bytes_problem(path: str, buf: bytes, p: int, h: BatchHeader, at: int, where
         return Finding("crc", path, at, str(e), (h.base_offset, h.last_offset), h.record_count)
     try:
         check_body(buf, p, h, f" (batch at offsets {h.base_offset}..{h.last_offset}){where}")
+        if h.is_control:
+            control.marker_type(h, buf, p, where)
     except CorruptRecordError as e:
         return Finding("body", path, at, str(e), (h.base_offset, h.last_offset), h.record_count)
     return None
@@ -293,6 +300,28 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
             tidx.close()
 
 
+def check_txn_index(rep: SegmentReport, directory: str) -> None:
+    """The ``.txnindex`` must hold one entry per ABORT marker of the segment, each naming that
+    marker's producer id and offset, and nothing else."""
+    tpath = files.path(directory, rep.base_offset, files.TXNINDEX)
+    try:
+        entries, _ = txn_index.read_entries(tpath, rep.base_offset)
+    except DamagedMetadata as e:
+        rep.findings.append(Finding("txnindex", tpath, None, str(e)))
+        return
+    if rep.damaged:
+        return  # (markers after the damage were not read: nothing to compare with)
+    have = {(e.producer_id, e.last_offset) for e in entries}
+    want = set(rep.aborts)
+    for pid, off in sorted(want - have, key=lambda x: x[1]):
+        rep.findings.append(Finding("txnindex", tpath, None, f"the ABORT marker of producer "
+                                    f"{pid} at offset {off} has no entry: read_committed "
+                                    "readers would see that transaction's records"))
+    for pid, off in sorted(have - want, key=lambda x: x[1]):
+        rep.findings.append(Finding("txnindex", tpath, None, f"entry for producer {pid} at "
+                                    f"offset {off} names no ABORT marker of {rep.path}"))
+
+
 def verify_partition(directory: str, progress: Callable[[int], None] | None = None
                      ) -> list[SegmentReport]:
     """Reports for every segment of one partition directory, in offset order; findings about
@@ -312,6 +341,7 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
             time.sleep(0.05)
             rep = scan_segment(path, base, nxt, gaps_below=gaps_below)
         check_indexes(rep, directory)
+        check_txn_index(rep, directory)
         reports.append(rep)
     for rep, nxt in zip(reports, bases[1:]):
         end = rep.batch_nexts[-1] if rep.batch_nexts else rep.base_offset
