@@ -70,7 +70,7 @@ class PartitionProducers:
         if state is None:  # (checked, then dropped by a failure: rebuilt when next needed)
             return
         # offsets between the state's end and ``base`` are this process's format-1 batches
-        aborted = state.apply(header, base, self._marker(header, buf))
+        aborted = state.apply(header, base, self._marker(header, buf), clock.now_ms())
         if aborted is not None and self.on_abort is not None:
             self.on_abort(aborted)
 
@@ -137,10 +137,11 @@ class PartitionProducers:
 
     def _scan(self, state: ProducerState, end: int) -> None:
         on_abort = self.on_abort
+        now = clock.now_ms()
         for h, buf in self.log.headers(state.end, end, _wants_body):
             if h.magic == MAGIC_PRODUCER:
                 marker = marker_type(h, buf, 0, f" in {self.name}") if h.is_control else None
-                aborted = state.apply(h, h.base_offset, marker)
+                aborted = state.apply(h, h.base_offset, marker, now)
                 if aborted is not None and on_abort is not None:
                     on_abort(aborted)
             else:

@@ -13,7 +13,8 @@ little-endian::
       24 producer count i32         28 reserved i32 (=0)
     per producer, in producer id order, 40 bytes
       0  producer id i64            8  last offset i64 (its last batch or marker here)
-      16 last timestamp i64 (that batch's max timestamp: expiry)
+      16 last seen i64 (ms: its last batch's max timestamp or, if later, when it was
+         taken in; expiry)
       24 open transaction's first offset i64 (-1: none)
       32 epoch i16                  34 open transaction's epoch i16 (-1: none)
       36 batch count i32 (0..5), then that many batches, oldest first, 32 bytes each:
@@ -30,7 +31,7 @@ from __future__ import annotations
 import os
 import struct
 
-from ..errors import DamagedMetadata
+from ..errors import DamagedMetadata, plural
 from ..format.crc import crc32c
 from ..format.records import MAX_EPOCH
 from ..storage import files
@@ -88,7 +89,7 @@ def decode(data: bytes, where: str, offset: int, name: str = "") -> ProducerStat
 
     n = len(data)
     if n < HEADER.size:
-        raise bad(f"{n} bytes, shorter than its {HEADER.size}-byte header")
+        raise bad(f"{plural(n, 'byte')}, shorter than its {HEADER.size}-byte header")
     magic, version, r1, crc, r2, end, count, r3 = HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise bad(f"magic {magic!r}, expected {MAGIC!r}")
@@ -101,7 +102,7 @@ def decode(data: bytes, where: str, offset: int, name: str = "") -> ProducerStat
     if end != offset:
         raise bad(f"it holds offset {end}, its name says {offset}")
     if count < 0 or HEADER.size + count * PRODUCER.size > n:
-        raise bad(f"producer count {count} does not fit its {n} bytes")
+        raise bad(f"producer count {count} does not fit its {plural(n, 'byte')}")
     state = ProducerState(name, end)
     pos = HEADER.size
     prior = -1
@@ -138,7 +139,7 @@ def decode(data: bytes, where: str, offset: int, name: str = "") -> ProducerStat
             batches.append(BatchMeta(first_seq, last_seq, first_off, last_b, max_ts))
         state.add(pid, ProducerEntry(epoch, batches, txn_first, txn_epoch, last_off, last_ts))
     if pos != n:
-        raise bad(f"{n - pos} bytes after the last producer entry")
+        raise bad(f"{plural(n - pos, 'byte')} after the last producer entry")
     return state
 
 
@@ -150,7 +151,8 @@ def read(directory: str, offset: int, name: str = "") -> ProducerState:
         with open(p, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_BYTES:
-                raise DamagedMetadata(f"{WHAT} {p} is damaged (larger than {MAX_BYTES} bytes); "
+                raise DamagedMetadata(f"{WHAT} {p} is damaged (larger than "
+                                      f"{plural(MAX_BYTES, 'byte')}); "
                                       f"{FIX}", p)
             data = f.read(size + 1)
     except FileNotFoundError:

@@ -61,7 +61,7 @@ class ProducerEntry:
         self.txn_first_offset = txn_first_offset
         self.txn_epoch = txn_epoch
         self.last_offset = last_offset  # of its last batch or marker here
-        self.last_timestamp = last_timestamp  # that batch's max timestamp (expiry)
+        self.last_timestamp = last_timestamp  # when last seen (expiry): see apply
 
     @property
     def last_seq(self) -> int:
@@ -135,9 +135,11 @@ class ProducerState:
         return None
 
     # ---------------------------------------------------------------- applying batches
-    def apply(self, h: BatchHeader, base: int, marker: int | None = None) -> AbortedTxn | None:
+    def apply(self, h: BatchHeader, base: int, marker: int | None = None, now_ms: int = -1
+              ) -> AbortedTxn | None:
         """Account the format-2 batch ``h`` now at offsets from ``base`` (``marker``: its
-        type, for a control batch). Returns the aborted transaction an ABORT marker ended."""
+        type, for a control batch), taken in at ``now_ms``. Returns the aborted transaction an
+        ABORT marker ended."""
         pid, epoch = h.producer_id, h.producer_epoch
         last_offset = base + h.last_offset_delta
         if last_offset + 1 > self.end:
@@ -149,7 +151,9 @@ class ProducerState:
             e.epoch = epoch
             e.batches = []
         e.last_offset = last_offset
-        e.last_timestamp = max(e.last_timestamp, h.max_timestamp)
+        # seen last: its batch's time or, if later, when the state took the batch in (records
+        # with old timestamps, a backfill, must not expire their producer at once)
+        e.last_timestamp = max(e.last_timestamp, h.max_timestamp, now_ms)
         if h.is_control:
             first = e.txn_first_offset
             if first == NONE:
@@ -202,8 +206,9 @@ class ProducerState:
 
     # ---------------------------------------------------------------- expiry
     def expire(self, now_ms: int, expiration_ms: int, log_start: int) -> list[int]:
-        """Drop the producers without an open transaction whose last batch is older than
-        ``expiration_ms`` or lies below ``log_start``; returns their ids."""
+        """Drop the producers without an open transaction last seen ``expiration_ms`` or
+        more before ``now_ms``, or whose last batch lies below ``log_start``; returns their
+        ids."""
         gone = [pid for pid, e in self.producers.items()
                 if e.txn_first_offset == NONE
                 and (now_ms - e.last_timestamp >= expiration_ms or e.last_offset < log_start)]
