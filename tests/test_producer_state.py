@@ -479,3 +479,28 @@ def test_a_duplicate_of_a_batch_still_in_flight_waits_for_it(eng, monkeypatch, f
     else:
         assert results == {"first": 1, "retry": 1}
     assert [r.value for r in eng.read("t", 0, 0)] == [b"v0", b"v1"]
+
+
+def test_a_repair_cut_removes_the_snapshots_past_it(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        append(eng, data(1, 0, 0))
+        eng.checkpoint()
+        append(eng, data(1, 0, 1))
+        eng.checkpoint()
+    d = pdir(data_dir)
+    assert snapshot.offsets(d) == [1, 2]
+    seg = files.path(d, 0, files.LOG)
+    size = os.path.getsize(seg)
+    with open(seg, "r+b") as f:  # damage the last batch (past the first snapshot)
+        f.seek(size - 9)
+        b = f.read(1)
+        f.seek(size - 9)
+        f.write(bytes([b[0] ^ 1]))
+    with Engine.open(data_dir) as eng:
+        eng.segment_recover([seg], truncate_corrupt=True)
+        assert snapshot.offsets(d) == [1]  # the one past the cut would describe batch 1
+        assert end(eng) == 1
+        eng.produce("t", [Record(value=b"p1"), Record(value=b"p2")])  # the log grows past 2
+        assert append(eng, data(1, 0, 1, tag=b"w")) == 3  # seq 1 is new again
+        assert [r.value for r in eng.read("t", 0, 0)] == [b"v0", b"p1", b"p2", b"w1"]
