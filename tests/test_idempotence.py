@@ -338,7 +338,11 @@ def test_kill_9_at_random_moments_many_times(data_dir, tmp_path):
         out = tmp_path / f"calls-{round_}"
         prefix = b"r%d-" % round_
         proc = start(data_dir, out, prefix.decode())
-        time.sleep(rng.uniform(0.3, 1.2))
+        deadline = time.monotonic() + 60
+        while (not out.exists() or b"acked" not in out.read_bytes()) and \
+                time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)  # (started and producing: then a random moment)
+        time.sleep(rng.uniform(0.0, 0.5))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         with Engine.open(data_dir) as eng:

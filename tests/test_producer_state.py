@@ -504,3 +504,19 @@ def test_a_repair_cut_removes_the_snapshots_past_it(data_dir):
         eng.produce("t", [Record(value=b"p1"), Record(value=b"p2")])  # the log grows past 2
         assert append(eng, data(1, 0, 1, tag=b"w")) == 3  # seq 1 is new again
         assert [r.value for r in eng.read("t", 0, 0)] == [b"v0", b"p1", b"p2", b"w1"]
+
+
+def test_the_spark_source_never_returns_a_marker(data_dir, eng):
+    """(The Spark source's executor-side reader, without starting Spark.)"""
+    pytest.importorskip("pyspark")
+    from engine.spark.source import Piece, read_piece
+
+    eng.produce("t", [Record(value=b"a")])
+    append(eng, data(4, 0, 0, 2, txn=True))
+    append(eng, marker(4, 1, commit=False))
+    eng.produce("t", [Record(value=b"b")])
+    seg = files.path(pdir(data_dir), 0, files.LOG)
+    piece = Piece("t", 0, seg, 0, 0, os.path.getsize(seg), None)
+    rows = [row for b in read_piece(piece, ["offset", "value"])
+            for row in zip(b.column(0).to_pylist(), b.column(1).to_pylist())]
+    assert rows == [(0, b"a"), (1, b"v0"), (2, b"v1"), (4, b"b")]

@@ -242,16 +242,19 @@ def subset(req: ProduceRequest, idx: list[int]
 
 def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | None,
            ts: int | list[int], codec: int, cfg: TopicConfig,
-           producer: tuple[int, int, int] | None = None) -> list[tuple[int, EncodedBatch]]:
+           producer: tuple[int, int, int] | None = None, flags: int = 0
+           ) -> list[tuple[int, EncodedBatch]]:
     """One partition's records as batches split at max.message.bytes, in record order:
     ``(index of the batch's first record, batch)``. With ``producer`` = (producer id, epoch,
-    first sequence) they are format 2, each batch's sequence its first record's."""
+    first sequence) they are format 2, each batch's sequence its first record's, with the
+    attribute ``flags`` (ATTR_TRANSACTIONAL: a transaction's)."""
     limit = cfg.max_message_bytes
     if producer is None:
         batch = encode_batch(keys, values, ts, headers, codec)
     else:
         batch = encode_batch(keys, values, ts, headers, codec, producer_id=producer[0],
-                             producer_epoch=producer[1], base_sequence=producer[2])
+                             producer_epoch=producer[1], base_sequence=producer[2],
+                             flags=flags)
     if len(batch) <= limit:
         return [(0, batch)]
     chunks = _split(keys, values, headers, limit, topic)
@@ -264,7 +267,7 @@ def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | Non
         else:
             enc = encode_batch(keys[a:b], values[a:b], t, h, codec, producer_id=producer[0],
                                producer_epoch=producer[1],
-                               base_sequence=(producer[2] + a) & SEQ_MASK)
+                               base_sequence=(producer[2] + a) & SEQ_MASK, flags=flags)
         if len(enc) > limit:
             if b - a == 1:
                 raise _too_large(

@@ -76,6 +76,8 @@ class Producer:
     """An idempotent producer: ``produce``/``produce_batch`` as ``Engine``'s, stored once
     however often a call is retried (``retry_last``). Thread-safe; calls run one at a time."""
 
+    FLAGS = 0  # the batches' attribute bits (a transactional producer's: ATTR_TRANSACTIONAL)
+
     def __init__(self, path: produce.Producer, producer_id: int, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None, resume: bool = False,
                  after: Callable[[], None] | None = None) -> None:
@@ -186,7 +188,7 @@ class Producer:
             key = (meta.name, p)
             seq = before[key] = self._next(key, log)
             for a, enc in encode(meta.name, keys, values, headers, ts, codec, cfg,
-                                 (*fields, seq)):
+                                 (*fields, seq), self.FLAGS):
                 n = enc.count
                 sent.append(_Sent(meta, p, enc, range(a, a + n) if idx is None
                                   else idx[a:a + n]))

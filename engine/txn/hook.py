@@ -172,11 +172,13 @@ class PartitionProducers:
             state = ProducerState(self.name, start)
         if writer and log.writable and any(off > end for off in found):
             snapshot.remove(log.dir, [off for off in found if off > end])
-        for _ in range(3):
+        for attempt in range(3):
             try:
                 self._scan(state, end)
                 break
             except SegmentGone:  # deleted under a reader (retention): look again
+                if attempt == 2:
+                    raise
                 log.reload_view()
                 state = ProducerState(self.name, log.local_start())
         self._state = state
