@@ -357,16 +357,18 @@ def test_snapshots_below_the_log_start_go_and_producers_there_expire(data_dir, e
 
 def test_idle_producers_expire(data_dir, eng, monkeypatch):
     eng.alter_topic_config("t", {"producer.id.expiration.ms": "60000"})
-    append(eng, data(1, 0, 0, ts=NOW))
-    append(eng, data(2, 0, 0, ts=NOW + 50_000))
-    append(eng, data(3, 0, 0, txn=True, ts=NOW))
-    monkeypatch.setattr(clock_mod, "now_ms", lambda: NOW + 70_000)
+    t0 = clock_mod.now_ms()
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: t0)  # (last seen: when taken in)
+    append(eng, data(1, 0, 0, ts=t0))
+    append(eng, data(2, 0, 0, ts=t0 + 50_000))
+    append(eng, data(3, 0, 0, txn=True, ts=t0))
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: t0 + 70_000)
     eng.checkpoint()
     st = state_of(log_of(eng))
     assert set(st.producers) == {2, 3}  # 3 has a transaction open: kept
     assert set(snapshot.read(pdir(data_dir), 3).producers) == {2, 3}
-    assert append(eng, data(1, 0, 0, ts=NOW)) == 3  # expired: its retry is stored again
-    assert append(eng, data(2, 0, 0, ts=NOW)) == 1
+    assert append(eng, data(1, 0, 0, ts=t0)) == 3  # expired: its retry is stored again
+    assert append(eng, data(2, 0, 0, ts=t0)) == 1
 
 
 def test_state_follows_rolled_segments(data_dir):
@@ -520,3 +522,34 @@ def test_the_spark_source_never_returns_a_marker(data_dir, eng):
     rows = [row for b in read_piece(piece, ["offset", "value"])
             for row in zip(b.column(0).to_pylist(), b.column(1).to_pylist())]
     assert rows == [(0, b"a"), (1, b"v0"), (2, b"v1"), (4, b"b")]
+
+
+def test_the_readers_view_of_the_state(data_dir, eng):
+    from engine.txn.hook import producers_of
+
+    append(eng, data(3, 2, 0, 4))
+    append(eng, data(5, 0, 0, 1, txn=True))
+    hook = producers_of(log_of(eng))
+    assert hook.last_stable_offset() == (4, 5)
+    assert hook.open_transactions() == {5: (4, 0)}
+    assert hook.last_sequence(3, 2) == 3 and hook.last_sequence(3, 1) is None
+    rows = hook.producers()
+    assert [(r["producer_id"], r["epoch"], r["last_sequence"], r["txn_first_offset"])
+            for r in rows] == [(3, 2, 3, None), (5, 0, 0, 4)]
+    with Engine.open(data_dir, read_only=True) as ro:  # a reader builds it from the log
+        ro_hook = producers_of(ro._producer.log_for(ro.topic("t"), 0))
+        assert ro_hook.last_stable_offset() == (4, 5)
+        append(eng, marker(5, 1, commit=True))
+        assert ro_hook.last_stable_offset() == (6, 6)  # and follows the log
+
+
+def test_old_record_timestamps_do_not_expire_their_producer(data_dir):
+    """A backfill (records stamped days ago): the producer was seen now, and is kept."""
+    old = clock_mod.now_ms() - 10 * 86_400_000
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, {"retention.ms": "-1"})
+        append(eng, data(1, 0, 0, 3, ts=old))
+        eng.checkpoint()
+    with Engine.open(data_dir) as eng:
+        assert append(eng, data(1, 0, 0, 3, ts=old)) == 0  # still a duplicate
+        assert end(eng) == 3

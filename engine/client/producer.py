@@ -28,7 +28,7 @@ from ..failpoint import failpoint
 from ..format.records import MAX_EPOCH, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
-from ..txn.hook import state_of
+from ..txn.hook import producers_of
 from . import produce
 from .produce import ProduceRequest, encode, subset
 
@@ -201,8 +201,8 @@ class Producer:
         if seq is not None:
             return seq
         if self._resume:  # where this id stands in the partition (a new epoch: at 0)
-            state = state_of(log)
-            last = state.last_sequence(self.producer_id, self.epoch) if state else None
+            hook = producers_of(log)
+            last = hook.last_sequence(self.producer_id, self.epoch) if hook else None
             if last is not None:
                 return (last + 1) & SEQ_MASK
         return 0

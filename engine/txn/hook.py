@@ -100,9 +100,9 @@ class PartitionProducers:
 
     # ---------------------------------------------------------------- reading it
     def state(self) -> ProducerState:
-        """The state as of the log end now (loaded when needed), for readers: read_committed's
-        last stable offset, open transactions, ``rivven txn producers``. Caller holds no
-        lock; the state includes batches this process has in flight."""
+        """The state as of the log end now (loaded when needed; it includes batches this
+        process has in flight). It changes as appends go on: read it holding ``log.mutex``,
+        or use the methods below, which do."""
         log = self.log
         with log.mutex:
             end = log.offsets()[1]
@@ -111,6 +111,32 @@ class PartitionProducers:
             if self._state.end < end:  # (ahead: this process's batches in flight)
                 self._sync(end, writer=False)
             return self._state if self._state is not None else self._load(end, writer=False)
+
+    def last_stable_offset(self) -> tuple[int, int]:
+        """(last stable offset, log end) now: read_committed reads stop at the first."""
+        with self.log.mutex:
+            state = self.state()
+            end = self.log.end_offset()
+            return state.last_stable_offset(end), end
+
+    def open_transactions(self) -> dict[int, tuple[int, int]]:
+        """Producer id -> (first offset, epoch) of each transaction open in the partition."""
+        with self.log.mutex:
+            return self.state().open_transactions()
+
+    def last_sequence(self, producer_id: int, epoch: int) -> int | None:
+        """``ProducerState.last_sequence`` now."""
+        with self.log.mutex:
+            return self.state().last_sequence(producer_id, epoch)
+
+    def producers(self) -> list[dict[str, Any]]:
+        """A copy of every producer's state here (``rivven txn producers``): producer id,
+        epoch, last sequence, last offset, last seen, open transaction's first offset."""
+        with self.log.mutex:
+            return [{"producer_id": pid, "epoch": e.epoch, "last_sequence": e.last_seq,
+                     "last_offset": e.last_offset, "last_seen_ms": e.last_timestamp,
+                     "txn_first_offset": None if e.txn_first_offset < 0 else e.txn_first_offset}
+                    for pid, e in self.state().entries()]
 
     # ---------------------------------------------------------------- keeping it in step
     def _marker(self, h: BatchHeader, buf: Any) -> int | None:
@@ -198,9 +224,13 @@ class PartitionProducers:
         self._pruned_start = start
 
 
-def state_of(log: PartitionLog) -> ProducerState | None:
+def producers_of(log: PartitionLog) -> PartitionProducers | None:
     """The producer state of ``log`` (None when it was opened without one: tools, Spark)."""
     hook = log.producers
-    if isinstance(hook, PartitionProducers):
-        return hook.state()
-    return None
+    return hook if isinstance(hook, PartitionProducers) else None
+
+
+def state_of(log: PartitionLog) -> ProducerState | None:
+    """``producers_of(log).state()`` (read it holding ``log.mutex``), None without one."""
+    hook = producers_of(log)
+    return hook.state() if hook is not None else None
