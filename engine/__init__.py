@@ -3,6 +3,7 @@
 ``import engine`` is light: pyarrow is imported on the first read, pyspark never.
 """
 
+from .client.producer import Producer
 from .client.read import Position
 from .engine import Engine
 from .errors import (
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ColdObjectError", "CorruptRecordError", "DataDirError", "Engine", "InvalidArgument", "InvalidConfig",
     "InvalidTopicName", "InvalidTxnState", "OffsetOutOfRange", "OutOfOrderSequence",
-    "ProducerFenced", "Position", "ReadOnlyError", "Record",
+    "ProducerFenced", "Position", "Producer", "ReadOnlyError", "Record",
     "ColumnBatch", "RecordTooLarge",
     "RivvenError", "StorageError", "TopicExists", "UnknownPartition", "UnknownTopic",
     "__version__",

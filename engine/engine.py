@@ -9,10 +9,11 @@ the open partitions (storage.partitions), the WAL (wal.owner), the produce path
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import clock
+from .client import producer as idempotent
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
@@ -38,6 +39,8 @@ from .tiering.cache import ColdCache
 from .tiering.hot import HotCache
 from .tools import inspect, repair
 from .tools import verify as verify_mod
+from .txn import pids
+from .txn.hook import PartitionProducers
 from .wal import streams
 from .wal.owner import WalOwner
 
@@ -94,7 +97,7 @@ class Engine:
         self.cold_cache = ColdCache.for_data_dir(self.path, st.tier_cache_max_bytes)
         self._partitions = Partitions(self.path, not read_only, st.wal_sync, progress,
                                       self.cold_cache, self.hot, on_open=self._retain,
-                                      lock_wait=lw)
+                                      lock_wait=lw, producers=PartitionProducers)
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
                              after_checkpoint=self._retain,
                              after_checkpoints=self._publish_hot_stats, lock_wait=lw)
@@ -332,6 +335,29 @@ class Engine:
                                                         partition, partitions, compression))
         self._wal.maybe_checkpoint()
         return acks
+
+    def producer(self, *, producer_id: int | None = None, epoch: int = 0,
+                 sequences: Mapping[tuple[str, int], int] | None = None
+                 ) -> idempotent.Producer:
+        """An idempotent producer: a new producer id (never shared by two producers of any
+        processes), epoch 0. Its ``produce``/``produce_batch`` answer as this engine's, and a
+        call that failed ambiguously is retried with ``retry_last()`` and stored once
+        (engine.client.producer).
+
+        ``producer_id`` (and ``epoch``) take up an id used before, e.g. by a process that died
+        before it saw its answer: each partition's producer state says which sequence comes
+        next, or ``sequences`` ``{(topic, partition): next sequence}`` says it (to send the
+        very batches again: their records are then stored once)."""
+        self._writable()
+        if producer_id is None:
+            if sequences:
+                raise InvalidArgument("sequences belong to a producer id: give producer_id too")
+            producer_id = pids.allocate(self.path, self.lock_wait)
+            resume = False
+        else:
+            resume = True
+        return idempotent.Producer(self._producer, producer_id, epoch, sequences, resume,
+                                   after=self._wal.maybe_checkpoint)
 
     # ---------------------------------------------------------------- read
     def read(self, topic: str, partition: int, offset: int, max_records: int = 1000

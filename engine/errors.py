@@ -93,7 +93,8 @@ class ProducerFenced(RivvenError):
 
 class InvalidTxnState(RivvenError):
     """A transactional call out of order: commit or produce without begin, begin twice,
-    produce after a failed commit (abort first)."""
+    produce after a failed commit (abort first); also a new call of an idempotent producer
+    whose last call failed and was not retried (``retry_last()`` first)."""
 
 
 class OutOfOrderSequence(RivvenError):

@@ -21,7 +21,7 @@ from .. import clock
 from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic, plural
 from ..format import codecs
 from ..format.encode import encode_batch
-from ..format.records import HEADER_SIZE, Record
+from ..format.records import HEADER_SIZE, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
@@ -33,6 +33,7 @@ CATALOG_RECHECK_S = 0.01  # a produce stats topics.json at most this often
 BATCH_OVERHEAD = HEADER_SIZE + 64  # a batch's header and padding, when splitting
 RECORD_OVERHEAD = 24  # a record's offsets and lengths in the columns
 HEADER_OVERHEAD = 12
+SEQ_MASK = 0x7FFFFFFF  # record sequences wrap from 2^31-1 to 0
 
 
 @dataclass
@@ -129,6 +130,11 @@ class Producer:
                 raise
             return self._produce_to(fresh, req)
 
+    def topic_meta(self, topic: str, fresh: bool = False) -> tuple[TopicMeta, bool]:
+        """The topic's metadata (from the cache when recent, unless ``fresh``); ``True``
+        when it came from the cache."""
+        return (self._fresh(topic), False) if fresh else self._meta(topic)
+
     def _meta(self, topic: str) -> tuple[TopicMeta, bool]:
         """The topic's metadata; ``True`` when it came from the cache."""
         if time.monotonic() - self._checked < CATALOG_RECHECK_S:
@@ -144,36 +150,35 @@ class Producer:
         return meta
 
     def _produce_to(self, meta: TopicMeta, req: ProduceRequest) -> list[tuple[int, int]]:
-        cfg = meta.typed
-        codec = _codec(cfg, req.compression)
-        keys = req.keys
-        if cfg.compacted and None in keys:
-            raise InvalidArgument(
-                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
-                "every record needs a key")
-        groups = self._assign(meta, keys, req.partition, req.partitions)
+        codec, cfg, groups = self.plan(meta, req)
         n = len(req.values)
         acks: list[tuple[int, int]] = [None] * n if len(groups) > 1 else []  # type: ignore[list-item]
         for p, idx in groups.items():
             log = self.log_for(meta, p)
             if idx is None:
-                for base, count in self._append(log, req, keys, req.values, req.headers,
+                for base, count in self._append(log, req, req.keys, req.values, req.headers,
                                                 req.timestamps, codec, cfg):
                     acks.extend(zip([p] * count, range(base, base + count)))
                 continue
-            ts = req.timestamps
-
-            def sub(seq: Sequence, idx: list[int] = idx) -> list:
-                return [seq[i] for i in idx]
-
-            bases = self._append(log, req, sub(keys), sub(req.values),
-                                 sub(req.headers) if req.headers is not None else None,
-                                 ts if isinstance(ts, int) else sub(ts), codec, cfg)
+            keys, values, headers, ts = subset(req, idx)
+            bases = self._append(log, req, keys, values, headers, ts, codec, cfg)
             it = iter(idx)
             for base, count in bases:
                 for off in range(base, base + count):
                     acks[next(it)] = (p, off)
         return acks
+
+    def plan(self, meta: TopicMeta, req: ProduceRequest
+             ) -> tuple[int, TopicConfig, dict[int, list[int] | None]]:
+        """``(codec, topic config, partition -> record indexes)`` of a request (indexes None:
+        every record); raises what the topic refuses."""
+        cfg = meta.typed
+        codec = _codec(cfg, req.compression)
+        if cfg.compacted and None in req.keys:
+            raise InvalidArgument(
+                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
+                "every record needs a key")
+        return codec, cfg, self._assign(meta, req.keys, req.partition, req.partitions)
 
     def _assign(self, meta: TopicMeta, keys: Sequence[bytes | None], partition: int | None,
                 partitions: Sequence[int | None] | None) -> dict[int, list[int] | None]:
@@ -211,34 +216,70 @@ class Producer:
         """Encode (splitting at max.message.bytes) and append; ``[(base_offset, count)]``."""
         if log.wal is None:
             self.attach_wal(log)
-        limit = cfg.max_message_bytes
-        batch = encode_batch(keys, values, ts, headers, codec)
-        if len(batch) <= limit:
-            base = log.append(batch)
-            req.stored += 1
-            return [(base, batch.count)]
-        chunks = _split(keys, values, headers, limit, log.topic)
-        batches = []
-        for a, b in chunks:
-            t = ts if isinstance(ts, int) else ts[a:b]
-            h = headers[a:b] if headers is not None else None
-            enc = encode_batch(keys[a:b], values[a:b], t, h, codec)
-            if len(enc) > limit:
-                if b - a == 1:
-                    raise _too_large(
-                        a, f"record {a} is {plural(len(enc), 'byte')} as a batch, over max.message.bytes="
-                        f"{limit} of topic {log.topic!r}; raise it with 'rivven topic "
-                        f"alter-config {log.topic} --set max.message.bytes=N'")
-                mid = (a + b) // 2
-                chunks.extend([(a, mid), (mid, b)])
-                continue
-            batches.append((a, enc))
-        batches.sort(key=lambda x: x[0])
         out = []
-        for _, enc in batches:
+        for _, enc in encode(log.topic, keys, values, headers, ts, codec, cfg):
             out.append((log.append(enc), enc.count))
             req.stored += 1
         return out
+
+    def append_encoded(self, log: PartitionLog, batch: EncodedBatch) -> int:
+        """Append a batch encoded elsewhere (an idempotent producer's, a marker); its base
+        offset (the original one when the partition's producer state finds it a duplicate)."""
+        if log.wal is None:
+            self.attach_wal(log)
+        return log.append(batch)
+
+
+def subset(req: ProduceRequest, idx: list[int]
+           ) -> tuple[list, list, list | None, int | list[int]]:
+    """``(keys, values, headers, timestamps)`` of the records at ``idx``."""
+    ts = req.timestamps
+    hs = req.headers
+    return ([req.keys[i] for i in idx], [req.values[i] for i in idx],
+            [hs[i] for i in idx] if hs is not None else None,
+            ts if isinstance(ts, int) else [ts[i] for i in idx])
+
+
+def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | None,
+           ts: int | list[int], codec: int, cfg: TopicConfig,
+           producer: tuple[int, int, int] | None = None, flags: int = 0
+           ) -> list[tuple[int, EncodedBatch]]:
+    """One partition's records as batches split at max.message.bytes, in record order:
+    ``(index of the batch's first record, batch)``. With ``producer`` = (producer id, epoch,
+    first sequence) they are format 2, each batch's sequence its first record's, with the
+    attribute ``flags`` (ATTR_TRANSACTIONAL: a transaction's)."""
+    limit = cfg.max_message_bytes
+    if producer is None:
+        batch = encode_batch(keys, values, ts, headers, codec)
+    else:
+        batch = encode_batch(keys, values, ts, headers, codec, producer_id=producer[0],
+                             producer_epoch=producer[1], base_sequence=producer[2],
+                             flags=flags)
+    if len(batch) <= limit:
+        return [(0, batch)]
+    chunks = _split(keys, values, headers, limit, topic)
+    batches = []
+    for a, b in chunks:
+        t = ts if isinstance(ts, int) else ts[a:b]
+        h = headers[a:b] if headers is not None else None
+        if producer is None:
+            enc = encode_batch(keys[a:b], values[a:b], t, h, codec)
+        else:
+            enc = encode_batch(keys[a:b], values[a:b], t, h, codec, producer_id=producer[0],
+                               producer_epoch=producer[1],
+                               base_sequence=(producer[2] + a) & SEQ_MASK, flags=flags)
+        if len(enc) > limit:
+            if b - a == 1:
+                raise _too_large(
+                    a, f"record {a} is {plural(len(enc), 'byte')} as a batch, over max.message.bytes="
+                    f"{limit} of topic {topic!r}; raise it with 'rivven topic "
+                    f"alter-config {topic} --set max.message.bytes=N'")
+            mid = (a + b) // 2
+            chunks.extend([(a, mid), (mid, b)])
+            continue
+        batches.append((a, enc))
+    batches.sort(key=lambda x: x[0])
+    return batches
 
 
 def _codec(cfg: TopicConfig, compression: str | None) -> int:

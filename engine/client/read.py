@@ -3,7 +3,8 @@ offsets found by time or by a position such as "end" or "@TIME".
 
 Batches come from PartitionLog.batches (hot cache, local segments, cold tier) already
 CRC-checked; each is decompressed and laid out once, and only what the caller asks for is
-made into Python objects.
+made into Python objects. Control batches (transaction markers) are never returned, at any
+isolation level: their offsets are gaps.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..errors import InvalidArgument
 from ..format.arrow import batch_columns
 from ..format.arrow import table as arrow_table
 from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
-from ..format.records import ColumnBatch, Record
+from ..format.records import ATTR_CONTROL, ColumnBatch, Record
 from ..storage.log import PartitionLog
 from ..storage.segment import BatchRef, Segment
 
@@ -53,6 +54,8 @@ def batches(log: PartitionLog, offset: int, max_records: int
     seen = 0
     for ref in log.batches(offset, max_bytes=1 << 62):
         h = ref.header
+        if h.attributes & ATTR_CONTROL:
+            continue  # a transaction marker: never returned, its offset is a gap
         at = where(ref)
         body = body_of(ref.buf, ref.start, h, at)
         lay = layout(body, h, at)
@@ -139,7 +142,7 @@ def _first_at(seg: Segment, timestamp: int, start: int) -> int | None:
     """(In one segment.) The first offset >= ``start`` with a timestamp >= ``timestamp``."""
     for ref in seg.iter_batches(seg.position_for_time(timestamp), seg.size):
         h = ref.header
-        if h.max_timestamp < timestamp or h.last_offset < start:
+        if h.max_timestamp < timestamp or h.last_offset < start or h.attributes & ATTR_CONTROL:
             continue
         at = where(ref)
         body = body_of(ref.buf, ref.start, h, at)

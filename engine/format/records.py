@@ -151,6 +151,11 @@ class EncodedBatch:
     def __len__(self) -> int:
         return len(self.buf)
 
+    def copy(self) -> EncodedBatch:
+        """The same batch in a buffer of its own (a retry: the first buffer may be in use)."""
+        return EncodedBatch(bytearray(self.buf), self.count, self.first_timestamp,
+                            self.max_timestamp, self.last_offset_delta, self._tail_crc)
+
     def assign(self, base_offset: int) -> bytearray:
         """Write the base offset and the final CRC into the header; 16 bytes are re-checksummed."""
         buf = self.buf

@@ -169,6 +169,8 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
             if ref.position >= split.end or (split.end_offset is not None
                                              and h.base_offset >= split.end_offset):
                 break
+            if h.is_control:
+                continue  # a transaction marker: never a row
             where = f" at position {ref.position} of {split.path}"
             body = body_of(ref.buf, ref.start, h, where)
             cols = batch_columns(body, h, layout(body, h, where), where)

@@ -120,6 +120,9 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         "dirty share of a log below which compaction skips it", _ratio),
     Key("min.compaction.lag.ms", "0", "records younger than this are never compacted",
         _int(0, INT64_MAX)),
+    Key("producer.id.expiration.ms", "86400000",
+        "how long a producer's sequence state is kept after its last batch (duplicates of "
+        "older retries are stored again)", _int(1, INT64_MAX)),
     Key("remote.storage.enable", "false",
         "tier old segments to the cold store (rivven spark tier)", _bool),
     Key("remote.storage.uri", "",
@@ -178,6 +181,7 @@ class TopicConfig:
     max_message_bytes: int
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
+    producer_id_expiration_ms: int
     remote_storage_enable: bool
     remote_storage_uri: str
     retention_bytes: int

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ..errors import DamagedMetadata, OffsetOutOfRange, StorageError, disk_full
 from ..failpoint import failpoint
-from ..format.records import EncodedBatch
+from ..format.records import BatchHeader, EncodedBatch
 from ..progress import Progress
 from . import checkpoint, files, guard, loader, reader, swap, tier_manifest
 from .config import TopicConfig
@@ -53,6 +53,32 @@ class HotCache(Protocol):
     def clear(self, key: Any) -> None: ...
 
 
+class ProducerHook(Protocol):
+    """The producer state of the partition (engine.txn.hook.PartitionProducers), handed in
+    by the layer that opens logs: storage never imports engine.txn. The append pipeline and
+    checkpoints call it with the partition's mutex and flock held (docs/TRANSACTIONS.md)."""
+
+    def caught_up(self, end: int) -> None:
+        """The flock was just taken and the view brought up to date: the log ends at
+        ``end``. Apply what other processes appended since the state last looked."""
+
+    def check(self, header: BatchHeader, buf: Any) -> int | None:
+        """Before offsets are assigned to the format-2 batch ``buf`` (its ``header``, base
+        offset not yet set): raise ProducerFenced, OutOfOrderSequence or InvalidTxnState
+        when it may not be appended (nothing is written); return the base offset of the
+        batch it duplicates (nothing is written, that offset is the answer); else None."""
+
+    def applied(self, header: BatchHeader, buf: Any, base: int) -> None:
+        """The batch checked last was logged at ``base`` (its WAL record written)."""
+
+    def discarded(self) -> None:
+        """Batches applied were not written after all (a failed write or fsync): forget
+        the state, it is rebuilt from the log when next needed."""
+
+    def checkpointed(self, end: int) -> None:
+        """A checkpoint made the log durable up to ``end``: take a snapshot."""
+
+
 class ColdSegments(Protocol):
     """Local copies of cold segments (engine.tiering.cache.ColdCache)."""
 
@@ -79,7 +105,8 @@ class PartitionLog:
                  wal_sync: str = "always", cuts: list[dict] | None = None,
                  progress: Progress | None = None,
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
-                 hot: HotCache | None = None, lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 hot: HotCache | None = None, lock_wait: LockWait = DEFAULT_WAIT,
+                 producers: Callable[[PartitionLog], ProducerHook] | None = None) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -108,6 +135,9 @@ class PartitionLog:
         except BaseException:
             self.lock.close()
             raise
+        # format-2 batches (idempotent and transactional producers) are checked against it;
+        # without one (tools, Spark) they are refused
+        self.producers: ProducerHook | None = producers(self) if producers is not None else None
 
     @property
     def tier(self) -> list[ColdSegment]:
@@ -259,6 +289,18 @@ class PartitionLog:
         the hot cache, the local segments, or (below them) cold segments via the cache."""
         return reader.batches(self, offset, max_bytes)
 
+    def headers(self, start: int, end: int,
+                body: Callable[[BatchHeader], bool] = lambda h: False
+                ) -> Iterator[tuple[BatchHeader, bytes | None]]:
+        """(mutex held.) Headers of the local batches holding offsets ``start`` to ``end``,
+        without their bodies (engine.storage.reader.headers)."""
+        return reader.headers(self, start, end, body)
+
+    def report_ignored(self, e: DamagedMetadata) -> None:
+        """Note a damaged metadata file of this partition that was ignored, never acted on
+        (``Engine.repairs()``)."""
+        self.segs.ignored(e)
+
     def out_of_range(self, offset: int, start: int, end: int) -> OffsetOutOfRange:
         return OffsetOutOfRange(
             f"offset {offset} is out of range for {self.topic}-{self.partition}: valid offsets "
@@ -321,6 +363,8 @@ class PartitionLog:
                 self.pipeline.write(buf, base, count, last_delta, max_ts, sync=False)
                 applied += 1
             self.dirty = self.dirty or applied > 0
+            if applied and self.producers is not None:
+                self.producers.caught_up(self.segs.active.next_offset)
         return applied, skipped, dropped
 
     def checkpoint(self) -> dict:
@@ -353,6 +397,8 @@ class PartitionLog:
                 raise RecoveryPointNotWritten(str(e)) from e
             raise
         self._ckpt_stamp = None
+        if self.producers is not None:
+            self.producers.checkpointed(act.next_offset)
         return point
 
     # ---------------------------------------------------------------- changes

@@ -2,7 +2,8 @@
 
 A log is opened on first use and kept; a topic deleted and created again under the same name
 (a new topic id) gets a new log. ``on_open(log, meta)`` runs when a writer opens one (the
-engine applies retention there).
+engine applies retention there); ``producers(log)`` makes its producer state (the engine hands
+in engine.txn.hook.PartitionProducers: storage never imports engine.txn).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from . import files
 from .catalog import TopicMeta
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
-from .log import PartitionLog
+from .log import PartitionLog, ProducerHook
 
 
 def check_partition(meta: TopicMeta, partition: Any) -> None:
@@ -32,7 +33,8 @@ class Partitions:
                  progress: Progress | None = None,
                  cold: Any = None, hot: Any = None,
                  on_open: Callable[[PartitionLog, TopicMeta], None] | None = None,
-                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 lock_wait: LockWait = DEFAULT_WAIT,
+                 producers: Callable[[PartitionLog], ProducerHook] | None = None) -> None:
         self.data_dir = data_dir
         self.lock_wait = lock_wait
         self.writable = writable
@@ -41,6 +43,7 @@ class Partitions:
         self.cold = cold
         self.hot = hot
         self.on_open = on_open
+        self.producers = producers  # makes each log's producer state (engine.txn.hook)
         self.holds = FlockHolds()  # partition flocks kept between appends
         self.cuts: list[dict[str, Any]] = []  # damaged tails cut while opening (repairs())
         self._logs: dict[tuple[str, int], tuple[str, PartitionLog]] = {}
@@ -73,7 +76,8 @@ class Partitions:
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=self.writable,
                                topic_id=bytes.fromhex(meta.id), wal_sync=self.wal_sync,
                                cuts=self.cuts, progress=self.progress, holds=self.holds,
-                               cold=self.cold, hot=self.hot, lock_wait=self.lock_wait)
+                               cold=self.cold, hot=self.hot, lock_wait=self.lock_wait,
+                               producers=self.producers)
             self._logs[key] = (meta.id, log)
         if retain and self.writable and self.on_open is not None:
             self.on_open(log, meta)

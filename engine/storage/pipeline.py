@@ -22,8 +22,9 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from .. import clock
-from ..errors import RivvenError, StorageError
-from ..format.records import EncodedBatch
+from ..errors import InvalidArgument, RivvenError, StorageError
+from ..failpoint import failpoint
+from ..format.records import MAGIC_PRODUCER, EncodedBatch, read_header
 from .holds import HOLD_S
 from .segment import Segment
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .log import PartitionLog
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
+MAGIC_AT = 12  # the batch header's magic byte
 
 
 class _Entry:
@@ -133,25 +135,41 @@ class AppendPipeline:
         # dirty before the WAL write: a checkpoint that rotates the WAL after our record then
         # sees this partition and fsyncs it before deleting the file holding the record
         log.dirty = True
+        hook = log.producers
         if not lock.held:
             try:
                 lock.hold()
                 self._broken = False
                 lock.check_alive()
                 log.sync_view(repair=True)
+                self._assigned_end = self.segs.active.next_offset
+                if hook is not None:  # batches other processes appended meanwhile
+                    hook.caught_up(self._assigned_end)
             except BaseException as e:
                 lock.release()
                 if isinstance(e, Exception) and not isinstance(e, RivvenError):
                     raise StorageError(f"{log.topic}-{log.partition}: append failed: {e}"
                                        ) from e
                 raise
-            self._assigned_end = self.segs.active.next_offset
+        header = None
+        if batch.buf[MAGIC_AT] == MAGIC_PRODUCER:  # (one byte: plain batches pay nothing more)
+            header = read_header(batch.buf)
+            if hook is None:
+                raise InvalidArgument(
+                    f"{log.topic}-{log.partition} was opened without producer state (a tool "
+                    f"or a Spark job): a batch of producer id {header.producer_id} can only "
+                    "be appended through an Engine")
+            original = hook.check(header, batch.buf)  # raises: nothing written, no offsets
+            if original is not None:
+                return self._duplicate(original)
         base = self._assigned_end
         buf = batch.assign(base)
         wal_end = 0
         wal = log.wal
         if wal is not None:  # a failed write raises: no offsets used, nothing logged
             wal_end = wal.append_batch(log.topic_id, log.partition, log.topic, buf)
+        if header is not None:
+            hook.applied(header, buf, base)  # type: ignore[union-attr]
         self._assigned_end = base + batch.last_offset_delta + 1
         self._seq += 1
         entry = _Entry(batch, buf, base, wal_end, self._seq)
@@ -160,10 +178,22 @@ class AppendPipeline:
             wal.listeners.add(self)
         return entry
 
+    def _duplicate(self, base: int) -> _Entry:
+        """(mutex held.) The entry to wait for when a retried batch was first logged at
+        ``base``: its own while it is still in flight (a failed fsync then fails the retry
+        too), else one already settled."""
+        for e in self.pending:
+            if e.base == base:
+                return e
+        entry = _Entry(None, b"", base, 0, 0)  # type: ignore[arg-type]
+        entry.done = True
+        return entry
+
     def after_wal_sync(self) -> None:
         """Called by the thread that just finished a WAL fsync, before it wakes the threads
         it covered: write their batches now, so they wake up to find them written. Skipped
         when the mutex is busy (the owners then drain themselves)."""
+        failpoint("append.after_wal_sync")  # (crash tests: durable in the WAL only)
         if self.lock.mutex.acquire(blocking=False):
             try:
                 self._drain()
@@ -197,6 +227,8 @@ class AppendPipeline:
             if e.error is not None and not self._broken:
                 self._broken = True
                 self._broken_error = e.error
+                if self.log.producers is not None:  # it counted batches that never landed
+                    self.log.producers.discarded()
             pending.popleft()
             e.done = True
             self._done_seq = e.seq

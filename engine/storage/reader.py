@@ -8,11 +8,13 @@ from where they were; they stop at the last complete, CRC-valid batch of the act
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import ColdObjectError, CorruptRecordError
+from ..format.records import BatchHeader, check_crc
 from .segment import BatchRef, Segment, TornTail
 from .segment_set import SegmentGone
 from .tier_view import cold_entry
@@ -105,3 +107,49 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20) -> Iterato
         if seg is active:
             return
         offset = max(offset, nxt)
+
+
+def headers(log: PartitionLog, start: int, end: int,
+            body: Callable[[BatchHeader], bool] = lambda h: False
+            ) -> Iterator[tuple[BatchHeader, bytes | None]]:
+    """(mutex held.) The headers of the local batches holding offsets ``start`` to ``end``
+    (exclusive), in offset order, read without their bodies; with the batch's bytes, CRC
+    checked, when ``body(header)`` says so (a control batch's marker type). ``start`` must not
+    lie below the local segments. For the producer state (engine.txn): a prefix of the log
+    the view already checked, so only headers are read."""
+    segs = log.segs
+    bases = segs.bases
+    if start < bases[0] and start < end:
+        raise SegmentGone(f"offset {start} of {log.topic}-{log.partition} is below the local "
+                          f"segments (they start at {bases[0]})")
+    last = -1
+    for i in range(max(bisect_right(bases, start) - 1, 0), len(bases)):
+        if start >= end:
+            return
+        seg = segs.active if bases[i] == segs.active.base else segs.sealed(bases[i])
+        pos = seg.position_for(start) if seg.base <= start else 0
+        try:
+            for position, h in seg.iter_headers(pos, seg.size):
+                if h.base_offset <= last:
+                    raise CorruptRecordError(
+                        f"batch at offsets {h.base_offset}..{h.last_offset} does not follow "
+                        f"offset {last}{seg.where(position)}; run 'rivven segment verify'",
+                        seg.path, position)
+                last = h.last_offset
+                if h.next_offset <= start:
+                    continue
+                if h.base_offset >= end:
+                    return
+                buf = None
+                if body(h):
+                    buf = os.pread(seg.fd, h.size, position)
+                    if len(buf) < h.size:
+                        raise TornTail(position, "file shorter than expected")
+                    check_crc(buf, 0, h, seg.where(position))
+                yield h, buf
+                start = h.next_offset
+        except TornTail as t:
+            raise CorruptRecordError(
+                f"{seg.path} ends with an incomplete batch at position {t.position} inside the "
+                "checked part of the log; run 'rivven segment verify'", seg.path, t.position
+            ) from None

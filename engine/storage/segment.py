@@ -18,6 +18,8 @@ from ..errors import CorruptRecordError, os_error, plural
 from ..format.records import (
     HEADER_SIZE,
     LENGTH_PREFIX,
+    MAGIC,
+    MAGIC_PRODUCER,
     MAX_BATCH_BYTES,
     MAX_RELATIVE_OFFSET,
     BatchHeader,
@@ -30,6 +32,8 @@ from . import files, guard
 from .index import OffsetIndex, TimeIndex, max_entries
 
 READ_CHUNK = 1 << 18  # a read of one batch should not drag in much more
+HEADER_CHUNK = 1 << 16  # a header scan reads this much at a time while batches are small
+MAGICS = (MAGIC, MAGIC_PRODUCER)  # the format versions a batch may have
 
 
 class TornTail(Exception):
@@ -146,6 +150,31 @@ class Segment:
             if p == 0:
                 raise TornTail(pos, "incomplete batch header")
             pos += p
+
+    def iter_headers(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of the complete batches in ``[start, end)``, headers only:
+        no body is read or checksummed (a prefix the view already checked). Raises TornTail or
+        CorruptRecordError like ``iter_batches``."""
+        pos = start
+        buf = b""
+        at = start  # file position of buf[0]
+        small = True  # batches so far fit many to a chunk: read chunks, else headers alone
+        while pos < end:
+            p = pos - at
+            if p + HEADER_SIZE > len(buf):
+                want = min(end - pos, HEADER_CHUNK if small else HEADER_SIZE)
+                if want < HEADER_SIZE:
+                    raise TornTail(pos, f"{want} trailing bytes, less than a batch header")
+                buf = os.pread(self.fd, want, pos)
+                at, p = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    raise TornTail(pos, "file shorter than expected")
+            h = self._header(buf, p, pos, end)
+            if pos + h.size > end:
+                raise TornTail(pos, f"batch of {plural(h.size, 'byte')} runs past the end")
+            yield pos, h
+            small = h.size <= HEADER_CHUNK // 8
+            pos += h.size
 
     def _header(self, buf: bytes, p: int, position: int, end: int) -> BatchHeader:
         try:
@@ -333,7 +362,7 @@ class Segment:
         while pos < limit:
             chunk = os.pread(self.fd, min(READ_CHUNK, limit - pos) + HEADER_SIZE, pos)
             for q in range(0, min(len(chunk), limit - pos), 8):
-                if q + HEADER_SIZE <= len(chunk) and chunk[q + 12] == 1:  # magic
+                if q + HEADER_SIZE <= len(chunk) and chunk[q + 12] in MAGICS:
                     try:
                         h = read_header(chunk, q)
                         whole = os.pread(self.fd, h.size, pos + q)

@@ -22,6 +22,7 @@ from ..format.records import HEADER_SIZE, read_header
 from ..storage import checkpoint, files, guard
 from ..storage.locks import DEFAULT_WAIT, LockWait, flocked
 from ..storage.segment import Segment
+from ..txn import snapshot
 from .verify import (
     CUTTABLE,
     SegmentReport,
@@ -188,6 +189,8 @@ def _apply(pdir: str, rep: SegmentReport, row: dict[str, Any], point: dict | Non
     finally:
         seg.close()
     row["reindexed"] = True
+    if cut_at is not None:  # producer-state snapshots past the cut describe batches it removed
+        snapshot.remove(pdir, [off for off in snapshot.offsets(pdir) if off > end])
     if (cut_at is not None and point is not None and point["segment"] == rep.base_offset
             and point["position"] > cut_at and not row["sealed"]):
         # the checkpoint vouched for bytes that are gone: it now ends at the cut (a log start
