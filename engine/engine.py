@@ -39,8 +39,9 @@ from .tiering.cache import ColdCache
 from .tiering.hot import HotCache
 from .tools import inspect, repair
 from .tools import verify as verify_mod
-from .txn import pids
+from .txn import isolation, pids
 from .txn.hook import PartitionProducers
+from .txn.isolation import READ_UNCOMMITTED
 from .wal import streams
 from .wal.owner import WalOwner
 
@@ -360,15 +361,19 @@ class Engine:
                                    after=self._wal.maybe_checkpoint)
 
     # ---------------------------------------------------------------- read
-    def read(self, topic: str, partition: int, offset: int, max_records: int = 1000
-             ) -> list[Record]:
-        """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log)."""
+    def read(self, topic: str, partition: int, offset: int, max_records: int = 1000,
+             isolation_level: str = READ_UNCOMMITTED) -> list[Record]:
+        """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log).
+        ``isolation_level="read_committed"``: only up to the last stable offset, without
+        the records of aborted transactions (docs/TRANSACTIONS.md)."""
         read.check_offset(offset)
+        committed = isolation.check_level(isolation_level)
         if max_records <= 0:
             return []
-        return read.read(self._partition(topic, partition), offset, max_records)
+        return read.read(self._partition(topic, partition), offset, max_records, committed)
 
-    def read_columns(self, topic: str, partition: int, offset: int, max_records: int = 1000
+    def read_columns(self, topic: str, partition: int, offset: int, max_records: int = 1000,
+                     isolation_level: str = READ_UNCOMMITTED
                      ) -> Iterator[tuple[Any, Any, list, list, Any]]:
         """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``.
 
@@ -376,22 +381,25 @@ class Engine:
         the cheapest way to stream (used by ``rivven consume``).
         """
         read.check_offset(offset)
+        committed = isolation.check_level(isolation_level)
         if max_records > 0:
-            yield from read.read_columns(self._partition(topic, partition), offset, max_records)
+            yield from read.read_columns(self._partition(topic, partition), offset, max_records,
+                                         committed)
 
-    def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62
-                   ) -> Any:
+    def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62,
+                   isolation_level: str = READ_UNCOMMITTED) -> Any:
         """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
         read.check_offset(offset)
+        committed = isolation.check_level(isolation_level)
         if max_records <= 0:
             return empty_table()
-        return read.read_arrow(self._partition(topic, partition), offset, max_records)
+        return read.read_arrow(self._partition(topic, partition), offset, max_records, committed)
 
     def stream(self, topic: str | Sequence[str], partitions: Sequence[int] | None = None,
                start: Position = Position("beginning"), max_records: int | None = None,
                follow: bool = False, on_idle: Callable[[], None] | None = None,
-               idle_timeout_ms: int | None = None, end: Position | None = None
-               ) -> Iterator[ColumnBatch]:
+               idle_timeout_ms: int | None = None, end: Position | None = None,
+               isolation_level: str = READ_UNCOMMITTED) -> Iterator[ColumnBatch]:
         """Column batches of ``topic`` (a name, or several: each batch says its topic) or of
         its ``partitions`` (in every topic named) from ``start`` in each, up to the end
         offsets at the call, or up to ``end`` (exclusive, resolved at the call inside
@@ -404,13 +412,14 @@ class Engine:
             raise InvalidArgument("no topic to read: name at least one")
         if idle_timeout_ms is not None and idle_timeout_ms < 0:
             raise InvalidArgument(f"idle_timeout_ms must be >= 0, not {idle_timeout_ms}")
+        committed = isolation.check_level(isolation_level)
         metas = [self.topic(n) for n in names]
         logs = [self._log(m, p) for m in metas for p in (partitions or range(m.partitions))]
-        starts = [read.resolve(log, start) for log in logs]
-        stops = None if end is None else [read.resolve(log, end) for log in logs]
+        starts = [read.resolve(log, start, committed) for log in logs]
+        stops = None if end is None else [read.resolve(log, end, committed) for log in logs]
         return read.stream(logs, starts, max_records, follow, on_idle=on_idle,
                            idle_timeout_s=None if idle_timeout_ms is None
-                           else idle_timeout_ms / 1000, stops=stops)
+                           else idle_timeout_ms / 1000, stops=stops, committed=committed)
 
     def match_topics(self, patterns: Sequence[str]) -> list[str]:
         """Names of the topics that a regular expression of ``patterns`` matches whole
@@ -418,15 +427,21 @@ class Engine:
         return sorted(m.name for m in self.topics(patterns, regex=True))
 
     # ---------------------------------------------------------------- offsets
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        return {log.partition: log.offsets()[1] for log in self._logs(topic)}
+    def end_offsets(self, topic: str, isolation_level: str = READ_UNCOMMITTED) -> dict[int, int]:
+        """Per partition, the log end offset (the next offset written); with
+        ``isolation_level="read_committed"`` the last stable offset."""
+        committed = isolation.check_level(isolation_level)
+        return {log.partition: read.offsets(log, committed)[1] for log in self._logs(topic)}
 
     def start_offsets(self, topic: str) -> dict[int, int]:
         return {log.partition: log.offsets()[0] for log in self._logs(topic)}
 
-    def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        """(log start offset, log end offset) of one partition."""
-        return self._partition(topic, partition).offsets()
+    def partition_offsets(self, topic: str, partition: int,
+                          isolation_level: str = READ_UNCOMMITTED) -> tuple[int, int]:
+        """(log start offset, log end offset) of one partition (read_committed: the end is
+        the last stable offset)."""
+        committed = isolation.check_level(isolation_level)
+        return read.offsets(self._partition(topic, partition), committed)
 
     def _topic_offsets(self, topic: str) -> dict[int, tuple[int, int]] | None:
         try:
@@ -434,19 +449,24 @@ class Engine:
         except UnknownTopic:
             return None
 
-    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+    def offset_for_time(self, topic: str, partition: int, timestamp: int,
+                        isolation_level: str = READ_UNCOMMITTED) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (None if none is),
-        cold segments included."""
-        return read.offset_for_time(self._partition(topic, partition), timestamp)
+        cold segments included (read_committed: below the last stable offset only)."""
+        committed = isolation.check_level(isolation_level)
+        return read.offset_for_time(self._partition(topic, partition), timestamp, committed)
 
     def resolve_offset(self, topic: str, partition: int, position: Position) -> int:
         """The offset a ``Position`` (beginning, end, offset N, from_end N, timestamp T) names
         in a partition, inside its [log start, log end]."""
         return read.resolve(self._partition(topic, partition), position)
 
-    def list_offsets(self, topic: str, at: Position | None = None) -> list[dict[str, Any]]:
-        """Per partition: start and end offset, and with ``at`` the offset it names."""
-        return read.list_offsets(self._logs(topic), at)
+    def list_offsets(self, topic: str, at: Position | None = None,
+                     isolation_level: str = READ_UNCOMMITTED) -> list[dict[str, Any]]:
+        """Per partition: start and end offset (read_committed: the last stable offset is the
+        end), and with ``at`` the offset it names."""
+        committed = isolation.check_level(isolation_level)
+        return read.list_offsets(self._logs(topic), at, committed)
 
     # ---------------------------------------------------------------- log start, retention
     def delete_records(self, topic: str, before: dict[int, int], dry_run: bool = False

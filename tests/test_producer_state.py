@@ -143,20 +143,20 @@ def test_a_transaction_opens_and_a_commit_ends_it(eng):
 
 def test_an_abort_yields_the_aborted_entry_and_the_lso_follows_the_oldest(eng):
     log = log_of(eng)
-    aborted = []
     append(eng, data(1, 0, 0, 2, txn=True))  # 0-1: producer 1 opens at 0
-    log.producers.on_abort = aborted.append
     append(eng, data(2, 4, 0, 1, txn=True))  # 2: producer 2 opens at 2
     assert state_of(log).last_stable_offset(end(eng)) == 0
     assert append(eng, marker(1, 1, commit=False)) == 3
+    aborted = log.producers.recent_aborts()
     assert aborted == [AbortedTxn(1, 0, 3, 2)]  # data 0..3 (the marker); LSO then 2
     assert state_of(log).last_stable_offset(end(eng)) == 2
     assert append(eng, marker(2, 5, commit=False)) == 4
+    aborted = log.producers.recent_aborts()
     assert aborted[-1] == AbortedTxn(2, 2, 4, 5)
     assert state_of(log).last_stable_offset(end(eng)) == 5
     # a marker where nothing is open is written and ends nothing (recovery may send one)
     assert append(eng, marker(9, 0, commit=False)) == 5
-    assert len(aborted) == 2 and state_of(log).open_transactions() == {}
+    assert len(log.producers.recent_aborts()) == 2 and state_of(log).open_transactions() == {}
 
 
 def test_markers_are_never_read(eng):

@@ -20,9 +20,10 @@ from ..errors import InvalidArgument
 from ..format.arrow import batch_columns
 from ..format.arrow import table as arrow_table
 from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
-from ..format.records import ATTR_CONTROL, ColumnBatch, Record
+from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, ColumnBatch, Record
 from ..storage.log import PartitionLog
 from ..storage.segment import BatchRef, Segment
+from ..txn import isolation
 
 _offset_of = attrgetter("offset")
 POSITION_KINDS = ("beginning", "end", "offset", "from_end", "from_start", "timestamp")
@@ -48,14 +49,22 @@ def where(ref: BatchRef) -> str:
            f"{ref.header.base_offset}..{ref.header.last_offset})"
 
 
-def batches(log: PartitionLog, offset: int, max_records: int
+def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = False
             ) -> Iterator[tuple[BatchRef, Any, Layout]]:
-    """``(batch, decompressed body, layout)`` from ``offset`` on, until ``max_records``."""
+    """``(batch, decompressed body, layout)`` from ``offset`` on, until ``max_records``;
+    ``committed`` (read_committed): only up to the last stable offset, without the batches
+    of aborted transactions (engine.txn.isolation)."""
     seen = 0
+    lso, aborted = isolation.view(log, offset) if committed else (0, None)
     for ref in log.batches(offset, max_bytes=1 << 62):
         h = ref.header
+        if committed and h.base_offset >= lso:
+            return
         if h.attributes & ATTR_CONTROL:
             continue  # a transaction marker: never returned, its offset is a gap
+        if aborted and h.attributes & ATTR_TRANSACTIONAL and \
+                aborted.covers(h.producer_id, h.base_offset):
+            continue  # (read_committed) a batch of an aborted transaction
         at = where(ref)
         body = body_of(ref.buf, ref.start, h, at)
         lay = layout(body, h, at)
@@ -65,7 +74,8 @@ def batches(log: PartitionLog, offset: int, max_records: int
             return
 
 
-def read(log: PartitionLog, offset: int, max_records: int) -> list[Record]:
+def read(log: PartitionLog, offset: int, max_records: int, committed: bool = False
+         ) -> list[Record]:
     """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log)."""
     out: list[Record] = []
     # Records hold only bytes/ints/tuples (no cycles): pausing the cyclic GC while a batch
@@ -74,7 +84,7 @@ def read(log: PartitionLog, offset: int, max_records: int) -> list[Record]:
     try:
         if paused:
             gc.disable()
-        for ref, body, lay in batches(log, offset, max_records):
+        for ref, body, lay in batches(log, offset, max_records, committed):
             recs = decode_records(body, ref.header, lay, log.partition, where(ref))
             if recs and recs[0].offset < offset:
                 recs = recs[bisect_left(recs, offset, key=_offset_of):]
@@ -90,18 +100,19 @@ def read(log: PartitionLog, offset: int, max_records: int) -> list[Record]:
             gc.enable()
 
 
-def read_columns(log: PartitionLog, offset: int, max_records: int
+def read_columns(log: PartitionLog, offset: int, max_records: int, committed: bool = False
                  ) -> Iterator[tuple[Any, Any, list, list, Any]]:
     """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``."""
-    for ref, body, lay in batches(log, offset, max_records):
+    for ref, body, lay in batches(log, offset, max_records, committed):
         yield decode_columns(body, ref.header, lay, where(ref))
 
 
-def read_arrow(log: PartitionLog, offset: int, max_records: int) -> Any:
+def read_arrow(log: PartitionLog, offset: int, max_records: int, committed: bool = False
+               ) -> Any:
     """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
     parts = []
     count = skip = 0
-    for ref, body, lay in batches(log, offset, max_records):
+    for ref, body, lay in batches(log, offset, max_records, committed):
         h = ref.header
         cols = batch_columns(body, h, lay, where(ref))
         if not parts and h.base_offset < offset:
@@ -120,9 +131,16 @@ def read_arrow(log: PartitionLog, offset: int, max_records: int) -> Any:
 
 
 # ---------------------------------------------------------------- offsets
-def offset_for_time(log: PartitionLog, timestamp: int) -> int | None:
+def offset_for_time(log: PartitionLog, timestamp: int, committed: bool = False) -> int | None:
     """The first offset whose record timestamp is >= ``timestamp`` (None if none is), cold
-    segments included."""
+    segments included; ``committed``: only below the last stable offset (read_committed)."""
+    found = _offset_for_time(log, timestamp)
+    if committed and found is not None and found >= isolation.stable_end(log):
+        return None
+    return found
+
+
+def _offset_for_time(log: PartitionLog, timestamp: int) -> int | None:
     start = log.offsets()[0]
     for entry in log.cold_entries():
         if entry.max_timestamp >= timestamp and entry.next_offset > start:
@@ -153,12 +171,20 @@ def _first_at(seg: Segment, timestamp: int, start: int) -> int | None:
     return None
 
 
-def resolve(log: PartitionLog, position: Position) -> int:
-    """The offset ``position`` names in this partition, inside [log start, log end]."""
-    return locate(log, position)[0]
+def offsets(log: PartitionLog, committed: bool = False) -> tuple[int, int]:
+    """(log start, log end) — with ``committed`` the end a read_committed reader sees: the
+    last stable offset."""
+    start, end = log.offsets()
+    return (start, min(end, isolation.stable_end(log))) if committed else (start, end)
 
 
-def locate(log: PartitionLog, position: Position) -> tuple[int, bool]:
+def resolve(log: PartitionLog, position: Position, committed: bool = False) -> int:
+    """The offset ``position`` names in this partition, inside [log start, log end]
+    (``committed``: the end is the last stable offset)."""
+    return locate(log, position, committed)[0]
+
+
+def locate(log: PartitionLog, position: Position, committed: bool = False) -> tuple[int, bool]:
     """``resolve``, and whether the position lies past the end of the log: an offset (or
     log start + N) above the end offset, or a time no record is at or after (both resolve
     to the end offset)."""
@@ -167,13 +193,13 @@ def locate(log: PartitionLog, position: Position) -> tuple[int, bool]:
         raise InvalidArgument(f"unknown position {kind!r}: use one of {', '.join(POSITION_KINDS)}")
     if kind != "beginning" and kind != "end" and (not isinstance(value, int) or value < 0):
         raise InvalidArgument(f"position {kind} needs a non-negative integer, not {value!r}")
-    start, end = log.offsets()
+    start, end = offsets(log, committed)
     if kind == "beginning":
         return start, False
     if kind == "end":
         return end, False
     if kind == "timestamp":
-        off = offset_for_time(log, value)
+        off = offset_for_time(log, value, committed)
         return (end, True) if off is None else (max(off, start), False)
     if kind == "from_end":
         return max(start, end - value), False
@@ -181,16 +207,18 @@ def locate(log: PartitionLog, position: Position) -> tuple[int, bool]:
     return min(max(want, start), end), want > end
 
 
-def list_offsets(logs: list[PartitionLog], at: Position | None = None) -> list[dict[str, Any]]:
-    """Per partition: start and end offset, and with ``at`` the offset it names, whether
-    ``at`` lies past the end (``past_end``) and, for a time, the timestamp."""
+def list_offsets(logs: list[PartitionLog], at: Position | None = None, committed: bool = False
+                 ) -> list[dict[str, Any]]:
+    """Per partition: start and end offset (``committed``: the last stable offset is the
+    end), and with ``at`` the offset it names, whether ``at`` lies past the end
+    (``past_end``) and, for a time, the timestamp."""
     rows = []
     for log in logs:
-        start, end = log.offsets()
+        start, end = offsets(log, committed)
         row: dict[str, Any] = {"partition": log.partition, "start_offset": start,
                                "end_offset": end}
         if at is not None:
-            row["offset"], row["past_end"] = locate(log, at)
+            row["offset"], row["past_end"] = locate(log, at, committed)
             if at.kind == "timestamp":
                 row["timestamp"] = at.value
         rows.append(row)
@@ -212,7 +240,7 @@ def offsets_before(logs: list[PartitionLog], before: Position, clamp: bool
 def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None = None,
            follow: bool = False, chunk: int = 5000, poll_s: float = 0.1,
            on_idle: Callable[[], None] | None = None, idle_timeout_s: float | None = None,
-           stops: list[int] | None = None) -> Iterator[ColumnBatch]:
+           stops: list[int] | None = None, committed: bool = False) -> Iterator[ColumnBatch]:
     """Column batches of the partitions ``logs`` (of one topic or several) from ``starts`` on,
     a chunk of each in turn, up to the end offsets at the start, or up to ``stops``
     (exclusive) when given (with ``follow`` and no ``stops``: on, as records are appended,
@@ -224,7 +252,7 @@ def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None 
         follow = False  # (a stop ends the stream: nothing to wait for)
         stop = list(stops)
     else:
-        stop = [None if follow else log.offsets()[1] for log in logs]
+        stop = [None if follow else offsets(log, committed)[1] for log in logs]
     left = max_records
     last_record = time.monotonic()
     while True:
@@ -236,7 +264,7 @@ def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None 
             want = chunk if left is None else min(chunk, left)
             if limit is not None:
                 want = min(want, limit - pos[i])
-            for cols in read_columns(log, pos[i], want):
+            for cols in read_columns(log, pos[i], want, committed):
                 batch = _trim(log.topic, log.partition, cols, pos[i], limit, left)
                 if not batch.keys:
                     continue

@@ -27,6 +27,7 @@ from .offset_store import OffsetStore
 log = logging.getLogger("rivven.consumer")
 HEARTBEAT_S = 0.5  # how often a member re-checks who is alive (a crash changes no mtime)
 LEASE_RETRY_S = 0.05  # how often it retries a lease another member still holds
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 POLICIES = ("earliest", "latest", "none")
 
 TopicPartition = tuple[str, int]
@@ -53,9 +54,11 @@ class Source(Protocol):
 
     def topic(self, name: str) -> Any: ...  # .partitions; raises UnknownTopic
 
-    def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]: ...
+    def partition_offsets(self, topic: str, partition: int,
+                          isolation_level: str = "read_uncommitted") -> tuple[int, int]: ...
 
-    def read_columns(self, topic: str, partition: int, offset: int, max_records: int
+    def read_columns(self, topic: str, partition: int, offset: int, max_records: int,
+                     isolation_level: str = "read_uncommitted"
                      ) -> Iterator[tuple[Any, Any, list, list, Any]]: ...
 
 
@@ -106,7 +109,8 @@ class Consumer:
                  on_reset: Callable[[dict[str, Any]], None] | None = None,
                  sync_commits: bool = True,
                  on_close: Callable[[Consumer], None] | None = None,
-                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 lock_wait: LockWait = DEFAULT_WAIT,
+                 isolation_level: str = "read_uncommitted") -> None:
         if engine.read_only:
             raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
         if auto_offset_reset not in POLICIES:
@@ -114,6 +118,12 @@ class Consumer:
                                   f"not {auto_offset_reset!r}")
         if max_poll_records < 1:
             raise InvalidArgument("max_poll_records must be at least 1")
+        if isolation_level not in ISOLATION_LEVELS:
+            raise InvalidArgument(f"isolation_level must be read_uncommitted (the default) or "
+                                  f"read_committed, not {isolation_level!r}")
+        # read_committed: reads stop at the last stable offset and skip aborted transactions;
+        # "latest" and seek_to_end mean the last stable offset
+        self._iso = {"isolation_level": isolation_level}
         self.topics = [topics] if isinstance(topics, str) else sorted(set(topics))
         if not self.topics:
             raise InvalidArgument("subscribe to at least one topic")
@@ -214,7 +224,7 @@ class Consumer:
         start, end = self.engine.partition_offsets(*tp)
         if committed is not None and start <= committed <= end:
             return committed
-        return self._reset(tp, committed, start, end)
+        return self._reset(tp, committed, start, self.engine.partition_offsets(*tp, **self._iso)[1])
 
     def _reset(self, tp: TopicPartition, prior: int | None, start: int, end: int) -> int:
         if prior is not None or self.policy == "none":
@@ -266,7 +276,7 @@ class Consumer:
                 if rest is not None and rest[0][0] == pos:  # the batch decoded last time
                     batches: Iterable = [rest]
                 else:
-                    batches = self.engine.read_columns(topic, p, pos, want)
+                    batches = self.engine.read_columns(topic, p, pos, want, **self._iso)
                 for offs, tss, keys, values, hs in batches:
                     n = len(keys)
                     lo = bisect_left(offs, pos) if n and offs[0] < pos else 0
@@ -286,8 +296,9 @@ class Consumer:
                     if want <= 0:
                         break
             except OffsetOutOfRange as e:
-                start, end = (e.start, e.end) if e.start is not None else \
-                    self.engine.partition_offsets(topic, p)
+                start, end = (e.start, e.end) if e.start is not None and \
+                    self._iso["isolation_level"] == "read_uncommitted" else \
+                    self.engine.partition_offsets(topic, p, **self._iso)
                 self._positions[tp] = self._reset(tp, pos, start, end)
         self._save_resets()
         return out
@@ -379,7 +390,9 @@ class Consumer:
         self.seek(topic, partition, self.engine.partition_offsets(topic, partition)[0])
 
     def seek_to_end(self, topic: str, partition: int) -> None:
-        self.seek(topic, partition, self.engine.partition_offsets(topic, partition)[1])
+        """Read from the end next (read_committed: from the last stable offset)."""
+        self.seek(topic, partition,
+                  self.engine.partition_offsets(topic, partition, **self._iso)[1])
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
         rest = [r for r in self._buffer[self._buffered:] if (r.topic, r.partition) != tp]

@@ -21,7 +21,7 @@ import os
 import struct
 from typing import NamedTuple
 
-from ..errors import DamagedMetadata, os_error
+from ..errors import DamagedMetadata, os_error, plural
 from ..format.crc import crc32c
 from . import guard
 
@@ -32,14 +32,17 @@ MAX_ENTRIES = 1 << 24  # a segment holds at most one marker per batch; this boun
 
 
 class AbortedTxn(NamedTuple):
+    """A transaction an ABORT marker ended: its data lies in ``[first_offset, last_offset]``
+    (``last_offset`` is the marker's); ``last_stable_offset`` is the LSO once it ended."""
+
     producer_id: int
     first_offset: int
     last_offset: int
-    lso: int
+    last_stable_offset: int
 
 
 def encode(e: AbortedTxn) -> bytes:
-    body = _BODY.pack(e.producer_id, e.first_offset, e.last_offset, e.lso)
+    body = _BODY.pack(e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
     return body + struct.pack("<II", crc32c(body), 0)
 
 
@@ -59,7 +62,7 @@ def read_entries(path: str, base_offset: int, next_offset: int | None = None
         size = os.fstat(fd).st_size
         whole = size - size % ENTRY_SIZE
         if whole // ENTRY_SIZE > MAX_ENTRIES:
-            raise DamagedMetadata(f"{path} is {size} bytes: more entries than any segment can "
+            raise DamagedMetadata(f"{path} is {plural(size, 'byte')}: more entries than any segment can "
                                   "have; delete it and reopen the partition to rebuild it")
         data = os.pread(fd, whole, 0)
     finally:

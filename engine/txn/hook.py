@@ -21,17 +21,19 @@ state's end and a format-2 batch this process appends are its own format-1 batch
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from bisect import bisect_right
 from typing import Any
 
 from .. import clock
 from ..errors import DamagedMetadata, StorageError
 from ..format.control import marker_type
 from ..format.records import MAGIC_PRODUCER, BatchHeader
+from ..storage import files
 from ..storage.log import PartitionLog
 from ..storage.segment_set import SegmentGone
+from ..storage.txn_index import AbortedTxn, TxnIndex
 from . import snapshot
-from .state import AbortedTxn, ProducerState
+from .state import ProducerState
 
 KEEP = 2  # snapshots kept per partition
 log_ = logging.getLogger("rivven.txn")
@@ -50,9 +52,9 @@ class PartitionProducers:
         self._state: ProducerState | None = None
         self._snapshot_at = -1  # offset of the newest snapshot written or loaded
         self._pruned_start = -1  # local log start when snapshots were last pruned
-        # called with each transaction an ABORT marker ends, as the marker is applied (the
-        # aborted-transaction index's writer)
-        self.on_abort: Callable[[AbortedTxn], None] | None = None
+        # the transactions ABORT markers ended after the offset the state was loaded from (or
+        # last snapshotted at): not all in a .txnindex yet (written at the next snapshot)
+        self._recent: list[AbortedTxn] = []
 
     # ---------------------------------------------------------------- ProducerHook
     def caught_up(self, end: int) -> None:
@@ -71,8 +73,8 @@ class PartitionProducers:
             return
         # offsets between the state's end and ``base`` are this process's format-1 batches
         aborted = state.apply(header, base, self._marker(header, buf), clock.now_ms())
-        if aborted is not None and self.on_abort is not None:
-            self.on_abort(aborted)
+        if aborted is not None:
+            self._recent.append(aborted)
 
     def discarded(self) -> None:
         self._state = None
@@ -90,13 +92,32 @@ class PartitionProducers:
                                 log.start_offset())
             if gone or end != self._snapshot_at:
                 try:
+                    self._index_aborts(end)  # (before the snapshot that stops vouching for them)
                     snapshot.write(log.dir, state)
                     self._snapshot_at = end
+                    self._recent = [a for a in self._recent if a.last_offset >= end]
                 except StorageError as e:  # the log is the truth: the next one will do
                     log_.warning("%s: producer-state snapshot not written: %s", self.name, e)
         start = log.local_start()
         if start != self._pruned_start or state is not None:
             self._prune(start, end)
+
+    def _index_aborts(self, end: int) -> None:
+        """Make the ``.txnindex`` entries of the aborted transactions below ``end`` durable,
+        each in the segment holding its marker: a snapshot at ``end`` tells readers that
+        every abort below it is in an index (those after it they learn from the log)."""
+        bases = self.log.view().bases
+        start = self.log.local_start()
+        for a in self._recent:
+            if a.last_offset >= end or a.last_offset < start:
+                continue
+            base = bases[bisect_right(bases, a.last_offset) - 1]
+            ix = TxnIndex(files.path(self.log.dir, base, files.TXNINDEX), base)
+            try:
+                ix.append(a)
+                ix.sync()
+            finally:
+                ix.close()
 
     # ---------------------------------------------------------------- reading it
     def state(self) -> ProducerState:
@@ -118,6 +139,13 @@ class PartitionProducers:
             state = self.state()
             end = self.log.end_offset()
             return state.last_stable_offset(end), end
+
+    def recent_aborts(self) -> list[AbortedTxn]:
+        """The aborted transactions whose markers lie past the newest snapshot this state
+        comes from (maybe not in a ``.txnindex`` yet), oldest first."""
+        with self.log.mutex:
+            self.state()
+            return list(self._recent)
 
     def open_transactions(self) -> dict[int, tuple[int, int]]:
         """Producer id -> (first offset, epoch) of each transaction open in the partition."""
@@ -162,14 +190,13 @@ class PartitionProducers:
             self._load(end, writer)
 
     def _scan(self, state: ProducerState, end: int) -> None:
-        on_abort = self.on_abort
         now = clock.now_ms()
         for h, buf in self.log.headers(state.end, end, _wants_body):
             if h.magic == MAGIC_PRODUCER:
                 marker = marker_type(h, buf, 0, f" in {self.name}") if h.is_control else None
                 aborted = state.apply(h, h.base_offset, marker, now)
-                if aborted is not None and on_abort is not None:
-                    on_abort(aborted)
+                if aborted is not None:
+                    self._recent.append(aborted)
             else:
                 state.advance(h.next_offset)
         state.advance(end)
@@ -196,6 +223,7 @@ class PartitionProducers:
                 log_.warning("%s", e)
         if state is None:
             state = ProducerState(self.name, start)
+        self._recent = []  # (the aborts below the snapshot are in .txnindex files)
         if writer and log.writable and any(off > end for off in found):
             snapshot.remove(log.dir, [off for off in found if off > end])
         for attempt in range(3):
@@ -207,6 +235,7 @@ class PartitionProducers:
                     raise
                 log.reload_view()
                 state = ProducerState(self.name, log.local_start())
+                self._recent = []
         self._state = state
         return state
 

@@ -14,6 +14,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import InvalidArgument
+from ..storage import files
+from ..storage.log import PartitionLog
+from ..storage.txn_index import AbortedTxn, overlapping, read_entries
+from .hook import producers_of
 
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
@@ -60,3 +64,46 @@ def visible(refs: Iterable[Any], committed: bool, lso: int, aborted: Aborted
                 aborted.covers(h.producer_id, h.base_offset):
             continue
         yield ref
+
+
+def stable_end(log: PartitionLog) -> int:
+    """The last stable offset of ``log`` now (its end when it has no producer state)."""
+    producers = producers_of(log)
+    return log.end_offset() if producers is None else producers.last_stable_offset()[0]
+
+
+def view(log: PartitionLog, start: int) -> tuple[int, Aborted]:
+    """What a read_committed read of ``log`` from ``start`` may see: the last stable offset
+    (it stops before it) and the aborted transactions with data in ``[start, LSO)``."""
+    producers = producers_of(log)
+    if producers is None:  # (a log opened without producer state: tools)
+        lso, recent = log.end_offset(), []
+    else:
+        lso = producers.last_stable_offset()[0]
+        recent = producers.recent_aborts()
+    if start >= lso:
+        return lso, Aborted({})
+    return lso, Aborted(overlapping([*indexed(log, start, lso), *recent], start, lso))
+
+
+def indexed(log: PartitionLog, start: int, upper: int) -> Iterator[AbortedTxn]:
+    """The ``.txnindex`` entries of the segments from the one holding ``start`` on (cold ones
+    first, from the cached copy), until one recorded a last stable offset past ``upper``:
+    every transaction with data below ``upper`` had ended by then (Kafka's rule)."""
+    for entry in log.cold_entries():
+        if entry.next_offset <= start or not entry.txnindex_bytes:
+            continue
+        seg = log.cold_segment(entry)  # (the cold cache's: it stays open)
+        found, _ = read_entries(files.path(seg.directory, seg.base, files.TXNINDEX), seg.base,
+                                entry.next_offset)
+        for e in found:
+            yield e
+            if e.last_stable_offset > upper:
+                return
+    bases = log.view().bases
+    for base in bases[max(0, bisect_right(bases, start) - 1):]:
+        found, _ = read_entries(files.path(log.dir, base, files.TXNINDEX), base)
+        for e in found:
+            yield e
+            if e.last_stable_offset > upper:
+                return

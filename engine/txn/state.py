@@ -20,6 +20,7 @@ from typing import NamedTuple
 from ..errors import InvalidTxnState, OutOfOrderSequence, ProducerFenced
 from ..format.control import ABORT
 from ..format.records import BatchHeader
+from ..storage.txn_index import AbortedTxn
 
 MAX_BATCHES = 5  # batches per producer remembered for duplicates (Kafka's too)
 SEQ_MASK = 0x7FFFFFFF  # sequences wrap from 2^31-1 to 0
@@ -34,17 +35,6 @@ class BatchMeta(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
-
-
-class AbortedTxn(NamedTuple):
-    """A transaction an ABORT marker ended: its data lies in ``[first_offset, last_offset]``
-    (``last_offset`` is the marker's); ``last_stable_offset`` is the LSO once it ended. The
-    entry the aborted-transaction index (``.txnindex``) keeps."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
 
 
 class ProducerEntry:

@@ -1,0 +1,136 @@
+"""read_committed: reads stop at the last stable offset, aborted transactions are left out,
+markers are never returned; the .txnindex files that make it cheap are written at snapshots
+and survive restarts, rolls, retention and tiering (docs/TRANSACTIONS.md)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from engine import Engine, InvalidArgument, Record
+from engine import clock as clock_mod
+from engine.format import control
+from engine.format.encode import encode_batch
+from engine.format.records import ATTR_TRANSACTIONAL
+from engine.storage import files
+from engine.storage.txn_index import AbortedTxn, read_entries
+
+NOW = clock_mod.now_ms()
+RC, RU = "read_committed", "read_uncommitted"
+
+
+def data(pid, epoch, seq, tag, n=1):
+    return encode_batch([None] * n, [b"%s%d" % (tag, i) for i in range(n)], NOW,
+                        producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                        flags=ATTR_TRANSACTIONAL)
+
+
+def append(eng, batch, topic="t", partition=0):
+    return eng._producer.append_encoded(eng._producer.log_for(eng.topic(topic), partition), batch)
+
+
+def values(eng, level, topic="t", partition=0, offset=0):
+    return [r.value for r in eng.read(topic, partition, offset, 10_000, isolation_level=level)]
+
+
+@pytest.fixture
+def eng(data_dir):
+    with Engine.open(data_dir) as e:
+        e.create_topic("t", 1)
+        yield e
+
+
+def interleaved(eng):
+    """plain a | txn 1 (pid 1): b0 b1 | plain c | txn 2 (pid 2): d0 | ABORT 1 | COMMIT 2 |
+    txn 3 (pid 3): e0, still open | plain f"""
+    eng.produce("t", [Record(value=b"a", timestamp=NOW)], partition=0)  # 0
+    append(eng, data(1, 0, 0, b"b", 2))  # 1..2
+    eng.produce("t", [Record(value=b"c", timestamp=NOW)], partition=0)  # 3
+    append(eng, data(2, 0, 0, b"d"))  # 4
+    append(eng, control.encode_marker(1, 1, False, NOW))  # 5: ABORT txn 1
+    append(eng, control.encode_marker(2, 1, True, NOW))  # 6: COMMIT txn 2
+    append(eng, data(3, 0, 0, b"e"))  # 7: txn 3 opens: the LSO
+    eng.produce("t", [Record(value=b"f", timestamp=NOW + 1000)], partition=0)  # 8
+
+
+def test_read_committed_skips_aborts_and_stops_at_the_lso(eng):
+    interleaved(eng)
+    assert values(eng, RU) == [b"a", b"b0", b"b1", b"c", b"d0", b"e0", b"f"]  # no markers
+    assert values(eng, RC) == [b"a", b"c", b"d0"]
+    assert values(eng, RC, offset=2) == [b"c", b"d0"]
+    assert eng.end_offsets("t") == {0: 9}
+    assert eng.end_offsets("t", isolation_level=RC) == {0: 7}
+    table = eng.read_arrow("t", 0, 0, isolation_level=RC)
+    assert table.column("value").to_pylist() == [b"a", b"c", b"d0"]
+    assert [v for cols in eng.read_columns("t", 0, 0, 100, isolation_level=RC) for v in cols[3]] \
+        == [b"a", b"c", b"d0"]
+    assert [v for b in eng.stream("t", isolation_level=RC) for v in b.values] == \
+        [b"a", b"c", b"d0"]
+    assert eng.offset_for_time("t", 0, NOW) == 0
+    assert eng.offset_for_time("t", 0, NOW + 1) == 8  # f, past the LSO:
+    assert eng.offset_for_time("t", 0, NOW + 1, isolation_level=RC) is None
+    # txn 3 commits: the LSO moves to the end, e0 and f appear
+    append(eng, control.encode_marker(3, 1, True, NOW))
+    assert values(eng, RC) == [b"a", b"c", b"d0", b"e0", b"f"]
+    assert eng.end_offsets("t", isolation_level=RC) == {0: 10}
+    with pytest.raises(InvalidArgument, match="read_committed"):
+        eng.read("t", 0, 0, isolation_level="snapshot")
+
+
+def test_a_read_committed_consumer(eng):
+    interleaved(eng)
+    with eng.consumer("g", "t", isolation_level=RC, enable_auto_commit=False) as c:
+        got = []
+        for _ in range(5):
+            got += [r.value for r in c.poll()]
+        assert got == [b"a", b"c", b"d0"]
+        c.seek_to_end("t", 0)
+        assert c.position("t", 0) == 7  # the last stable offset
+    with eng.consumer("h", "t", isolation_level=RC, auto_offset_reset="latest") as c:
+        c.poll()
+        assert c.position("t", 0) == 7
+    with pytest.raises(InvalidArgument, match="isolation_level"):
+        eng.consumer("g", "t", isolation_level="dirty")
+
+
+def test_aborts_reach_txnindex_files_at_a_checkpoint_and_readers_in_other_processes(data_dir):
+    """Until a snapshot, an abort is known from the log; the snapshot makes its .txnindex
+    entry durable first. A reader in another process sees the same thing either way."""
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        interleaved(eng)
+        pdir = files.partition_dir(data_dir, "t", 0)
+        assert read_entries(files.path(pdir, 0, files.TXNINDEX), 0)[0] == []  # not yet
+        assert values(eng, RC) == [b"a", b"c", b"d0"]  # known from the log meanwhile
+        code = ("import sys; from engine import Engine\n"
+                "with Engine.open(sys.argv[1], read_only=True) as e:\n"
+                "    print([r.value for r in e.read('t', 0, 0, 100, "
+                "isolation_level='read_committed')])")
+        out = subprocess.run([sys.executable, "-c", code, data_dir], capture_output=True,
+                             text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert out.stdout.strip() == "[b'a', b'c', b'd0']", out.stderr
+        eng.checkpoint()
+        assert read_entries(files.path(pdir, 0, files.TXNINDEX), 0)[0] == \
+            [AbortedTxn(1, 1, 5, 4)]  # (txn 2 still open then: the LSO was 4)
+    with Engine.open(data_dir, read_only=True) as eng:  # from the snapshot and the index
+        assert values(eng, RC) == [b"a", b"c", b"d0"]
+
+
+def test_an_abort_in_a_later_segment_hides_data_in_an_earlier_one(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, {"segment.bytes": "1024"})
+        append(eng, data(9, 0, 0, b"x"))  # offset 0: txn of pid 9
+        for i in range(30):  # rolls several segments
+            eng.produce("t", [Record(value=b"p%02d" % i + b"." * 100)], partition=0)
+        append(eng, control.encode_marker(9, 1, False, NOW))
+        eng.checkpoint()
+        pdir = files.partition_dir(data_dir, "t", 0)
+        bases = files.segment_bases(pdir)
+        assert len(bases) > 3 and not os.path.exists(files.path(pdir, 0, files.TXNINDEX))
+        assert os.path.exists(files.path(pdir, bases[-1], files.TXNINDEX))
+    with Engine.open(data_dir, read_only=True) as eng:
+        got = values(eng, RC)
+        assert b"x0" not in got and len(got) == 30
+        assert values(eng, RU)[0] == b"x0"
