@@ -128,25 +128,45 @@ def test_verify_checks_markers_against_the_txnindex(tmp_path):
     d = str(tmp_path / "d")
     with Engine.open(d) as eng:
         eng.create_topic("t", 1)
-        eng.produce("t", [Record(value=b"a")])
-        log = eng._log(eng.topic("t"), 0)
-        log.append(control.encode_marker(5, 1, False, 1))  # an ABORT at offset 1
-        log.append(control.encode_marker(6, 1, True, 1))  # a COMMIT at offset 2: no entry
+        log = eng._producer.log_for(eng.topic("t"), 0)
+
+        def append(batch):
+            eng._producer.append_encoded(log, batch)
+
+        append(encode_batch([None], [b"a"], 1, producer_id=5, producer_epoch=0,
+                            base_sequence=0, flags=ATTR_TRANSACTIONAL))  # 0: txn of 5
+        append(control.encode_marker(5, 1, False, 1))  # an ABORT at offset 1
+        append(control.encode_marker(6, 1, True, 1))  # a COMMIT at offset 2 (a no-op)
+        append(control.encode_marker(7, 1, False, 1))  # an ABORT ending nothing: no entry
     pdir = files.partition_dir(d, "t", 0)
 
     def findings():
         return [f.message for r in verify_partition(pdir) for f in r.findings]
 
-    assert any("ABORT marker of producer 5 at offset 1 has no entry" in m for m in findings())
-    ix = TxnIndex(files.path(pdir, 0, files.TXNINDEX), 0)
-    ix.append(AbortedTxn(5, 0, 1, 0))
-    ix.sync()
-    ix.close()
+    ix = files.path(pdir, 0, files.TXNINDEX)
+    assert read_entries(ix, 0)[0] == [AbortedTxn(5, 0, 1, 2)]  # written at the close's snapshot
     assert findings() == []
-    with open(ix.path, "wb") as f:
+    os.unlink(ix)
+    assert any("ABORT marker of producer 5 at offset 1 has no entry" in m for m in findings())
+    from engine.txn import snapshot
+    from engine.txn.state import ProducerState
+
+    for off in snapshot.offsets(pdir):
+        os.unlink(files.path(pdir, off, ".snapshot"))
+    assert findings() == []  # no snapshot vouches for the entry: known from the log
+    ix_ = TxnIndex(ix, 0)
+    ix_.append(AbortedTxn(5, 0, 1, 0))
+    ix_.sync()
+    ix_.close()
+    assert findings() == []
+    with open(ix, "wb") as f:
         f.write(txn_index.encode(AbortedTxn(6, 0, 2, 0)))  # names the COMMIT
+    assert any("names no ABORT marker" in m for m in findings())
+    state = ProducerState("t-0", 0)
+    state.advance(4)
+    snapshot.write(pdir, state)  # a snapshot vouches again: the entry of 5 must be there
     got = findings()
     assert any("has no entry" in m for m in got) and any("names no ABORT marker" in m for m in got)
-    with open(ix.path, "wb") as f:
+    with open(ix, "wb") as f:
         f.write(b"\x00" * 40)  # CRC of zeros does not match
     assert any("CRC does not match" in m for m in findings())

@@ -35,6 +35,7 @@ from ..format.records import (
 )
 from ..progress import Progress, counter
 from ..storage import checkpoint, files, jsondoc, tier_manifest, txn_index
+from ..txn import snapshot
 from ..storage.index import OffsetIndex, TimeIndex, max_entries
 from ..tiering.status import check_manifests
 
@@ -79,10 +80,12 @@ class SegmentReport:
     batch_nexts: list[int] = field(default_factory=list, repr=False)
     batch_ends: list[int] = field(default_factory=list, repr=False)
     batch_max_ts: list[int] = field(default_factory=list, repr=False)
-    aborts: list[tuple[int, int]] = field(default_factory=list, repr=False)  # (pid, offset)
+    # transactional batches in order: (offset, producer id, "data" | "abort" | "commit")
+    txn_events: list[tuple[int, int, str]] = field(default_factory=list, repr=False)
+    aborts: list[tuple[int, int]] = field(default_factory=list, repr=False)  # that ended one
 
     _PRIVATE = ("findings", "batch_starts", "batch_bases", "batch_nexts", "batch_ends",
-                "batch_max_ts", "aborts")
+                "batch_max_ts", "txn_events", "aborts")
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k not in self._PRIVATE} | {
@@ -161,8 +164,11 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                     damaged = True
                     expect = None  # its offsets are not to be trusted: no gap or order check
                 else:
-                    if h.is_control and control.marker_type(h, buf, p) == control.ABORT:
-                        rep.aborts.append((h.producer_id, h.base_offset))
+                    if h.is_control:
+                        kind = control.NAMES[control.marker_type(h, buf, p)].lower()
+                        rep.txn_events.append((h.base_offset, h.producer_id, kind))
+                    elif h.is_transactional:
+                        rep.txn_events.append((h.base_offset, h.producer_id, "data"))
                     if expect is not None and h.base_offset > max(expect, gaps_below):
                         rep.findings.append(gap(
                             path, at, max(expect, gaps_below), h.base_offset - 1,
@@ -300,9 +306,11 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
             tidx.close()
 
 
-def check_txn_index(rep: SegmentReport, directory: str) -> None:
-    """The ``.txnindex`` must hold one entry per ABORT marker of the segment, each naming that
-    marker's producer id and offset, and nothing else."""
+def check_txn_index(rep: SegmentReport, directory: str, vouched: int) -> None:
+    """The ``.txnindex`` must hold one entry per ABORT marker of the segment below
+    ``vouched`` (the newest producer-state snapshot: entries are written before it; markers
+    after it are known from the log), each naming that marker's producer id and offset, and
+    nothing that is not such a marker."""
     tpath = files.path(directory, rep.base_offset, files.TXNINDEX)
     try:
         entries, _ = txn_index.read_entries(tpath, rep.base_offset)
@@ -313,11 +321,12 @@ def check_txn_index(rep: SegmentReport, directory: str) -> None:
         return  # (markers after the damage were not read: nothing to compare with)
     have = {(e.producer_id, e.last_offset) for e in entries}
     want = set(rep.aborts)
-    for pid, off in sorted(want - have, key=lambda x: x[1]):
+    markers = {(pid, off) for off, pid, kind in rep.txn_events if kind == "abort"}
+    for pid, off in sorted({a for a in want - have if a[1] < vouched}, key=lambda x: x[1]):
         rep.findings.append(Finding("txnindex", tpath, None, f"the ABORT marker of producer "
                                     f"{pid} at offset {off} has no entry: read_committed "
                                     "readers would see that transaction's records"))
-    for pid, off in sorted(have - want, key=lambda x: x[1]):
+    for pid, off in sorted(have - markers, key=lambda x: x[1]):
         rep.findings.append(Finding("txnindex", tpath, None, f"entry for producer {pid} at "
                                     f"offset {off} names no ABORT marker of {rep.path}"))
 
@@ -330,6 +339,7 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
     bases = files.segment_bases(directory)
     point, point_problem = _checkpoint(directory)
     gaps_below = _cleaned_end(directory, bases)  # (the log start is applied once checked)
+    vouched = max(snapshot.offsets(directory), default=0)
     reports = []
     for i, base in enumerate(bases):
         nxt = bases[i + 1] if i + 1 < len(bases) else None
@@ -341,8 +351,17 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
             time.sleep(0.05)
             rep = scan_segment(path, base, nxt, gaps_below=gaps_below)
         check_indexes(rep, directory)
-        check_txn_index(rep, directory)
         reports.append(rep)
+    open_txns: set[int] = set()  # producers with transactional data and no marker yet
+    for rep in reports:
+        for offset, pid, kind in rep.txn_events:
+            if kind == "data":
+                open_txns.add(pid)
+            elif pid in open_txns:  # (a marker where nothing was open ends nothing)
+                open_txns.discard(pid)
+                if kind == "abort":
+                    rep.aborts.append((pid, offset))
+        check_txn_index(rep, directory, vouched)
     for rep, nxt in zip(reports, bases[1:]):
         end = rep.batch_nexts[-1] if rep.batch_nexts else rep.base_offset
         if not rep.damaged and end < nxt and nxt > gaps_below:
