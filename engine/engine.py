@@ -449,6 +449,17 @@ class Engine:
         except UnknownTopic:
             return None
 
+    def stable_view(self, topic: str, partitions: Sequence[int] | None = None
+                    ) -> dict[int, dict[str, Any]]:
+        """Per partition what read_committed sees: ``last_stable_offset`` and ``aborted``, the
+        aborted transactions with data between the log start and it, as ``[[producer id,
+        first offset, last offset]...]`` (the Spark reader's filter)."""
+        out = {}
+        for log in self._logs(topic, partitions):
+            lso, aborted = isolation.view(log, log.offsets()[0])
+            out[log.partition] = {"last_stable_offset": lso, "aborted": aborted.ranges()}
+        return out
+
     def offset_for_time(self, topic: str, partition: int, timestamp: int,
                         isolation_level: str = READ_UNCOMMITTED) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (None if none is),

@@ -134,3 +134,50 @@ def test_an_abort_in_a_later_segment_hides_data_in_an_earlier_one(data_dir):
         got = values(eng, RC)
         assert b"x0" not in got and len(got) == 30
         assert values(eng, RU)[0] == b"x0"
+
+
+# ---------------------------------------------------------------- compaction
+def test_compaction_drops_aborted_records_and_markers_and_stops_at_the_lso(data_dir):
+    """Kafka's cleaner rules: an aborted transaction's records never survive (even as a
+    key's last value), markers of cleaned segments go, committed transactional records
+    survive as plain ones, and nothing at or past the last stable offset is cleaned."""
+    cfg = {"cleanup.policy": "compact", "segment.bytes": "1024", "delete.retention.ms": "0",
+           "min.cleanable.dirty.ratio": "0.01"}
+
+    def keyed(pid, seq, key, value):
+        return encode_batch([key], [value], NOW, producer_id=pid, producer_epoch=0,
+                            base_sequence=seq, flags=ATTR_TRANSACTIONAL)
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("c", 1, cfg)
+        eng.produce("c", [Record(key=b"k", value=b"plain-1")], partition=0)
+        append(eng, keyed(1, 0, b"k", b"aborted"), "c")  # would be k's last value...
+        append(eng, keyed(2, 0, b"j", b"committed"), "c")
+        append(eng, control.encode_marker(1, 1, False, NOW), "c")  # ...but it aborts
+        append(eng, control.encode_marker(2, 1, True, NOW), "c")
+        for i in range(20):
+            eng.produce("c", [Record(key=b"f%d" % i, value=b"." * 100)], partition=0)
+        append(eng, keyed(3, 0, b"open", b"pending"), "c")  # an open transaction: the LSO
+        lso = eng.end_offsets("c", isolation_level=RC)[0]
+        for i in range(20):
+            eng.produce("c", [Record(key=b"g%d" % i, value=b"." * 100)], partition=0)
+        eng.checkpoint()
+        out = eng.compact("c", force=True)
+        plan = out[0]["plan"]
+        assert plan["held_by_transaction"]["last_stable_offset"] == lso
+        assert plan["cleanable_end"] <= lso
+        assert plan["aborted"] == [[1, 1, 3]]
+        got = {r.key: r.value for r in eng.read("c", 0, 0, 1000)}
+        assert got[b"k"] == b"plain-1" and got[b"j"] == b"committed"
+        assert values(eng, RC, "c")[:2] == [b"plain-1", b"committed"]
+        assert b"pending" not in values(eng, RC, "c")
+        # what was cleaned holds neither markers nor transactional batches any more
+        log = eng._producer.log_for(eng.topic("c"), 0)
+        cleaned = [h for h, _ in log.headers(0, plan["cleanable_end"], lambda h: False)]
+        assert cleaned and not any(h.is_control or h.is_transactional for h in cleaned)
+        # the open transaction commits: its record is back for read_committed, all intact
+        append(eng, control.encode_marker(3, 1, True, NOW), "c")
+        assert b"pending" in values(eng, RC, "c")
+    with Engine.open(data_dir, read_only=True) as eng:  # the state rebuilt from the log
+        assert b"pending" in values(eng, RC, "c")
+        assert eng.end_offsets("c", isolation_level=RC) == eng.end_offsets("c")

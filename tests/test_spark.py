@@ -326,3 +326,38 @@ def test_spark_tier_end_to_end_with_kill_9_during_the_job(data_dir):
     assert r.stdout.split(b"\n")[:-1] == before[1]
     r = run_rivven(data_dir, "segment", "verify", "--cold")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_source_honours_read_committed(spark, data_dir):
+    """isolationLevel read_committed: the last stable offset ends each partition and the
+    records of aborted transactions are left out (the default shows them, never a marker)."""
+    from engine.format import control
+    from engine.format.encode import encode_batch
+    from engine.format.records import ATTR_TRANSACTIONAL
+
+    def txn(pid, value):
+        return encode_batch([None], [value], 1, producer_id=pid, producer_epoch=0,
+                            base_sequence=0, flags=ATTR_TRANSACTIONAL)
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("x", 1)
+        log = eng._producer.log_for(eng.topic("x"), 0)
+        put = lambda b: eng._producer.append_encoded(log, b)  # noqa: E731
+        eng.produce("x", [Record(value=b"a")], partition=0)
+        put(txn(1, b"aborted"))
+        put(control.encode_marker(1, 1, False, 1))
+        put(txn(2, b"committed"))
+        put(control.encode_marker(2, 1, True, 1))
+        put(txn(3, b"open"))
+        eng.produce("x", [Record(value=b"after")], partition=0)
+
+    def read(**options):
+        r = spark.read.format("rivven").option("path", data_dir).option("topic", "x")
+        for k, v in options.items():
+            r = r.option(k, v)
+        return [row.value for row in r.load().orderBy("offset").collect()]
+
+    assert read() == [b"a", b"aborted", b"committed", b"open", b"after"]
+    assert read(isolationLevel="read_committed") == [b"a", b"committed"]
+    with pytest.raises(Exception, match="isolationLevel"):
+        read(isolationLevel="dirty")

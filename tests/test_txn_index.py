@@ -121,7 +121,7 @@ def test_a_txnindex_goes_with_its_segment(tmp_path):
 
 
 def test_verify_checks_markers_against_the_txnindex(tmp_path):
-    from engine import Engine, Record
+    from engine import Engine
     from engine.storage import files
     from engine.tools.verify import verify_partition
 

@@ -22,19 +22,26 @@ from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
 from ..storage import files, guard
 from ..storage.segment import Segment
+from ..txn.isolation import Aborted
 
 
 class CompactionError(RivvenError):
     pass
 
 
-def scan_keys(segs: Iterable[dict[str, Any]]) -> Iterator[tuple[int, bytes | None, bool]]:
-    """``(offset, key, is_tombstone)`` of every record of the given segment files."""
+def scan_keys(segs: Iterable[dict[str, Any]], aborted: Aborted | None = None
+              ) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(offset, key, is_tombstone)`` of every record of the given segment files, but for
+    transaction markers and the records of ``aborted`` transactions (never survivors: Kafka's
+    cleaner drops them)."""
     for s in segs:
         seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
         try:
             for ref in seg.iter_batches(0, seg.file_size()):
                 h = ref.header
+                if h.is_control or (aborted and h.is_transactional
+                                    and aborted.covers(h.producer_id, h.base_offset)):
+                    continue
                 body = body_of(ref.buf, ref.start, h)
                 offs, _, keys, values, _ = decode_columns(body, h, layout(body, h))
                 for o, k, v in zip(offs, keys, values):
@@ -71,6 +78,8 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     offsets. A batch whose records all survive is copied byte for byte without decoding; a
     partly surviving one is re-encoded from its Arrow columns (only the survivors are
     touched), keeping offsets (as explicit deltas), timestamps, headers and codec.
+    Transaction markers and aborted records are never survivors (``scan_keys``): they go,
+    and the surviving records of transactional batches are written as plain ones.
     """
     base = group[0]["base_offset"]
     # a private folder, then renames: two attempts of one task (Spark speculation, a retry)
@@ -149,9 +158,11 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
             stats["min_tombstone"] = kept[0]
     if n_keep == 0:
         return b"", 0
-    if n_keep == n:
+    if n_keep == n and not h.is_transactional:
         stats["batches_copied"] += 1
         return bytes(ref.buf[ref.start:ref.start + h.size]), n
+    # (a transactional batch is rewritten as a plain one: its transaction ended below the
+    # last stable offset, and the marker that ended it does not survive the pass)
     import pyarrow as pa
 
     if body is None:

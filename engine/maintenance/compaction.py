@@ -27,6 +27,8 @@ from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
 from ..storage import guard
 from ..storage.swap import SwapRefused
+from ..txn import isolation
+from ..txn.isolation import Aborted
 from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group
 
 if TYPE_CHECKING:
@@ -85,11 +87,16 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
     start = log.start_offset()
     state = read_cleaner(log.dir)
     sealed = segs[:-1]
-    cleanable, held_by = [], None
+    # never past the last stable offset: an open transaction may still abort
+    lso, aborted = isolation.view(log, start)
+    cleanable, held_by, held_by_txn = [], None, None
     for i, seg in enumerate(sealed):
         max_ts = log.segment_max_timestamp(seg)
         if cfg.min_compaction_lag_ms > 0 and max_ts > now - cfg.min_compaction_lag_ms:
             held_by = {"base_offset": seg.base, "max_timestamp": max_ts}
+            break
+        if segs[i + 1].base > lso:
+            held_by_txn = {"base_offset": seg.base, "last_stable_offset": lso}
             break
         st = os.fstat(seg.fd)
         cleanable.append({"base_offset": seg.base, "next_offset": segs[i + 1].base,
@@ -118,7 +125,8 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
     return {"topic": log.topic, "partition": log.partition, "dir": log.dir,
             "log_start_offset": start, "cleanable_end": end, "first_dirty": first_dirty,
             "active_base": segs[-1].base, "end_offset": log.end_offset(),
-            "held_by_lag": held_by, "clean_bytes": clean, "dirty_bytes": dirty,
+            "held_by_lag": held_by, "held_by_transaction": held_by_txn,
+            "aborted": aborted.ranges(), "clean_bytes": clean, "dirty_bytes": dirty,
             "dirty_ratio": ratio, "segments": cleanable,
             "groups": group_segments(cleanable, cfg.segment_bytes),
             "tombstone_bound": tombstone_bound(state, cfg.delete_retention_ms, now),
@@ -167,7 +175,9 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
     plan = plan_partition(log, cfg, now, force)
     if plan["skip"]:
         return {"plan": plan, "skipped": plan["skip"]}
-    keep, stats = survivor_offsets(scan_keys(plan["segments"]), plan["tombstone_bound"],
+    keep, stats = survivor_offsets(scan_keys(plan["segments"],
+                                             Aborted.from_ranges(plan["aborted"])),
+                                   plan["tombstone_bound"],
                                    f" of {log.topic}-{log.partition}")
     # (a bounded name: a topic's name may have 249 characters, a file name at most 255 bytes)
     out_dir = os.path.join(staging, f"{log.topic[:40]}-{log.topic_id.hex()[:12]}-{log.partition}")

@@ -220,6 +220,8 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
             .option("path", plan["data_dir"]).option("topic", plan["topic"])
             .option("partitions", ",".join(str(p["partition"]) for p in parts))
             .option("endOffsets", json.dumps({p["partition"]: p["cleanable_end"] for p in parts}))
+            # the records of aborted transactions are never survivors (Kafka's cleaner)
+            .option("aborted", json.dumps({p["partition"]: p.get("aborted", []) for p in parts}))
             .option("splitBytes", str(split_bytes)).option("splits", str(2 * par))
             # each split sends only its last record per key: the JVM's share of the work
             # (Arrow -> rows, hash aggregation) shrinks to about one row per distinct key

@@ -35,9 +35,11 @@ class Piece:
     """Batches of one segment file that start in ``[start, end)`` (byte positions)."""
 
     def __init__(self, topic: str, partition: int, path: str, base: int, start: int, end: int,
-                 end_offset: int | None) -> None:
+                 end_offset: int | None, aborted: list[list[int]] | None = None) -> None:
         self.topic, self.partition, self.path, self.base = topic, partition, path, base
         self.start, self.end, self.end_offset = start, end, end_offset
+        # [[producer id, first, last]...]: transactions whose records are left out
+        self.aborted = aborted
 
 
 class SegmentSplit(InputPartition):
@@ -50,10 +52,11 @@ class SegmentSplit(InputPartition):
 
 
 def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
-               end_offsets: dict[int, int], split_bytes: int, splits: int = 0
-               ) -> list[SegmentSplit]:
+               end_offsets: dict[int, int], split_bytes: int, splits: int = 0,
+               aborted: dict[int, list[list[int]]] | None = None) -> list[SegmentSplit]:
     """Pieces of at most ``split_bytes`` (segments cut at index positions), packed into
-    splits of about ``split_bytes`` each, or into about ``splits`` equal splits."""
+    splits of about ``split_bytes`` each, or into about ``splits`` equal splits; the records
+    of the ``aborted`` transactions of a partition are left out of its pieces."""
     from ..storage import files
     from ..storage.index import OffsetIndex, max_entries
 
@@ -84,7 +87,7 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
                     idx.close()
             cuts.append(size)
             for a, b in zip(cuts, cuts[1:]):
-                out.append(Piece(topic, p, path, base, a, b, end))
+                out.append(Piece(topic, p, path, base, a, b, end, (aborted or {}).get(p)))
     target = split_bytes
     if splits > 0:
         target = max(1, sum(p.end - p.start for p in out) // splits)
@@ -158,8 +161,10 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
     from ..format.arrow import batch_columns, offsets_column
     from ..format.decode import body_of, layout
     from ..storage.segment import Segment
+    from ..txn.isolation import Aborted
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)
+    aborted = Aborted.from_ranges(split.aborted) if split.aborted else None
     parts: list[tuple[int, int, tuple[Any, ...]]] = []
     rows = 0
     want_values = "value" in columns or "tombstone" in columns
@@ -171,6 +176,8 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
                 break
             if h.is_control:
                 continue  # a transaction marker: never a row
+            if aborted and h.is_transactional and aborted.covers(h.producer_id, h.base_offset):
+                continue  # a batch of an aborted transaction
             where = f" at position {ref.position} of {split.path}"
             body = body_of(ref.buf, ref.start, h, where)
             cols = batch_columns(body, h, layout(body, h, where), where)
@@ -240,12 +247,33 @@ class RivvenReader(DataSourceReader):
         o = self.options
         parts = o.get("partitions")
         ends = {int(k): int(v) for k, v in json.loads(o.get("endoffsets", "{}")).items()}
-        return splits_for(o["path"], o["topic"],
-                          [int(p) for p in parts.split(",")] if parts else None,
-                          ends, int(o.get("splitbytes", 64 << 20)), int(o.get("splits", 0)))
+        aborted = {int(k): v for k, v in json.loads(o.get("aborted", "{}")).items()}
+        wanted = [int(p) for p in parts.split(",")] if parts else None
+        level = o.get("isolationlevel", "read_uncommitted")
+        if level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolationLevel {level!r}: use read_uncommitted or read_committed")
+        if level == "read_committed":
+            ends, aborted = _committed_view(o["path"], o["topic"], wanted, ends, aborted)
+        return splits_for(o["path"], o["topic"], wanted, ends,
+                          int(o.get("splitbytes", 64 << 20)), int(o.get("splits", 0)), aborted)
 
     def read(self, partition: SegmentSplit) -> Iterator[Any]:  # type: ignore[override]
         return read_split(partition, self.columns, self.last_per_key)
+
+
+def _committed_view(path: str, topic: str, partitions: list[int] | None,
+                    ends: dict[int, int], aborted: dict[int, list[list[int]]]
+                    ) -> tuple[dict[int, int], dict[int, list[list[int]]]]:
+    """(In the driver.) read_committed: each partition's end no further than its last
+    stable offset, and its aborted transactions, as a read-only engine sees them."""
+    from engine import Engine
+
+    with Engine.open(path, read_only=True) as eng:
+        for p, v in eng.stable_view(topic, partitions).items():
+            lso = v["last_stable_offset"]
+            ends[p] = min(ends.get(p, lso), lso)
+            aborted[p] = aborted.get(p, []) + v["aborted"]
+    return ends, aborted
 
 
 class RivvenDataSource(DataSource):

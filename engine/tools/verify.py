@@ -35,9 +35,9 @@ from ..format.records import (
 )
 from ..progress import Progress, counter
 from ..storage import checkpoint, files, jsondoc, tier_manifest, txn_index
-from ..txn import snapshot
 from ..storage.index import OffsetIndex, TimeIndex, max_entries
 from ..tiering.status import check_manifests
+from ..txn import snapshot
 
 CHUNK = 8 << 20
 CLEANER = ".cleaner"  # (engine.maintenance.compaction's state file: a peer, not imported)

@@ -38,6 +38,18 @@ class Aborted:
         self._firsts = {pid: [r[0] for r in sorted(rs)] for pid, rs in ranges.items()}
         self._lasts = {pid: [r[1] for r in sorted(rs)] for pid, rs in ranges.items()}
 
+    def ranges(self) -> list[list[int]]:
+        """``[[producer id, first, last]...]``: JSON for a plan (``from_ranges`` reads it)."""
+        return [[pid, f, last] for pid in sorted(self._firsts)
+                for f, last in zip(self._firsts[pid], self._lasts[pid])]
+
+    @classmethod
+    def from_ranges(cls, ranges: Iterable[Iterable[int]] | None) -> Aborted:
+        out: dict[int, list[tuple[int, int]]] = {}
+        for pid, first, last in ranges or ():
+            out.setdefault(int(pid), []).append((int(first), int(last)))
+        return cls(out)
+
     def __bool__(self) -> bool:
         return bool(self._firsts)
 
