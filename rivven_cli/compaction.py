@@ -47,6 +47,11 @@ def explain(
                        f"{held['base_offset']} holds records newer than min.compaction.lag.ms="
                        f"{p['min_compaction_lag_ms']} (newest {_t(held['max_timestamp'])}, "
                        f"cleanable after {_t(held['max_timestamp'] + p['min_compaction_lag_ms'])})")
+        txn = p.get("held_by_transaction")
+        if txn and not held:
+            typer.echo(f"  not cleanable: offsets {txn['base_offset']}..: an open transaction "
+                       f"(the last stable offset is {txn['last_stable_offset']}): cleanable "
+                       "once it commits or aborts")
         typer.echo(f"  not cleanable: the active segment, offsets {p['active_base']}.."
                    f"{p['end_offset'] - 1 if p['end_offset'] > p['active_base'] else '(empty)'}")
         tb = p["tombstones"]

@@ -181,3 +181,17 @@ def test_compaction_drops_aborted_records_and_markers_and_stops_at_the_lso(data_
     with Engine.open(data_dir, read_only=True) as eng:  # the state rebuilt from the log
         assert b"pending" in values(eng, RC, "c")
         assert eng.end_offsets("c", isolation_level=RC) == eng.end_offsets("c")
+
+
+def test_compaction_explain_names_an_open_transaction(data_dir):
+    from conftest import run_rivven
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1024"})
+        append(eng, encode_batch([b"k"], [b"v"], NOW, producer_id=4, producer_epoch=0,
+                                 base_sequence=0, flags=ATTR_TRANSACTIONAL), "c")
+        for i in range(20):
+            eng.produce("c", [Record(key=b"f%d" % i, value=b"." * 100)], partition=0)
+    r = run_rivven(data_dir, "compaction", "explain", "c")
+    assert r.returncode == 0 and b"an open transaction (the last stable offset is 0)" in \
+        r.stdout, r.stdout
