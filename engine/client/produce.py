@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .. import clock
 from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic, plural
@@ -35,6 +35,20 @@ RECORD_OVERHEAD = 24  # a record's offsets and lengths in the columns
 HEADER_OVERHEAD = 12
 
 
+class Stamp(Protocol):
+    """The producer fields of a request's batches (a transactional producer's; format 2)."""
+
+    def joining(self, meta: TopicMeta, partitions: list[int]) -> None:
+        """Before any batch is appended: the partitions the request writes to."""
+
+    def fields(self, log: PartitionLog) -> dict[str, int]:
+        """``producer_id, producer_epoch, base_sequence, flags`` of the next batch to
+        ``log`` (encode_batch's arguments)."""
+
+    def appending(self, log: PartitionLog, count: int) -> None:
+        """A batch of ``count`` records with those fields is being appended to ``log``."""
+
+
 @dataclass
 class ProduceRequest:
     """One produce call, columnar. ``timestamps`` is one int for all records or one each."""
@@ -48,6 +62,7 @@ class ProduceRequest:
     partitions: Sequence[int | None] | None = None  # or one per record (None: partitioner's)
     compression: str | None = None
     stored: int = 0  # batches stored so far: a retry after the first would duplicate them
+    stamp: Stamp | None = None  # producer fields for the batches (None: format 1)
 
     @classmethod
     def of(cls, topic: str, values: Sequence[bytes | None],
@@ -152,6 +167,8 @@ class Producer:
                 f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
                 "every record needs a key")
         groups = self._assign(meta, keys, req.partition, req.partitions)
+        if req.stamp is not None:
+            req.stamp.joining(meta, list(groups))
         n = len(req.values)
         acks: list[tuple[int, int]] = [None] * n if len(groups) > 1 else []  # type: ignore[list-item]
         for p, idx in groups.items():
@@ -212,8 +229,16 @@ class Producer:
         if log.wal is None:
             self.attach_wal(log)
         limit = cfg.max_message_bytes
-        batch = encode_batch(keys, values, ts, headers, codec)
+        stamp = req.stamp
+        if stamp is None:
+            extra = _PLAIN
+            batch = encode_batch(keys, values, ts, headers, codec)
+        else:
+            extra = stamp.fields(log)
+            batch = encode_batch(keys, values, ts, headers, codec, **extra)
         if len(batch) <= limit:
+            if stamp is not None:
+                stamp.appending(log, batch.count)
             base = log.append(batch)
             req.stored += 1
             return [(base, batch.count)]
@@ -222,7 +247,7 @@ class Producer:
         for a, b in chunks:
             t = ts if isinstance(ts, int) else ts[a:b]
             h = headers[a:b] if headers is not None else None
-            enc = encode_batch(keys[a:b], values[a:b], t, h, codec)
+            enc = encode_batch(keys[a:b], values[a:b], t, h, codec, **_nth(extra, a))
             if len(enc) > limit:
                 if b - a == 1:
                     raise _too_large(
@@ -236,9 +261,22 @@ class Producer:
         batches.sort(key=lambda x: x[0])
         out = []
         for _, enc in batches:
+            if stamp is not None:
+                stamp.appending(log, enc.count)
             out.append((log.append(enc), enc.count))
             req.stored += 1
         return out
+
+
+_PLAIN: dict[str, int] = {}
+
+
+def _nth(extra: dict[str, int], index: int) -> dict[str, int]:
+    """The producer fields of a split batch starting at record ``index`` of the request's
+    run: its records' sequences follow on (wrapping at 2^31, as Kafka's)."""
+    if not extra:
+        return extra
+    return dict(extra, base_sequence=(extra["base_sequence"] + index) & 0x7FFFFFFF)
 
 
 def _codec(cfg: TopicConfig, compression: str | None) -> int:

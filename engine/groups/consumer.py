@@ -106,7 +106,8 @@ class Consumer:
                  on_reset: Callable[[dict[str, Any]], None] | None = None,
                  sync_commits: bool = True,
                  on_close: Callable[[Consumer], None] | None = None,
-                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 lock_wait: LockWait = DEFAULT_WAIT,
+                 settle: Callable[[str], None] | None = None) -> None:
         if engine.read_only:
             raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
         if auto_offset_reset not in POLICIES:
@@ -136,6 +137,10 @@ class Consumer:
         self.on_reset = on_reset
         self.store = OffsetStore(self.gdir, sync=sync_commits, lock_wait=lock_wait)
         self._on_close = on_close
+        # finishes transactions that committed offsets of this group but were cut short
+        # before writing them (engine.txn.coordinator.settle_group): called before the
+        # committed offsets of a partition just taken over are read
+        self._settle = settle
         self.member = membership.Member(self.gdir, member_id,
                                         {"client_id": client_id, "topics": self.topics})
         self.member_id = self.member.member_id
@@ -196,6 +201,8 @@ class Consumer:
             for tp in missing:
                 if self.leases.acquire(*tp):
                     if committed is None:  # read after the lease: the last owner's final commit
+                        if self._settle is not None:
+                            self._settle(self.group)
                         committed = self.store.refresh()
                     c = committed.get(tp)
                     self._positions[tp] = self._start(tp, None if c is None else c.offset)
