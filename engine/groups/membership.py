@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument, os_error
+from ..errors import DamagedMetadata, InvalidArgument, os_error, plural
 from ..storage import guard, jsondoc
 from ..storage.locks import acquire, open_lock_file, try_lock
 
@@ -60,7 +60,7 @@ def check_name(name: str, what: str, new: bool = False, max_bytes: int = MAX_NAM
         raise InvalidArgument(
             f"{what} {_cut(name)!r} is too long: {len(name)} characters, {size} bytes as "
             f"{as_name}; a {what} has at most {MAX_GROUP_CHARS} characters and "
-            f"{max_bytes} bytes once percent-encoded (letters, digits and _ . - ~ take "
+            f"{plural(max_bytes, 'byte')} once percent-encoded (letters, digits and _ . - ~ take "
             "1 byte, any other character 3 per UTF-8 byte: é takes 6, an emoji 12)")
     if new:
         _check_controls(name, what)
