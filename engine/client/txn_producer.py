@@ -66,7 +66,7 @@ class TransactionalProducer:
 
     def _reset(self) -> None:
         self._seq: dict[TopicPartition, int] = {}
-        self._joined: set[TopicPartition] = set()
+        self._joined: set[tuple[str, int, str]] = set()
         self._fences: dict[str, tuple[Consumer, set[TopicPartition]]] = {}
         self._writing = False
 
@@ -179,14 +179,15 @@ class TransactionalProducer:
     # ---------------------------------------------------------------- the produce path
     def joining(self, meta: TopicMeta, partitions: list[int]) -> None:
         """(Stamp.) Partitions new to the transaction join it durably before any data."""
-        new = [p for p in partitions if (meta.name, p) not in self._joined]
+        new = [p for p in partitions if (meta.name, p, meta.id) not in self._joined]
         if not new:
             return
         parts = [TxnPartition(meta.name, p, meta.id, self._log_for(meta, p).offsets()[1])
                  for p in new]
         self.coordinator.add_partitions(self.transactional_id, self.producer_id, self.epoch,
                                         parts)
-        self._joined.update((meta.name, p) for p in new)
+        # (keyed by topic id too: a topic created again under its name is another partition)
+        self._joined.update((meta.name, p, meta.id) for p in new)
 
     def fields(self, log: PartitionLog) -> dict[str, int]:
         """(Stamp.) Format-2 fields of the next batch to ``log``."""

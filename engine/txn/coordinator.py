@@ -110,8 +110,8 @@ class Coordinator:
         any data is written there."""
         with self.store.locked(tid):
             st = self._live(tid, pid, epoch)
-            have = {(p.topic, p.partition) for p in st.partitions}
-            new = [p for p in parts if (p.topic, p.partition) not in have]
+            have = {(p.topic, p.partition, p.topic_id) for p in st.partitions}
+            new = [p for p in parts if (p.topic, p.partition, p.topic_id) not in have]
             if not new and st.state == ONGOING:
                 return
             self._start(st)
