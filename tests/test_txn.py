@@ -361,3 +361,17 @@ def test_abort_transaction_by_hand_and_a_topic_deleted_meanwhile(eng):
 def test_the_idempotent_branch_is_not_this_one(eng):
     with pytest.raises(NotImplementedError):
         eng.producer()
+
+
+def test_a_produce_refused_before_writing_leaves_the_transaction_usable(eng, data_dir):
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    with pytest.raises(RivvenError, match="does not exist"):
+        tp.produce("nope", recs(b"a"))
+    with pytest.raises(RivvenError, match="partition 7"):
+        tp.produce("out", recs(b"a"), partition=7)
+    tp.produce("out", recs(b"b"), partition=0)
+    tp.commit()
+    assert txn_view.committed_values(eng, "out", 0) == [b"b"]
+    with Engine.open(data_dir, read_only=True) as ro, pytest.raises(RivvenError, match="read-only"):
+        ro.producer(transactional_id="t")
