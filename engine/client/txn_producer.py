@@ -28,7 +28,8 @@ from ..groups import membership
 from ..groups.offset_store import check_commit
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
-from ..txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator, check_consumer
+from ..txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
+from ..txn.fences import check_consumer
 from ..txn.txn_store import TxnPartition
 from .produce import Producer, ProduceRequest
 

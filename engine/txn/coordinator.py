@@ -16,19 +16,16 @@ with epoch 0. ``init`` bumps the epoch too, fencing every older instance of the 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from .. import clock
 from ..errors import (
-    ConsumerFenced,
     DamagedMetadata,
     InvalidArgument,
     InvalidTxnState,
     ProducerFenced,
     RivvenError,
-    plural,
 )
 from ..failpoint import failpoint
 from ..format.records import MAX_EPOCH
@@ -52,9 +49,6 @@ from .txn_store import (
     TxnStore,
     check_id,
 )
-
-if TYPE_CHECKING:
-    from ..groups.consumer import Consumer
 
 DEFAULT_TIMEOUT_MS = 60000  # transaction.timeout.ms, Kafka's producer default
 
@@ -354,27 +348,3 @@ def row(st: TxnState, now: int) -> dict[str, Any]:
             "started_ms": st.started_ms,
             "age_ms": max(0, now - st.started_ms) if st.started_ms else None,
             "updated_ms": st.updated_ms}
-
-
-def check_consumer(consumer: Consumer, data_dir: str, group: str,
-                   partitions: Iterable[tuple[str, int]]) -> None:
-    """KIP-447's fence: ``consumer`` (a member of ``group`` on this data dir) still holds the
-    lease of each of ``partitions``, so no other member has read them since it did: else
-    ConsumerFenced. (A lease is a flock: held, nobody else can have it.)"""
-    if consumer.group != group:
-        raise InvalidArgument(f"consumer {consumer.member_id} is a member of group "
-                              f"{consumer.group!r}, not {group!r}: pass the consumer whose "
-                              "group the offsets are for")
-    if os.path.realpath(consumer.engine.path) != os.path.realpath(data_dir):
-        raise InvalidArgument(f"consumer {consumer.member_id} reads the data dir "
-                              f"{consumer.engine.path}, not {data_dir}")
-    held = set() if consumer.closed else set(consumer.assignment())
-    lost = sorted(set(partitions) - held)
-    if lost:
-        names = ", ".join(f"{t}-{p}" for t, p in lost[:5]) + (", ..." if len(lost) > 5 else "")
-        raise ConsumerFenced(
-            f"consumer {consumer.member_id} of group {group!r} no longer holds {names} "
-            f"({plural(len(lost), 'partition')}: another member took them over, or it was "
-            "closed): their offsets cannot be committed with this transaction; abort() it and "
-            "read them again from the group's committed offsets")
-
