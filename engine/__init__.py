@@ -8,6 +8,7 @@ from .client.read import Position
 from .engine import Engine
 from .errors import (
     ColdObjectError,
+    ConsumerFenced,
     CorruptRecordError,
     DataDirError,
     InvalidArgument,
@@ -30,7 +31,8 @@ from .format.records import ColumnBatch, Record
 __version__ = "0.1.0"
 
 __all__ = [
-    "ColdObjectError", "CorruptRecordError", "DataDirError", "Engine", "InvalidArgument", "InvalidConfig",
+    "ColdObjectError", "ConsumerFenced", "CorruptRecordError", "DataDirError", "Engine",
+    "InvalidArgument", "InvalidConfig",
     "InvalidTopicName", "InvalidTxnState", "OffsetOutOfRange", "OutOfOrderSequence",
     "ProducerFenced", "Position", "Producer", "ReadOnlyError", "Record",
     "ColumnBatch", "RecordTooLarge",

@@ -17,6 +17,7 @@ from .client import producer as idempotent
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
+from .client.txn_producer import TransactionalProducer
 from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic, disk_full
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
@@ -40,8 +41,10 @@ from .tiering.hot import HotCache
 from .tools import inspect, repair
 from .tools import verify as verify_mod
 from .txn import isolation, pids
+from .txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
 from .txn.hook import PartitionProducers
 from .txn.isolation import READ_UNCOMMITTED
+from .txn.txn_store import TxnPartition
 from .wal import streams
 from .wal.owner import WalOwner
 
@@ -106,6 +109,8 @@ class Engine:
         self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
                                   self.offset_for_time, lock_wait=lw)
         self._consumers: set[Consumer] = set()
+        self._txn = Coordinator(self.path, self._txn_log, st.wal_sync != "none", lw)
+        self._txn_producers: set[TransactionalProducer] = set()
         if not read_only:
             datadir.empty_trash(self.path)
             if recover:
@@ -143,6 +148,11 @@ class Engine:
             return
         for c in list(self._consumers):
             c.close()
+        for tp in list(self._txn_producers):
+            try:
+                tp.close()  # an open transaction is aborted rather than left to time out
+            except RivvenError:
+                pass  # (it times out, or the next open's recovery aborts it)
         # refuse new appends first: one that got in after the checkpoint below passed its
         # partition would be acknowledged, and its WAL deleted, with its segment bytes unsynced
         self._partitions.stop()
@@ -194,9 +204,11 @@ class Engine:
 
     # ---------------------------------------------------------------- WAL and recovery
     def _recover(self) -> None:
-        """Replay dead WAL streams at open. On a full disk a batch that must go back into its
-        segment cannot: the engine opens anyway — the commands that free space need it — but
-        refuses appends (their offsets are the replay's) until an open replays the streams."""
+        """Replay dead WAL streams at open, then finish the transactions a crash left
+        prepared and abort the timed-out ones. On a full disk a batch that must go back into
+        its segment cannot: the engine opens anyway — the commands that free space need it —
+        but refuses appends (their offsets are the replay's) until an open replays the
+        streams."""
         try:
             self.last_recovery = self.wal_replay()
         except StorageError as e:
@@ -207,6 +219,8 @@ class Engine:
                 f"the WAL of a crashed writer still has to be replayed, and the disk is full "
                 f"({e}); free space (rivven delete-records, retention apply or topic delete), "
                 "then open the data dir again")
+            return
+        self.last_recovery["transactions"] = self._txn.recover()
     def checkpoint(self) -> list[dict[str, Any]]:
         """fsync every partition this process wrote, record recovery points, and delete the
         WAL files wholly below them."""
@@ -337,19 +351,35 @@ class Engine:
         self._wal.maybe_checkpoint()
         return acks
 
-    def producer(self, *, producer_id: int | None = None, epoch: int = 0,
+    # ---------------------------------------------------------------- producers, transactions
+    def producer(self, transactional_id: str | None = None, *,
+                 transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 producer_id: int | None = None, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None
-                 ) -> idempotent.Producer:
-        """An idempotent producer: a new producer id (never shared by two producers of any
-        processes), epoch 0. Its ``produce``/``produce_batch`` answer as this engine's, and a
-        call that failed ambiguously is retried with ``retry_last()`` and stored once
-        (engine.client.producer).
+                 ) -> idempotent.Producer | TransactionalProducer:
+        """A producer. With ``transactional_id``: a TransactionalProducer (``begin``,
+        ``produce``, ``send_offsets``, ``commit``/``abort``), fencing every older producer of
+        that id in any process; a transaction open longer than ``transaction_timeout_ms`` is
+        aborted (docs/TRANSACTIONS.md).
 
-        ``producer_id`` (and ``epoch``) take up an id used before, e.g. by a process that died
-        before it saw its answer: each partition's producer state says which sequence comes
-        next, or ``sequences`` ``{(topic, partition): next sequence}`` says it (to send the
-        very batches again: their records are then stored once)."""
+        Without: an idempotent producer, a new producer id (never shared by two producers of
+        any processes), epoch 0. Its ``produce``/``produce_batch`` answer as this engine's,
+        and a call that failed ambiguously is retried with ``retry_last()`` and stored once
+        (engine.client.producer). ``producer_id`` (and ``epoch``) take up an id used before,
+        e.g. by a process that died before it saw its answer: each partition's producer state
+        says which sequence comes next, or ``sequences`` ``{(topic, partition): next
+        sequence}`` says it (to send the very batches again: their records are then stored
+        once)."""
         self._writable()
+        if transactional_id is not None:
+            if producer_id is not None or sequences:
+                raise InvalidArgument("a transactional producer takes its producer id from its "
+                                      "transactional id: give one or the other")
+            tp = TransactionalProducer(self._txn, self._producer, self._log, transactional_id,
+                                       transaction_timeout_ms, self._wal.maybe_checkpoint,
+                                       self._txn_producers.discard)
+            self._txn_producers.add(tp)
+            return tp
         if producer_id is None:
             if sequences:
                 raise InvalidArgument("sequences belong to a producer id: give producer_id too")
@@ -359,6 +389,48 @@ class Engine:
             resume = True
         return idempotent.Producer(self._producer, producer_id, epoch, sequences, resume,
                                    after=self._wal.maybe_checkpoint)
+
+    def transactions(self, all: bool = False, recover: bool = False) -> list[dict[str, Any]]:
+        """The transactional ids with an open or prepared transaction (``all``: every id):
+        ``transactional_id, producer_id, epoch, state, partitions, offsets, fences,
+        timeout_ms, started_ms, age_ms, updated_ms`` (engine.txn.coordinator.row). With
+        ``recover``, prepared transactions are finished and timed-out ones aborted first."""
+        if recover:
+            self.recover_transactions()
+        return self._txn.transactions(all)
+
+    def describe_transaction(self, transactional_id: str) -> dict[str, Any]:
+        """One transactional id's state (a row of ``transactions``)."""
+        return self._txn.describe(transactional_id)
+
+    def recover_transactions(self) -> list[dict[str, Any]]:
+        """What a writable open does: finish prepared transactions, abort the timed-out
+        ones (ids another process works on are left to it). One row per id acted on:
+        ``transactional_id, action, state, error``."""
+        self._writable()
+        return self._txn.recover()
+
+    def abort_transaction(self, transactional_id: str) -> dict[str, Any]:
+        """Abort the id's open transaction now, timed out or not (its producer is fenced),
+        or finish a prepared one as decided (``rivven txn abort``); waits for a process
+        working on the id. Returns ``transactional_id, state`` (before) and ``action``
+        (aborted, committed; None: nothing was open)."""
+        self._writable()
+        return self._txn.abort(transactional_id)
+
+    def _txn_log(self, part: TxnPartition) -> PartitionLog | None:
+        """The writable log of a transaction's partition, or None when its topic is gone
+        (deleted, or created again under its name)."""
+        try:
+            meta = self.topic(part.topic)
+        except UnknownTopic:
+            return None
+        if meta.id != part.topic_id or part.partition >= meta.partitions:
+            return None
+        log = self._log(meta, part.partition)
+        if log.wal is None:
+            self._wal.attach(log)
+        return log
 
     # ---------------------------------------------------------------- read
     def read(self, topic: str, partition: int, offset: int, max_records: int = 1000,
@@ -602,7 +674,8 @@ class Engine:
 
         c = Consumer(self, group, topics, auto_offset_reset=auto_offset_reset,
                      sync_commits=self.settings.wal_sync != "none",
-                     on_close=self._consumers.discard, lock_wait=self.lock_wait, **options)
+                     on_close=self._consumers.discard, lock_wait=self.lock_wait,
+                     settle=self._txn.settle_group, **options)
         self._consumers.add(c)
         return c
 

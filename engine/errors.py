@@ -91,6 +91,13 @@ class ProducerFenced(RivvenError):
     write or commit. Nothing it wrote after it was fenced becomes visible."""
 
 
+class ConsumerFenced(ProducerFenced):
+    """(KIP-447.) The consumer whose offsets a transaction commits no longer holds a partition
+    of them (another member of its group took it over, or it was closed): the transaction
+    cannot commit them. Unlike its parent, the producer is not done for: ``abort()`` the
+    transaction and go on (code that treats every ProducerFenced as fatal is still right)."""
+
+
 class InvalidTxnState(RivvenError):
     """A transactional call out of order: commit or produce without begin, begin twice,
     produce after a failed commit (abort first); also a new call of an idempotent producer

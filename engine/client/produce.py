@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .. import clock
 from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic, plural
@@ -36,6 +36,20 @@ HEADER_OVERHEAD = 12
 SEQ_MASK = 0x7FFFFFFF  # record sequences wrap from 2^31-1 to 0
 
 
+class Stamp(Protocol):
+    """The producer fields of a request's batches (a transactional producer's; format 2)."""
+
+    def joining(self, meta: TopicMeta, partitions: list[int]) -> None:
+        """Before any batch is appended: the partitions the request writes to."""
+
+    def fields(self, log: PartitionLog) -> dict[str, int]:
+        """``producer_id, producer_epoch, base_sequence, flags`` of the next batch to
+        ``log`` (encode_batch's arguments)."""
+
+    def appending(self, log: PartitionLog, count: int) -> None:
+        """A batch of ``count`` records with those fields is being appended to ``log``."""
+
+
 @dataclass
 class ProduceRequest:
     """One produce call, columnar. ``timestamps`` is one int for all records or one each."""
@@ -49,6 +63,7 @@ class ProduceRequest:
     partitions: Sequence[int | None] | None = None  # or one per record (None: partitioner's)
     compression: str | None = None
     stored: int = 0  # batches stored so far: a retry after the first would duplicate them
+    stamp: Stamp | None = None  # producer fields for the batches (None: format 1)
 
     @classmethod
     def of(cls, topic: str, values: Sequence[bytes | None],
@@ -151,6 +166,8 @@ class Producer:
 
     def _produce_to(self, meta: TopicMeta, req: ProduceRequest) -> list[tuple[int, int]]:
         codec, cfg, groups = self.plan(meta, req)
+        if req.stamp is not None:
+            req.stamp.joining(meta, list(groups))
         n = len(req.values)
         acks: list[tuple[int, int]] = [None] * n if len(groups) > 1 else []  # type: ignore[list-item]
         for p, idx in groups.items():
@@ -216,8 +233,16 @@ class Producer:
         """Encode (splitting at max.message.bytes) and append; ``[(base_offset, count)]``."""
         if log.wal is None:
             self.attach_wal(log)
+        stamp = req.stamp
+        producer, flags = None, 0
+        if stamp is not None:  # (a transactional producer's batches: format 2)
+            f = stamp.fields(log)
+            producer = (f["producer_id"], f["producer_epoch"], f["base_sequence"])
+            flags = f["flags"]
         out = []
-        for _, enc in encode(log.topic, keys, values, headers, ts, codec, cfg):
+        for _, enc in encode(log.topic, keys, values, headers, ts, codec, cfg, producer, flags):
+            if stamp is not None:
+                stamp.appending(log, enc.count)
             out.append((log.append(enc), enc.count))
             req.stored += 1
         return out

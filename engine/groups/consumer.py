@@ -110,6 +110,7 @@ class Consumer:
                  sync_commits: bool = True,
                  on_close: Callable[[Consumer], None] | None = None,
                  lock_wait: LockWait = DEFAULT_WAIT,
+                 settle: Callable[[str], None] | None = None,
                  isolation_level: str = "read_uncommitted") -> None:
         if engine.read_only:
             raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
@@ -146,6 +147,10 @@ class Consumer:
         self.on_reset = on_reset
         self.store = OffsetStore(self.gdir, sync=sync_commits, lock_wait=lock_wait)
         self._on_close = on_close
+        # finishes transactions that committed offsets of this group but were cut short
+        # before writing them (engine.txn.coordinator.settle_group): called before the
+        # committed offsets of a partition just taken over are read
+        self._settle = settle
         self.member = membership.Member(self.gdir, member_id,
                                         {"client_id": client_id, "topics": self.topics})
         self.member_id = self.member.member_id
@@ -206,6 +211,8 @@ class Consumer:
             for tp in missing:
                 if self.leases.acquire(*tp):
                     if committed is None:  # read after the lease: the last owner's final commit
+                        if self._settle is not None:
+                            self._settle(self.group)
                         committed = self.store.refresh()
                     c = committed.get(tp)
                     self._positions[tp] = self._start(tp, None if c is None else c.offset)

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument, os_error
+from ..errors import DamagedMetadata, InvalidArgument, os_error, plural
 from ..storage import guard, jsondoc
 from ..storage.locks import acquire, open_lock_file, try_lock
 
@@ -43,19 +43,27 @@ def check_group_name(group: str, new: bool = False) -> None:
     """A name every group operation can use: 1-249 characters whose directory name (the
     name percent-encoded) fits one path component. ``new`` (joining a group, committing to
     it) also refuses control characters, which no existing group needs to be read or deleted."""
-    if not isinstance(group, str) or not group or group in (".", ".."):
-        raise InvalidArgument(f"invalid group name {str(group)[:60]!r}: use 1 to "
+    check_name(group, "group name", new)
+
+
+def check_name(name: str, what: str, new: bool = False, max_bytes: int = MAX_NAME_BYTES,
+               as_name: str = "a directory name") -> None:
+    """A user-chosen name kept on disk percent-encoded (``encoded_name``): a group's, a
+    transactional id's. 1-249 characters, at most ``max_bytes`` once encoded; ``new`` also
+    refuses control characters (see check_group_name)."""
+    if not isinstance(name, str) or not name or name in (".", ".."):
+        raise InvalidArgument(f"invalid {what} {str(name)[:60]!r}: use 1 to "
                               f"{MAX_GROUP_CHARS} characters (not '.' or '..')")
-    _check_text(group, "group name")
-    size = len(_dirname(group))
-    if len(group) > MAX_GROUP_CHARS or size > MAX_NAME_BYTES:
+    _check_text(name, what)
+    size = len(encoded_name(name))
+    if len(name) > MAX_GROUP_CHARS or size > max_bytes:
         raise InvalidArgument(
-            f"group name {_cut(group)!r} is too long: {len(group)} characters, {size} bytes as "
-            f"a directory name; a group name has at most {MAX_GROUP_CHARS} characters and "
-            f"{MAX_NAME_BYTES} bytes once percent-encoded (letters, digits and _ . - ~ take "
+            f"{what} {_cut(name)!r} is too long: {len(name)} characters, {size} bytes as "
+            f"{as_name}; a {what} has at most {MAX_GROUP_CHARS} characters and "
+            f"{plural(max_bytes, 'byte')} once percent-encoded (letters, digits and _ . - ~ take "
             "1 byte, any other character 3 per UTF-8 byte: é takes 6, an emoji 12)")
     if new:
-        _check_controls(group, "group name")
+        _check_controls(name, what)
 
 
 def check_member_id(member_id: str, what: str = "member id", max_chars: int = MAX_MEMBER_CHARS,
@@ -95,16 +103,19 @@ def _cut(name: str) -> str:
     return name if len(name) <= 60 else name[:60] + "..."
 
 
-def _dirname(group: str) -> str:
-    name = quote(group, safe="")
-    if name.startswith("."):  # dot-names are this dir's own debris (.deleted-*)
-        name = "%2E" + name[1:]
-    return name
+def encoded_name(name: str) -> str:
+    """``name`` percent-encoded as one path component (a group's directory, a transactional
+    id's file): only letters, digits and ``_ . - ~`` stay as they are, and a leading dot is
+    encoded too (dot-names are a directory's own debris, e.g. ``.deleted-*``)."""
+    out = quote(name, safe="")
+    if out.startswith("."):
+        out = "%2E" + out[1:]
+    return out
 
 
 def group_dir(data_dir: str, group: str) -> str:
     check_group_name(group)
-    return os.path.join(data_dir, GROUPS, _dirname(group))
+    return os.path.join(data_dir, GROUPS, encoded_name(group))
 
 
 def group_names(data_dir: str, tidy: bool = True) -> list[str]:
@@ -127,7 +138,7 @@ def _is_group_dir(group: str, names: set[str]) -> bool:
         check_group_name(group)
     except InvalidArgument:
         return False
-    return _dirname(group) in names
+    return encoded_name(group) in names
 
 
 def _read_json(fd: int, path: str) -> dict[str, Any]:

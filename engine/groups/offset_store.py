@@ -208,7 +208,7 @@ class OffsetStore:
                delete: list[tuple[str, int]] = ()) -> int:
         """Durably record ``offsets`` (and forget ``delete``); returns the commit time (ms)."""
         ts = clock.now_ms()
-        _check_commit(offsets, metadata, delete)
+        check_commit(offsets, metadata, delete)
         frame = {"ts": ts, "set": [[t, p, int(o), metadata] for (t, p), o in offsets.items()]}
         if delete:
             frame["del"] = [[t, p] for t, p in delete]
@@ -302,7 +302,7 @@ def _payloads(ts: int, rows: list) -> list[bytes]:
     return _payloads(ts, rows[:half]) + _payloads(ts, rows[half:])
 
 
-def _check_commit(offsets: dict[tuple[str, int], int], metadata: str,
+def check_commit(offsets: dict[tuple[str, int], int], metadata: str,
                   delete: list[tuple[str, int]]) -> None:
     """Refuse what a reader would take for damage (InvalidArgument)."""
     if not isinstance(metadata, str):

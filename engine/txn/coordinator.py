@@ -1,0 +1,350 @@
+"""The transaction coordinator: transactional ids, fencing, epochs, markers, timeouts, recovery.
+
+Every change of a transactional id's state happens under its lock (engine.txn.txn_store),
+re-reading the state first, so any number of processes may use, recover and list the same
+ids. The state is durable before anything it decides is written: a partition joins a
+transaction before its data is written there, and a transaction is PrepareCommit or
+PrepareAbort before its first marker. Whoever next holds the lock finishes a prepared
+transaction the way it was decided (docs/TRANSACTIONS.md, "Transactions").
+
+Epochs (KIP-890): a producer writes a transaction's data with epoch e; the transaction ends
+with markers of epoch e + 1, and the producer goes on with e + 1 (sequences from 0), so a
+late write or marker of transaction k can never apply to transaction k + 1. A data epoch is
+at most MAX_EPOCH - 1 (its markers need one more): past that the id takes a new producer id
+with epoch 0. ``init`` bumps the epoch too, fencing every older instance of the id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .. import clock
+from ..errors import (
+    DamagedMetadata,
+    InvalidArgument,
+    InvalidTxnState,
+    ProducerFenced,
+    RivvenError,
+)
+from ..failpoint import failpoint
+from ..format.records import MAX_EPOCH
+from ..groups import membership
+from ..groups.offset_store import OffsetStore
+from ..storage.locks import DEFAULT_WAIT, LockWait
+from ..storage.log import PartitionLog
+from . import markers, pids
+from .txn_store import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    MAX_TIMEOUT_MS,
+    ONGOING,
+    OPEN,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    PREPARED,
+    TxnPartition,
+    TxnState,
+    TxnStore,
+    check_id,
+)
+
+DEFAULT_TIMEOUT_MS = 60000  # transaction.timeout.ms, Kafka's producer default
+
+# the writable log of a partition of a transaction (WAL attached), or None when its topic is
+# gone (deleted, or created again under its name: another topic id)
+LogFor = Callable[[TxnPartition], "PartitionLog | None"]
+Check = Callable[[TxnState], None]
+
+
+def check_timeout(timeout_ms: Any) -> int:
+    if type(timeout_ms) is not int or not 1 <= timeout_ms <= MAX_TIMEOUT_MS:
+        raise InvalidArgument(f"transaction.timeout.ms must be an integer from 1 to "
+                              f"{MAX_TIMEOUT_MS}, not {timeout_ms!r}")
+    return timeout_ms
+
+
+class Coordinator:
+    """The transactional ids of one data dir (thread-safe: every call takes the id's lock)."""
+
+    def __init__(self, data_dir: str, log_for: LogFor, sync_offsets: bool = True,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+        self.data_dir = data_dir
+        self.store = TxnStore(data_dir, lock_wait)
+        self.log_for = log_for
+        self.sync_offsets = sync_offsets
+        self.lock_wait = lock_wait
+
+    # ---------------------------------------------------------------- a producer's calls
+    def init(self, tid: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> tuple[int, int]:
+        """A new instance of ``tid``: its open transaction finished (a prepared one as
+        decided, an ongoing one aborted), the epoch bumped (fencing every older instance, in
+        any process). Returns ``(producer_id, epoch)``."""
+        check_id(tid)
+        check_timeout(timeout_ms)
+        with self.store.locked(tid):
+            st = self.store.read(tid)
+            now = clock.now_ms()
+            if st is None:
+                st = TxnState(tid, pids.allocate(self.data_dir), 0)
+            else:
+                if st.state in OPEN:
+                    self._finish(st)
+                st.producer_id, st.epoch = self._usable(st.producer_id, st.epoch + 1)
+            st.state, st.completed = EMPTY, None
+            self._clear(st)
+            st.timeout_ms, st.updated_ms = timeout_ms, now
+            self.store.write(st)
+            return st.producer_id, st.epoch
+
+    def add_partitions(self, tid: str, pid: int, epoch: int, parts: list[TxnPartition]
+                       ) -> None:
+        """Make ``parts`` durably part of the instance's transaction (starting one) before
+        any data is written there."""
+        with self.store.locked(tid):
+            st = self._live(tid, pid, epoch)
+            have = {(p.topic, p.partition, p.topic_id) for p in st.partitions}
+            new = [p for p in parts if (p.topic, p.partition, p.topic_id) not in have]
+            if not new and st.state == ONGOING:
+                return
+            self._start(st)
+            st.partitions.extend(new)
+            self.store.write(st)
+
+    def send_offsets(self, tid: str, pid: int, epoch: int, group: str,
+                     offsets: dict[tuple[str, int], int], member: str | None) -> None:
+        """Store group offsets to commit with the transaction (durably; later ones of the
+        same partition win); ``member``: the consumer fencing them (KIP-447)."""
+        with self.store.locked(tid):
+            st = self._live(tid, pid, epoch)
+            self._start(st)
+            st.offsets.setdefault(group, {}).update(offsets)
+            if member is not None:
+                st.fences[group] = member
+            self.store.write(st)
+
+    def end(self, tid: str, pid: int, epoch: int, commit: bool, check: Check | None = None,
+            retry: bool = False) -> tuple[int, int]:
+        """Commit or abort the instance's transaction: durable when this returns. ``check``
+        (the consumer fences) runs under the lock before anything is decided. ``retry``: the
+        instance's last end of this kind failed; one it prepared is finished as decided.
+        Returns the ``(producer_id, epoch)`` to go on with."""
+        with self.store.locked(tid):
+            st = self.store.read(tid)
+            ended = (pid, epoch + 1)
+            if st is not None and (st.producer_id, st.epoch) == ended and st.state in PREPARED:
+                if (st.state == PREPARE_COMMIT) == commit and retry:
+                    return self._complete(st, fresh=False)  # this instance's own end, cut short
+                if st.state == PREPARE_COMMIT:
+                    raise InvalidTxnState(f"the commit of transactional id {tid!r} is prepared: "
+                                          "it can only be completed; call commit() again")
+            if st is not None and retry and st.completed == ended and st.state == (
+                    COMPLETE_COMMIT if commit else COMPLETE_ABORT):
+                return st.producer_id, st.epoch  # finished meanwhile by a recovery
+            st = self._live(tid, pid, epoch, st)
+            if st.state != ONGOING:
+                return pid, epoch  # nothing was added to the transaction: nothing to end
+            if check is not None:
+                check(st)
+            self._prepare(st, commit)
+            return self._complete(st, fresh=True)
+
+    # ---------------------------------------------------------------- the state machine
+    def _live(self, tid: str, pid: int, epoch: int, st: TxnState | None = None) -> TxnState:
+        """(Lock held.) The id's state, if ``(pid, epoch)`` is still its instance and its
+        transaction has not timed out (then it is aborted here); else ProducerFenced."""
+        if st is None:
+            st = self.store.read(tid)
+        if st is None or (st.producer_id, st.epoch) != (pid, epoch):
+            now = "none" if st is None else f"producer id {st.producer_id} epoch {st.epoch}"
+            raise ProducerFenced(
+                f"transactional id {tid!r} was taken over by a newer producer (now {now}; this "
+                f"one has producer id {pid} epoch {epoch}): nothing more of this producer is "
+                "written or committed; create a new one with eng.producer(transactional_id=...)")
+        if self._expired(st, clock.now_ms()):
+            self._prepare(st, commit=False)
+            self._complete(st, fresh=True)
+            raise ProducerFenced(
+                f"the transaction of transactional id {tid!r} ran longer than its "
+                f"transaction.timeout.ms ({st.timeout_ms} ms) and was aborted; create a new "
+                "producer, or give it a longer transaction_timeout_ms")
+        return st
+
+    @staticmethod
+    def _expired(st: TxnState, now: int) -> bool:
+        return st.state == ONGOING and now - st.started_ms > st.timeout_ms
+
+    @staticmethod
+    def _start(st: TxnState) -> None:
+        """A transaction begins with its first partition or offsets."""
+        if st.state != ONGOING:
+            _reset(st)
+            st.state, st.completed = ONGOING, None
+            st.started_ms = clock.now_ms()
+        st.updated_ms = clock.now_ms()
+
+    @staticmethod
+    def _clear(st: TxnState) -> None:
+        _reset(st)
+        st.started_ms = 0
+
+    def _usable(self, pid: int, epoch: int) -> tuple[int, int]:
+        """``(pid, epoch)`` for new data, or a new producer id when the epoch leaves no room
+        for the markers' bump."""
+        if epoch >= MAX_EPOCH:
+            return pids.allocate(self.data_dir), 0
+        return pid, epoch
+
+    def _prepare(self, st: TxnState, commit: bool) -> None:
+        """(Lock held, Ongoing.) The decision, durable before any marker: the markers'
+        epoch is the data's + 1."""
+        st.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        st.epoch += 1
+        st.updated_ms = clock.now_ms()
+        self.store.write(st)
+        failpoint("txn.after_prepare")
+
+    def _complete(self, st: TxnState, fresh: bool) -> tuple[int, int]:
+        """(Lock held, Prepare*.) The markers, the group offsets (commit), then Complete*.
+        ``fresh``: just prepared by this call, so no partition has its marker yet; else
+        (finishing one prepared earlier) a partition gets one only where the transaction
+        is still open there."""
+        commit = st.state == PREPARE_COMMIT
+        for p in st.partitions:
+            log = self.log_for(p)
+            if log is None:
+                continue  # the topic is gone, and the transaction's data with it
+            if fresh or markers.still_open(log, st.producer_id, st.epoch):
+                markers.write(log, st.producer_id, st.epoch, commit)
+                failpoint("txn.after_marker")
+        if commit:
+            for group, offsets in st.offsets.items():
+                OffsetStore(membership.group_dir(self.data_dir, group), self.sync_offsets,
+                            self.lock_wait).commit(offsets)
+            failpoint("txn.after_offsets")
+        st.completed = (st.producer_id, st.epoch)
+        st.producer_id, st.epoch = self._usable(st.producer_id, st.epoch)
+        st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        self._clear(st)
+        st.updated_ms = clock.now_ms()
+        self.store.write(st)
+        failpoint("txn.after_complete")
+        return st.producer_id, st.epoch
+
+    def _finish(self, st: TxnState) -> str:
+        """(Lock held, an open transaction.) Finish it: a prepared one as decided, an ongoing
+        one aborted (its producer fenced by the bump). Returns what was done."""
+        if st.state == ONGOING:
+            self._prepare(st, commit=False)
+            self._complete(st, fresh=True)
+            return "aborted"
+        committed = st.state == PREPARE_COMMIT
+        self._complete(st, fresh=False)
+        return "committed" if committed else "aborted"
+
+    # ---------------------------------------------------------------- recovery
+    def recover(self, ids: list[str] | None = None) -> list[dict[str, Any]]:
+        """Finish the prepared transactions and abort the timed-out ongoing ones of ``ids``
+        (default: every id). An id another process is working on (its lock held) is left to
+        it. One row per id acted on, found damaged or busy: ``transactional_id, state``
+        (before), ``action`` (committed, aborted, busy, failed) and ``error``; nothing is
+        raised for one id's trouble."""
+        rows = []
+        for tid in self.store.ids() if ids is None else ids:
+            row: dict[str, Any] = {"transactional_id": tid}
+            try:
+                st = self.store.read(tid)  # (a look without the lock: most ids are idle)
+                if st is None or not self._due(st):
+                    continue
+                with self.store.locked(tid, wait=False) as got:
+                    if not got:
+                        rows.append(dict(row, state=st.state, action="busy", error=None))
+                        continue
+                    st = self.store.read(tid)
+                    if st is None or not self._due(st):
+                        continue
+                    was = st.state
+                    row.update(action=self._finish(st), state=was, error=None)
+            except (RivvenError, OSError) as e:
+                row.update(state=row.get("state"), action="failed", error=str(e))
+            rows.append(row)
+        return rows
+
+    def abort(self, tid: str) -> dict[str, Any]:
+        """Abort the id's ongoing transaction now, timed out or not (fencing its producer),
+        or finish a prepared one as decided; waits for a process working on the id.
+        Returns ``transactional_id, state`` (before), ``action`` (None: nothing was open)."""
+        check_id(tid)
+        with self.store.locked(tid):
+            st = self.store.read(tid)
+            if st is None:
+                raise InvalidArgument(f"no transactional id {tid!r} in this data dir; "
+                                      "eng.transactions(all=True) lists them")
+            was = st.state
+            return {"transactional_id": tid, "state": was,
+                    "action": self._finish(st) if was in OPEN else None}
+
+    def _due(self, st: TxnState) -> bool:
+        return st.state in PREPARED or self._expired(st, clock.now_ms())
+
+    def settle_group(self, group: str) -> None:
+        """Finish every prepared commit holding offsets of ``group`` (waiting for an id
+        another process is finishing): called before a consumer reads the group's committed
+        offsets for a partition it just took over, so it never starts from offsets a
+        committed transaction has moved on (KIP-447's stable offsets)."""
+        for tid in self.store.ids():
+            try:
+                st = self.store.read(tid)
+            except DamagedMetadata:
+                continue  # (reported by recovery and listings; nothing to act on)
+            if st is None or st.state != PREPARE_COMMIT or group not in st.offsets:
+                continue
+            with self.store.locked(tid):
+                st = self.store.read(tid)
+                if st is not None and st.state == PREPARE_COMMIT:
+                    self._complete(st, fresh=False)
+
+    # ---------------------------------------------------------------- listing
+    def transactions(self, all_ids: bool = False) -> list[dict[str, Any]]:
+        """One row per transactional id with an open or prepared transaction (``all_ids``:
+        every id): see ``row``. A damaged state file is a row with ``state`` "Damaged"."""
+        now = clock.now_ms()
+        out = []
+        for tid in self.store.ids():
+            try:
+                st = self.store.read(tid)
+            except DamagedMetadata as e:
+                out.append({"transactional_id": tid, "state": "Damaged", "error": str(e)})
+                continue
+            if st is not None and (all_ids or st.state in OPEN):
+                out.append(row(st, now))
+        return out
+
+    def describe(self, tid: str) -> dict[str, Any]:
+        check_id(tid)
+        st = self.store.read(tid)
+        if st is None:
+            raise InvalidArgument(f"no transactional id {tid!r} in this data dir; "
+                                  "eng.transactions(all=True) lists them")
+        return row(st, clock.now_ms())
+
+
+def _reset(st: TxnState) -> None:
+    st.partitions, st.offsets, st.fences = [], {}, {}
+
+
+def row(st: TxnState, now: int) -> dict[str, Any]:
+    """A transactional id as data: ``transactional_id, producer_id, epoch, state,
+    partitions`` ([[topic, partition], ...]), ``offsets`` ({group: [[topic, partition,
+    offset], ...]}), ``fences`` ({group: member id}), ``timeout_ms, started_ms`` (0: no
+    transaction), ``age_ms`` (None: no transaction), ``updated_ms``."""
+    return {"transactional_id": st.transactional_id, "producer_id": st.producer_id,
+            "epoch": st.epoch, "state": st.state,
+            "partitions": [[p.topic, p.partition] for p in st.partitions],
+            "offsets": {g: [[t, p, o] for (t, p), o in sorted(offs.items())]
+                        for g, offs in sorted(st.offsets.items())},
+            "fences": dict(st.fences), "timeout_ms": st.timeout_ms,
+            "started_ms": st.started_ms,
+            "age_ms": max(0, now - st.started_ms) if st.started_ms else None,
+            "updated_ms": st.updated_ms}

@@ -1,0 +1,33 @@
+"""Writing a transaction's COMMIT or ABORT marker into one partition, once.
+
+A marker goes through the partition's normal append path (``PartitionLog.append``: WAL,
+group commit, segment), so it is durable when ``write`` returns and replayed like any batch.
+
+``still_open`` says whether a partition still has a producer's transaction open (its
+producer state: ``PartitionProducers.open_transactions``), so that finishing a prepared
+transaction twice (recovery run again after a crash, by two processes one after the other)
+writes no marker twice.
+"""
+
+from __future__ import annotations
+
+from .. import clock
+from ..errors import StorageError
+from ..format.control import encode_marker
+from ..storage.log import PartitionLog
+from .hook import producers_of
+
+
+def still_open(log: PartitionLog, producer_id: int, marker_epoch: int) -> bool:
+    """Has ``log`` an open transaction of ``producer_id`` whose data has an epoch below
+    ``marker_epoch``?"""
+    producers = producers_of(log)
+    if producers is None:  # (every log the engine opens for writing has one)
+        raise StorageError(f"{log.topic}-{log.partition} was opened without producer state")
+    found = producers.open_transactions().get(producer_id)
+    return found is not None and found[1] < marker_epoch
+
+
+def write(log: PartitionLog, producer_id: int, marker_epoch: int, commit: bool) -> int:
+    """Append the marker; returns its offset once durable."""
+    return log.append(encode_marker(producer_id, marker_epoch, commit, clock.now_ms()))

@@ -1,0 +1,381 @@
+"""Transactions in one process: the coordinator's state machine, markers, epochs, fencing,
+timeouts, group offsets (KIP-447), recovery; the transactional producer's call order.
+(Crashes and several processes: test_txn_crash.py.)"""
+
+import json
+import os
+
+import pytest
+import txn_view
+
+from engine import (
+    ConsumerFenced,
+    Engine,
+    InvalidArgument,
+    InvalidTxnState,
+    ProducerFenced,
+    Record,
+    RivvenError,
+)
+from engine import clock as clock_mod
+from engine.errors import DamagedMetadata
+from engine.format.records import MAX_EPOCH
+from engine.txn.txn_store import TxnStore
+
+
+def recs(*values):
+    return [Record(value=v) for v in values]
+
+
+@pytest.fixture
+def eng(data_dir):
+    e = Engine.open(data_dir)
+    e.create_topic("out", partitions=2)
+    e.create_topic("audit", partitions=1)
+    e.create_topic("in", partitions=2)
+    yield e
+    e.close()
+
+
+def state_file(data_dir, tid):
+    return TxnStore(data_dir).path(tid)
+
+
+def test_commit_writes_format_2_batches_then_one_commit_marker_per_partition(eng):
+    tp = eng.producer(transactional_id="billing-1")
+    pid, epoch = tp.producer_id, tp.epoch
+    tp.begin()
+    assert tp.produce("out", recs(b"a", b"b"), partition=0) == [(0, 0), (0, 1)]
+    tp.produce("out", recs(b"c"), partition=0)
+    tp.produce("audit", recs(b"x"))
+    tp.send_offsets("billing", {("in", 0): 42, ("in", 1): 7})
+    # before the commit: the state names every partition and the offsets, durably
+    (row,) = eng.transactions()
+    assert row["state"] == "Ongoing" and row["partitions"] == [["out", 0], ["audit", 0]]
+    assert row["offsets"] == {"billing": [["in", 0, 42], ["in", 1, 7]]}
+    assert row["age_ms"] >= 0 and row["producer_id"] == pid and row["epoch"] == epoch
+    with pytest.raises(RivvenError):  # nothing committed yet
+        eng.committed_offsets("billing")
+    tp.commit()
+    assert txn_view.batches(eng, "out", 0) == [
+        ("data", pid, epoch, 0, 1, 0), ("data", pid, epoch, 2, 2, 2),
+        ("COMMIT", pid, epoch + 1, 3, 3, -1)]
+    assert txn_view.batches(eng, "audit", 0) == [("data", pid, epoch, 0, 0, 0),
+                                                 ("COMMIT", pid, epoch + 1, 1, 1, -1)]
+    assert txn_view.batches(eng, "out", 1) == []  # never in the transaction: no marker
+    assert eng.committed_offsets("billing") == {("in", 0): 42, ("in", 1): 7}
+    assert eng.transactions() == []
+    (row,) = eng.transactions(all=True)
+    assert row["state"] == "CompleteCommit" and row["partitions"] == [] and row["age_ms"] is None
+    # KIP-890: the producer goes on with the markers' epoch, sequences from 0
+    assert (tp.producer_id, tp.epoch) == (pid, epoch + 1)
+    tp.begin()
+    tp.produce("out", recs(b"d"), partition=0)
+    tp.commit()
+    assert txn_view.batches(eng, "out", 0)[-2:] == [("data", pid, epoch + 1, 4, 4, 0),
+                                                    ("COMMIT", pid, epoch + 2, 5, 5, -1)]
+    assert txn_view.committed_values(eng, "out", 0) == [b"a", b"b", b"c", b"d"]
+
+
+def test_abort_writes_abort_markers_and_commits_no_offsets(eng):
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    tp.produce("out", recs(b"a"), partition=1)
+    tp.send_offsets("g", {("in", 0): 5})
+    tp.abort()
+    assert txn_view.markers(eng, "out", 1) == [("ABORT", tp.producer_id, tp.epoch)]
+    assert txn_view.fates(eng, "out", 1) == {"aborted"}
+    assert txn_view.committed_values(eng, "out", 1) == []
+    assert "g" not in eng.group_names()
+    tp.begin()
+    tp.produce("out", recs(b"b"), partition=1)
+    tp.commit()
+    assert txn_view.committed_values(eng, "out", 1) == [b"b"]
+
+
+def test_split_batches_carry_consecutive_sequences(eng):
+    eng.alter_topic_config("out", set={"max.message.bytes": "2000"})
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    tp.produce("out", [Record(value=b"%03d" % i + b"x" * 200) for i in range(30)], partition=0)
+    tp.produce("out", recs(b"last"), partition=0)
+    tp.commit()
+    data = [b for b in txn_view.batches(eng, "out", 0) if b[0] == "data"]
+    assert len(data) > 3
+    seq = 0
+    for _, _, _, base, last, base_seq in data:
+        assert base_seq == seq
+        seq += last - base + 1
+    assert seq == 31
+
+
+def test_calls_out_of_order_are_invalid_txn_state(eng):
+    tp = eng.producer(transactional_id="t")
+    for call in (tp.commit, tp.abort, lambda: tp.produce("out", recs(b"a")),
+                 lambda: tp.send_offsets("g", {("in", 0): 1})):
+        with pytest.raises(InvalidTxnState, match="begin"):
+            call()
+    tp.begin()
+    with pytest.raises(InvalidTxnState, match="open"):
+        tp.begin()
+    tp.commit()  # an empty transaction: nothing to write
+    assert txn_view.batches(eng, "out", 0) == []
+    tp.close()
+    with pytest.raises(InvalidTxnState, match="closed"):
+        tp.begin()
+
+
+def test_a_failed_commit_is_finished_by_commit_again_and_nothing_twice(eng, data_dir):
+    # a real failure after the commit was decided: the group's offsets log is damaged
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    tp.produce("out", recs(b"a"), partition=0)
+    tp.produce("out", recs(b"b"), partition=1)
+    tp.send_offsets("g", {("in", 0): 3})
+    gdir = os.path.join(data_dir, "groups", "g")
+    os.makedirs(gdir)
+    log = os.path.join(gdir, "offsets.log")
+    with open(log, "wb") as f:
+        f.write(b"\xff" * 64)
+    with pytest.raises(DamagedMetadata):
+        tp.commit()
+    assert eng.transactions()[0]["state"] == "PrepareCommit"
+    with pytest.raises(InvalidTxnState, match="commit"):
+        tp.produce("out", recs(b"c"))
+    with pytest.raises(InvalidTxnState, match="prepared"):
+        tp.abort()  # decided: it can only be completed
+    os.unlink(log)
+    tp.commit()
+    for p in (0, 1):  # the markers the failed commit wrote are not written again
+        assert txn_view.markers(eng, "out", p) == [("COMMIT", tp.producer_id, tp.epoch)]
+        assert txn_view.fates(eng, "out", p) == {"committed"}
+    assert eng.committed_offsets("g") == {("in", 0): 3}
+    tp.begin()
+    tp.produce("out", recs(b"d"), partition=0)
+    tp.commit()
+
+
+def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(eng):
+    old = eng.producer(transactional_id="billing-1")
+    old.begin()
+    old.produce("out", recs(b"zombie"), partition=0)
+    new = eng.producer(transactional_id="billing-1")
+    assert (new.producer_id, new.epoch) > (old.producer_id, old.epoch)
+    # the old transaction was aborted by the new instance's init
+    assert txn_view.fates(eng, "out", 0) == {"aborted"}
+    with pytest.raises(ProducerFenced, match="taken over"):
+        old.produce("out", recs(b"late"), partition=1)  # a partition new to the transaction
+    assert txn_view.batches(eng, "out", 1) == []  # nothing of it was written
+    with pytest.raises(ProducerFenced):
+        old.commit()
+    with pytest.raises(ProducerFenced):
+        old.begin()  # fenced for good
+    new.begin()
+    new.produce("out", recs(b"ok"), partition=1)
+    new.commit()
+    assert txn_view.committed_values(eng, "out", 1) == [b"ok"]
+
+
+def test_an_old_instance_cannot_commit_even_without_new_partitions(eng):
+    old = eng.producer(transactional_id="t")
+    old.begin()
+    old.send_offsets("g", {("in", 0): 9})
+    eng.producer(transactional_id="t")
+    with pytest.raises(ProducerFenced):
+        old.commit()
+    assert "g" not in eng.group_names()
+
+
+def test_a_timed_out_transaction_is_aborted_by_recovery_and_fences_its_producer(
+        eng, monkeypatch):
+    tp = eng.producer(transactional_id="slow", transaction_timeout_ms=1000)
+    tp.begin()
+    tp.produce("out", recs(b"a"), partition=0)
+    assert eng.recover_transactions() == []  # not timed out yet
+    now = clock_mod.now_ms()
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 1001)
+    assert eng.recover_transactions() == [
+        {"transactional_id": "slow", "state": "Ongoing", "action": "aborted", "error": None}]
+    assert txn_view.fates(eng, "out", 0) == {"aborted"}
+    assert eng.recover_transactions() == []  # nothing twice
+    assert len(txn_view.markers(eng, "out", 0)) == 1
+    with pytest.raises(ProducerFenced):
+        tp.commit()
+
+
+def test_a_commit_past_the_timeout_aborts_instead(eng, monkeypatch):
+    tp = eng.producer(transactional_id="slow", transaction_timeout_ms=50)
+    tp.begin()
+    tp.produce("out", recs(b"a"), partition=0)
+    now = clock_mod.now_ms()
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 51)
+    with pytest.raises(ProducerFenced, match="transaction.timeout.ms"):
+        tp.commit()
+    assert txn_view.fates(eng, "out", 0) == {"aborted"}
+    assert eng.transactions()[0:] == []
+
+
+def test_a_writable_open_aborts_timed_out_transactions(eng, data_dir, monkeypatch):
+    tp = eng.producer(transactional_id="slow", transaction_timeout_ms=1000)
+    tp.begin()
+    tp.produce("out", recs(b"a"), partition=0)
+    with Engine.open(data_dir) as other:  # not timed out: left alone
+        assert other.last_recovery["transactions"] == []
+    now = clock_mod.now_ms()
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 5000)
+    with Engine.open(data_dir, read_only=True) as ro:  # a reader changes nothing
+        assert ro.transactions()[0]["state"] == "Ongoing"
+    with Engine.open(data_dir) as other:
+        assert [r["action"] for r in other.last_recovery["transactions"]] == ["aborted"]
+        assert txn_view.fates(other, "out", 0) == {"aborted"}
+
+
+def test_offsets_with_a_consumer_are_fenced_by_its_leases(eng):
+    eng.produce("in", recs(b"1", b"2"), partition=0)
+    c = eng.consumer("g", "in", enable_auto_commit=False)
+    assert c.assignment() == [("in", 0), ("in", 1)]
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    tp.produce("out", recs(b"x"), partition=0)
+    tp.send_offsets("g", {("in", 0): 2}, consumer=c)
+    with pytest.raises(InvalidArgument, match="group"):
+        tp.send_offsets("other", {("in", 0): 2}, consumer=c)
+    # another member joins and takes in-1 over: c lets it go at its next poll
+    c2 = eng.consumer("g", "in", enable_auto_commit=False, member_id="zz-second")
+    c.poll()
+    for _ in range(500):  # (c2 retries the lease every LEASE_RETRY_S)
+        c2.poll(timeout_ms=10)
+        if c2.assignment():
+            break
+    assert c.assignment() == [("in", 0)] and c2.assignment() == [("in", 1)]
+    with pytest.raises(ConsumerFenced, match="in-1"):
+        tp.send_offsets("g", {("in", 1): 1}, consumer=c)
+    with pytest.raises(InvalidTxnState, match="abort"):  # the transaction must be aborted
+        tp.commit()
+    tp.abort()
+    assert txn_view.fates(eng, "out", 0) == {"aborted"}
+    reset = {("in", 0): 0, ("in", 1): 0}  # (where the consumers started: committed at once)
+    assert eng.committed_offsets("g") == reset
+    # the fence holds at commit too: c lets in-0 go after send_offsets
+    tp.begin()
+    tp.produce("out", recs(b"y"), partition=0)
+    tp.send_offsets("g", {("in", 0): 2}, consumer=c)
+    c.close()
+    with pytest.raises(ConsumerFenced, match="in-0"):
+        tp.commit()
+    assert eng.transactions()[0]["state"] == "Ongoing"  # nothing was decided
+    tp.abort()
+    assert eng.committed_offsets("g") == reset
+    # and a consumer that still holds its partitions commits with the transaction
+    tp.begin()
+    tp.produce("out", recs(b"z"), partition=0)
+    tp.send_offsets("g", {("in", 1): 2}, consumer=c2)
+    tp.commit()
+    assert eng.committed_offsets("g") == {("in", 0): 0, ("in", 1): 2}
+    c2.close()
+
+
+def test_transactional_ids_are_checked_and_percent_encoded(eng, data_dir):
+    for bad in ("", ".", "..", "a\nb", "x" * 250, "é" * 40):
+        with pytest.raises(InvalidArgument, match="transactional id"):
+            eng.producer(transactional_id=bad)
+    tp = eng.producer(transactional_id="a/b é.")
+    tp.begin()
+    tp.produce("out", recs(b"v"), partition=0)
+    assert os.path.isfile(os.path.join(data_dir, "txn", "ids", "a%2Fb%20%C3%A9..json"))
+    assert [r["transactional_id"] for r in eng.transactions()] == ["a/b é."]
+    tp.commit()
+    with pytest.raises(InvalidArgument, match="transaction.timeout.ms"):
+        eng.producer(transactional_id="t", transaction_timeout_ms=0)
+
+
+def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    tp.produce("out", recs(b"v"), partition=0)
+    path = state_file(data_dir, "t")
+    doc = json.loads(open(path).read())
+    doc["epoch"] += 1  # (the seal no longer matches)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(DamagedMetadata, match="checksum"):
+        tp.commit()
+    (row,) = eng.transactions()
+    assert row["state"] == "Damaged" and "checksum" in row["error"]
+    with Engine.open(data_dir) as other:  # the open goes on, and says why it did nothing
+        (r,) = other.last_recovery["transactions"]
+        assert r["action"] == "failed" and "checksum" in r["error"]
+    with pytest.raises(DamagedMetadata):
+        eng.producer(transactional_id="t")
+    assert txn_view.fates(eng, "out", 0) == {"open"}
+
+
+def test_epochs_run_out_into_a_new_producer_id(eng, data_dir):
+    tp = eng.producer(transactional_id="t")
+    store = TxnStore(data_dir)
+    st = store.read("t")
+    st.epoch = MAX_EPOCH - 2
+    with store.locked("t"):
+        store.write(st)
+    tp = eng.producer(transactional_id="t")  # the bump: the last epoch that leaves room
+    assert tp.epoch == MAX_EPOCH - 1
+    pid = tp.producer_id
+    tp.begin()
+    tp.produce("out", recs(b"v"), partition=0)
+    tp.commit()
+    assert txn_view.markers(eng, "out", 0) == [("COMMIT", pid, MAX_EPOCH)]
+    assert tp.producer_id != pid and tp.epoch == 0
+    tp.begin()
+    tp.produce("out", recs(b"w"), partition=0)
+    tp.commit()
+    assert txn_view.committed_values(eng, "out", 0) == [b"v", b"w"]
+
+
+def test_engine_close_aborts_an_open_transaction(data_dir):
+    with Engine.open(data_dir) as e:
+        e.create_topic("out")
+        tp = e.producer(transactional_id="t")
+        tp.begin()
+        tp.produce("out", recs(b"v"))
+    with Engine.open(data_dir) as e:
+        assert txn_view.fates(e, "out", 0) == {"aborted"}
+        assert e.transactions() == []
+
+
+def test_abort_transaction_by_hand_and_a_topic_deleted_meanwhile(eng):
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    tp.produce("out", recs(b"v"), partition=0)
+    tp.produce("audit", recs(b"w"))
+    eng.delete_topic("audit")
+    assert eng.abort_transaction("t") == {"transactional_id": "t", "state": "Ongoing",
+                                          "action": "aborted"}
+    assert txn_view.fates(eng, "out", 0) == {"aborted"}
+    assert eng.abort_transaction("t")["action"] is None
+    with pytest.raises(ProducerFenced):
+        tp.commit()
+    with pytest.raises(InvalidArgument, match="no transactional id"):
+        eng.abort_transaction("nope")
+
+
+def test_one_producer_call_gives_both_kinds(eng):
+    from engine import InvalidArgument
+    from engine.client.producer import Producer
+
+    assert isinstance(eng.producer(), Producer)
+    with pytest.raises(InvalidArgument, match="transactional id"):
+        eng.producer(transactional_id="x", producer_id=5)
+
+
+def test_a_produce_refused_before_writing_leaves_the_transaction_usable(eng, data_dir):
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    with pytest.raises(RivvenError, match="does not exist"):
+        tp.produce("nope", recs(b"a"))
+    with pytest.raises(RivvenError, match="partition 7"):
+        tp.produce("out", recs(b"a"), partition=7)
+    tp.produce("out", recs(b"b"), partition=0)
+    tp.commit()
+    assert txn_view.committed_values(eng, "out", 0) == [b"b"]
+    with Engine.open(data_dir, read_only=True) as ro, pytest.raises(RivvenError, match="read-only"):
+        ro.producer(transactional_id="t")
