@@ -195,3 +195,43 @@ def test_compaction_explain_names_an_open_transaction(data_dir):
     r = run_rivven(data_dir, "compaction", "explain", "c")
     assert r.returncode == 0 and b"an open transaction (the last stable offset is 0)" in \
         r.stdout, r.stdout
+
+
+# ---------------------------------------------------------------- with real transactions
+READER = """
+import sys
+from engine import Engine
+data = sys.argv[1]
+with Engine.open(data, read_only=True) as eng:
+    print(eng.end_offsets("out", isolation_level="read_committed")[0],
+          [r.value.decode() for r in eng.read("out", 0, 0, 1000,
+                                               isolation_level="read_committed")], flush=True)
+"""
+
+
+def test_another_process_sees_nothing_past_the_lso_until_commit_and_never_an_abort(data_dir):
+    def look():
+        r = subprocess.run([sys.executable, "-c", READER, data_dir], capture_output=True,
+                           text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("out", 1)
+        eng.produce("out", [Record(value=b"before")], partition=0)
+        tp = eng.producer(transactional_id="w")
+        tp.begin()
+        tp.produce("out", [Record(value=b"t1-a"), Record(value=b"t1-b")], partition=0)
+        assert look() == "1 ['before']"  # open: the LSO is its first offset
+        assert eng.end_offsets("out", isolation_level=RC) == {0: 1}
+        tp.abort()
+        assert look() == "4 ['before']"  # aborted: never seen (offset 3 is its marker)
+        tp.begin()
+        tp.produce("out", [Record(value=b"t2")], partition=0)
+        eng.produce("out", [Record(value=b"plain")], partition=0)  # after it, still hidden
+        assert look() == "4 ['before']"
+        tp.commit()
+        assert look() == "7 ['before', 't2', 'plain']"
+        assert values(eng, RC, "out") == [b"before", b"t2", b"plain"]
+        assert values(eng, RU, "out") == [b"before", b"t1-a", b"t1-b", b"t2", b"plain"]

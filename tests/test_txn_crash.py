@@ -289,6 +289,12 @@ def test_consume_transform_produce_killed_at_random_is_exactly_once(data_dir):
         assert sorted(got) == sorted(b"out:v%d" % i for i in range(n))  # each exactly once
         for p in range(3):
             assert "open" not in txn_view.fates(eng, "out", p)
+            # what read_committed returns is what the markers decided, in offset order
+            assert [r.value for r in eng.read("out", p, 0, 10**6,
+                                              isolation_level="read_committed")] == \
+                txn_view.committed_values(eng, "out", p)
+            assert eng.end_offsets("out", isolation_level="read_committed")[p] == \
+                eng.end_offsets("out")[p]
         assert eng.committed_offsets("g") == {("in", p): e
                                               for p, e in eng.end_offsets("in").items()}
         aborted = sum(f == "aborted" for p in range(3)
