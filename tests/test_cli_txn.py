@@ -650,3 +650,15 @@ def test_txn_tables_never_cut_a_value(data_dir, args, monkeypatch):
                            ("TXN-START-OFFSET", "txn_start_offset")):
                 if h in headers:
                     assert row[h] == str(w[key]), f"{h}: {row[h]!r}\n{text}"
+
+
+def test_transactional_ids_complete(txns):
+    """``rivven txn describe b<TAB>`` and ``produce --transactional-id``: the ids of the data
+    dir (the completion protocol click's scripts use)."""
+    d, _, _ = txns
+    for words in ("rivven txn describe b", "rivven produce t --transactional-id b"):
+        r = subprocess.run([*RIVVEN], env=dict(env(d), _RIVVEN_COMPLETE="complete_bash",
+                                               COMP_WORDS=words, COMP_CWORD="3"
+                                               if words.count(" ") == 3 else "4"),
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert r.stdout.split() == ["billing-1"], (words, r.stdout, r.stderr)
