@@ -296,15 +296,14 @@ class Sender:
         _fail_line(f"{message}; the {plural(self.count, 'record')} before it "
                    f"{'is' if self.count == 1 else 'are'} stored, none after")
 
-    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> list | None:
-        """Store a chunk's records (``cols``: produce_batch's arguments); the
-        acknowledgements to print, None when there are none yet. ``complete``: the whole
-        chunk (no line of it was refused)."""
-        with guard.storing():
+    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> None:
+        """Store a chunk's records (``cols``: produce_batch's arguments), count and print
+        what is acknowledged. ``complete``: the whole chunk (no line of it was refused)."""
+        with guard.storing():  # (printed inside: a signal then waits for the offsets too)
             acks = self.target.produce_batch(self.topic, **cols, partition=self.partition,
                                              compression=self.compression)
             self.stored(cols["values"])
-        return acks
+            self.printed(acks)
 
     # ---------------------------------------------------------------- the common path
     def send(self, eng: Any, lines: list[bytes], guard: Any) -> None:
@@ -320,7 +319,7 @@ class Sender:
             cols = {"values": values, "keys": parsed.keys, "headers": hs,
                     "timestamps": parsed.timestamps, "partitions": parsed.partitions}
             try:
-                acks = self.store(cols, parsed.error is None, guard)
+                self.store(cols, parsed.error is None, guard)
             except Exception as e:
                 idx = getattr(e, "index", None)
                 if idx is not None:
@@ -329,7 +328,6 @@ class Sender:
                                      f"{_record_error(e, getattr(e, 'call_index', idx))}",
                                      True)
                 raise
-            self.printed(acks)
         if parsed.error is not None:
             self.failed_line(f"{self.what} {self.line_no + parsed.error.index + 1}: "
                              f"{parsed.error}", False)
@@ -339,10 +337,8 @@ class Sender:
         self.count += len(values)
         self.nbytes += sum(len(v) for v in values if v is not None)
 
-    def printed(self, acks: list | None) -> None:
-        """Count the acknowledged records; with --print-offsets print their offsets."""
-        if acks is None:
-            return
+    def printed(self, acks: list) -> None:
+        """With --print-offsets: the offsets of acknowledged records."""
         if self.print_offsets and acks:
             fmt = '{{"partition":{},"offset":{}}}\n' if self.json else "{} {}\n"
             self.out.write("".join([fmt.format(p, o) for p, o in acks]).encode())

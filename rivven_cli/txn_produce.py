@@ -33,7 +33,7 @@ class IdempotentSender(Sender):
     def start(self, eng: Any) -> None:
         self.target = eng.producer()
 
-    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> list | None:
+    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> None:
         with guard.storing():
             try:
                 acks = self.target.produce_batch(self.topic, **cols, partition=self.partition,
@@ -41,7 +41,7 @@ class IdempotentSender(Sender):
             except StorageError as e:
                 acks = self._retry(e)
             self.stored(cols["values"])
-        return acks
+            self.printed(acks)
 
     def _retry(self, first: StorageError) -> list:
         error = first
@@ -86,7 +86,7 @@ class TransactionalSender(Sender):
         self.target = eng.producer(transactional_id=self.tid, **kw)
 
     # ---------------------------------------------------------------- storing
-    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> list | None:
+    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> None:
         n = len(cols["values"])
         i = 0
         while i < n:
@@ -111,10 +111,9 @@ class TransactionalSender(Sender):
                 self.open_acks += acks
                 full = self.open_count >= self.txn_size if self.txn_size is not None \
                     else j == n and complete
-                acks = self._commit() if full else None
-            self.printed(acks)
+                if full:
+                    self._commit_or_fail()
             i = j
-        return None
 
     def _failed(self, e: RivvenError, offset: int) -> None:
         """A produce of the open transaction failed: a record it refused goes back to
@@ -129,6 +128,17 @@ class TransactionalSender(Sender):
         self._end_open()
         fail(f"{e}; {self._kept('before the error')}", getattr(e, "exit_code", 1))
 
+    def _commit_or_fail(self) -> None:
+        """(Storing.) Commit the open transaction and print its offsets; a failed commit
+        ends the command (``_failed``: finished if it was decided, else aborted)."""
+        try:
+            acks = self._commit()
+        except interrupts.Stopped:
+            raise
+        except RivvenError as e:
+            self._failed(e, 0)
+        self.printed(acks)
+
     def _commit(self) -> list:
         self.target.commit()
         acks = self.open_acks
@@ -141,13 +151,7 @@ class TransactionalSender(Sender):
     def finish(self, guard: Any) -> None:
         if self.in_txn:  # (--txn-size: the last, shorter one)
             with guard.storing():
-                try:
-                    acks = self._commit()
-                except interrupts.Stopped:
-                    raise
-                except RivvenError as e:
-                    self._failed(e, 0)
-            self.printed(acks)
+                self._commit_or_fail()
 
     def _end_open(self) -> None:
         """End the open transaction after a failure or a stop: abort it — unless its commit

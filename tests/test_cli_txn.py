@@ -221,6 +221,29 @@ def test_a_transaction_timeout_aborts_a_slow_transaction(t):
     assert values(t, "t") == [] and kinds(t, "t") == ["data", "data", "ABORT"]
 
 
+def test_a_commit_that_fails_ends_the_command_saying_what_was_committed(t, tmp_path,
+                                                                      monkeypatch):
+    """One transaction per chunk; time runs 10 s per clock reading (in process), so the
+    second transaction is past its 15 s timeout at its commit: it is aborted, and the command
+    fails naming what the first committed."""
+    src = tmp_path / "in.txt"
+    src.write_bytes(lines(4))
+    ok(cli(t, "produce", "t", "--transactional-id", "loader", "--file", str(src),
+           "--batch-records", "2", "--transaction-timeout-ms", "600000"))  # (the id exists)
+    ticks = iter(range(clock_mod.now_ms(), 1 << 62, 10_000))
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: next(ticks))
+    r = cli(t, "produce", "t", "--transactional-id", "loader", "--file", str(src),
+            "--batch-records", "2", "--transaction-timeout-ms", "15000", "--print-offsets")
+    err = " ".join(r.stderr.split())
+    assert r.exit_code == 1, r.output
+    assert "ran longer than its transaction.timeout.ms (15000 ms)" in err, err
+    assert "0 records (0 B) committed to t in 0 transactions of loader before the error; " \
+        "the open transaction (2 records) was aborted" in err, err
+    assert r.stdout == ""
+    monkeypatch.undo()
+    assert values(t, "t") == [b"v%d" % i for i in range(4)]  # (the first run's)
+
+
 def test_a_newer_producer_of_the_id_fences_the_running_one(t):
     """Two processes with one transactional id: the second fences the first, whose open
     transaction is aborted; the first's next write fails with ProducerFenced and says what
