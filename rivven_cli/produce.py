@@ -130,7 +130,8 @@ def produce(
         "--value-encoding", help="How values (and JSON header values) are written in the "
         "input: utf8, base64 or hex.")] = Encoding.utf8,
     print_offsets: Annotated[bool, typer.Option(
-        "--print-offsets", help="Print 'PARTITION OFFSET' per record once it is durable.")
+        "--print-offsets", help="Print 'PARTITION OFFSET' per record once it is durable "
+        "(with --transactional-id: once its transaction commits).")
     ] = False,
     file: Annotated[str | None, typer.Option(
         "--file", "-f", help="Read records from this file instead of stdin.")] = None,

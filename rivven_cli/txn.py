@@ -24,8 +24,10 @@ def list_(
         "transaction.")] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Transactional ids with an open or prepared transaction (--all: every id): producer
-    id, epoch, state, partitions, age."""
+    """Transactional ids with an open transaction (--all: every id), their state and age.
+
+    Producer id, epoch, state, partitions, age, timeout and start of each; read-only (a
+    writable open finishes prepared and timed-out transactions)."""
     with open_engine(read_only=True) as eng:
         rows = eng.transactions(all=all_)
     if json:
@@ -64,8 +66,10 @@ def _damaged(rows: list[dict[str, Any]]) -> None:
 
 @app.command()
 def describe(transactional_id: TidArg, json: JsonOpt = False) -> None:
-    """One transactional id: producer id, epoch, state, timeout, when its transaction began,
-    its partitions and the group offsets it commits."""
+    """One transactional id: its state, its transaction's partitions and group offsets.
+
+    Producer id, epoch, state, timeout, when its transaction began and its age, then its
+    partitions and the group offsets it commits (with the member fencing them)."""
     with open_engine(read_only=True) as eng:
         d = eng.describe_transaction(transactional_id)
     if json:
@@ -94,9 +98,10 @@ def producers(
     partition: PartitionsOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """The producers each partition knows (Kafka's describe-producers): producer id, epoch,
-    last sequence, last offset, last record time, last seen, first offset of its open
-    transaction."""
+    """The producers each partition of a topic knows (Kafka's describe-producers).
+
+    Producer id, epoch, last sequence, last offset, last record time, last seen, and the
+    first offset of its open transaction."""
     with open_engine(read_only=True) as eng:
         rows = eng.describe_producers(topic, partition or None)
     if json:
@@ -118,8 +123,11 @@ def find_hanging(
     partition: PartitionsOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Transactions open in a partition that no transactional id has open there, or open
-    longer than their id's timeout (Kafka's find-hanging, KIP-664)."""
+    """Open transactions nothing will end, or open past their timeout (KIP-664).
+
+    A transaction open in a partition hangs when no transactional id's state has it open
+    there (unknown-producer, not-in-transaction) or when it is open longer than its id's
+    timeout (timed-out): read_committed readers stop at its first offset meanwhile."""
     if partition and topic is None:
         raise typer.BadParameter("it needs --topic (the partitions of which topic?)",
                                  param_hint="--partition")
@@ -164,9 +172,11 @@ def abort(
     yes: YesOpt = False,
     json: JsonOpt = False,
 ) -> None:
-    """Abort a transactional id's open transaction now, timed out or not (its producer is
-    fenced; a decided commit is completed instead), or with --topic/--partition/--start-offset
-    a hanging transaction no transactional id will end (an ABORT marker in that partition)."""
+    """Abort a transactional id's open transaction, or a hanging one by its partition.
+
+    ID: its open transaction is aborted now, timed out or not, and its producer fenced (a
+    decided commit is completed instead). --topic, --partition and --start-offset: a hanging
+    transaction no transactional id will end gets an ABORT marker in that partition."""
     where = {"--topic": topic, "--partition": partition, "--start-offset": start_offset}
     if transactional_id is not None:
         given = [k for k, v in where.items() if v is not None]
