@@ -40,6 +40,7 @@ from .tiering.cache import ColdCache
 from .tiering.hot import HotCache
 from .tools import inspect, repair
 from .tools import verify as verify_mod
+from .txn import admin as txn_admin
 from .txn import isolation, pids
 from .txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
 from .txn.hook import PartitionProducers
@@ -417,6 +418,44 @@ class Engine:
         (aborted, committed; None: nothing was open)."""
         self._writable()
         return self._txn.abort(transactional_id)
+
+    def describe_producers(self, topic: str, partitions: Sequence[int] | None = None
+                           ) -> list[dict[str, Any]]:
+        """The producer state of ``topic``'s partitions (or of ``partitions``): one row per
+        producer id a partition knows, ``topic, partition, producer_id, epoch,
+        last_sequence, last_offset, last_timestamp, last_seen_ms, txn_start_offset`` (None:
+        not known, no open transaction) — Kafka's ``describeProducers`` (``rivven txn
+        producers``; engine.txn.admin)."""
+        return txn_admin.producer_rows(self._logs(topic, partitions))
+
+    def find_hanging_transactions(self, topic: str | None = None,
+                                  partitions: Sequence[int] | None = None
+                                  ) -> list[dict[str, Any]]:
+        """Transactions open in a partition (of ``topic``, default every topic) that no
+        transactional id's state has open there, or open longer than their id's timeout
+        (KIP-664's ``find-hanging``; engine.txn.admin): ``topic, partition, producer_id,
+        epoch, start_offset, last_seen_ms, transactional_id, state, timeout_ms, age_ms,
+        reason`` (unknown-producer, not-in-transaction, timed-out)."""
+        if partitions is not None and topic is None:
+            raise InvalidArgument("partitions belong to a topic: give the topic too")
+        return txn_admin.find_hanging(self._logs(topic, partitions),
+                                      lambda: self._txn.transactions(True), clock.now_ms())
+
+    def abort_hanging_transaction(self, topic: str, partition: int, start_offset: int
+                                  ) -> dict[str, Any]:
+        """Abort the hanging transaction that starts at ``start_offset`` in a partition and
+        that no transactional id will end (``find_hanging_transactions`` reason
+        unknown-producer or not-in-transaction): an ABORT marker, as Kafka's
+        ``kafka-transactions.sh abort --start-offset``. Returns its hanging row with
+        ``marker_offset``. A timed-out transaction is aborted through its id
+        (``abort_transaction``)."""
+        self._writable()
+        read.check_offset(start_offset)
+        log = self._partition(topic, partition)
+        if log.wal is None:
+            self._wal.attach(log)
+        return txn_admin.abort_hanging(log, start_offset, lambda: self._txn.transactions(True),
+                                       clock.now_ms())
 
     def _txn_log(self, part: TxnPartition) -> PartitionLog | None:
         """The writable log of a transaction's partition, or None when its topic is gone

@@ -25,6 +25,20 @@ DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Only show what would be done; change nothing.")]
 
 
+class Isolation(str, Enum):
+    """What a read sees of transactions (``--isolation``, rpk's flag; Kafka's
+    ``isolation.level``)."""
+
+    read_uncommitted = "read_uncommitted"
+    read_committed = "read_committed"
+
+
+IsolationOpt = Annotated[Isolation, typer.Option(
+    "--isolation", help="read_uncommitted (the default, as Kafka: every record, open and "
+    "aborted transactions' too) or read_committed (only committed records, up to the last "
+    "stable offset: the first offset of the oldest open transaction).")]
+
+
 class Encoding(str, Enum):
     """How keys and values are written as text (``--key-encoding/--value-encoding``)."""
 

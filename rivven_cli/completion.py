@@ -4,8 +4,9 @@ Typer's scripts, which call ``rivven`` back with ``_RIVVEN_COMPLETE`` set).
 Commands and options complete from the command tree; topic and group names from the data dir
 of the line being completed (``-d``/``--data-dir`` anywhere on it, else ``RIVVEN_DATA_DIR``,
 else ``./rivven-data``), opened read-only. A parameter takes topic names when it is called
-``topic``/``topics`` (or ``name`` under ``rivven topic``) and group names when it is called
-``group``/``groups``: new commands get completion by naming their parameters so.
+``topic``/``topics`` (or ``name`` under ``rivven topic``), group names when it is called
+``group``/``groups`` and transactional ids when it is called ``transactional_id``: new
+commands get completion by naming their parameters so.
 
 This module is imported only when a shell asks for completions: start-up never pays for it.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 TOPIC_PARAMS = ("topic", "topics")
 GROUP_PARAMS = ("group", "groups")
+TXN_PARAMS = ("transactional_id",)
 
 
 def attach(cmd: Any, path: tuple[str, ...] = ()) -> None:
@@ -28,6 +30,8 @@ def attach(cmd: Any, path: tuple[str, ...] = ()) -> None:
             kind = "topics"
         elif p.name in GROUP_PARAMS:
             kind = "groups"
+        elif p.name in TXN_PARAMS:
+            kind = "transactional ids"
         else:
             continue
         if p._custom_shell_complete is None:
@@ -37,13 +41,14 @@ def attach(cmd: Any, path: tuple[str, ...] = ()) -> None:
 
 
 def complete(kind: str, ctx: Any, param: Any, incomplete: str) -> list[str]:
-    """The names of ``kind`` (topics, groups) starting with ``incomplete``."""
+    """The names of ``kind`` (topics, groups, transactional ids) starting with
+    ``incomplete``."""
     data_dir = ctx.find_root().params.get("data_dir")
     return [n for n in names(data_dir, kind) if n.startswith(incomplete)]
 
 
 def names(data_dir: str | None, kind: str) -> list[str]:
-    """Topic or group names of a data dir; none when it cannot be read (a completion never
+    """Topic, group or transactional id names of a data dir; none when it cannot be read (a completion never
     fails, and never changes anything)."""
     from engine import Engine
 
@@ -51,7 +56,9 @@ def names(data_dir: str | None, kind: str) -> list[str]:
 
     lister: dict[str, Callable[[Any], list[str]]] = {
         "topics": lambda eng: [t.name for t in eng.topics()],
-        "groups": lambda eng: eng.group_names()}
+        "groups": lambda eng: eng.group_names(),
+        "transactional ids": lambda eng: [r["transactional_id"]
+                                          for r in eng.transactions(all=True)]}
     try:
         with Engine.open(data_dir or DEFAULT_DATA_DIR, read_only=True, recover=False) as eng:
             return lister[kind](eng)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import Encoding, PartitionsOpt, open_engine
+from .common import Encoding, Isolation, IsolationOpt, PartitionsOpt, open_engine
 from .positions import BEGINNING, END, check_past_end, parse_duration, parse_range
 from .render import info
 
@@ -57,13 +57,18 @@ def consume(
         "committed offsets and commit what was printed.")] = None,
     member_id: Annotated[str | None, typer.Option(
         "--member-id", help="With --group: a fixed member id (default: random).")] = None,
+    isolation: IsolationOpt = Isolation.read_uncommitted,
 ) -> None:
     """Read records from the beginning (or --offset) to the end offsets taken at start.
 
     With --group: the group's partitions are split between its live consumers; each resumes
     from the committed offsets (--offset beginning|end says where to start without one) and
     commits after every chunk it prints.
+
+    With --isolation read_committed it reads only committed records, and stops (or, with
+    --follow, waits) at the last stable offset while a transaction is open.
     """
+    level = isolation.value
     if json and fmt is not None:
         raise typer.BadParameter("use either --json or --format, not both")
     idle_ms = None if idle_timeout is None else parse_duration(idle_timeout, "--idle-timeout")
@@ -88,7 +93,7 @@ def consume(
                                      param_hint="--offset")
         _consume_group(topics, regex, group, member_id,
                        "earliest" if offset.lower() in BEGINNING else "latest",
-                       num, follow, emit, out, idle_ms)
+                       num, follow, emit, out, idle_ms, level)
         return
 
     start, stop = parse_range(offset, "--offset")
@@ -99,10 +104,11 @@ def consume(
         names = _names(eng, topics, regex)
         for name in names:
             check_past_end(eng, name, start, "--offset", "reading from the end offset",
-                           partition)
-            check_past_end(eng, name, stop, "--offset END", "reading to the end", partition)
+                           partition, level)
+            check_past_end(eng, name, stop, "--offset END", "reading to the end", partition,
+                           level)
         for b in eng.stream(names, partition, start, num, follow, on_idle=out.flush,
-                            idle_timeout_ms=idle_ms, end=stop):
+                            idle_timeout_ms=idle_ms, end=stop, isolation_level=level):
             out.write(emit(b))
         out.flush()
 
@@ -122,7 +128,7 @@ def _names(eng: Any, topics: list[str], regex: bool) -> list[str]:
 
 def _consume_group(topics: list[str], regex: bool, group: str, member_id: str | None,
                    reset: str, num: int | None, follow: bool, emit: Callable, out: Any,
-                   idle_ms: int | None = None) -> None:
+                   idle_ms: int | None = None, level: str = "read_uncommitted") -> None:
     def said(e: dict) -> None:
         if e["reason"] == "out-of-range":
             info(f"group {group}: {e['topic']}-{e['partition']} committed offset {e['prior']} "
@@ -131,7 +137,8 @@ def _consume_group(topics: list[str], regex: bool, group: str, member_id: str | 
     with open_engine() as eng, eng.consumer(group, _names(eng, topics, regex),
                                             auto_offset_reset=reset,
                                             enable_auto_commit=False, member_id=member_id,
-                                            client_id="rivven-consume", on_reset=said) as c:
+                                            client_id="rivven-consume", on_reset=said,
+                                            isolation_level=level) as c:
         left = num
         last_record = time.monotonic()
         while left is None or left > 0:

@@ -18,6 +18,7 @@ from . import (
     spark,
     tier,
     topic,
+    txn,
     wal,
 )
 from .common import DEFAULT_DATA_DIR, STATE, RivvenGroup, show_engine_warnings
@@ -37,6 +38,8 @@ app.add_typer(retention.app, name="retention", help="Apply retention (time and s
 app.add_typer(spark.app, name="spark", help="Run the maintenance jobs on Apache Spark.")
 app.add_typer(tier.app, name="tier", help="Tiered storage: where offsets live; restore.")
 app.add_typer(compaction.app, name="compaction", help="Explain what compaction will do and why.")
+app.add_typer(txn.app, name="txn", help="Transactions: list, describe, producers, hanging "
+              "ones, abort (Kafka's kafka-transactions.sh).")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, open_engine
+from .common import Isolation, IsolationOpt, JsonOpt, open_engine
 from .positions import note_past_end, parse_time_position
 from .render import print_json, print_table
 
@@ -17,12 +17,14 @@ def offsets(
         "--time", help="A time (epoch ms, RFC 3339, -2h; @ optional) or a position "
         "(beginning/earliest, end/latest, -N, +N): adds OFFSET, the offset it names (for a "
         "time the first offset at or after it, the end offset when none is).")] = None,
+    isolation: IsolationOpt = Isolation.read_uncommitted,
     json: JsonOpt = False,
 ) -> None:
-    """Show log start and end offsets of every partition."""
+    """Show log start and end offsets of every partition (--isolation read_committed: the
+    end is the last stable offset)."""
     pos = None if at is None else parse_time_position(at, "--time")
     with open_engine(read_only=True) as eng:
-        rows = eng.list_offsets(topic, pos)
+        rows = eng.list_offsets(topic, pos, isolation_level=isolation.value)
     if pos is not None:
         note_past_end("--time", pos, rows, "OFFSET is the end offset", topic)
     if json:

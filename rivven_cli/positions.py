@@ -250,11 +250,13 @@ def note_past_end(what: str, pos: Position, rows: Iterable[dict[str, Any]], then
 
 
 def check_past_end(eng: Any, topic: str, pos: Position | None, what: str, then: str,
-                   partitions: Sequence[int] | None = None) -> None:
+                   partitions: Sequence[int] | None = None,
+                   isolation_level: str = "read_uncommitted") -> None:
     """``note_past_end`` for a position of one topic, asking the engine where it lies (only
-    for the kinds that can lie past the end: N, +N, @TIME)."""
+    for the kinds that can lie past the end: N, +N, @TIME; read_committed: past the last
+    stable offset)."""
     if pos is None or pos.kind not in ("offset", "from_start", "timestamp"):
         return
-    rows = [r for r in eng.list_offsets(topic, pos)
+    rows = [r for r in eng.list_offsets(topic, pos, isolation_level=isolation_level)
             if not partitions or r["partition"] in partitions]
     note_past_end(what, pos, rows, then, topic)

@@ -18,6 +18,7 @@ from .common import Encoding, fail, open_engine
 from .render import human_bytes, info
 
 READ_SIZE = 1 << 20
+RETRIES = 3  # --idempotent: sends of a call that failed with a storage error
 
 
 class InputFormat(str, Enum):
@@ -129,7 +130,8 @@ def produce(
         "--value-encoding", help="How values (and JSON header values) are written in the "
         "input: utf8, base64 or hex.")] = Encoding.utf8,
     print_offsets: Annotated[bool, typer.Option(
-        "--print-offsets", help="Print 'PARTITION OFFSET' per record once it is durable.")
+        "--print-offsets", help="Print 'PARTITION OFFSET' per record once it is durable "
+        "(with --transactional-id: once its transaction commits).")
     ] = False,
     file: Annotated[str | None, typer.Option(
         "--file", "-f", help="Read records from this file instead of stdin.")] = None,
@@ -139,11 +141,28 @@ def produce(
     json: Annotated[bool, typer.Option(
         "--json", help="--print-offsets as JSON lines, and the summary as JSON on stderr.")
     ] = False,
+    idempotent: Annotated[bool, typer.Option(
+        "--idempotent", help="Write as an idempotent producer (a producer id of its own, "
+        "sequences per partition): a call that fails with a storage error is sent again, "
+        f"up to {RETRIES} times, and stored once.")] = False,
+    transactional_id: Annotated[str | None, typer.Option(
+        "--transactional-id", help="Write in transactions of this transactional id (any "
+        "older producer of it is fenced): one per input chunk, or per --txn-size records; "
+        "read_committed readers see a transaction's records once it commits. Ctrl-C aborts "
+        "the open one.")] = None,
+    txn_size: Annotated[int | None, typer.Option(
+        "--txn-size", min=1, help="With --transactional-id: N records per transaction (the "
+        "last may hold fewer), whatever the input chunks.")] = None,
+    transaction_timeout_ms: Annotated[int | None, typer.Option(
+        "--transaction-timeout-ms", min=1, max=(1 << 31) - 1, help="With "
+        "--transactional-id: transaction.timeout.ms, how long a transaction may stay open "
+        "(default 60000); one open longer is aborted.")] = None,
 ) -> None:
     """Produce records: one per line from stdin (or --file), written as lines arrive.
 
     Ctrl-C, SIGTERM or a closed output pipe stop it after the batch being stored: it says how
-    many records were stored and exits 130, 143 or 141 (128 + the signal, as shells do).
+    many records were stored and exits 130, 143 or 141 (128 + the signal, as shells do). With
+    --transactional-id the open transaction is aborted and it says what was committed.
     """
     from . import interrupts
 
@@ -153,8 +172,25 @@ def produce(
         from engine.format.codecs import codec_id
 
         codec_id(compression)
-    sender = _Sender(topic, parser, _headers(header or []), partition, compression,
-                     tombstone_empty, print_offsets, json)
+    if transactional_id is None:
+        if txn_size is not None:
+            _refuse("--txn-size", "it applies to --transactional-id (records per transaction)")
+        if transaction_timeout_ms is not None:
+            _refuse("--transaction-timeout-ms", "it applies to --transactional-id")
+    args = (topic, parser, _headers(header or []), partition, compression, tombstone_empty,
+            print_offsets, json)
+    if transactional_id is not None:
+        from .txn_produce import TransactionalSender
+
+        sender: Sender = TransactionalSender(*args, transactional_id=transactional_id,
+                                              txn_size=txn_size,
+                                              timeout_ms=transaction_timeout_ms)
+    elif idempotent:
+        from .txn_produce import IdempotentSender
+
+        sender = IdempotentSender(*args)
+    else:
+        sender = Sender(*args)
     if file is not None:
         try:
             fd = os.open(file, os.O_RDONLY)
@@ -165,22 +201,25 @@ def produce(
     started = time.perf_counter()
     with open_engine() as eng:
         eng.topic(topic, create_hint=True)
+        sender.start(eng)
         try:
             with interrupts.guarded() as guard:
                 for lines in _chunks(fd, parser.terminator, batch_records):
                     sender.send(eng, lines, guard)
+                sender.finish(guard)
         except interrupts.Stopped as e:
             sender.stopped = e
+            sender.stop()
     el = time.perf_counter() - started
     count, nbytes = sender.count, sender.nbytes
     if sender.stopped is not None:
-        _report_stop(sender.stopped, topic, count, nbytes, el, json)
+        _report_stop(sender, topic, el, json)
     if json and not quiet:
         info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
-                            "seconds": round(el, 3)}))
+                            "seconds": round(el, 3), **sender.summary()}))
     elif not quiet:
         info(f"produced {plural(count, 'record')} ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
-             f"({count / el if el else 0:,.0f} records/s)")
+             f"({count / el if el else 0:,.0f} records/s){sender.summary_text()}")
 
 
 def _chunks(fd: int, terminator: bytes, most: int) -> Any:
@@ -203,7 +242,7 @@ def _chunks(fd: int, terminator: bytes, most: int) -> Any:
         yield [pending]
 
 
-class _Sender:
+class Sender:
     """Parses chunks of input and stores them, counting what was acknowledged."""
 
     def __init__(self, topic: str, parser: Any, hdrs: list, partition: int | None,
@@ -220,7 +259,54 @@ class _Sender:
         self.line_no = 0  # input lines (records) before the current chunk
         self.stopped: Any = None
         self.out = sys.stdout.buffer
+        self.target: Any = None  # what stores: the engine, or a producer of it
 
+    # ---------------------------------------------------------------- hooks of the kinds
+    def start(self, eng: Any) -> None:
+        """Before the first chunk (the engine is open)."""
+        self.target = eng
+
+    def finish(self, guard: Any) -> None:
+        """After the last chunk."""
+
+    def stop(self) -> None:
+        """After a signal or a broken pipe stopped the command."""
+
+    def summary(self) -> dict[str, Any]:
+        """More keys of the JSON summary."""
+        return {}
+
+    def summary_text(self) -> str:
+        return ""
+
+    def stop_report(self) -> tuple[str, dict[str, Any]]:
+        """What the stop report says was kept: its text (after "stopped by X: "), and more
+        keys for the JSON one."""
+        e = self.stopped
+        return (f"{plural(self.count, 'record', thousands=True)} ({human_bytes(self.nbytes)}) "
+                f"stored in {self.topic} (durably acknowledged) before it stopped"
+                + ("; the batch being stored then may be stored too" if e.in_flight else ""),
+                {})
+
+    def failed_line(self, message: str, before: bool) -> None:
+        """Fail on an input line: ``message`` names it and what is wrong; ``before``: the
+        records before it in its chunk were sent."""
+        if before:
+            _fail_line(f"{message}; records before this {self.what}'s batch are stored, "
+                       "none after")
+        _fail_line(f"{message}; the {plural(self.count, 'record')} before it "
+                   f"{'is' if self.count == 1 else 'are'} stored, none after")
+
+    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> None:
+        """Store a chunk's records (``cols``: produce_batch's arguments), count and print
+        what is acknowledged. ``complete``: the whole chunk (no line of it was refused)."""
+        with guard.storing():  # (printed inside: a signal then waits for the offsets too)
+            acks = self.target.produce_batch(self.topic, **cols, partition=self.partition,
+                                             compression=self.compression)
+            self.stored(cols["values"])
+            self.printed(acks)
+
+    # ---------------------------------------------------------------- the common path
     def send(self, eng: Any, lines: list[bytes], guard: Any) -> None:
         nparts = 0 if self.lines_mode else eng.topic(self.topic).partitions
         parsed = self.parser.parse(lines, nparts)  # (partitions may have been added)
@@ -231,39 +317,42 @@ class _Sender:
             hs = parsed.headers
             if self.hdrs:
                 hs = [self.hdrs + list(h) for h in hs] if hs else [self.hdrs] * len(values)
-            with guard.storing():
-                try:
-                    acks = eng.produce_batch(self.topic, values, keys=parsed.keys, headers=hs,
-                                             timestamps=parsed.timestamps,
-                                             partition=self.partition,
-                                             partitions=parsed.partitions,
-                                             compression=self.compression)
-                except Exception as e:
-                    idx = getattr(e, "index", None)
-                    if idx is not None:
-                        line = parsed.lines[idx] if parsed.lines is not None else idx
-                        _fail_line(f"{self.what} {self.line_no + line + 1}: "
-                                   f"{_record_error(e, idx)}; records before this "
-                                   f"{self.what}'s batch are stored, none after")
-                    raise
-                self.count += len(values)
-                self.nbytes += sum(len(v) for v in values if v is not None)
-                if self.print_offsets:
-                    fmt = '{{"partition":{},"offset":{}}}\n' if self.json else "{} {}\n"
-                    self.out.write("".join([fmt.format(p, o) for p, o in acks]).encode())
-                    self.out.flush()
+            cols = {"values": values, "keys": parsed.keys, "headers": hs,
+                    "timestamps": parsed.timestamps, "partitions": parsed.partitions}
+            try:
+                self.store(cols, parsed.error is None, guard)
+            except Exception as e:
+                idx = getattr(e, "index", None)
+                if idx is not None:
+                    line = parsed.lines[idx] if parsed.lines is not None else idx
+                    self.failed_line(f"{self.what} {self.line_no + line + 1}: "
+                                     f"{_record_error(e, getattr(e, 'call_index', idx))}",
+                                     True)
+                raise
         if parsed.error is not None:
-            _fail_line(f"{self.what} {self.line_no + parsed.error.index + 1}: {parsed.error}; "
-                       f"the {plural(self.count, 'record')} before it "
-                       f"{'is' if self.count == 1 else 'are'} stored, none after")
+            self.failed_line(f"{self.what} {self.line_no + parsed.error.index + 1}: "
+                             f"{parsed.error}", False)
         self.line_no += len(lines)
 
+    def stored(self, values: list) -> None:
+        self.count += len(values)
+        self.nbytes += sum(len(v) for v in values if v is not None)
 
-def _report_stop(e: Any, topic: str, count: int, nbytes: int, el: float, json: bool) -> None:
+    def printed(self, acks: list) -> None:
+        """With --print-offsets: the offsets of acknowledged records."""
+        if self.print_offsets and acks:
+            fmt = '{{"partition":{},"offset":{}}}\n' if self.json else "{} {}\n"
+            self.out.write("".join([fmt.format(p, o) for p, o in acks]).encode())
+            self.out.flush()
+
+
+def _report_stop(sender: Sender, topic: str, el: float, json: bool) -> None:
     """How many records were stored before a signal or a broken pipe stopped the command
     (always, even with -q: the command did not finish), then its exit status."""
     import signal
 
+    e, count, nbytes = sender.stopped, sender.count, sender.nbytes
+    kept, more = sender.stop_report()
     if e.signum == signal.SIGPIPE:  # (nothing more can reach stdout; do not try at exit)
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -273,9 +362,6 @@ def _report_stop(e: Any, topic: str, count: int, nbytes: int, el: float, json: b
     if json:
         info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
                             "seconds": round(el, 3), "stopped": e.name,
-                            "in_flight": e.in_flight}))
+                            "in_flight": e.in_flight, **more}))
         raise typer.Exit(e.exit_code)
-    fail(f"stopped by {e}: {plural(count, 'record', thousands=True)} "
-         f"({human_bytes(nbytes)}) stored in {topic} (durably acknowledged) before it stopped"
-         + ("; the batch being stored then may be stored too" if e.in_flight else "")
-         + "; the input after them was not produced", e.exit_code)
+    fail(f"stopped by {e}: {kept}; the input after them was not produced", e.exit_code)

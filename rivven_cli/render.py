@@ -51,9 +51,10 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
              "(a wider terminal or --json shows them)")
 
 
-# a value that is one token, never folded: a number (1,234 or 1.5 KiB); an offset range
-# folds only after its "..", each offset whole
-_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?%?(?: [KMGT]?i?B)?|-")
+# a value that is one token, never folded: a number (1,234 or 1.5 KiB), a duration (4m05s);
+# an offset range folds only after its "..", each offset whole
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?%?(?: [KMGT]?i?B)?|\d+(?:\.\d)?(?:ms|s)"
+                     r"|\d+[dhm]\d\d[hms]|-")
 _RANGE = re.compile(r"(\d+\.\.)(\d+)")
 WRAP_MIN = 16  # a wrapping column keeps at least this width (or its widest value)
 FOLD_MIN = 8   # a name folds to no less than this (or its header)
@@ -165,6 +166,23 @@ def human_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def human_ms(ms: int | None) -> str | None:
+    """A length of time, short and exact enough to compare: ``850ms``, ``12.3s``, ``4m05s``,
+    ``2h03m``, ``3d04h``; None stays None."""
+    if ms is None:
+        return None
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    s = ms // 1000
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def utc(ms: int | None, timespec: str = "milliseconds") -> str | None:
