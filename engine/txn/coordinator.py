@@ -122,14 +122,21 @@ class Coordinator:
             st.offsets.setdefault(group, {}).update(offsets)
             if member is not None:
                 st.fences[group] = member
-            self.store.write(st)
+            # not fdatasynced: offsets only matter once a commit is decided, and the Prepare
+            # state's fdatasync makes this frame durable with it (lost before: the
+            # transaction is aborted anyway)
+            self.store.write(st, sync=False)
 
     def end(self, tid: str, pid: int, epoch: int, commit: bool, check: Check | None = None,
-            retry: bool = False) -> tuple[int, int]:
+            retry: bool = False, written: set[tuple[str, int]] | None = None
+            ) -> tuple[int, int]:
         """Commit or abort the instance's transaction: durable when this returns. ``check``
         (the consumer fences) runs under the lock before anything is decided. ``retry``: the
         instance's last end of this kind failed; one it prepared is finished as decided.
-        Returns the ``(producer_id, epoch)`` to go on with."""
+        ``written``: the partitions the instance appended to (every one it counted before
+        its append), when it knows: partitions joined ahead and never written leave the
+        transaction at its Prepare, and get no marker. Returns the ``(producer_id, epoch)``
+        to go on with."""
         with self.store.locked(tid):
             st = self.store.read(tid)
             ended = (pid, epoch + 1)
@@ -147,6 +154,8 @@ class Coordinator:
                 return pid, epoch  # nothing was added to the transaction: nothing to end
             if check is not None:
                 check(st)
+            if written is not None:
+                st.partitions = [p for p in st.partitions if (p.topic, p.partition) in written]
             self._prepare(st, commit)
             return self._complete(st, fresh=True)
 
@@ -209,26 +218,37 @@ class Coordinator:
         """(Lock held, Prepare*.) The markers, the group offsets (commit), then Complete*.
         ``fresh``: just prepared by this call, so no partition has its marker yet; else
         (finishing one prepared earlier) a partition gets one only where the transaction
-        is still open there."""
+        is still open there.
+
+        Complete is fdatasynced only after a commit of group offsets. Otherwise its loss (a
+        machine crash before the id's next change, whose fdatasync covers it) leaves the
+        Prepare state, which the next recovery completes again writing nothing: every marker
+        is durable and still_open finds none missing. Offsets committed again could undo
+        newer ones another producer or consumer of the group committed meanwhile, so a
+        commit with offsets is durably Complete before it returns."""
         commit = st.state == PREPARE_COMMIT
+        logs = []
         for p in st.partitions:
             log = self.log_for(p)
             if log is None:
                 continue  # the topic is gone, and the transaction's data with it
             if fresh or markers.still_open(log, st.producer_id, st.epoch):
-                markers.write(log, st.producer_id, st.epoch, commit)
-                failpoint("txn.after_marker")
-        if commit:
-            for group, offsets in st.offsets.items():
+                logs.append(log)
+        if logs:
+            markers.write(logs, st.producer_id, st.epoch, commit)
+            failpoint("txn.after_marker")
+        offsets = commit and any(st.offsets.values())
+        if offsets:
+            for group, offs in st.offsets.items():
                 OffsetStore(membership.group_dir(self.data_dir, group), self.sync_offsets,
-                            self.lock_wait).commit(offsets)
+                            self.lock_wait).commit(offs)
             failpoint("txn.after_offsets")
         st.completed = (st.producer_id, st.epoch)
         st.producer_id, st.epoch = self._usable(st.producer_id, st.epoch)
         st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         self._clear(st)
         st.updated_ms = clock.now_ms()
-        self.store.write(st)
+        self.store.write(st, sync=offsets)
         failpoint("txn.after_complete")
         return st.producer_id, st.epoch
 

@@ -55,6 +55,8 @@ class PartitionProducers:
         # the transactions ABORT markers ended after the offset the state was loaded from (or
         # last snapshotted at): not all in a .txnindex yet (written at the next snapshot)
         self._recent: list[AbortedTxn] = []
+        # the control batch ``check`` just decoded: (its header, its marker type)
+        self._checked: tuple[BatchHeader, int] | None = None
 
     # ---------------------------------------------------------------- ProducerHook
     def caught_up(self, end: int) -> None:
@@ -65,14 +67,20 @@ class PartitionProducers:
         state = self._state
         if state is None:
             state = self._load(self.log.end_offset(), writer=True)
-        return state.check(header, self._marker(header, buf))
+        marker = self._marker(header, buf)
+        if marker is not None:  # (decoded once: applied, which follows, takes it up)
+            self._checked = (header, marker)
+        return state.check(header, marker)
 
     def applied(self, header: BatchHeader, buf: Any, base: int) -> None:
         state = self._state
         if state is None:  # (checked, then dropped by a failure: rebuilt when next needed)
             return
         # offsets between the state's end and ``base`` are this process's format-1 batches
-        aborted = state.apply(header, base, self._marker(header, buf), clock.now_ms())
+        checked, self._checked = self._checked, None
+        marker = checked[1] if checked is not None and checked[0] is header else \
+            self._marker(header, buf)
+        aborted = state.apply(header, base, marker, clock.now_ms())
         if aborted is not None:
             self._recent.append(aborted)
 

@@ -1,7 +1,9 @@
-"""Writing a transaction's COMMIT or ABORT marker into one partition, once.
+"""Writing a transaction's COMMIT or ABORT markers into its partitions, once.
 
-A marker goes through the partition's normal append path (``PartitionLog.append``: WAL,
-group commit, segment), so it is durable when ``write`` returns and replayed like any batch.
+A marker goes through the partition's normal append path (WAL, group commit, segment), so it
+is durable when ``write`` returns and replayed like any batch. ``write`` logs the markers of
+every partition first and then waits for them (``storage.log.append_each``): one WAL fsync
+serves them all.
 
 ``still_open`` says whether a partition still has a producer's transaction open (its
 producer state: ``PartitionProducers.open_transactions``), so that finishing a prepared
@@ -14,7 +16,7 @@ from __future__ import annotations
 from .. import clock
 from ..errors import StorageError
 from ..format.control import encode_marker
-from ..storage.log import PartitionLog
+from ..storage.log import PartitionLog, append_each
 from .hook import producers_of
 
 
@@ -28,6 +30,9 @@ def still_open(log: PartitionLog, producer_id: int, marker_epoch: int) -> bool:
     return found is not None and found[1] < marker_epoch
 
 
-def write(log: PartitionLog, producer_id: int, marker_epoch: int, commit: bool) -> int:
-    """Append the marker; returns its offset once durable."""
-    return log.append(encode_marker(producer_id, marker_epoch, commit, clock.now_ms()))
+def write(logs: list[PartitionLog], producer_id: int, marker_epoch: int, commit: bool
+          ) -> list[int]:
+    """Append the marker to each of ``logs``; returns their offsets once all are durable."""
+    now = clock.now_ms()
+    return append_each([(log, encode_marker(producer_id, marker_epoch, commit, now))
+                        for log in logs])
