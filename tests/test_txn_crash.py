@@ -163,6 +163,42 @@ def test_a_complete_a_machine_crash_took_is_finished_again_writing_nothing_twice
         assert txn_view.committed_values(eng, "out", 1)[-1] == b"next"
 
 
+@pytest.mark.parametrize("action", ["commit", "abort"])
+@pytest.mark.parametrize("point,found", [("txn.after_marker", "rebooted"),
+                                         ("append.each_logged", "rebooted"),
+                                         ("txn.after_marker", "timed out")])
+def test_a_prepare_a_machine_crash_took_is_decided_by_the_markers(
+        data_dir, monkeypatch, action, point, found):
+    """Without group offsets, the Prepare is not fdatasynced before the markers: a machine
+    crash may take it (and the Complete) while markers are durable, all of them or (killed
+    between two being logged) some. The state left is Ongoing, and its markers decide it:
+    recovery finishes it as they say, at the next open when the state predates the boot,
+    else when it times out."""
+    setup_topics(data_dir)
+    proc = run_one(data_dir, action, point, offsets=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    path = TxnStore(data_dir).path("billing-1")
+    with open(path, "r+b") as f:  # the Prepare's two frames (the last ones) never reached
+        f.truncate(frames(path)[-2][0])  # the disk
+    fate = "committed" if action == "commit" else "aborted"
+    now = clock_mod.now_ms()
+    if found == "rebooted":
+        monkeypatch.setattr(clock_mod, "boot_ms", lambda: now + 1)
+    else:
+        with Engine.open(data_dir) as eng:  # not after a reboot: left to its timeout
+            assert eng.last_recovery["transactions"] == []
+            assert [r["state"] for r in eng.transactions()] == ["Ongoing"]
+        monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 60001)
+    with Engine.open(data_dir) as eng:
+        assert [(r["state"], r["action"], r["error"])
+                for r in eng.last_recovery["transactions"]] == [("Ongoing", fate, None)]
+        check_whole(eng, fate, {})
+        assert eng.transactions() == []
+    with Engine.open(data_dir) as eng:
+        assert eng.last_recovery["transactions"] == []
+        check_whole(eng, fate, {})
+
+
 def test_killed_with_the_transaction_open_it_is_aborted_at_its_timeout(data_dir, monkeypatch):
     setup_topics(data_dir)
     proc = run_one(data_dir, "die", timeout_ms=5000)

@@ -487,10 +487,12 @@ class PartitionLog:
                                           tier_manifest.document(entries, self.tier_home())})
 
 
-def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]]) -> list[int]:
+def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: bool = False
+                ) -> list[int]:
     """Append one batch to each of several partitions, durably when this returns, sharing
     the WAL fsync (one for all when their logs share a stream): every batch is logged first,
-    then each is waited for. Returns the base offsets, in the order given.
+    then each is waited for. ``durable``: fsync the WAL whatever the partitions' ``wal.sync``
+    says (a transaction's markers). Returns the base offsets, in the order given.
 
     The partitions are taken in (topic, partition) order, whatever the order given: a batch
     logged keeps its partition's flock until it reaches the segment, so two callers taking
@@ -516,8 +518,11 @@ def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]]) -> list[int]
             failpoint("append.each_logged")
         bases = [0] * len(items)
         for i, entry in started:
+            log = items[i][0]
             try:
-                bases[i] = items[i][0].pipeline.finish(entry, leave=False)
+                bases[i] = log.pipeline.finish(entry, leave=False)
+                if durable and log.wal is not None and log.wal_sync != "always":
+                    log.wal.sync(entry.wal_end)  # (one fsync covers the others)
             except BaseException as e:  # noqa: BLE001 - the first error is raised below
                 error = error or e
     finally:

@@ -160,6 +160,15 @@ class PartitionProducers:
         with self.log.mutex:
             return self.state().open_transactions()
 
+    def ended_at(self, producer_id: int, epoch: int) -> int | None:
+        """The offset of ``producer_id``'s last batch here when it is at ``epoch`` with no
+        transaction open (a marker of that epoch ended its last one), else None."""
+        with self.log.mutex:
+            e = self.state().producers.get(producer_id)
+            if e is None or e.epoch != epoch or e.txn_first_offset >= 0 or e.last_offset < 0:
+                return None
+            return e.last_offset
+
     def last_sequence(self, producer_id: int, epoch: int) -> int | None:
         """``ProducerState.last_sequence`` now."""
         with self.log.mutex:

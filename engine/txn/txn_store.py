@@ -16,8 +16,9 @@ is used; a frame that passes its CRC but fails a check, or a log whose frames ca
 told apart, is ``DamagedMetadata``, never acted on.
 
 States (Kafka's): Empty -> Ongoing -> PrepareCommit | PrepareAbort -> CompleteCommit |
-CompleteAbort -> Ongoing ... A Prepare state is the decision: once it is durable the
-transaction is finished that way, by whoever holds the lock next (engine.txn.coordinator).
+CompleteAbort -> Ongoing ... A Prepare state is the decision: once it is written the
+transaction is finished that way, by whoever holds the lock next (engine.txn.coordinator says
+when it must be durable first, and how a decision a machine crash took is found again).
 """
 
 from __future__ import annotations
