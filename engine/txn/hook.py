@@ -148,6 +148,13 @@ class PartitionProducers:
             end = self.log.end_offset()
             return state.last_stable_offset(end), end
 
+    def stable(self) -> tuple[int, list[AbortedTxn]]:
+        """``last_stable_offset()[0]`` and ``recent_aborts()`` as of one moment (one look at
+        the log: what a read_committed read needs)."""
+        with self.log.mutex:
+            state = self.state()
+            return state.last_stable_offset(self.log.end_offset()), list(self._recent)
+
     def recent_aborts(self) -> list[AbortedTxn]:
         """The aborted transactions whose markers lie past the newest snapshot this state
         comes from (maybe not in a ``.txnindex`` yet), oldest first."""

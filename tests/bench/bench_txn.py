@@ -6,6 +6,9 @@ One round is 10 produce calls of 1000 records (100-byte values, 10-byte keys) to
 (``--spread``: each call's records spread over both by key):
   plain   eng.produce_batch, each call durable when it returns
   txn     begin, the same calls through a TransactionalProducer, commit (durable on return)
+``--offsets`` adds a group's offsets to each round, as a consume-transform-produce loop does:
+plain commits them after its calls (the group's offsets.log, fdatasynced), txn sends them
+with ``send_offsets`` before its commit.
 Each mode has an Engine (data dir) of its own in the same process, so that each pays for its
 own checkpoints (every 64 MiB of its WAL, the default): in one shared Engine a checkpoint
 (fsync of every partition written, ~50 ms here) lands in whichever mode's call crosses the
@@ -14,7 +17,8 @@ Rounds alternate plain / txn, which one goes first alternating too. It prints re
 each, the ratio txn / plain (issue 15's bar: >= 0.8; per run, and the median of ``--runs``),
 and the commit latency p50 / p99 over all runs.
 
-Usage: python tests/bench/bench_txn.py [--rounds 300] [--runs 5] [--json] [--dir /tmp]
+Usage: python tests/bench/bench_txn.py [--rounds 300] [--runs 5] [--spread] [--offsets]
+       [--json] [--dir /tmp]
 This is a benchmark script, not a pytest module.
 """
 
@@ -39,7 +43,11 @@ from engine import Engine  # noqa: E402
 CALLS, RECORDS = 10, 1000
 
 
-def run(rounds: int, spread: bool, base: str | None, commits: list[float]) -> dict[str, float]:
+def run(rounds: int, spread: bool, base: str | None, commits: list[float],
+        offsets: bool = False) -> dict[str, float]:
+    from engine.groups.membership import group_dir
+    from engine.groups.offset_store import OffsetStore
+
     vals = [os.urandom(50).hex().encode() for _ in range(RECORDS)]
     keys = [b"k%09d" % i for i in range(RECORDS)]
     times = {"plain": 0.0, "txn": 0.0}
@@ -54,11 +62,16 @@ def run(rounds: int, spread: bool, base: str | None, commits: list[float]) -> di
             plain.create_topic("t", 2, {"retention.ms": "-1"})
             eng.create_topic("t", 2, {"retention.ms": "-1"})
             tp = eng.producer(transactional_id="bench")
+            store = OffsetStore(group_dir(os.path.join(d, "plain"), "g"))
+            done = [0]
 
             def plain_round() -> None:
                 t = time.perf_counter()
                 for i in range(CALLS):
                     plain.produce_batch("t", vals, keys=keys, partition=part(i))
+                if offsets:
+                    done[0] += 1
+                    store.commit({("in", 0): done[0]})
                 times["plain"] += time.perf_counter() - t
 
             def txn_round() -> None:
@@ -66,6 +79,8 @@ def run(rounds: int, spread: bool, base: str | None, commits: list[float]) -> di
                 tp.begin()
                 for i in range(CALLS):
                     tp.produce_batch("t", vals, keys=keys, partition=part(i))
+                if offsets:
+                    tp.send_offsets("g", {("in", 0): done[0] + 1})
                 c = time.perf_counter()
                 tp.commit()
                 end = time.perf_counter()
@@ -89,9 +104,11 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--spread", action="store_true")
+    ap.add_argument("--offsets", action="store_true")
     args = ap.parse_args()
     commits: list[float] = []
-    runs = [run(args.rounds, args.spread, args.dir, commits) for _ in range(args.runs)]
+    runs = [run(args.rounds, args.spread, args.dir, commits, args.offsets)
+            for _ in range(args.runs)]
     med = statistics.median
     commits.sort()
     out = {"plain_records_per_s": round(med(r["plain"] for r in runs)),
