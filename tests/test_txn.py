@@ -555,3 +555,35 @@ def test_markers_are_fsynced_whatever_wal_sync_says(data_dir, monkeypatch):
         assert synced == []  # (wal.sync=none indeed)
         tp.commit()
         assert [f[-4:] for f in synced] == [".wal"]
+
+
+def test_commits_of_threads_over_the_same_partitions_all_land(eng):
+    """Ends of four producers in four threads of one engine, their markers logged together
+    and sharing WAL fsyncs, whatever order the transactions wrote the partitions in (between
+    processes: test_txn_crash.py)."""
+    import threading
+
+    parts = [("out", 0), ("out", 1), ("audit", 0)]
+    errors = []
+
+    def work(n):
+        try:
+            tp = eng.producer(transactional_id=f"w{n}")
+            for i in range(30):
+                tp.begin()
+                for t, p in (parts if n % 2 else parts[::-1]):
+                    tp.produce(t, recs(b"%d-%d" % (n, i)), partition=p)
+                (tp.abort if i % 5 == 4 else tp.commit)()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for t, p in parts:
+        assert "open" not in txn_view.fates(eng, t, p)
+        assert sorted(txn_view.committed_values(eng, t, p)) == sorted(
+            b"%d-%d" % (n, i) for n in range(4) for i in range(30) if i % 5 != 4)

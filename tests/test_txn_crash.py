@@ -268,6 +268,46 @@ def test_two_processes_with_one_transactional_id_the_older_is_fenced(data_dir):
         old.kill()
 
 
+CROSSED = """
+import sys
+from engine import Engine, Record
+d, n = sys.argv[1], int(sys.argv[2])
+eng = Engine.open(d, settings={"lock.timeout.ms": "5000"})
+parts = [("audit", 0), ("out", 0), ("out", 1)]
+tp = eng.producer(transactional_id="x%d" % n)
+for i in range(150):
+    tp.begin()
+    for t, p in (parts if n else parts[::-1]):  # the two write them in opposite orders
+        tp.produce(t, [Record(value=b"%d-%d" % (n, i))], partition=p)
+    tp.commit()
+eng.close()
+print("DONE", flush=True)
+"""
+
+
+def test_two_processes_ending_transactions_over_the_same_partitions_never_wait_on_each_other(
+        data_dir):
+    """A logged marker keeps its partition's flock until it reaches the segment; the markers
+    of an end are taken in (topic, partition) order whatever order the transaction wrote
+    them in, so two processes ending transactions at once never hold what the other waits
+    for (which would end in a LockTimeout)."""
+    setup_topics(data_dir)
+    procs = [subprocess.Popen([sys.executable, "-c", CROSSED, data_dir, str(n)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+             for n in range(2)]
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=600)
+            assert p.returncode == 0 and out == b"DONE\n", err.decode()[-2000:]
+    finally:
+        for p in procs:
+            p.kill()
+    with Engine.open(data_dir) as eng:
+        for t, p in TXN_PARTS:
+            assert txn_view.fates(eng, t, p) == {"committed"}
+            assert len(txn_view.committed_values(eng, t, p)) == 300
+
+
 CUT_SHORT = """
 import sys
 from engine import Engine, Record
