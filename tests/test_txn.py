@@ -7,6 +7,7 @@ import os
 
 import pytest
 import txn_view
+from conftest import flip
 
 from engine import (
     ConsumerFenced,
@@ -282,11 +283,21 @@ def test_transactional_ids_are_checked_and_percent_encoded(eng, data_dir):
     tp = eng.producer(transactional_id="a/b é.")
     tp.begin()
     tp.produce("out", recs(b"v"), partition=0)
-    assert os.path.isfile(os.path.join(data_dir, "txn", "ids", "a%2Fb%20%C3%A9..json"))
+    assert os.path.isfile(os.path.join(data_dir, "txn", "ids", "a%2Fb%20%C3%A9..log"))
     assert [r["transactional_id"] for r in eng.transactions()] == ["a/b é."]
     tp.commit()
     with pytest.raises(InvalidArgument, match="transaction.timeout.ms"):
         eng.producer(transactional_id="t", transaction_timeout_ms=0)
+
+
+def frames(path):
+    """``(start, end)`` of each frame of a state log."""
+    raw, out, pos = open(path, "rb").read(), [], 0
+    while pos + 8 <= len(raw):
+        end = pos + 8 + int.from_bytes(raw[pos:pos + 4], "little")
+        out.append((pos, end))
+        pos = end
+    return out
 
 
 def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
@@ -294,20 +305,55 @@ def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
     tp.begin()
     tp.produce("out", recs(b"v"), partition=0)
     path = state_file(data_dir, "t")
-    doc = json.loads(open(path).read())
-    doc["epoch"] += 1  # (the seal no longer matches)
-    with open(path, "w") as f:
-        json.dump(doc, f)
-    with pytest.raises(DamagedMetadata, match="checksum"):
+    # both copies of the newest state damaged, and a frame length no writer writes: damage
+    for start, _ in frames(path)[-2:]:
+        flip(path, start + 20)
+    with open(path, "ab") as f:
+        f.write(b"\xff" * 12)
+    with pytest.raises(DamagedMetadata, match="frame length"):
         tp.commit()
     (row,) = eng.transactions()
-    assert row["state"] == "Damaged" and "checksum" in row["error"]
+    assert row["state"] == "Damaged" and "frame length" in row["error"]
     with Engine.open(data_dir) as other:  # the open goes on, and says why it did nothing
         (r,) = other.last_recovery["transactions"]
-        assert r["action"] == "failed" and "checksum" in r["error"]
+        assert r["action"] == "failed" and "frame length" in r["error"]
     with pytest.raises(DamagedMetadata):
         eng.producer(transactional_id="t")
     assert txn_view.fates(eng, "out", 0) == {"open"}
+
+
+def test_a_state_that_passes_its_crc_but_not_its_checks_is_damage(eng, data_dir):
+    from engine.storage import framelog
+
+    tp = eng.producer(transactional_id="t")
+    path = state_file(data_dir, "t")
+    doc = json.loads(open(path, "rb").read()[8:frames(path)[0][1]])
+    doc["epoch"] = -1
+    with open(path, "ab") as f:
+        f.write(framelog.frame(json.dumps(doc).encode()))
+    tp.begin()
+    with pytest.raises(DamagedMetadata, match="epoch is -1"):
+        tp.produce("out", recs(b"v"), partition=0)
+    assert txn_view.batches(eng, "out", 0) == []  # (joining came first, and failed)
+
+
+def test_one_damaged_copy_of_a_state_changes_nothing(eng, data_dir):
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    tp.produce("out", recs(b"v"), partition=0)
+    path = state_file(data_dir, "t")
+    store = TxnStore(data_dir)
+    want = store.read("t")
+    (a, b), (c, d) = frames(path)[-2:]
+    assert b == c and d == os.path.getsize(path)  # the newest state, twice
+    for at in (c + 30, a + 30):  # the last copy (a torn append, by its look), then the first
+        flip(path, at)
+        assert store.read("t") == want
+        flip(path, at)
+    flip(path, a + 30)
+    tp.commit()  # (its writes go after the damaged copy, which is stepped over)
+    assert txn_view.fates(eng, "out", 0) == {"committed"}
+    assert store.read("t").state == "CompleteCommit"
 
 
 def test_epochs_run_out_into_a_new_producer_id(eng, data_dir):
@@ -379,3 +425,165 @@ def test_a_produce_refused_before_writing_leaves_the_transaction_usable(eng, dat
     assert txn_view.committed_values(eng, "out", 0) == [b"b"]
     with Engine.open(data_dir, read_only=True) as ro, pytest.raises(RivvenError, match="read-only"):
         ro.producer(transactional_id="t")
+
+
+def test_a_transaction_joins_the_partitions_of_the_last_one_ahead(eng, data_dir):
+    tp = eng.producer(transactional_id="t")
+    pid = tp.producer_id
+    tp.begin()
+    for t, p in (("out", 0), ("out", 1), ("audit", 0)):
+        tp.produce(t, recs(b"1"), partition=p)
+    tp.commit()
+    path = state_file(data_dir, "t")
+    before = len(frames(path))
+    tp.begin()
+    tp.produce("out", recs(b"2"), partition=0)
+    # one state write (two frames) joined all three: the next calls there join nothing
+    assert len(frames(path)) == before + 2
+    (row,) = eng.transactions()
+    assert row["partitions"] == [["out", 0], ["out", 1], ["audit", 0]]
+    tp.produce("audit", recs(b"2"))
+    assert len(frames(path)) == before + 2
+    tp.commit()
+    # the partition joined ahead and never written left the transaction at its Prepare: no
+    # marker there
+    assert txn_view.markers(eng, "out", 1) == [("COMMIT", pid, 1)]
+    assert txn_view.markers(eng, "out", 0) == [("COMMIT", pid, 1), ("COMMIT", pid, 2)]
+    assert txn_view.markers(eng, "audit", 0) == [("COMMIT", pid, 1), ("COMMIT", pid, 2)]
+    # the next one brings along the two this one wrote
+    tp.begin()
+    tp.produce("out", recs(b"3"), partition=1)
+    assert eng.transactions()[0]["partitions"] == [["out", 1], ["out", 0], ["audit", 0]]
+    tp.abort()
+    assert txn_view.markers(eng, "out", 1)[-1] == ("ABORT", pid, 3)
+    assert len(txn_view.markers(eng, "out", 0)) == 2
+    assert txn_view.committed_values(eng, "out", 0) == [b"1", b"2"]
+
+
+def test_a_new_instance_fences_the_partitions_joined_ahead_too(eng):
+    """The partitions of an open transaction get the ABORT marker (of the bumped epoch) when
+    another instance ends it, written or not: the marker is what refuses the old instance's
+    late writes there (a zombie writing to a partition it joined ahead)."""
+    old = eng.producer(transactional_id="t")
+    old.begin()
+    old.produce("out", recs(b"a"), partition=0)
+    old.produce("out", recs(b"b"), partition=1)
+    old.commit()
+    old.begin()
+    old.produce("out", recs(b"c"), partition=0)  # out-1 joined ahead, not written
+    new = eng.producer(transactional_id="t")  # aborts the open transaction
+    assert [m[0] for m in txn_view.markers(eng, "out", 1)] == ["COMMIT", "ABORT"]
+    with pytest.raises(ProducerFenced):
+        old.produce("out", recs(b"late"), partition=1)
+    assert txn_view.committed_values(eng, "out", 1) == [b"b"]
+    assert txn_view.outcomes(eng, "out", 1) == {0: "committed"}
+    new.begin()
+    new.produce("out", recs(b"d"), partition=1)
+    new.commit()
+    assert txn_view.committed_values(eng, "out", 1) == [b"b", b"d"]
+
+
+def test_a_commit_without_offsets_costs_one_fsync_the_wal_s(eng, data_dir, monkeypatch):
+    """A commit of no group offsets fdatasyncs one file: the WAL, once, for every marker.
+    Its Prepare and Complete become durable with the id's next change (the markers decide it
+    meanwhile). A commit of offsets fdatasyncs its Prepare before the markers (the offsets
+    are only in it) and its Complete before it returns (recovery must never commit them
+    again over newer ones)."""
+    synced = []
+    real = os.fdatasync
+
+    def recording(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    tp = eng.producer(transactional_id="t")
+    tp.begin()
+    for t, p in (("out", 0), ("out", 1), ("audit", 0)):
+        tp.produce(t, recs(b"v"), partition=p)
+    monkeypatch.setattr(os, "fdatasync", recording)
+    tp.commit()
+    assert [f[-4:] for f in synced] == [".wal"]
+    assert [len(txn_view.markers(eng, t, p)) for t, p in
+            (("out", 0), ("out", 1), ("audit", 0))] == [1, 1, 1]
+    synced.clear()
+    tp.begin()
+    tp.produce("out", recs(b"w"), partition=0)  # the join: Complete durable with it
+    assert "t.log" in synced
+    tp.send_offsets("g", {("in", 0): 5})
+    synced.clear()
+    tp.commit()
+    assert [f for f in synced if not f.endswith(".wal")] == ["t.log", "offsets.log", "t.log"]
+
+
+def test_markers_of_one_commit_logged_together_when_one_partition_refuses(eng):
+    from engine.format.control import encode_marker
+    from engine.storage.log import append_each
+
+    logs = [eng._partition("out", 0), eng._partition("out", 1), eng._partition("audit", 0)]
+    logs[2].pipeline.stop()  # ("audit" goes first: partitions are taken in name order)
+    with pytest.raises(RivvenError, match="closed"):
+        append_each([(log, encode_marker(9, 1, True, 0)) for log in logs])
+    assert [len(txn_view.markers(eng, t, p)) for t, p in (("out", 0), ("out", 1))] == [0, 0]
+    logs = logs[:2]
+    logs[1].pipeline.stop()
+    with pytest.raises(RivvenError, match="closed"):
+        append_each([(log, encode_marker(9, 1, True, 0)) for log in logs])
+    # the one logged before the refusal is durable all the same
+    assert txn_view.markers(eng, "out", 0) == [("COMMIT", 9, 1)]
+    assert txn_view.markers(eng, "out", 1) == []
+
+
+def test_markers_are_fsynced_whatever_wal_sync_says(data_dir, monkeypatch):
+    """With ``wal.sync=none`` records and offsets are not fsynced, but a transaction's markers
+    are: a marker a machine crash took while the id's Complete survived (made durable by its
+    next change) would leave the transaction open in that partition for good."""
+    synced = []
+    real = os.fdatasync
+
+    def recording(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    with Engine.open(data_dir, sync=False) as e:
+        e.create_topic("out", partitions=2)
+        tp = e.producer(transactional_id="t")
+        tp.begin()
+        tp.produce("out", recs(b"a"), partition=0)
+        tp.produce("out", recs(b"b"), partition=1)
+        monkeypatch.setattr(os, "fdatasync", recording)
+        e.produce("out", recs(b"plain"), partition=0)
+        assert synced == []  # (wal.sync=none indeed)
+        tp.commit()
+        assert [f[-4:] for f in synced] == [".wal"]
+
+
+def test_commits_of_threads_over_the_same_partitions_all_land(eng):
+    """Ends of four producers in four threads of one engine, their markers logged together
+    and sharing WAL fsyncs, whatever order the transactions wrote the partitions in (between
+    processes: test_txn_crash.py)."""
+    import threading
+
+    parts = [("out", 0), ("out", 1), ("audit", 0)]
+    errors = []
+
+    def work(n):
+        try:
+            tp = eng.producer(transactional_id=f"w{n}")
+            for i in range(30):
+                tp.begin()
+                for t, p in (parts if n % 2 else parts[::-1]):
+                    tp.produce(t, recs(b"%d-%d" % (n, i)), partition=p)
+                (tp.abort if i % 5 == 4 else tp.commit)()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for t, p in parts:
+        assert "open" not in txn_view.fates(eng, t, p)
+        assert sorted(txn_view.committed_values(eng, t, p)) == sorted(
+            b"%d-%d" % (n, i) for n in range(4) for i in range(30) if i % 5 != 4)

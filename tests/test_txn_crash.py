@@ -17,6 +17,7 @@ from conftest import ROOT
 
 from engine import Engine, Record
 from engine import clock as clock_mod
+from engine.txn.txn_store import TxnStore
 
 pytestmark = pytest.mark.crash
 
@@ -26,14 +27,15 @@ TXN_PARTS = [("out", 0), ("out", 1), ("audit", 0)]
 ONE_TXN = """
 import os, sys
 from engine import Engine, Record
-d, action, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d, action, timeout, offsets = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 eng = Engine.open(d)
 tp = eng.producer(transactional_id="billing-1", transaction_timeout_ms=timeout)
 tp.begin()
 tp.produce("out", [Record(value=b"a%d" % i) for i in range(3)], partition=0)
 tp.produce("out", [Record(value=b"b")], partition=1)
 tp.produce("audit", [Record(value=b"c")])
-tp.send_offsets("g", {("in", 0): 42, ("in", 1): 7})
+if offsets:
+    tp.send_offsets("g", {("in", 0): 42, ("in", 1): 7})
 print("PRODUCED", flush=True)
 if action == "commit":
     tp.commit()
@@ -53,9 +55,10 @@ def setup_topics(data_dir):
         eng.create_topic("in", partitions=2)
 
 
-def run_one(data_dir, action, failpoint=None, timeout_ms=60000):
+def run_one(data_dir, action, failpoint=None, timeout_ms=60000, offsets=True):
     env = dict(ENV, RIVVEN_FAILPOINT=failpoint) if failpoint else ENV
-    return subprocess.run([sys.executable, "-c", ONE_TXN, data_dir, action, str(timeout_ms)],
+    return subprocess.run([sys.executable, "-c", ONE_TXN, data_dir, action, str(timeout_ms),
+                           "1" if offsets else "0"],
                           capture_output=True, env=env, cwd=ROOT, timeout=120)
 
 
@@ -78,10 +81,11 @@ def ends(eng):
 
 
 @pytest.mark.parametrize("action,point", [
-    ("commit", "txn.after_prepare"), ("commit", "txn.after_marker"),
-    ("commit", "txn.after_offsets"), ("commit", "txn.after_complete"),
-    ("abort", "txn.after_prepare"), ("abort", "txn.after_marker"),
-    ("abort", "txn.after_complete"),
+    ("commit", "txn.after_prepare"), ("commit", "append.each_logged"),
+    ("commit", "txn.after_marker"), ("commit", "txn.after_offsets"),
+    ("commit", "txn.after_complete"),
+    ("abort", "txn.after_prepare"), ("abort", "append.each_logged"),
+    ("abort", "txn.after_marker"), ("abort", "txn.after_complete"),
 ])
 def test_killed_at_each_step_the_transaction_is_whole_after_reopen(data_dir, action, point):
     setup_topics(data_dir)
@@ -108,6 +112,91 @@ def test_killed_at_each_step_the_transaction_is_whole_after_reopen(data_dir, act
         tp.produce("out", [Record(value=b"next")], partition=1)
         tp.commit()
         assert txn_view.committed_values(eng, "out", 1)[-1] == b"next"
+
+
+def frames(path):
+    raw, out, pos = open(path, "rb").read(), [], 0
+    while pos + 8 <= len(raw):
+        end = pos + 8 + int.from_bytes(raw[pos:pos + 4], "little")
+        out.append((pos, end))
+        pos = end
+    return out
+
+
+@pytest.mark.parametrize("action", ["commit", "abort"])
+@pytest.mark.parametrize("loss", ["lost", "torn", "zeros"])
+def test_a_complete_a_machine_crash_took_is_finished_again_writing_nothing_twice(
+        data_dir, action, loss):
+    """Without group offsets, Complete is not fdatasynced (the id's next change does it):
+    a machine crash may take it away, whole or in part. What is left is the Prepare, every
+    marker durable: recovery completes it again, writing no marker twice."""
+    setup_topics(data_dir)
+    proc = run_one(data_dir, action, "txn.after_complete", offsets=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    path = TxnStore(data_dir).path("billing-1")
+    first, size = frames(path)[-2][0], os.path.getsize(path)
+    with open(path, "r+b") as f:  # the Complete's two frames, as the crash left them
+        if loss == "lost":
+            f.truncate(first)
+        elif loss == "torn":
+            f.truncate(first + 30)
+        else:
+            f.seek(first)
+            f.write(bytes(size - first))
+    with Engine.open(data_dir, read_only=True) as ro:
+        assert [r["state"] for r in ro.transactions()] == [
+            "PrepareCommit" if action == "commit" else "PrepareAbort"]
+        before = ends(ro)
+    fate = "committed" if action == "commit" else "aborted"
+    with Engine.open(data_dir) as eng:
+        assert [(r["action"], r["error"]) for r in eng.last_recovery["transactions"]] == [
+            (fate, None)]
+        assert ends(eng) == before  # no marker written again
+        check_whole(eng, fate, {})
+        assert eng.transactions() == []
+    with Engine.open(data_dir) as eng:
+        assert eng.last_recovery["transactions"] == []
+        tp = eng.producer(transactional_id="billing-1")
+        tp.begin()
+        tp.produce("out", [Record(value=b"next")], partition=1)
+        tp.commit()
+        assert txn_view.committed_values(eng, "out", 1)[-1] == b"next"
+
+
+@pytest.mark.parametrize("action", ["commit", "abort"])
+@pytest.mark.parametrize("point,found", [("txn.after_marker", "rebooted"),
+                                         ("append.each_logged", "rebooted"),
+                                         ("txn.after_marker", "timed out")])
+def test_a_prepare_a_machine_crash_took_is_decided_by_the_markers(
+        data_dir, monkeypatch, action, point, found):
+    """Without group offsets, the Prepare is not fdatasynced before the markers: a machine
+    crash may take it (and the Complete) while markers are durable, all of them or (killed
+    between two being logged) some. The state left is Ongoing, and its markers decide it:
+    recovery finishes it as they say, at the next open when the state predates the boot,
+    else when it times out."""
+    setup_topics(data_dir)
+    proc = run_one(data_dir, action, point, offsets=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    path = TxnStore(data_dir).path("billing-1")
+    with open(path, "r+b") as f:  # the Prepare's two frames (the last ones) never reached
+        f.truncate(frames(path)[-2][0])  # the disk
+    fate = "committed" if action == "commit" else "aborted"
+    now = clock_mod.now_ms()
+    if found == "rebooted":
+        monkeypatch.setattr(clock_mod, "boot_ms", lambda: now + 1)
+    else:
+        with Engine.open(data_dir) as eng:  # not after a reboot: left to its timeout
+            assert eng.last_recovery["transactions"] == []
+            assert [r["state"] for r in eng.transactions()] == ["Ongoing"]
+        monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 60001)
+    with Engine.open(data_dir) as eng:
+        assert [(r["state"], r["action"], r["error"])
+                for r in eng.last_recovery["transactions"]] == [("Ongoing", fate, None)]
+        check_whole(eng, fate, {})
+        assert eng.transactions() == []
+    with Engine.open(data_dir) as eng:
+        assert eng.last_recovery["transactions"] == []
+        check_whole(eng, fate, {})
 
 
 def test_killed_with_the_transaction_open_it_is_aborted_at_its_timeout(data_dir, monkeypatch):
@@ -177,6 +266,46 @@ def test_two_processes_with_one_transactional_id_the_older_is_fenced(data_dir):
             assert txn_view.committed_values(eng, "out", 1) == [b"new"]
     finally:
         old.kill()
+
+
+CROSSED = """
+import sys
+from engine import Engine, Record
+d, n = sys.argv[1], int(sys.argv[2])
+eng = Engine.open(d, settings={"lock.timeout.ms": "5000"})
+parts = [("audit", 0), ("out", 0), ("out", 1)]
+tp = eng.producer(transactional_id="x%d" % n)
+for i in range(150):
+    tp.begin()
+    for t, p in (parts if n else parts[::-1]):  # the two write them in opposite orders
+        tp.produce(t, [Record(value=b"%d-%d" % (n, i))], partition=p)
+    tp.commit()
+eng.close()
+print("DONE", flush=True)
+"""
+
+
+def test_two_processes_ending_transactions_over_the_same_partitions_never_wait_on_each_other(
+        data_dir):
+    """A logged marker keeps its partition's flock until it reaches the segment; the markers
+    of an end are taken in (topic, partition) order whatever order the transaction wrote
+    them in, so two processes ending transactions at once never hold what the other waits
+    for (which would end in a LockTimeout)."""
+    setup_topics(data_dir)
+    procs = [subprocess.Popen([sys.executable, "-c", CROSSED, data_dir, str(n)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+             for n in range(2)]
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=600)
+            assert p.returncode == 0 and out == b"DONE\n", err.decode()[-2000:]
+    finally:
+        for p in procs:
+            p.kill()
+    with Engine.open(data_dir) as eng:
+        for t, p in TXN_PARTS:
+            assert txn_view.fates(eng, t, p) == {"committed"}
+            assert len(txn_view.committed_values(eng, t, p)) == 300
 
 
 CUT_SHORT = """

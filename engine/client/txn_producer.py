@@ -63,11 +63,15 @@ class TransactionalProducer:
         self.producer_id, self.epoch = coordinator.init(transactional_id, timeout_ms)
         self.state = READY
         self._failure = ""
+        # the partitions the last transaction wrote: the next one joins them ahead, with
+        # its first partition (the state write a partition joining costs, once for all)
+        self._ahead: list[TxnPartition] = []
         self._reset()
 
     def _reset(self) -> None:
-        self._seq: dict[TopicPartition, int] = {}
-        self._joined: set[tuple[str, int, str]] = set()
+        self._seq: dict[TopicPartition, int] = {}  # (its keys: the partitions written)
+        # (keyed by topic id too: a topic created again under its name is another partition)
+        self._joined: dict[tuple[str, int, str], TxnPartition] = {}
         self._fences: dict[str, tuple[Consumer, set[TopicPartition]]] = {}
         self._writing = False
 
@@ -179,16 +183,21 @@ class TransactionalProducer:
 
     # ---------------------------------------------------------------- the produce path
     def joining(self, meta: TopicMeta, partitions: list[int]) -> None:
-        """(Stamp.) Partitions new to the transaction join it durably before any data."""
-        new = [p for p in partitions if (meta.name, p, meta.id) not in self._joined]
+        """(Stamp.) Partitions new to the transaction join it durably before any data; the
+        first to join brings along those the last transaction wrote (most transactions of
+        a producer write the same partitions: one state write for all of them)."""
+        joined = self._joined
+        new = [p for p in partitions if (meta.name, p, meta.id) not in joined]
         if not new:
             return
-        parts = [TxnPartition(meta.name, p, meta.id, self._log_for(meta, p).offsets()[1])
+        parts = [TxnPartition(meta.name, p, meta.id, self._log_for(meta, p).end_offset())
                  for p in new]
+        if not joined:
+            keys = {(meta.name, p) for p in new}
+            parts += [p for p in self._ahead if (p.topic, p.partition) not in keys]
         self.coordinator.add_partitions(self.transactional_id, self.producer_id, self.epoch,
                                         parts)
-        # (keyed by topic id too: a topic created again under its name is another partition)
-        self._joined.update((meta.name, p, meta.id) for p in new)
+        joined.update(((p.topic, p.partition, p.topic_id), p) for p in parts)
 
     def fields(self, log: PartitionLog) -> dict[str, int]:
         """(Stamp.) Format-2 fields of the next batch to ``log``."""
@@ -220,10 +229,12 @@ class TransactionalProducer:
                 check_consumer(consumer, self.coordinator.data_dir, group, tps)
 
         failed = COMMIT_FAILED if commit else ABORT_FAILED
+        written = set(self._seq)
         self.producer_id, self.epoch = self._call(lambda: self.coordinator.end(
             self.transactional_id, self.producer_id, self.epoch, commit,
-            check if commit and fences else None, retry), failed)
+            check if commit and fences else None, retry, written), failed)
         self.state = READY
+        self._ahead = [p for p in self._joined.values() if (p.topic, p.partition) in written]
         self._reset()
 
     def _call(self, fn: Callable[[], Any], failed: Any) -> Any:

@@ -1,10 +1,11 @@
 """Committed offsets of one consumer group: ``groups/<group>/offsets.log``, append-only.
 
-Each commit is one frame ``<I length><I crc32c(payload)>`` + a UTF-8 JSON payload
-``{"ts": ms, "set": [[topic, partition, offset, metadata], ...], "del": [[topic, partition]]}``,
-appended and fdatasynced under ``offsets.lock`` (so a commit survives kill -9 and a machine
-crash once ``commit`` returns). When the file grows well past its live content it is
-rewritten (tmp, fsync, rename): readers see the old file or the new one.
+Each commit is one frame (engine.storage.framelog: ``<I length><I crc32c(payload)>``) + a
+UTF-8 JSON payload ``{"ts": ms, "set": [[topic, partition, offset, metadata], ...], "del":
+[[topic, partition]]}``, appended and fdatasynced under ``offsets.lock`` (so a commit
+survives kill -9 and a machine crash once ``commit`` returns). When the file grows well
+past its live content it is rewritten (tmp, fsync, rename): readers see the old file or the
+new one.
 
 Loading streams the file frame by frame (a chunk or one frame of at most ``MAX_FRAME`` bytes
 in memory, whatever the file's size) and checks every frame before using it. An unfinished
@@ -18,26 +19,22 @@ to or cut from the file.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
-import struct
 import threading
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument, os_error, plural
-from ..format.crc import crc32c
-from ..storage import files, guard, jsondoc
+from ..errors import DamagedMetadata, InvalidArgument
+from ..storage import files, framelog, guard, jsondoc
 from ..storage.locks import DEFAULT_WAIT, LockWait, flocked, open_lock_file
 
 LOG = "offsets.log"
 LOCK = "offsets.lock"
-FRAME = struct.Struct("<II")
+FRAME = framelog.FRAME
 MAX_FRAME = 16 << 20  # the largest payload a commit may write; a length above it is damage
-CHUNK = 1 << 20  # frames are read a chunk at a time (a larger frame alone)
 COMPACT_MIN = 1 << 20  # rewrite only past this size ...
 COMPACT_FACTOR = 8  # ... and this many times the live content
 MAX_PARTITION = 99_999  # partitions of a topic: 0 .. 99999 (the catalog's limit)
@@ -99,66 +96,14 @@ class OffsetStore:
             os.close(fd)
 
     def _scan(self, fd: int, size: int) -> None:
-        """Apply the frames in ``[_good, size)``, a chunk at a time; ``_good`` follows."""
-        self.torn = False
-        buf, at = b"", self._good  # buf holds the file's bytes [at, at + len(buf))
-        while self._good < size:
-            pos = self._good
-            if size - pos < FRAME.size:
-                self.torn = True  # a header cut short: an append in flight or cut by a crash
-                return
-            if pos + FRAME.size > at + len(buf):
-                buf, at = os.pread(fd, min(CHUNK, size - pos), pos), pos
-                if len(buf) < FRAME.size:
-                    self.torn = True  # (the file shrank under us: a rewrite or a cut)
-                    return
-            length, crc = FRAME.unpack_from(buf, pos - at)
-            end = pos + FRAME.size + length
-            if not 0 < length <= MAX_FRAME:
-                if self._zeros(fd, pos, size):
-                    self.torn = True  # a zero-filled tail: an append a crash left unwritten
-                    return
-                raise self._damage(pos, f"a frame length of {plural(length, 'byte')} (a commit is 1 to "
-                                   f"{MAX_FRAME})")
-            if end > size:
-                self.torn = True  # runs past the end: an append in flight or cut by a crash
-                return
-            if end > at + len(buf):
-                if FRAME.size + length > CHUNK:  # one large frame: read it alone
-                    buf, at = os.pread(fd, FRAME.size + length, pos), pos
-                else:
-                    buf, at = os.pread(fd, min(CHUNK, size - pos), pos), pos
-                if at + len(buf) < end:
-                    self.torn = True  # (the file shrank under us)
-                    return
-            payload = buf[pos - at + FRAME.size:end - at]
-            if crc32c(payload) != crc:
-                if end == size:  # the last frame: an append that a crash left half written
-                    self.torn = True
-                    return
-                raise self._damage(pos, "checksum mismatch, with more commits after it")
+        """Apply the frames in ``[_good, size)``; ``_good`` follows each one."""
+        def apply(payload: bytes, pos: int, end: int) -> None:
             self._merge(self._decode(payload, pos))
             self._good = end
 
-    def _zeros(self, fd: int, pos: int, size: int) -> bool:
-        """Are the bytes ``[pos, size)`` all zero? (Holes are skipped, not read.)"""
-        while pos < size:
-            try:
-                pos = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError as e:
-                if e.errno == errno.ENXIO:  # nothing but a hole up to the end
-                    return True
-                if e.errno != errno.EINVAL:  # (EINVAL: no SEEK_DATA here: read it all)
-                    raise
-            if pos >= size:
-                return True
-            chunk = os.pread(fd, min(CHUNK, size - pos), pos)
-            if not chunk:
-                return True
-            if chunk.count(0) != len(chunk):
-                return False
-            pos += len(chunk)
-        return True
+        self.torn = False
+        self.torn = framelog.scan(fd, self._good, size, MAX_FRAME, apply, self._damage,
+                                  "commit")
 
     def _damage(self, pos: int, reason: str) -> DamagedMetadata:
         group = unquote(os.path.basename(self.dir))
@@ -232,7 +177,7 @@ class OffsetStore:
                 with flocked(lock_fd, lock, self.lock_wait):
                     self._drop_debris()
                     self._refresh()
-                    self._append(FRAME.pack(len(payload), crc32c(payload)) + payload)
+                    self._append(framelog.frame(payload))
                     self._merge(frame)
                     if self._good > COMPACT_MIN and self._good > COMPACT_FACTOR * self._live_size():
                         self._rewrite()
@@ -250,26 +195,15 @@ class OffsetStore:
         fd = guard.open_file(self.path, os.O_WRONLY | os.O_CREAT)
         try:
             created = os.fstat(fd).st_size == 0 and self._stamp is None
-            try:
-                if self.torn or os.fstat(fd).st_size != self._good:
-                    os.ftruncate(fd, self._good)  # cut a commit torn by a crash
-                os.pwrite(fd, frame, self._good)
-                if self.sync:
-                    os.fdatasync(fd)
-            except OSError as e:
-                try:
-                    os.ftruncate(fd, self._good)
-                except OSError:
-                    pass
-                raise os_error(e, "write a commit to", self.path) from None
-            if self._good == 0:
-                self._head = frame[:FRAME.size]
-            self._good += len(frame)
-            self.torn = False
-            st = os.fstat(fd)
-            self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            st = framelog.append(fd, self.path, frame, self._good, self.sync,
+                                 "write a commit to")
         finally:
             os.close(fd)
+        if self._good == 0:
+            self._head = frame[:FRAME.size]
+        self._good += len(frame)
+        self.torn = False
+        self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
         if created and self.sync:  # a new file in a (maybe new) group dir: make both durable
             groups = os.path.dirname(self.dir)
             for d in (self.dir, groups, os.path.dirname(groups)):
@@ -285,7 +219,7 @@ class OffsetStore:
         out = bytearray()
         for ts, rows in sorted(by_ts.items()):  # keep each commit's time
             for payload in _payloads(ts, rows):
-                out += FRAME.pack(len(payload), crc32c(payload)) + payload
+                out += framelog.frame(payload)
         files.write_atomic(self.path, bytes(out))
         self._good = len(out)
         st = os.stat(self.path)

@@ -485,3 +485,49 @@ class PartitionLog:
         self.replace_segments(remove=remove, expect=expect,
                               side_files={tier_manifest.MANIFEST:
                                           tier_manifest.document(entries, self.tier_home())})
+
+
+def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: bool = False
+                ) -> list[int]:
+    """Append one batch to each of several partitions, durably when this returns, sharing
+    the WAL fsync (one for all when their logs share a stream): every batch is logged first,
+    then each is waited for. ``durable``: fsync the WAL whatever the partitions' ``wal.sync``
+    says (a transaction's markers). Returns the base offsets, in the order given.
+
+    The partitions are taken in (topic, partition) order, whatever the order given: a batch
+    logged keeps its partition's flock until it reaches the segment, so two callers taking
+    several partitions in one order can never each hold what the other waits for. When one
+    fails, the batches logged before it are still finished (durable, or failed as their
+    appends would), then the first error is raised."""
+    order = sorted(range(len(items)), key=lambda i: (items[i][0].topic, items[i][0].partition))
+    # one caller appending: counted once in each FlockHolds (as one append is), so a flock
+    # is kept only while other threads append, not while this call finishes its others
+    holds = list({id(h): h for h in (log.holds for log, _ in items) if h is not None}.values())
+    for h in holds:
+        h.enter()
+    try:
+        started: list[tuple[int, Any]] = []
+        error: BaseException | None = None
+        for i in order:
+            log, batch = items[i]
+            try:
+                started.append((i, log.pipeline.start(batch, enter=False)))
+            except BaseException as e:  # noqa: BLE001 - raised once the others are finished
+                error = e
+                break
+            failpoint("append.each_logged")
+        bases = [0] * len(items)
+        for i, entry in started:
+            log = items[i][0]
+            try:
+                bases[i] = log.pipeline.finish(entry, leave=False)
+                if durable and log.wal is not None and log.wal_sync != "always":
+                    log.wal.sync(entry.wal_end)  # (one fsync covers the others)
+            except BaseException as e:  # noqa: BLE001 - the first error is raised below
+                error = error or e
+    finally:
+        for h in holds:
+            h.leave()
+    if error is not None:
+        raise error
+    return bases

@@ -71,30 +71,49 @@ class AppendPipeline:
     # ---------------------------------------------------------------- appending
     def append(self, batch: EncodedBatch) -> int:
         """Assign offsets to ``batch`` and store it durably; returns its base offset."""
-        holds = self.log.holds
-        if holds is None:
-            return self._append(batch)
-        holds.enter()
-        try:
-            return self._append(batch)
-        finally:
-            holds.leave()
+        return self.finish(self.start(batch))
 
-    def _append(self, batch: EncodedBatch) -> int:
+    def start(self, batch: EncodedBatch, enter: bool = True) -> _Entry:
+        """The first half of ``append``: offsets assigned, the WAL record written. Every
+        entry started must be given to ``finish`` (engine.storage.log.append_each starts the
+        batches of several partitions, then finishes them: one WAL fsync for all; it counts
+        itself in the engine's FlockHolds once, ``enter=False``)."""
+        holds = self.log.holds if enter else None
+        if holds is not None:
+            holds.enter()
         cond = self.cond
         log = self.log
-        with cond:
-            if self.closed:
-                raise StorageError(f"{log.topic}-{log.partition} was closed; open it again")
-            self._active.append(None)
-            try:
-                entry = self._log(batch)
-                if log.wal is None or log.wal_sync != "always":
-                    self._drain()  # no WAL fsync to wait for
-            except BaseException:
-                self._active.pop()
-                self._maybe_release()
-                raise
+        try:
+            with cond:
+                if self.closed:
+                    raise StorageError(f"{log.topic}-{log.partition} was closed; open it again")
+                self._active.append(None)
+                try:
+                    entry = self._log(batch)
+                    if log.wal is None or log.wal_sync != "always":
+                        self._drain()  # no WAL fsync to wait for
+                except BaseException:
+                    self._active.pop()
+                    self._maybe_release()
+                    raise
+        except BaseException:
+            if holds is not None:
+                holds.leave()
+            raise
+        return entry
+
+    def finish(self, entry: _Entry, leave: bool = True) -> int:
+        """The second half of ``append``: wait until the entry's WAL bytes are durable and it
+        is in the segment; returns its base offset."""
+        try:
+            return self._finish(entry)
+        finally:
+            if leave and self.log.holds is not None:
+                self.log.holds.leave()
+
+    def _finish(self, entry: _Entry) -> int:
+        cond = self.cond
+        log = self.log
         error: BaseException | None = None
         try:
             if not entry.done:

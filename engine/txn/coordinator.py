@@ -2,10 +2,12 @@
 
 Every change of a transactional id's state happens under its lock (engine.txn.txn_store),
 re-reading the state first, so any number of processes may use, recover and list the same
-ids. The state is durable before anything it decides is written: a partition joins a
-transaction before its data is written there, and a transaction is PrepareCommit or
-PrepareAbort before its first marker. Whoever next holds the lock finishes a prepared
-transaction the way it was decided (docs/TRANSACTIONS.md, "Transactions").
+ids. A partition joins a transaction durably before its data is written there, and a
+transaction is PrepareCommit or PrepareAbort before its first marker (durably so when it
+commits group offsets; otherwise its first durable marker decides it as well: ``_decided``).
+Whoever next holds the lock finishes a prepared transaction the way it was decided, and an
+Ongoing one whose markers say how it ended that way (docs/TRANSACTIONS.md, "What a
+transaction costs").
 
 Epochs (KIP-890): a producer writes a transaction's data with epoch e; the transaction ends
 with markers of epoch e + 1, and the producer goes on with e + 1 (sequences from 0), so a
@@ -28,6 +30,7 @@ from ..errors import (
     RivvenError,
 )
 from ..failpoint import failpoint
+from ..format.control import COMMIT
 from ..format.records import MAX_EPOCH
 from ..groups import membership
 from ..groups.offset_store import OffsetStore
@@ -122,14 +125,21 @@ class Coordinator:
             st.offsets.setdefault(group, {}).update(offsets)
             if member is not None:
                 st.fences[group] = member
-            self.store.write(st)
+            # not fdatasynced: offsets only matter once a commit is decided, and the Prepare
+            # state's fdatasync makes this frame durable with it (lost before: the
+            # transaction is aborted anyway)
+            self.store.write(st, sync=False)
 
     def end(self, tid: str, pid: int, epoch: int, commit: bool, check: Check | None = None,
-            retry: bool = False) -> tuple[int, int]:
+            retry: bool = False, written: set[tuple[str, int]] | None = None
+            ) -> tuple[int, int]:
         """Commit or abort the instance's transaction: durable when this returns. ``check``
         (the consumer fences) runs under the lock before anything is decided. ``retry``: the
         instance's last end of this kind failed; one it prepared is finished as decided.
-        Returns the ``(producer_id, epoch)`` to go on with."""
+        ``written``: the partitions the instance appended to (every one it counted before
+        its append), when it knows: partitions joined ahead and never written leave the
+        transaction at its Prepare, and get no marker. Returns the ``(producer_id, epoch)``
+        to go on with."""
         with self.store.locked(tid):
             st = self.store.read(tid)
             ended = (pid, epoch + 1)
@@ -147,7 +157,9 @@ class Coordinator:
                 return pid, epoch  # nothing was added to the transaction: nothing to end
             if check is not None:
                 check(st)
-            self._prepare(st, commit)
+            if written is not None:
+                st.partitions = [p for p in st.partitions if (p.topic, p.partition) in written]
+            self._prepare(st, commit, sync=commit and any(st.offsets.values()))
             return self._complete(st, fresh=True)
 
     # ---------------------------------------------------------------- the state machine
@@ -163,7 +175,7 @@ class Coordinator:
                 f"one has producer id {pid} epoch {epoch}): nothing more of this producer is "
                 "written or committed; create a new one with eng.producer(transactional_id=...)")
         if self._expired(st, clock.now_ms()):
-            self._prepare(st, commit=False)
+            self._prepare(st, commit=False, sync=False)
             self._complete(st, fresh=True)
             raise ProducerFenced(
                 f"the transaction of transactional id {tid!r} ran longer than its "
@@ -196,49 +208,72 @@ class Coordinator:
             return pids.allocate(self.data_dir), 0
         return pid, epoch
 
-    def _prepare(self, st: TxnState, commit: bool) -> None:
-        """(Lock held, Ongoing.) The decision, durable before any marker: the markers'
-        epoch is the data's + 1."""
+    def _prepare(self, st: TxnState, commit: bool, sync: bool) -> None:
+        """(Lock held, Ongoing.) The decision, before any marker: the markers' epoch is the
+        data's + 1. Durable first (``sync``) only for a commit of group offsets: any other
+        end is decided by its first durable marker too (``_decided``), so a machine crash
+        that takes an unsynced Prepare leaves either no marker (the transaction is still
+        Ongoing, and is aborted: its end was never acknowledged) or markers that say how it
+        ended. A commit's offsets are in the state alone: they must be durable before a
+        marker can decide it."""
         st.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         st.epoch += 1
         st.updated_ms = clock.now_ms()
-        self.store.write(st)
+        self.store.write(st, sync=sync)
         failpoint("txn.after_prepare")
 
     def _complete(self, st: TxnState, fresh: bool) -> tuple[int, int]:
         """(Lock held, Prepare*.) The markers, the group offsets (commit), then Complete*.
         ``fresh``: just prepared by this call, so no partition has its marker yet; else
         (finishing one prepared earlier) a partition gets one only where the transaction
-        is still open there."""
+        is still open there.
+
+        Complete is fdatasynced only after a commit of group offsets. Otherwise its loss (a
+        machine crash before the id's next change, whose fdatasync covers it) leaves the
+        Prepare state, or Ongoing with the markers deciding it (``_prepare``), which the next
+        recovery completes again writing nothing: every marker is durable and still_open
+        finds none missing. Offsets committed again could undo newer ones another producer
+        or consumer of the group committed meanwhile, so a commit with offsets is durably
+        Complete before it returns."""
         commit = st.state == PREPARE_COMMIT
+        logs = []
         for p in st.partitions:
             log = self.log_for(p)
             if log is None:
                 continue  # the topic is gone, and the transaction's data with it
             if fresh or markers.still_open(log, st.producer_id, st.epoch):
-                markers.write(log, st.producer_id, st.epoch, commit)
-                failpoint("txn.after_marker")
-        if commit:
-            for group, offsets in st.offsets.items():
+                logs.append(log)
+        if logs:
+            markers.write(logs, st.producer_id, st.epoch, commit)
+            failpoint("txn.after_marker")
+        offsets = commit and any(st.offsets.values())
+        if offsets:
+            for group, offs in st.offsets.items():
                 OffsetStore(membership.group_dir(self.data_dir, group), self.sync_offsets,
-                            self.lock_wait).commit(offsets)
+                            self.lock_wait).commit(offs)
             failpoint("txn.after_offsets")
         st.completed = (st.producer_id, st.epoch)
         st.producer_id, st.epoch = self._usable(st.producer_id, st.epoch)
         st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         self._clear(st)
         st.updated_ms = clock.now_ms()
-        self.store.write(st)
+        self.store.write(st, sync=offsets)
         failpoint("txn.after_complete")
         return st.producer_id, st.epoch
 
     def _finish(self, st: TxnState) -> str:
         """(Lock held, an open transaction.) Finish it: a prepared one as decided, an ongoing
-        one aborted (its producer fenced by the bump). Returns what was done."""
+        one aborted (its producer fenced by the bump), unless a marker of its end shows it
+        was decided (its Prepare lost to a machine crash): then as that marker says.
+        Returns what was done."""
         if st.state == ONGOING:
-            self._prepare(st, commit=False)
-            self._complete(st, fresh=True)
-            return "aborted"
+            decided = self._decided(st)
+            self._prepare(st, commit=decided == COMMIT, sync=False)
+            # a decided end's markers are written only where still missing (its producer
+            # died with the machine: there is nobody to fence); else every partition gets
+            # one, which also refuses the old instance's late writes there
+            self._complete(st, fresh=decided is None)
+            return "committed" if decided == COMMIT else "aborted"
         committed = st.state == PREPARE_COMMIT
         self._complete(st, fresh=False)
         return "committed" if committed else "aborted"
@@ -286,7 +321,24 @@ class Coordinator:
                     "action": self._finish(st) if was in OPEN else None}
 
     def _due(self, st: TxnState) -> bool:
-        return st.state in PREPARED or self._expired(st, clock.now_ms())
+        """Prepared, timed out, or decided by its markers: an Ongoing state last changed
+        before the machine booted belongs to a producer that died with it, and if its end
+        had begun (a marker in a partition), the crash took the Prepare state."""
+        if st.state in PREPARED or self._expired(st, clock.now_ms()):
+            return True
+        return (st.state == ONGOING and st.updated_ms < clock.boot_ms()
+                and self._decided(st) is not None)
+
+    def _decided(self, st: TxnState) -> int | None:
+        """(An Ongoing state.) COMMIT or ABORT when a partition of the transaction holds a
+        marker of its end (the producer's, with the epoch after its data's), else None."""
+        for p in st.partitions:
+            log = self.log_for(p)
+            if log is not None:
+                kind = markers.ended(log, st.producer_id, st.epoch + 1)
+                if kind is not None:
+                    return kind
+        return None
 
     def settle_group(self, group: str) -> None:
         """Finish every prepared commit holding offsets of ``group`` (waiting for an id

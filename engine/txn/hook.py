@@ -55,6 +55,8 @@ class PartitionProducers:
         # the transactions ABORT markers ended after the offset the state was loaded from (or
         # last snapshotted at): not all in a .txnindex yet (written at the next snapshot)
         self._recent: list[AbortedTxn] = []
+        # the control batch ``check`` just decoded: (its header, its marker type)
+        self._checked: tuple[BatchHeader, int] | None = None
 
     # ---------------------------------------------------------------- ProducerHook
     def caught_up(self, end: int) -> None:
@@ -65,14 +67,20 @@ class PartitionProducers:
         state = self._state
         if state is None:
             state = self._load(self.log.end_offset(), writer=True)
-        return state.check(header, self._marker(header, buf))
+        marker = self._marker(header, buf)
+        if marker is not None:  # (decoded once: applied, which follows, takes it up)
+            self._checked = (header, marker)
+        return state.check(header, marker)
 
     def applied(self, header: BatchHeader, buf: Any, base: int) -> None:
         state = self._state
         if state is None:  # (checked, then dropped by a failure: rebuilt when next needed)
             return
         # offsets between the state's end and ``base`` are this process's format-1 batches
-        aborted = state.apply(header, base, self._marker(header, buf), clock.now_ms())
+        checked, self._checked = self._checked, None
+        marker = checked[1] if checked is not None and checked[0] is header else \
+            self._marker(header, buf)
+        aborted = state.apply(header, base, marker, clock.now_ms())
         if aborted is not None:
             self._recent.append(aborted)
 
@@ -140,6 +148,13 @@ class PartitionProducers:
             end = self.log.end_offset()
             return state.last_stable_offset(end), end
 
+    def stable(self) -> tuple[int, list[AbortedTxn]]:
+        """``last_stable_offset()[0]`` and ``recent_aborts()`` as of one moment (one look at
+        the log: what a read_committed read needs)."""
+        with self.log.mutex:
+            state = self.state()
+            return state.last_stable_offset(self.log.end_offset()), list(self._recent)
+
     def recent_aborts(self) -> list[AbortedTxn]:
         """The aborted transactions whose markers lie past the newest snapshot this state
         comes from (maybe not in a ``.txnindex`` yet), oldest first."""
@@ -151,6 +166,15 @@ class PartitionProducers:
         """Producer id -> (first offset, epoch) of each transaction open in the partition."""
         with self.log.mutex:
             return self.state().open_transactions()
+
+    def ended_at(self, producer_id: int, epoch: int) -> int | None:
+        """The offset of ``producer_id``'s last batch here when it is at ``epoch`` with no
+        transaction open (a marker of that epoch ended its last one), else None."""
+        with self.log.mutex:
+            e = self.state().producers.get(producer_id)
+            if e is None or e.epoch != epoch or e.txn_first_offset >= 0 or e.last_offset < 0:
+                return None
+            return e.last_offset
 
     def last_sequence(self, producer_id: int, epoch: int) -> int | None:
         """``ProducerState.last_sequence`` now."""

@@ -91,8 +91,7 @@ def view(log: PartitionLog, start: int) -> tuple[int, Aborted]:
     if producers is None:  # (a log opened without producer state: tools)
         lso, recent = log.end_offset(), []
     else:
-        lso = producers.last_stable_offset()[0]
-        recent = producers.recent_aborts()
+        lso, recent = producers.stable()
     if start >= lso:
         return lso, Aborted({})
     return lso, Aborted(overlapping([*indexed(log, start, lso), *recent], start, lso))

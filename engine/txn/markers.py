@@ -1,20 +1,24 @@
-"""Writing a transaction's COMMIT or ABORT marker into one partition, once.
+"""Writing a transaction's COMMIT or ABORT markers into its partitions, once.
 
-A marker goes through the partition's normal append path (``PartitionLog.append``: WAL,
-group commit, segment), so it is durable when ``write`` returns and replayed like any batch.
+A marker goes through the partition's normal append path (WAL, group commit, segment), so it
+is durable when ``write`` returns and replayed like any batch. ``write`` logs the markers of
+every partition first and then waits for them (``storage.log.append_each``): one WAL fsync
+serves them all, and it is made whatever ``wal.sync`` says (a marker a machine crash took
+while the id's Complete state survived would leave its transaction open there for good).
 
 ``still_open`` says whether a partition still has a producer's transaction open (its
 producer state: ``PartitionProducers.open_transactions``), so that finishing a prepared
 transaction twice (recovery run again after a crash, by two processes one after the other)
-writes no marker twice.
+writes no marker twice. ``ended`` finds the marker a transaction's end left in a partition:
+for a transaction whose Prepare a machine crash took, its markers are the decision.
 """
 
 from __future__ import annotations
 
 from .. import clock
 from ..errors import StorageError
-from ..format.control import encode_marker
-from ..storage.log import PartitionLog
+from ..format.control import encode_marker, marker_type
+from ..storage.log import PartitionLog, append_each
 from .hook import producers_of
 
 
@@ -28,6 +32,27 @@ def still_open(log: PartitionLog, producer_id: int, marker_epoch: int) -> bool:
     return found is not None and found[1] < marker_epoch
 
 
-def write(log: PartitionLog, producer_id: int, marker_epoch: int, commit: bool) -> int:
-    """Append the marker; returns its offset once durable."""
-    return log.append(encode_marker(producer_id, marker_epoch, commit, clock.now_ms()))
+def ended(log: PartitionLog, producer_id: int, marker_epoch: int) -> int | None:
+    """COMMIT or ABORT when ``log`` holds a marker of ``producer_id`` with ``marker_epoch``
+    (where the end of that producer's transaction was decided), else None."""
+    producers = producers_of(log)
+    if producers is None:
+        raise StorageError(f"{log.topic}-{log.partition} was opened without producer state")
+    at = producers.ended_at(producer_id, marker_epoch)
+    if at is None:
+        return None
+    for ref in log.batches(at, 4096):
+        h = ref.header
+        if (h.is_control and h.producer_id == producer_id and h.producer_epoch == marker_epoch
+                and h.base_offset == at):
+            return marker_type(h, ref.buf, ref.start, f" in {log.topic}-{log.partition}")
+        break
+    return None
+
+
+def write(logs: list[PartitionLog], producer_id: int, marker_epoch: int, commit: bool
+          ) -> list[int]:
+    """Append the marker to each of ``logs``; returns their offsets once all are durable."""
+    now = clock.now_ms()
+    return append_each([(log, encode_marker(producer_id, marker_epoch, commit, now))
+                        for log in logs], durable=True)
