@@ -632,9 +632,8 @@ def test_txn_abort_a_hanging_transaction_by_its_partition(txns):
 def test_a_damaged_state_file_is_reported_with_exit_3(txns):
     d, eng, tp = txns
     path = TxnStore(d).path("done-1")
-    with open(path, "r+b") as f:
-        f.seek(10)
-        f.write(b"#")
+    with open(path, "ab") as f:  # a frame length no writer writes: damage, not a torn tail
+        f.write(b"\xff" * 12)
     r = cli(d, "txn", "list", "--all")
     assert r.exit_code == 3 and "warning: transactional id done-1:" in r.stderr
     assert "billing-1" in r.stdout

@@ -163,6 +163,6 @@ def abort_hanging(log: PartitionLog, start_offset: int,
     if row["epoch"] >= MAX_EPOCH:
         raise InvalidArgument(f"the transaction at offset {start_offset} in {name} has epoch "
                               f"{row['epoch']}: no marker epoch is above it")
-    row["marker_offset"] = markers.write(log, row["producer_id"], row["epoch"] + 1,
-                                         commit=False)
+    row["marker_offset"] = markers.write([log], row["producer_id"], row["epoch"] + 1,
+                                         commit=False)[0]
     return row
