@@ -484,18 +484,20 @@ class Engine:
         return read.read(self._partition(topic, partition), offset, max_records, committed)
 
     def read_columns(self, topic: str, partition: int, offset: int, max_records: int = 1000,
-                     isolation_level: str = READ_UNCOMMITTED
+                     isolation_level: str = READ_UNCOMMITTED, reach: read.Reach | None = None
                      ) -> Iterator[tuple[Any, Any, list, list, Any]]:
         """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``.
 
         The first batch may start before ``offset`` and the last may run past ``max_records``:
-        the cheapest way to stream (used by ``rivven consume``).
+        the cheapest way to stream (used by ``rivven consume``). ``reach`` (an
+        ``engine.client.read.Reach``) learns where the scan got to past transaction markers
+        and aborted batches, which hold no records: a consumer's position steps over them.
         """
         read.check_offset(offset)
         committed = isolation.check_level(isolation_level)
         if max_records > 0:
             yield from read.read_columns(self._partition(topic, partition), offset, max_records,
-                                         committed)
+                                         committed, reach)
 
     def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62,
                    isolation_level: str = READ_UNCOMMITTED) -> Any:

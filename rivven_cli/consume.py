@@ -145,6 +145,7 @@ def _consume_group(topics: list[str], regex: bool, group: str, member_id: str | 
             batches = c.poll_batches(timeout_ms=int(POLL_S * 1000) if follow else 0,
                                      max_records=CHUNK if left is None else min(CHUNK, left))
             if not batches:
+                c.commit()  # (a no-op unless the positions stepped over transaction markers)
                 if follow and (idle_ms is None
                                or (time.monotonic() - last_record) * 1000 < idle_ms):
                     continue

@@ -95,6 +95,40 @@ def test_a_read_committed_consumer(eng):
         eng.consumer("g", "t", isolation_level="dirty")
 
 
+@pytest.mark.parametrize("level", [RC, RU])
+def test_a_consumer_steps_over_the_markers_after_its_records(eng, level):
+    """As Kafka's: the position (and so the committed offset and the lag) is past a marker
+    that follows the last record handed out, whether the marker came in the same fetch,
+    a later one, or the records were taken one by one."""
+    tp = eng.producer(transactional_id="x")
+    for vals in ([b"a", b"b"], [b"c"]):
+        tp.begin()
+        tp.produce("t", [Record(value=v) for v in vals])
+        tp.commit()  # a, b | COMMIT 2 | c | COMMIT 4
+    with eng.consumer("g1", "t", isolation_level=level, enable_auto_commit=False) as c:
+        assert [r.value for r in c.poll()] == [b"a", b"b", b"c"]  # the markers in this fetch
+        assert c.position("t", 0) == 5
+        c.commit()
+    with eng.consumer("g2", "t", isolation_level=level, enable_auto_commit=False) as c:
+        assert [r.value for r in c.poll(max_records=2)] == [b"a", b"b"]  # stops at b
+        assert c.position("t", 0) == 2
+        assert [r.value for r in c.poll()] == [b"c"]  # steps over COMMIT 2 first
+        assert c.position("t", 0) == 5
+        assert c.poll() == [] and c.position("t", 0) == 5
+    with eng.consumer("g3", "t", isolation_level=level, enable_auto_commit=False,
+                      consumer_timeout_ms=0) as c:
+        assert [r.value for r in c] == [b"a", b"b", b"c"]  # one by one
+        c.commit()
+    with eng.consumer("g4", "t", isolation_level=level, enable_auto_commit=False) as c:
+        it = iter(c)
+        assert next(it).value == b"a"
+        assert c.position("t", 0) == 1  # b is still to come: no step yet
+        c.seek("t", 0, 2)  # to the marker: the next look steps over it
+        assert [r.value for r in c.poll()] == [b"c"] and c.position("t", 0) == 5
+    assert eng.committed_offsets("g1") == eng.committed_offsets("g3") == {("t", 0): 5}
+    assert [g["lag"] for g in eng.describe_group("g1")["partitions"]] == [0]
+
+
 def test_aborts_reach_txnindex_files_at_a_checkpoint_and_readers_in_other_processes(data_dir):
     """Until a snapshot, an abort is known from the log; the snapshot makes its .txnindex
     entry durable first. A reader in another process sees the same thing either way."""

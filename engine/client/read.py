@@ -49,22 +49,41 @@ def where(ref: BatchRef) -> str:
            f"{ref.header.base_offset}..{ref.header.last_offset})"
 
 
-def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = False
-            ) -> Iterator[tuple[BatchRef, Any, Layout]]:
+class Reach:
+    """Where a scan got to. ``start``: just past the last batch it returned (its first offset
+    when it returned none); ``end``: past the markers (and, read_committed, the aborted
+    batches) it stepped over after that. Offsets in [start, end) hold nothing a reader sees,
+    so a consumer that has read up to ``start`` stands at ``end``, as Kafka's consumer steps
+    over control batches."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, offset: int = 0) -> None:
+        self.start = self.end = offset
+
+
+def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = False,
+            reach: Reach | None = None) -> Iterator[tuple[BatchRef, Any, Layout]]:
     """``(batch, decompressed body, layout)`` from ``offset`` on, until ``max_records``;
     ``committed`` (read_committed): only up to the last stable offset, without the batches
-    of aborted transactions (engine.txn.isolation)."""
+    of aborted transactions (engine.txn.isolation); ``reach`` learns where the scan got to."""
     seen = 0
     lso, aborted = isolation.view(log, offset) if committed else (0, None)
+    if reach is not None:
+        reach.start = reach.end = offset
     for ref in log.batches(offset, max_bytes=1 << 62):
         h = ref.header
         if committed and h.base_offset >= lso:
             return
-        if h.attributes & ATTR_CONTROL:
-            continue  # a transaction marker: never returned, its offset is a gap
-        if aborted and h.attributes & ATTR_TRANSACTIONAL and \
+        if h.attributes & ATTR_CONTROL or aborted and h.attributes & ATTR_TRANSACTIONAL and \
                 aborted.covers(h.producer_id, h.base_offset):
-            continue  # (read_committed) a batch of an aborted transaction
+            # a transaction marker (never returned: its offset is a gap) or (read_committed)
+            # a batch of an aborted transaction
+            if reach is not None:
+                reach.end = h.next_offset
+            continue
+        if reach is not None:
+            reach.start = reach.end = h.next_offset
         at = where(ref)
         body = body_of(ref.buf, ref.start, h, at)
         lay = layout(body, h, at)
@@ -100,10 +119,10 @@ def read(log: PartitionLog, offset: int, max_records: int, committed: bool = Fal
             gc.enable()
 
 
-def read_columns(log: PartitionLog, offset: int, max_records: int, committed: bool = False
-                 ) -> Iterator[tuple[Any, Any, list, list, Any]]:
+def read_columns(log: PartitionLog, offset: int, max_records: int, committed: bool = False,
+                 reach: Reach | None = None) -> Iterator[tuple[Any, Any, list, list, Any]]:
     """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``."""
-    for ref, body, lay in batches(log, offset, max_records, committed):
+    for ref, body, lay in batches(log, offset, max_records, committed, reach):
         yield decode_columns(body, ref.header, lay, where(ref))
 
 
@@ -264,7 +283,8 @@ def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None 
             want = chunk if left is None else min(chunk, left)
             if limit is not None:
                 want = min(want, limit - pos[i])
-            for cols in read_columns(log, pos[i], want, committed):
+            reach = Reach()
+            for cols in read_columns(log, pos[i], want, committed, reach):
                 batch = _trim(log.topic, log.partition, cols, pos[i], limit, left)
                 if not batch.keys:
                     continue
@@ -275,6 +295,8 @@ def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None 
                     left -= len(batch.keys)
                     if left <= 0:
                         return
+            if pos[i] == reach.start:  # step over trailing markers: no rescans while following
+                pos[i] = reach.end
         if progressed:
             last_record = time.monotonic()
             continue

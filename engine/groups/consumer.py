@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice, repeat
 from typing import Any, NamedTuple, Protocol
 
+from ..client.read import Reach
 from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from ..format.records import ColumnBatch
 from ..storage.locks import DEFAULT_WAIT, LockWait
@@ -58,7 +59,7 @@ class Source(Protocol):
                           isolation_level: str = "read_uncommitted") -> tuple[int, int]: ...
 
     def read_columns(self, topic: str, partition: int, offset: int, max_records: int,
-                     isolation_level: str = "read_uncommitted"
+                     isolation_level: str = "read_uncommitted", reach: Reach | None = None
                      ) -> Iterator[tuple[Any, Any, list, list, Any]]: ...
 
 
@@ -167,6 +168,9 @@ class Consumer:
         self._turn = 0
         self._buffer: list[ConsumerRecord] = []
         self._rest: dict[TopicPartition, tuple] = {}
+        # (from, to): markers or aborted batches fill [from, to); once the position is at
+        # ``from`` (every record before it handed out) it steps to ``to``, as Kafka's does
+        self._gaps: dict[TopicPartition, tuple[int, int]] = {}
         self._buffered = 0
         self.closed = False
         try:
@@ -225,6 +229,7 @@ class Consumer:
         self._positions.pop(tp, None)
         self._committed.pop(tp, None)
         self._rest.pop(tp, None)
+        self._gaps.pop(tp, None)
         self.leases.release(*tp)
 
     def _start(self, tp: TopicPartition, committed: int | None) -> int:
@@ -265,8 +270,11 @@ class Consumer:
 
     # ---------------------------------------------------------------- reading
     def _fetch(self, max_records: int) -> list[ColumnBatch]:
-        """Column batches from the current positions (positions are not moved)."""
+        """Column batches from the current positions (positions move only over markers and
+        aborted batches: past the records returned when those are handed out)."""
         self._rebalance()
+        if self._gaps:
+            self._step_over_gaps()
         tps = self.assignment()
         out: list[ColumnBatch] = []
         if not tps:
@@ -279,11 +287,15 @@ class Consumer:
             topic, p = tp
             pos = self._positions[tp]
             rest = self._rest.pop(tp, None)
+            reach = None
+            got = want
             try:
                 if rest is not None and rest[0][0] == pos:  # the batch decoded last time
                     batches: Iterable = [rest]
                 else:
-                    batches = self.engine.read_columns(topic, p, pos, want, **self._iso)
+                    reach = Reach(pos)
+                    batches = self.engine.read_columns(topic, p, pos, want, reach=reach,
+                                                       **self._iso)
                 for offs, tss, keys, values, hs in batches:
                     n = len(keys)
                     lo = bisect_left(offs, pos) if n and offs[0] < pos else 0
@@ -302,6 +314,12 @@ class Consumer:
                     pos = offs[-1] + 1
                     if want <= 0:
                         break
+                if reach is not None:
+                    if want == got:  # no record: nothing before reach.end to hand out
+                        if reach.end > pos:
+                            self._positions[tp] = reach.end
+                    elif reach.end > reach.start:
+                        self._gaps[tp] = (reach.start, reach.end)
             except OffsetOutOfRange as e:
                 start, end = (e.start, e.end) if e.start is not None and \
                     self._iso["isolation_level"] == "read_uncommitted" else \
@@ -325,6 +343,8 @@ class Consumer:
             batches = self._fetch(max_records or self.max_poll_records)
             for b in batches:
                 self._positions[(b.topic, b.partition)] = b.offsets[-1] + 1
+            if self._gaps:
+                self._step_over_gaps()
             left = deadline - time.monotonic()
             if batches or left <= 0:
                 return batches
@@ -371,6 +391,14 @@ class Consumer:
             pause = min(pause * 2, 0.1)
 
     # ---------------------------------------------------------------- positions
+    def _step_over_gaps(self) -> None:
+        for tp, (at, to) in list(self._gaps.items()):
+            pos = self._positions.get(tp)
+            if pos is None or pos >= at:
+                del self._gaps[tp]
+                if pos == at:
+                    self._positions[tp] = to
+
     def _owned(self, topic: str, partition: int) -> TopicPartition:
         tp = (topic, partition)
         if tp not in self._positions:
@@ -379,8 +407,12 @@ class Consumer:
         return tp
 
     def position(self, topic: str, partition: int) -> int:
-        """The offset of the next record this consumer returns from that partition."""
-        return self._positions[self._owned(topic, partition)]
+        """The offset of the next record this consumer returns from that partition (past any
+        transaction markers that follow the records handed out)."""
+        tp = self._owned(topic, partition)
+        if self._gaps:
+            self._step_over_gaps()
+        return self._positions[tp]
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Read that partition from ``offset`` next (checked against the log's range)."""
@@ -391,6 +423,7 @@ class Consumer:
                                    f"are {start}..{end}", start, end)
         self._drop_buffered(tp)
         self._rest.pop(tp, None)
+        self._gaps.pop(tp, None)
         self._positions[tp] = offset
 
     def seek_to_beginning(self, topic: str, partition: int) -> None:
@@ -413,6 +446,8 @@ class Consumer:
         """Durably commit ``offsets`` (default: the current positions) for this group."""
         self._check_open()
         if offsets is None:
+            if self._gaps:
+                self._step_over_gaps()
             offsets = {tp: p for tp, p in self._positions.items()
                        if p != self._committed.get(tp, -1)}
         else:
