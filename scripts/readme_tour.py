@@ -125,9 +125,10 @@ def run(workdir: str, commands: list[str] = COMMANDS) -> list[tuple[str, str, in
 
 def as_shown(text: str, workdir: str) -> str:
     """``text`` with this machine's paths replaced by a reader's: the run's directory, the
-    checkout (and its venv)."""
+    venv (the checkout's own ``.venv`` after ``make``; a git worktree may use another), the
+    checkout."""
     for real, shown in ((os.path.realpath(workdir), DEMO_DIR), (workdir, DEMO_DIR),
-                        (str(ROOT), CHECKOUT)):
+                        (sys.prefix, CHECKOUT + "/.venv"), (str(ROOT), CHECKOUT)):
         text = text.replace(real, shown)
     return text
 
