@@ -35,10 +35,6 @@ def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:
     return out
 
 
-def _fail_line(message: str) -> None:
-    fail(message)
-
-
 def _refuse(option: str, why: str) -> None:
     raise typer.BadParameter(why, param_hint=option)
 
@@ -94,6 +90,7 @@ def _record_error(e: Exception, idx: int) -> str:
     """An engine error about record ``idx`` of a call, without the index (the CLI names the
     input line instead)."""
     return re.sub(rf"^record {idx} ", "the record ", str(e))
+
 
 def produce(
     topic: Annotated[str, typer.Argument(help="Topic to write to.")],
@@ -242,7 +239,7 @@ class _Sender:
                     idx = getattr(e, "index", None)
                     if idx is not None:
                         line = parsed.lines[idx] if parsed.lines is not None else idx
-                        _fail_line(f"{self.what} {self.line_no + line + 1}: "
+                        fail(f"{self.what} {self.line_no + line + 1}: "
                                    f"{_record_error(e, idx)}; records before this "
                                    f"{self.what}'s batch are stored, none after")
                     raise
@@ -253,7 +250,7 @@ class _Sender:
                     self.out.write("".join([fmt.format(p, o) for p, o in acks]).encode())
                     self.out.flush()
         if parsed.error is not None:
-            _fail_line(f"{self.what} {self.line_no + parsed.error.index + 1}: {parsed.error}; "
+            fail(f"{self.what} {self.line_no + parsed.error.index + 1}: {parsed.error}; "
                        f"the {plural(self.count, 'record')} before it "
                        f"{'is' if self.count == 1 else 'are'} stored, none after")
         self.line_no += len(lines)
