@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 
 from engine import Position, clock
-from engine.engine import RESET_MODE_OF
 from engine.errors import DamagedMetadata
 
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, open_engine
@@ -154,11 +153,11 @@ def reset_offsets(
                                  "--shift-by --from-file")
     if topic and all_topics or not (topic or all_topics or from_file):
         raise typer.BadParameter("give --topic T[:P,P...] (repeatable) or --all-topics")
-    mode = chosen[0]
-    value, resolved, pos = modes[mode], None, None
+    mode: str | Position = chosen[0]
+    value, resolved, pos = modes[chosen[0]], None, None
     if mode == "to":
-        pos = parse_position(to or "", "--to", reading=True)
-        mode, value = RESET_MODE_OF[pos.kind], pos.value
+        mode = pos = parse_position(to or "", "--to", reading=True)
+        value = pos.value
         if pos.kind == "timestamp":
             resolved = f"--to {to} resolved to {utc(value)} ({value})"
     elif mode in ("to-datetime", "by-duration"):
@@ -173,13 +172,15 @@ def reset_offsets(
            resolved, past_end=(pos, f"--{chosen[0]}"), position=to)
 
 
-def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str, value: Any,
+def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str | Position,
+           value: Any,
            execute: bool, force: bool, json: bool, export: bool, resolved: str | None = None,
            new_topics: bool = True, apply: str = "add --execute",
            past_end: tuple[Position | None, str] = (None, ""), position: str | None = None
            ) -> None:
-    """Plan (and apply) a reset, and show it: a table, JSON or a plan file. ``past_end``: the
-    position asked for and its option, noted on stderr where it lies past a log end."""
+    """Plan (and apply) a reset, and show it: a table, JSON or a plan file. ``mode``: a reset
+    mode, or a ``Position`` (the engine knows the mode it means). ``past_end``: the position
+    asked for and its option, noted on stderr where it lies past a log end."""
     if json and export:
         raise typer.BadParameter("use either --json or --export, not both")
     if resolved and not json:
@@ -195,7 +196,7 @@ def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str, v
         warn(f"group {group} has no committed offsets for topic {t}: left out (pass "
              "--allow-new-topics to set them up)")
     if json:
-        print_json({"group": group, "mode": mode, "executed": execute,
+        print_json({"group": group, "mode": plan["mode"], "executed": execute,
                     "resolved_time": utc(value) if resolved else None, "position": position,
                     **{k: plan[k] for k in ("new_group", "active_members", "skipped_topics",
                                             "partitions")}})
@@ -250,7 +251,7 @@ def seek(
     pos = parse_position(to or "", "--to", reading=True)
     resolved = f"--to {to} resolved to {utc(pos.value)} ({pos.value})" \
         if pos.kind == "timestamp" else None
-    _reset(group, targets, RESET_MODE_OF[pos.kind], pos.value, not dry_run, force, json, False,
+    _reset(group, targets, pos, pos.value, not dry_run, force, json, False,
            resolved, new_topics=allow_new_topics or targets is None, apply="drop --dry-run",
            past_end=(pos, "--to"), position=to)
 

@@ -29,6 +29,8 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import typer
+
 from engine import clock
 from engine.client.read import Position
 
@@ -37,7 +39,6 @@ from .common import fail
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DUR = r"(?:\d+(?:ms|s|m|h|d))+"
 _REL = re.compile(rf"^([+-])({_DUR})$")
-_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
 # a TIME at the head of a range (after its @), longest form first
 _TIME_HEAD = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}(?::\d{2}(?::\d{2}(?:[.,]\d+)?)?)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?"
@@ -53,13 +54,14 @@ class _Bad(ValueError):
     """A value outside the grammar (the message says which part)."""
 
 
-def duration_ms(text: str) -> int:
-    """``1h30m``, ``90s``, ``250ms`` (units ms s m h d) in milliseconds."""
-    return sum(int(n) * UNITS[u] for n, u in _PART.findall(text))
-
-
 _SPAN = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
 _SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def duration_ms(text: str) -> int:
+    """``1h30m``, ``90s``, ``250ms``, ``1.5m`` (units ms s m h d) in milliseconds."""
+    return int(sum((int(n) if n.isdigit() else float(n)) * UNITS[u]
+                   for n, u in _SPAN_PART.findall(text)))
 _ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
@@ -69,14 +71,12 @@ def parse_duration(text: str, option: str) -> int:
     Anything else is a usage error of ``option``."""
     t = text.strip()
     if _SPAN.fullmatch(t.lower()):
-        return int(sum(float(n) * UNITS[u] for n, u in _SPAN_PART.findall(t.lower())))
+        return duration_ms(t.lower())
     m = _ISO_DURATION.fullmatch(t.upper())
     if m and any(m.groups()):
         d, h, mi, sec = m.groups()
         return int((int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60
                     + float(sec or 0)) * 1000)
-    import typer
-
     raise typer.BadParameter(f"cannot read duration {text!r}: use 90s, 500ms, 30m, 1h30m, 2d, "
                              "or ISO 8601 like PT2H or P1DT30M", param_hint=option)
 

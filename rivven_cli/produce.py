@@ -36,10 +36,6 @@ def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:
     return out
 
 
-def _fail_line(message: str) -> None:
-    fail(message)
-
-
 def _refuse(option: str, why: str) -> None:
     raise typer.BadParameter(why, param_hint=option)
 
@@ -95,6 +91,7 @@ def _record_error(e: Exception, idx: int) -> str:
     """An engine error about record ``idx`` of a call, without the index (the CLI names the
     input line instead)."""
     return re.sub(rf"^record {idx} ", "the record ", str(e))
+
 
 def produce(
     topic: Annotated[str, typer.Argument(help="Topic to write to.")],
@@ -292,10 +289,9 @@ class Sender:
         """Fail on an input line: ``message`` names it and what is wrong; ``before``: the
         records before it in its chunk were sent."""
         if before:
-            _fail_line(f"{message}; records before this {self.what}'s batch are stored, "
-                       "none after")
-        _fail_line(f"{message}; the {plural(self.count, 'record')} before it "
-                   f"{'is' if self.count == 1 else 'are'} stored, none after")
+            fail(f"{message}; records before this {self.what}'s batch are stored, none after")
+        fail(f"{message}; the {plural(self.count, 'record')} before it "
+             f"{'is' if self.count == 1 else 'are'} stored, none after")
 
     def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> None:
         """Store a chunk's records (``cols``: produce_batch's arguments), count and print

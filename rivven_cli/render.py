@@ -209,17 +209,13 @@ def warn(message: str) -> None:
     sys.stderr.write(f"warning: {printable(message)}\n")
 
 
-_UNSAFE = None  # (compiled on first use) JSON text a terminal or a JS parser could trip on
+# JSON text a terminal or a JS parser could trip on
+_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def json_line(data: Any) -> str:
     """``data`` as one line of JSON with non-ASCII text kept as UTF-8 (``ensure_ascii=False``)
     but C1 control characters, U+2028/U+2029 and lone surrogates still ``\\u`` escapes: still
     valid JSON, readable, and never raw control bytes on a terminal."""
-    import re
-
-    global _UNSAFE
-    if _UNSAFE is None:
-        _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}",
                        json.dumps(data, ensure_ascii=False, default=str))

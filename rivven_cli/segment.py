@@ -82,7 +82,7 @@ def inspect(
     kenc, venc = _text(key_encoding), _text(value_encoding)
     left = max_
     rows = []
-    for batch in inspect_segment(file, records=records, raw=True):
+    for batch in inspect_segment(file, records=records):
         recs = batch.pop("records", None)
         if json:
             sys.stdout.write(json_line(batch) + "\n")

@@ -352,15 +352,17 @@ def test_zsh_and_fish_protocols_complete_names(shell, data_dir):
 
 
 def test_show_and_install_completion_for_each_shell(shell, tmp_path):
+    # (detected from the process tree: bash must stay rivven's parent, not exec it as the
+    # last command of -c, or the shell found is whatever ran the tests)
     assert "complete -o default -F _rivven_completion rivven" in shell(
-        "rivven --show-completion")  # (the shell it runs in: bash)
+        "rivven --show-completion; exit $?")  # (the shell it runs in: bash)
     scripts = {"bash": "_RIVVEN_COMPLETE=complete_bash", "zsh": "#compdef rivven",
                "fish": "complete --command rivven"}
     for name, mark in scripts.items():
         out = shell(f"rivven --show-completion {name}",
                     _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
         assert mark in out, name
-    assert "bash completion installed" in shell("rivven --install-completion")
+    assert "bash completion installed" in shell("rivven --install-completion; exit $?")
     assert "_rivven_completion" in (tmp_path / "home/.bash_completions/rivven.sh").read_text()
 
 

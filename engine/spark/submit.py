@@ -160,7 +160,7 @@ def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
               python: str = sys.executable, progress_path: str | None = None) -> int:
     """Run spark-submit, its output to ``log_path``; ``progress(what, tasks, tasks done)``
     as the job's ``progress.json`` (``progress_path``, see job.Watch) says, read every
-    0.25 s while the output flows."""
+    0.25 s while the job runs and once at its end."""
     with open(log_path, "wb", opener=guard.opener) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=environment(python), preexec_fn=_die_with_parent,
@@ -170,6 +170,16 @@ def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
         tail = b""
         started = False
         shown: dict[str, Any] | None = None
+        looked = 0.0  # when progress.json was last read
+
+        def look() -> None:
+            nonlocal shown, looked
+            looked = time.monotonic()
+            state = read_progress(progress_path) if progress_path is not None else None
+            if state is not None and state != shown and progress is not None:
+                shown = state
+                progress(*describe_progress(state))
+
         while True:
             if select.select([fd], [], [], 0.25)[0]:
                 chunk = os.read(fd, 65536)
@@ -181,11 +191,10 @@ def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
                     if STARTED.encode() in tail:
                         started = True
                         failpoint("spark-job-running")  # tests kill the launcher while the job runs
-            if progress is not None and progress_path is not None:
-                state = read_progress(progress_path)
-                if state is not None and state != shown:
-                    shown = state
-                    progress(*describe_progress(state))
+            if progress is not None and time.monotonic() - looked >= 0.25:
+                look()  # (at most every 0.25 s, not once per chunk of output)
+        if progress is not None:
+            look()  # the final counts
         return proc.wait()
 
 

@@ -63,21 +63,18 @@ class Topics:
         """The topics named (those that exist), or with ``regex`` those a name matches whole
         (rpk's ``topic list -r``: each expression is anchored at both ends)."""
         if not regex:
-            return [t for t in self.all() if t.name in set(names)]
+            wanted = set(names)
+            return [t for t in self.all() if t.name in wanted]
         try:
             pats = [re.compile(n) for n in names]
         except re.error as e:
             raise InvalidArgument(f"invalid regular expression {e.pattern!r}: {e}") from None
         return [t for t in self.all() if any(p.fullmatch(t.name) for p in pats)]
 
-    def create(self, name: str, partitions: int, config: dict[str, str],
-               if_not_exists: bool) -> TopicMeta:
-        return self.ensure(name, partitions, config, if_not_exists)[0]
-
     def ensure(self, name: str, partitions: int, config: dict[str, str],
                exists_ok: bool = True) -> tuple[TopicMeta, bool]:
-        """``create``, saying whether this call created the topic (with ``exists_ok`` an
-        existing one is returned as it is)."""
+        """Create a topic, saying whether this call created it (with ``exists_ok`` an
+        existing one is returned as it is; without, TopicExists)."""
         check_topic_name(name)
         if not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidArgument(

@@ -23,15 +23,9 @@ from ..storage.log import PartitionLog
 from ..storage.segment import TornTail
 
 
-def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", "backslashreplace")
-
-
-def inspect_segment(path: str, records: bool = False, raw: bool = False
-                    ) -> Iterator[dict[str, Any]]:
-    """One dict per batch (and its records with ``records``: keys, values and header values as
-    text, bytes that are not UTF-8 as ``\\xNN``, or with ``raw`` as bytes); stops at unreadable
-    bytes."""
+def inspect_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
+    """One dict per batch (and its records with ``records``: keys, values and header values
+    as bytes, for the caller to show in the encoding it wants); stops at unreadable bytes."""
     name = parse(os.path.basename(path))
     if name is None or name[1] != ".log":
         raise DataDirError(f"{path} is not a segment .log file (20-digit base offset + .log)")
@@ -69,10 +63,9 @@ def inspect_segment(path: str, records: bool = False, raw: bool = False
             }
             if records and ok:
                 body = body_of(buf, 0, h)
-                text = (lambda b: b) if raw else _text
                 row["records"] = [
-                    {"offset": r.offset, "timestamp": r.timestamp, "key": text(r.key),
-                     "value": text(r.value), "headers": [[k, text(v)] for k, v in r.headers]}
+                    {"offset": r.offset, "timestamp": r.timestamp, "key": r.key,
+                     "value": r.value, "headers": [[k, v] for k, v in r.headers]}
                     for r in decode_records(body, h, layout(body, h))]
             yield row
             pos += h.size
@@ -80,7 +73,6 @@ def inspect_segment(path: str, records: bool = False, raw: bool = False
             yield {"position": pos, "error": f"{size - pos} trailing bytes: a torn tail"}
     finally:
         os.close(fd)
-
 
 
 def inspect_index(path: str) -> Iterator[dict[str, Any]]:
