@@ -17,6 +17,7 @@ from engine import (
     ProducerFenced,
     Record,
     RivvenError,
+    StorageError,
 )
 from engine import clock as clock_mod
 from engine.errors import DamagedMetadata
@@ -555,6 +556,44 @@ def test_markers_are_fsynced_whatever_wal_sync_says(data_dir, monkeypatch):
         assert synced == []  # (wal.sync=none indeed)
         tp.commit()
         assert [f[-4:] for f in synced] == [".wal"]
+
+
+@pytest.mark.parametrize("mode", ["none", "interval:600000"])
+def test_a_marker_is_seen_only_once_durable_so_a_retried_commit_writes_it_again(
+        data_dir, monkeypatch, mode):
+    """Records of a wal.sync other than always reach the segment before the WAL fsync; a
+    marker must not: when the markers' fsync fails, a marker left in a segment (but in no
+    durable file) would make the retried commit take it for done and return, and a machine
+    crash then aborts what commit() said was committed."""
+    import errno
+    real = os.fdatasync
+    armed = [True]
+
+    def flaky(fd):
+        if armed[0] and os.readlink(f"/proc/self/fd/{fd}").endswith(".wal"):
+            armed[0] = False
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    with Engine.open(data_dir, settings={"wal.sync": mode}) as e:
+        e.create_topic("out", partitions=2)
+        tp = e.producer(transactional_id="t")
+        tp.begin()
+        tp.produce("out", recs(b"a"), partition=0)
+        tp.produce("out", recs(b"b"), partition=1)
+        monkeypatch.setattr(os, "fdatasync", flaky)
+        with pytest.raises(StorageError):
+            tp.commit()
+        assert not armed[0]
+        assert [txn_view.markers(e, "out", p) for p in (0, 1)] == [[], []]  # none seen
+        synced = []
+        monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(
+            os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+        tp.commit()  # finishes it: the markers written again, and fsynced
+        assert any(f.endswith(".wal") for f in synced)
+        assert [txn_view.markers(e, "out", p) for p in (0, 1)] == \
+            [[("COMMIT", tp.producer_id, tp.epoch)]] * 2
+        assert [txn_view.committed_values(e, "out", p) for p in (0, 1)] == [[b"a"], [b"b"]]
 
 
 def test_commits_of_threads_over_the_same_partitions_all_land(eng):

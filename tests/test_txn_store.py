@@ -101,6 +101,29 @@ def test_a_damaged_frame_with_intact_ones_after_it_is_stepped_over(store):
     assert TxnStore(store.data_dir).read("t").state == "Ongoing"
 
 
+@pytest.mark.parametrize("lost", ["zeros", "garbage"])
+def test_an_append_a_machine_crash_lost_under_a_later_one_is_stepped_over(store, lost):
+    """Pages of an unsynced append lost (they read as zeros) while a later append's reached
+    the disk: the scan goes on to the next intact frame, not to DamagedMetadata. Bytes no
+    crash leaves (a length no writer writes) stay damage."""
+    change(store, "t", state="Ongoing", partitions=[PART])
+    change(store, "t", state="PrepareCommit", epoch=1, sync=False)
+    change(store, "t", state="CompleteCommit", epoch=1, partitions=[], sync=False)
+    path = store.path("t")
+    fr = frames(path)
+    with open(path, "r+b") as f:
+        f.seek(fr[2][0])
+        n = fr[4][0] - fr[2][0]  # both copies of the Prepare
+        f.write(bytes(n) if lost == "zeros" else (bytes(range(7, 207)) * n)[:n])
+    if lost == "garbage":
+        with pytest.raises(DamagedMetadata, match="frame length"):
+            TxnStore(store.data_dir).read("t")
+        return
+    assert TxnStore(store.data_dir).read("t").state == "CompleteCommit"
+    change(store, "t", state="Empty", epoch=2)  # appended after the intact frames
+    assert TxnStore(store.data_dir).read("t").state == "Empty"
+
+
 def test_what_cannot_be_told_apart_is_damage_never_an_older_state(store):
     change(store, "t", state="Ongoing", partitions=[PART])
     path = store.path("t")

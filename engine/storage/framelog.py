@@ -12,7 +12,10 @@ a last frame that fails its CRC, a zero-filled tail. Such an append was never ac
 and the next writer cuts it off (``append``). A length no writer writes, with data after it,
 is damage; so is a CRC failure with more frames after it, unless the caller takes frames as
 independent (``on_skip``: each frame of a txn state log is a whole state, so a frame a crash
-tore under the fdatasync of the next one is only an older state, stepped over).
+tore under the fdatasync of the next one is only an older state, stepped over). With
+``on_skip`` a length of 0 followed by an intact frame is stepped over too, up to that frame:
+a machine crash can lose an append's pages (they read as zeros) while a later append's
+reached the disk.
 """
 
 from __future__ import annotations
@@ -57,8 +60,13 @@ def scan(fd: int, start: int, size: int, max_frame: int, apply: Apply, damage: D
         if not 0 < length <= max_frame:
             if zeros(fd, pos, size):
                 return True  # a zero-filled tail: an append a crash left unwritten
-            raise damage(pos, f"a frame length of {plural(length, 'byte')} (a {unit} is 1 to "
-                              f"{max_frame})")
+            nxt = None if on_skip is None or length else _next_frame(fd, pos, size, max_frame)
+            if nxt is None:
+                raise damage(pos, f"a frame length of {plural(length, 'byte')} (a {unit} is "
+                                  f"1 to {max_frame})")
+            on_skip(pos)
+            pos, buf, at = nxt, b"", nxt
+            continue
         if end > size:
             return True  # runs past the end: an append in flight or cut by a crash
         if end > at + len(buf):
@@ -79,6 +87,34 @@ def scan(fd: int, start: int, size: int, max_frame: int, apply: Apply, damage: D
             apply(payload, pos, end)
         pos = end
     return False
+
+
+def _next_frame(fd: int, pos: int, size: int, max_frame: int) -> int | None:
+    """The start of the first intact frame (a length of 1 .. ``max_frame``, that many bytes
+    after the header, their CRC32C matching) after ``pos``, None when there is none (read
+    ``max_frame`` + 2 chunks at a time)."""
+    at = pos + 1
+    while at < size:
+        buf = os.pread(fd, min(size - at, max_frame + 2 * CHUNK), at)
+        if len(buf) < FRAME.size:
+            break
+        last = len(buf) - FRAME.size
+        for i in range(last + 1):
+            length = int.from_bytes(buf[i:i + 4], "little")
+            if not 0 < length <= max_frame:
+                continue
+            end = i + FRAME.size + length
+            if end > len(buf):
+                if at + end > size:
+                    continue  # runs past the file: not a frame
+                break  # (read on from here)
+            if crc32c(buf[i + FRAME.size:end]) == int.from_bytes(buf[i + 4:i + 8], "little"):
+                return at + i
+        else:
+            at += last + 1
+            continue
+        at += i
+    return None
 
 
 def zeros(fd: int, pos: int, size: int) -> bool:

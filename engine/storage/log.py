@@ -511,7 +511,7 @@ def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: boo
         for i in order:
             log, batch = items[i]
             try:
-                started.append((i, log.pipeline.start(batch, enter=False)))
+                started.append((i, log.pipeline.start(batch, enter=False, durable=durable)))
             except BaseException as e:  # noqa: BLE001 - raised once the others are finished
                 error = e
                 break
@@ -520,9 +520,7 @@ def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: boo
         for i, entry in started:
             log = items[i][0]
             try:
-                bases[i] = log.pipeline.finish(entry, leave=False)
-                if durable and log.wal is not None and log.wal_sync != "always":
-                    log.wal.sync(entry.wal_end)  # (one fsync covers the others)
+                bases[i] = log.pipeline.finish(entry, leave=False)  # (one fsync: all)
             except BaseException as e:  # noqa: BLE001 - the first error is raised below
                 error = error or e
     finally:

@@ -39,7 +39,7 @@ class _Entry:
     """One batch in the pipeline: offsets assigned, WAL record written. It reaches the
     segment once its WAL bytes are durable and every batch before it is there."""
 
-    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done")
+    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done", "durable")
 
     def __init__(self, batch: EncodedBatch, buf: bytearray, base: int, wal_end: int,
                  seq: int) -> None:
@@ -50,6 +50,7 @@ class _Entry:
         self.seq = seq
         self.error: BaseException | None = None
         self.done = False
+        self.durable = False  # reaches the segment only once its WAL bytes are durable
 
 
 class AppendPipeline:
@@ -73,11 +74,14 @@ class AppendPipeline:
         """Assign offsets to ``batch`` and store it durably; returns its base offset."""
         return self.finish(self.start(batch))
 
-    def start(self, batch: EncodedBatch, enter: bool = True) -> _Entry:
+    def start(self, batch: EncodedBatch, enter: bool = True, durable: bool = False) -> _Entry:
         """The first half of ``append``: offsets assigned, the WAL record written. Every
         entry started must be given to ``finish`` (engine.storage.log.append_each starts the
         batches of several partitions, then finishes them: one WAL fsync for all; it counts
-        itself in the engine's FlockHolds once, ``enter=False``)."""
+        itself in the engine's FlockHolds once, ``enter=False``). ``durable``: whatever
+        ``wal.sync`` says, the batch reaches the segment (and readers) only once its WAL
+        bytes are fdatasynced, and ``finish`` waits for that (a transaction's markers: one
+        seen in a segment is durable, so a retry or a recovery can trust it)."""
         holds = self.log.holds if enter else None
         if holds is not None:
             holds.enter()
@@ -90,6 +94,8 @@ class AppendPipeline:
                 self._active.append(None)
                 try:
                     entry = self._log(batch)
+                    if durable and log.wal is not None:
+                        entry.durable = True
                     if log.wal is None or log.wal_sync != "always":
                         self._drain()  # no WAL fsync to wait for
                 except BaseException:
@@ -235,7 +241,7 @@ class AppendPipeline:
                 if e.error is None:
                     e.error = self._broken_error
             elif e.error is None:
-                if wal is not None and always and not wal.durable(e.wal_end):
+                if wal is not None and (always or e.durable) and not wal.durable(e.wal_end):
                     break
                 b = e.batch
                 try:
@@ -270,7 +276,8 @@ class AppendPipeline:
         run: list[_Entry] = []
         nbytes = count = 0
         for e in pending:
-            if e.error is not None or (check and not wal.durable(e.wal_end)) or len(run) >= 512:
+            if e.error is not None or ((check or e.durable) and not wal.durable(e.wal_end)) \
+                    or len(run) >= 512:
                 break  # (512: well below IOV_MAX)
             if run and e.base != run[-1].base + run[-1].batch.last_offset_delta + 1:
                 break  # (never, offsets are assigned back to back: write would refuse it)
