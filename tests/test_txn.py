@@ -291,15 +291,6 @@ def test_transactional_ids_are_checked_and_percent_encoded(eng, data_dir):
         eng.producer(transactional_id="t", transaction_timeout_ms=0)
 
 
-def frames(path):
-    """``(start, end)`` of each frame of a state log."""
-    raw, out, pos = open(path, "rb").read(), [], 0
-    while pos + 8 <= len(raw):
-        end = pos + 8 + int.from_bytes(raw[pos:pos + 4], "little")
-        out.append((pos, end))
-        pos = end
-    return out
-
 
 def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
     tp = eng.producer(transactional_id="t")
@@ -307,7 +298,7 @@ def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
     tp.produce("out", recs(b"v"), partition=0)
     path = state_file(data_dir, "t")
     # both copies of the newest state damaged, and a frame length no writer writes: damage
-    for start, _ in frames(path)[-2:]:
+    for start, _ in txn_view.frames(path)[-2:]:
         flip(path, start + 20)
     with open(path, "ab") as f:
         f.write(b"\xff" * 12)
@@ -328,7 +319,7 @@ def test_a_state_that_passes_its_crc_but_not_its_checks_is_damage(eng, data_dir)
 
     tp = eng.producer(transactional_id="t")
     path = state_file(data_dir, "t")
-    doc = json.loads(open(path, "rb").read()[8:frames(path)[0][1]])
+    doc = json.loads(open(path, "rb").read()[8:txn_view.frames(path)[0][1]])
     doc["epoch"] = -1
     with open(path, "ab") as f:
         f.write(framelog.frame(json.dumps(doc).encode()))
@@ -345,7 +336,7 @@ def test_one_damaged_copy_of_a_state_changes_nothing(eng, data_dir):
     path = state_file(data_dir, "t")
     store = TxnStore(data_dir)
     want = store.read("t")
-    (a, b), (c, d) = frames(path)[-2:]
+    (a, b), (c, d) = txn_view.frames(path)[-2:]
     assert b == c and d == os.path.getsize(path)  # the newest state, twice
     for at in (c + 30, a + 30):  # the last copy (a torn append, by its look), then the first
         flip(path, at)
@@ -436,15 +427,15 @@ def test_a_transaction_joins_the_partitions_of_the_last_one_ahead(eng, data_dir)
         tp.produce(t, recs(b"1"), partition=p)
     tp.commit()
     path = state_file(data_dir, "t")
-    before = len(frames(path))
+    before = len(txn_view.frames(path))
     tp.begin()
     tp.produce("out", recs(b"2"), partition=0)
     # one state write (two frames) joined all three: the next calls there join nothing
-    assert len(frames(path)) == before + 2
+    assert len(txn_view.frames(path)) == before + 2
     (row,) = eng.transactions()
     assert row["partitions"] == [["out", 0], ["out", 1], ["audit", 0]]
     tp.produce("audit", recs(b"2"))
-    assert len(frames(path)) == before + 2
+    assert len(txn_view.frames(path)) == before + 2
     tp.commit()
     # the partition joined ahead and never written left the transaction at its Prepare: no
     # marker there

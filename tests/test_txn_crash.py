@@ -114,14 +114,6 @@ def test_killed_at_each_step_the_transaction_is_whole_after_reopen(data_dir, act
         assert txn_view.committed_values(eng, "out", 1)[-1] == b"next"
 
 
-def frames(path):
-    raw, out, pos = open(path, "rb").read(), [], 0
-    while pos + 8 <= len(raw):
-        end = pos + 8 + int.from_bytes(raw[pos:pos + 4], "little")
-        out.append((pos, end))
-        pos = end
-    return out
-
 
 @pytest.mark.parametrize("action", ["commit", "abort"])
 @pytest.mark.parametrize("loss", ["lost", "torn", "zeros"])
@@ -134,7 +126,7 @@ def test_a_complete_a_machine_crash_took_is_finished_again_writing_nothing_twice
     proc = run_one(data_dir, action, "txn.after_complete", offsets=False)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
     path = TxnStore(data_dir).path("billing-1")
-    first, size = frames(path)[-2][0], os.path.getsize(path)
+    first, size = txn_view.frames(path)[-2][0], os.path.getsize(path)
     with open(path, "r+b") as f:  # the Complete's two frames, as the crash left them
         if loss == "lost":
             f.truncate(first)
@@ -179,7 +171,7 @@ def test_a_prepare_a_machine_crash_took_is_decided_by_the_markers(
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
     path = TxnStore(data_dir).path("billing-1")
     with open(path, "r+b") as f:  # the Prepare's two frames (the last ones) never reached
-        f.truncate(frames(path)[-2][0])  # the disk
+        f.truncate(txn_view.frames(path)[-2][0])  # the disk
     fate = "committed" if action == "commit" else "aborted"
     now = clock_mod.now_ms()
     if found == "rebooted":

@@ -6,6 +6,7 @@ once it grows, and what one store (process) writes another one reads, whatever i
 import os
 
 import pytest
+import txn_view
 from conftest import flip
 
 from engine.errors import DamagedMetadata
@@ -15,15 +16,6 @@ from engine.txn.txn_store import TxnPartition, TxnState, TxnStore
 
 PART = TxnPartition("out", 0, "0" * 32, 0)
 
-
-def frames(path):
-    """``(start, end)`` of each frame of the log."""
-    raw, out, pos = open(path, "rb").read(), [], 0
-    while pos + 8 <= len(raw):
-        end = pos + 8 + int.from_bytes(raw[pos:pos + 4], "little")
-        out.append((pos, end))
-        pos = end
-    return out
 
 
 def change(store, tid, sync=True, **kw):
@@ -47,7 +39,7 @@ def test_each_change_appends_the_whole_state_twice_and_the_last_is_the_state(sto
     change(store, "t", state="Ongoing", partitions=[PART], started_ms=5)
     path = store.path("t")
     assert path.endswith(os.path.join("txn", "ids", "t.log"))
-    fr = frames(path)
+    fr = txn_view.frames(path)
     assert len(fr) == 4 and fr[-1][1] == os.path.getsize(path)
     raw = open(path, "rb").read()
     assert raw[fr[2][0]:fr[2][1]] == raw[fr[3][0]:fr[3][1]]  # the same frame, twice
@@ -81,7 +73,7 @@ def test_a_tail_a_crash_cut_short_or_lost_gives_the_state_before_it(store, cut):
     # the next change cuts what is left of it and goes on from there
     change(store, "t", state="PrepareAbort", epoch=1)
     assert TxnStore(store.data_dir).read("t").state == "PrepareAbort"
-    assert frames(path)[-1][1] == os.path.getsize(path)
+    assert txn_view.frames(path)[-1][1] == os.path.getsize(path)
 
 
 def test_a_damaged_frame_with_intact_ones_after_it_is_stepped_over(store):
@@ -89,7 +81,7 @@ def test_a_damaged_frame_with_intact_ones_after_it_is_stepped_over(store):
     change(store, "t", state="PrepareCommit", epoch=1, sync=False)  # a Complete, say
     change(store, "t", state="CompleteCommit", epoch=1, partitions=[], sync=False)
     path = store.path("t")
-    fr = frames(path)
+    fr = txn_view.frames(path)
     # a crash tore the unsynced frames under the fdatasync of the next change: both copies
     # of the PrepareCommit are damaged, the frames after them are whole
     flip(path, fr[2][0] + 20)
@@ -110,7 +102,7 @@ def test_an_append_a_machine_crash_lost_under_a_later_one_is_stepped_over(store,
     change(store, "t", state="PrepareCommit", epoch=1, sync=False)
     change(store, "t", state="CompleteCommit", epoch=1, partitions=[], sync=False)
     path = store.path("t")
-    fr = frames(path)
+    fr = txn_view.frames(path)
     with open(path, "r+b") as f:
         f.seek(fr[2][0])
         n = fr[4][0] - fr[2][0]  # both copies of the Prepare
@@ -128,20 +120,20 @@ def test_what_cannot_be_told_apart_is_damage_never_an_older_state(store):
     change(store, "t", state="Ongoing", partitions=[PART])
     path = store.path("t")
     fresh = TxnStore(store.data_dir)
-    for start, _ in frames(path):  # every frame damaged, one more frame after them
+    for start, _ in txn_view.frames(path):  # every frame damaged, one more frame after them
         flip(path, start + 20)
     with open(path, "ab") as f:
         f.write(b"\0" * 7 + b"x")  # not a zero-filled tail: a length no writer writes
     with pytest.raises(DamagedMetadata, match="frame length"):
         fresh.read("t")
     with open(path, "r+b") as f:
-        f.truncate(frames(path)[-1][0])  # (those bytes gone): nothing intact, and after
+        f.truncate(txn_view.frames(path)[-1][0])  # (those bytes gone): nothing intact, and after
         f.seek(0, os.SEEK_END)  # the damaged frames one CRC-valid frame that is no state
         f.write(framelog.frame(b"{}"))
     with pytest.raises(DamagedMetadata, match="version is None"):
         fresh.read("t")
     with open(path, "r+b") as f:
-        f.truncate(frames(path)[-1][0])  # damaged frames and nothing else
+        f.truncate(txn_view.frames(path)[-1][0])  # damaged frames and nothing else
     with pytest.raises(DamagedMetadata, match="no intact state"):
         fresh.read("t")
     with open(path, "wb") as f:
@@ -160,7 +152,7 @@ def test_a_log_grown_past_its_limit_is_rewritten_as_its_state(store, monkeypatch
     for i in range(40):
         change(store, "t", state="Ongoing", started_ms=i, partitions=[PART])
         assert os.path.getsize(path) <= 2 * 4096
-        counts.append(len(frames(path)))
+        counts.append(len(txn_view.frames(path)))
     assert 2 in counts  # rewritten: the state alone, twice
     assert max(counts) < 4096 // 200
     assert not os.path.exists(debris)
@@ -186,5 +178,5 @@ def test_a_write_from_a_state_read_before_another_change_never_cuts_that_change(
         st.state = "PrepareAbort"  # (the coordinator never does this: it reads under the lock)
         store.write(st)
     path = store.path("t")
-    assert len(frames(path)) == 6  # appended after the other store's frames, not over them
+    assert len(txn_view.frames(path)) == 6  # appended after the other store's frames, not over them
     assert TxnStore(store.data_dir).read("t").state == "PrepareAbort"

@@ -11,6 +11,16 @@ from engine.format import control
 from engine.format.records import MAGIC_PRODUCER
 
 
+def frames(path: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each frame of a transactional id's state log (or any framelog)."""
+    raw, out, pos = open(path, "rb").read(), [], 0
+    while pos + 8 <= len(raw):
+        end = pos + 8 + int.from_bytes(raw[pos:pos + 4], "little")
+        out.append((pos, end))
+        pos = end
+    return out
+
+
 def headers(eng, topic: str, partition: int):
     """Every batch of the partition: ``(header, buf, start)``, in offset order."""
     log = eng._partition(topic, partition)
