@@ -490,7 +490,7 @@ class Engine:
 
         The first batch may start before ``offset`` and the last may run past ``max_records``:
         the cheapest way to stream (used by ``rivven consume``). ``reach`` (an
-        ``engine.client.read.Reach``) learns where the scan got to past transaction markers
+        ``engine.storage.reader.Reach``) learns where the scan got to past transaction markers
         and aborted batches, which hold no records: a consumer's position steps over them.
         """
         read.check_offset(offset)

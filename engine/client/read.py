@@ -22,6 +22,7 @@ from ..format.arrow import table as arrow_table
 from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
 from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, ColumnBatch, Record
 from ..storage.log import PartitionLog
+from ..storage.reader import Reach
 from ..storage.segment import BatchRef, Segment
 from ..txn import isolation
 
@@ -47,19 +48,6 @@ def check_offset(offset: Any) -> None:
 def where(ref: BatchRef) -> str:
     return f" in {ref.path or 'the hot cache'} at position {ref.position} (offsets " \
            f"{ref.header.base_offset}..{ref.header.last_offset})"
-
-
-class Reach:
-    """Where a scan got to. ``start``: just past the last batch it returned (its first offset
-    when it returned none); ``end``: past the markers (and, read_committed, the aborted
-    batches) it stepped over after that. Offsets in [start, end) hold nothing a reader sees,
-    so a consumer that has read up to ``start`` stands at ``end``, as Kafka's consumer steps
-    over control batches."""
-
-    __slots__ = ("start", "end")
-
-    def __init__(self, offset: int = 0) -> None:
-        self.start = self.end = offset
 
 
 def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = False,

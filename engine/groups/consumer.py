@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice, repeat
 from typing import Any, NamedTuple, Protocol
 
-from ..client.read import Reach
 from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from ..format.records import ColumnBatch
 from ..storage.locks import DEFAULT_WAIT, LockWait
+from ..storage.reader import Reach
 from . import membership
 from .offset_store import OffsetStore
 
