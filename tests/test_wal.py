@@ -185,8 +185,11 @@ def zero_filled_files(stream_dir):
         if recs is None:
             continue
         end = recs[-1].position + recs[-1].size if recs else 0
-        if os.path.getsize(f) > end:
-            out.append((f, recs))
+        try:
+            if os.path.getsize(f) > end:
+                out.append((f, recs))
+        except FileNotFoundError:  # deleted by a checkpoint since it was read
+            continue
     return out
 
 
