@@ -3,17 +3,20 @@
 A façade: each method checks what it must and hands the work to one module; docs/ARCHITECTURE.md
 maps which. It holds the parts an open data dir is made of: the topics (engine.storage.topics),
 the open partitions (storage.partitions), the WAL (wal.owner), the produce path
-(client.produce), the consumer-group admin (groups.admin) and the hot and cold caches.
+(client.produce), the consumer-group admin (groups.admin) and the hot and cold caches. Its
+producers and transactions are in api_transactions.py, its maintenance (retention,
+compaction, tiering, segment tools) in api_maintenance.py: parts of the same class.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import clock
-from .client import producer as idempotent
+from .api_maintenance import MaintenanceApi
+from .api_transactions import TransactionsApi
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
@@ -22,7 +25,7 @@ from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, U
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
-from .maintenance import compaction, retention
+from .maintenance import retention
 from .progress import Progress
 from .storage import datadir
 from .storage import topics as topics_mod
@@ -34,15 +37,12 @@ from .storage.partitions import Partitions
 from .storage.settings import Settings
 from .storage.topics import Topics
 from .tiering import cold, status
-from .tiering import restore as tier_restore
 from .tiering import tier as tiering
 from .tiering.cache import ColdCache
 from .tiering.hot import HotCache
-from .tools import inspect, repair
-from .tools import verify as verify_mod
-from .txn import admin as txn_admin
-from .txn import isolation, pids
-from .txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
+from .tools import inspect
+from .txn import isolation
+from .txn.coordinator import Coordinator
 from .txn.hook import PartitionProducers
 from .txn.isolation import READ_UNCOMMITTED
 from .txn.txn_store import TxnPartition
@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs s
     from .groups.consumer import Consumer
 
 
-class Engine:
+class Engine(TransactionsApi, MaintenanceApi):
     """An open data dir. Thread-safe; many processes may open the same dir at once.
 
     >>> import tempfile
@@ -352,111 +352,6 @@ class Engine:
         self._wal.maybe_checkpoint()
         return acks
 
-    # ---------------------------------------------------------------- producers, transactions
-    def producer(self, transactional_id: str | None = None, *,
-                 transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 producer_id: int | None = None, epoch: int = 0,
-                 sequences: Mapping[tuple[str, int], int] | None = None
-                 ) -> idempotent.Producer | TransactionalProducer:
-        """A producer. With ``transactional_id``: a TransactionalProducer (``begin``,
-        ``produce``, ``send_offsets``, ``commit``/``abort``), fencing every older producer of
-        that id in any process; a transaction open longer than ``transaction_timeout_ms`` is
-        aborted (docs/TRANSACTIONS.md).
-
-        Without: an idempotent producer, a new producer id (never shared by two producers of
-        any processes), epoch 0. Its ``produce``/``produce_batch`` answer as this engine's,
-        and a call that failed ambiguously is retried with ``retry_last()`` and stored once
-        (engine.client.producer). ``producer_id`` (and ``epoch``) take up an id used before,
-        e.g. by a process that died before it saw its answer: each partition's producer state
-        says which sequence comes next, or ``sequences`` ``{(topic, partition): next
-        sequence}`` says it (to send the very batches again: their records are then stored
-        once)."""
-        self._writable()
-        if transactional_id is not None:
-            if producer_id is not None or sequences:
-                raise InvalidArgument("a transactional producer takes its producer id from its "
-                                      "transactional id: give one or the other")
-            tp = TransactionalProducer(self._txn, self._producer, self._log, transactional_id,
-                                       transaction_timeout_ms, self._wal.maybe_checkpoint,
-                                       self._txn_producers.discard)
-            self._txn_producers.add(tp)
-            return tp
-        if producer_id is None:
-            if sequences:
-                raise InvalidArgument("sequences belong to a producer id: give producer_id too")
-            producer_id = pids.allocate(self.path, self.lock_wait)
-            resume = False
-        else:
-            resume = True
-        return idempotent.Producer(self._producer, producer_id, epoch, sequences, resume,
-                                   after=self._wal.maybe_checkpoint)
-
-    def transactions(self, all: bool = False, recover: bool = False) -> list[dict[str, Any]]:
-        """The transactional ids with an open or prepared transaction (``all``: every id):
-        ``transactional_id, producer_id, epoch, state, partitions, offsets, fences,
-        timeout_ms, started_ms, age_ms, updated_ms`` (engine.txn.coordinator.row). With
-        ``recover``, prepared transactions are finished and timed-out ones aborted first."""
-        if recover:
-            self.recover_transactions()
-        return self._txn.transactions(all)
-
-    def describe_transaction(self, transactional_id: str) -> dict[str, Any]:
-        """One transactional id's state (a row of ``transactions``)."""
-        return self._txn.describe(transactional_id)
-
-    def recover_transactions(self) -> list[dict[str, Any]]:
-        """What a writable open does: finish prepared transactions, abort the timed-out
-        ones (ids another process works on are left to it). One row per id acted on:
-        ``transactional_id, action, state, error``."""
-        self._writable()
-        return self._txn.recover()
-
-    def abort_transaction(self, transactional_id: str) -> dict[str, Any]:
-        """Abort the id's open transaction now, timed out or not (its producer is fenced),
-        or finish a prepared one as decided (``rivven txn abort``); waits for a process
-        working on the id. Returns ``transactional_id, state`` (before) and ``action``
-        (aborted, committed; None: nothing was open)."""
-        self._writable()
-        return self._txn.abort(transactional_id)
-
-    def describe_producers(self, topic: str, partitions: Sequence[int] | None = None
-                           ) -> list[dict[str, Any]]:
-        """The producer state of ``topic``'s partitions (or of ``partitions``): one row per
-        producer id a partition knows, ``topic, partition, producer_id, epoch,
-        last_sequence, last_offset, last_timestamp, last_seen_ms, txn_start_offset`` (None:
-        not known, no open transaction) — Kafka's ``describeProducers`` (``rivven txn
-        producers``; engine.txn.admin)."""
-        return txn_admin.producer_rows(self._logs(topic, partitions))
-
-    def find_hanging_transactions(self, topic: str | None = None,
-                                  partitions: Sequence[int] | None = None
-                                  ) -> list[dict[str, Any]]:
-        """Transactions open in a partition (of ``topic``, default every topic) that no
-        transactional id's state has open there, or open longer than their id's timeout
-        (KIP-664's ``find-hanging``; engine.txn.admin): ``topic, partition, producer_id,
-        epoch, start_offset, last_seen_ms, transactional_id, state, timeout_ms, age_ms,
-        reason`` (unknown-producer, not-in-transaction, timed-out)."""
-        if partitions is not None and topic is None:
-            raise InvalidArgument("partitions belong to a topic: give the topic too")
-        return txn_admin.find_hanging(self._logs(topic, partitions),
-                                      lambda: self._txn.transactions(True), clock.now_ms())
-
-    def abort_hanging_transaction(self, topic: str, partition: int, start_offset: int
-                                  ) -> dict[str, Any]:
-        """Abort the hanging transaction that starts at ``start_offset`` in a partition and
-        that no transactional id will end (``find_hanging_transactions`` reason
-        unknown-producer or not-in-transaction): an ABORT marker, as Kafka's
-        ``kafka-transactions.sh abort --start-offset``. Returns its hanging row with
-        ``marker_offset``. A timed-out transaction is aborted through its id
-        (``abort_transaction``)."""
-        self._writable()
-        read.check_offset(start_offset)
-        log = self._partition(topic, partition)
-        if log.wal is None:
-            self._wal.attach(log)
-        return txn_admin.abort_hanging(log, start_offset, lambda: self._txn.transactions(True),
-                                       clock.now_ms())
-
     def _txn_log(self, part: TxnPartition) -> PartitionLog | None:
         """The writable log of a transaction's partition, or None when its topic is gone
         (deleted, or created again under its name)."""
@@ -592,113 +487,6 @@ class Engine:
         committed = isolation.check_level(isolation_level)
         return read.list_offsets(self._logs(topic), at, committed)
 
-    # ---------------------------------------------------------------- log start, retention
-    def delete_records(self, topic: str, before: dict[int, int], dry_run: bool = False
-                       ) -> list[dict[str, Any]]:
-        """Move each partition's log start offset forward to ``before[p]`` (never back;
-        offsets above the log end are refused), deleting whole segments below it. Rows:
-        partition, prior/new log start offset, deleted segments."""
-        if not dry_run:
-            self._writable()
-        meta = self.topic(topic)
-        return retention.delete_records({p: self._log(meta, p) for p in before}, before, dry_run)
-
-    def delete_records_before(self, topic: str, before: Position,
-                              partitions: Sequence[int] | None = None, dry_run: bool = False
-                              ) -> list[dict[str, Any]]:
-        """``delete_records`` up to a position: an ``offset`` (past the end of a partition:
-        its end, unless the partitions are named) or the first offset at a ``timestamp``."""
-        target = read.offsets_before(self._logs(topic, partitions), before, partitions is None)
-        return self.delete_records(topic, target, dry_run)
-
-    def apply_retention(self, topic: str | None = None, dry_run: bool = False,
-                        now: int | None = None) -> list[dict[str, Any]]:
-        """Delete the sealed segments past ``retention.ms``/``retention.bytes`` (or below the
-        log start offset) of ``topic`` (default: every topic); one row per segment."""
-        if not dry_run:
-            self._writable()
-        t = clock.now_ms() if now is None else now
-        return [row for log in self._logs(topic, retain=False)
-                for row in retention.apply(log, log.config, t, dry_run)]
-
-    # ---------------------------------------------------------------- compaction
-    def compaction_plan(self, topic: str, partitions: Sequence[int] | None = None,
-                        force: bool = False, now: int | None = None) -> list[dict[str, Any]]:
-        """What the next compaction pass would clean per partition, and why not the rest."""
-
-        now = clock.now_ms() if now is None else now
-        return [compaction.plan_partition(log, log.config, now, force)
-                for log in self._logs(topic, partitions)]
-
-    def explain_compaction(self, topic: str) -> list[dict[str, Any]]:
-        """Per partition: dirty ratio, cleanable range, what holds the rest back, and every
-        tombstone's delete horizon."""
-
-        now = clock.now_ms()
-        return [compaction.explain_partition(log, log.config, now) for log in self._logs(topic)]
-
-    def compact(self, topic: str, partitions: Sequence[int] | None = None, force: bool = False
-                ) -> list[dict[str, Any]]:
-        """One compaction pass in this process, without Spark (small topics; the reference
-        for the Spark job: engine.spark.submit.compact)."""
-
-        self._writable()
-        return compaction.compact_partitions(self.path, self._logs(topic, partitions), force)
-
-    def apply_compaction(self, topic: str, plan: dict[str, Any], staged_dir: str, now: int,
-                         min_tombstone: int | None = None) -> dict[str, Any]:
-        """Swap in the segments a compaction job wrote to ``staged_dir`` for one partition's
-        ``plan`` (crash-safe; refused with CompactionError when the partition changed)."""
-
-        self._writable()
-        log = self._partition(topic, plan["partition"])
-        return compaction.swap(log, plan, staged_dir, now, min_tombstone)
-
-    # ---------------------------------------------------------------- tiered storage
-    def tier(self, topic: str | None = None, dry_run: bool = False, now: int | None = None,
-             copier: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None] | None = None
-             ) -> dict[str, Any]:
-        """One tiering pass: copy the segments past local retention of ``topic`` (default:
-        every topic with remote.storage.enable) to the cold store, verify, record them in the
-        tier manifest, delete the local copies. ``copier`` does the copies (default: in this
-        process; engine.spark.submit.tier runs them on Spark)."""
-        if not dry_run:
-            self._writable()
-        metas = tiering.tiered_topics([self.topic(topic)] if topic else self.topics(), topic)
-        if copier is None:
-            copier = (lambda tasks: None) if dry_run else tiering.copy_in_process
-        return tiering.run(self.path, metas, self._log, copier, dry_run, now)
-
-    def tier_status(self, topic: str | None = None) -> list[dict[str, Any]]:
-        """Per partition: cold and local ranges and bytes, hot cache bytes and hit rate."""
-        logs = self._logs(topic, retain=False)
-        hot = status.gather_hot_stats(self.path, self._own_hot_stats())
-        return [status.status(log, hot.get(f"{log.topic}/{log.partition}", {})) for log in logs]
-
-    def tier_restore(self, topic: str, from_offset: int | None = None,
-                     from_timestamp: int | None = None, partitions: Sequence[int] | None = None,
-                     dry_run: bool = False, from_position: Position | None = None
-                     ) -> list[dict[str, Any]]:
-        """Bring cold segments back to local disk, from the one holding ``from_offset`` (or
-        the offset ``from_position`` names, e.g. ``beginning``, ``from_end`` N, or the first
-        offset at ``from_timestamp``) up to the local segments."""
-        if not dry_run:
-            self._writable()
-        if from_position is not None and from_position.kind == "offset":
-            from_offset, from_position = from_position.value, None
-        elif from_timestamp is not None:
-            from_position = Position("timestamp", from_timestamp)
-        if from_position is None and (from_offset is None or from_offset < 0):
-            raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
-        at = from_position
-        return [tier_restore.restore(log, read.resolve(log, at) if at else from_offset, dry_run)
-                for log in self._logs(topic, partitions)]
-
-    def verify_cold(self, topic: str | None = None) -> list[dict[str, Any]]:
-        """Read every cold object back and check it against its manifest entry. Rows per
-        partition: objects checked, bytes, findings."""
-        return [status.verify_partition(log) for log in self._logs(topic, retain=False)]
-
     def _own_hot_stats(self) -> dict[str, dict[str, int]]:
         return status.own_hot_stats(self.hot, [log for _, _, log in self._partitions.open_logs()])
 
@@ -772,45 +560,3 @@ class Engine:
     def delete_group_offsets(self, group: str, topic: str) -> dict[str, Any]:
         self._writable()
         return self._groups.delete_offsets(group, topic)
-
-    # ---------------------------------------------------------------- segments
-    def segment_list(self, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
-        """Per segment: file, base/last offset, records, bytes, time range (header scan)."""
-        parts = None if partition is None else [partition]
-        return [row for log in self._logs(topic, parts) for row in inspect.segment_rows(log)]
-
-    def verify(self, targets: Sequence[str] = (), cold: bool = False,
-               progress: Progress | None = None) -> dict[str, Any]:
-        """Check every batch, index and boundary of the targeted segments (and with ``cold``
-        every cold copy); findings as data, nothing changed (engine.tools.verify)."""
-        return verify_mod.verify(self.path, list(targets), cold, progress)
-
-    def segment_recover(self, targets: Sequence[str], truncate_corrupt: bool = False,
-                        dry_run: bool = False, approved: dict[str, int | None] | None = None
-                        ) -> list[dict[str, Any]]:
-        """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
-        of the targeted segments, each partition under its lock (``rivven segment recover``).
-        One row per segment: the cut, what it drops, the holes left (engine.tools.repair).
-        ``approved`` (path -> cut position of a dry run the user agreed to): a cut that needs
-        confirmation and was not approved as it now stands is refused."""
-        if not dry_run:
-            self._writable()
-        out = repair.recover_segments(self.path, targets, truncate_corrupt, dry_run, approved,
-                                      self.lock_wait)
-        self._reopen_partitions()
-        return out
-
-    recover = segment_recover  # (its name before 0.2)
-
-    def reindex(self, path: str) -> dict[str, Any]:
-        """Rebuild the ``.index`` and ``.timeindex`` of one ``.log`` from its bytes."""
-        self._writable()
-        out = repair.reindex(path, self.lock_wait)
-        self._reopen_partitions()
-        return out
-
-    def _reopen_partitions(self) -> None:
-        """Files were mended behind the open logs' back: checkpoint, then open them afresh."""
-        if self._wal.stream is not None:
-            self._wal.checkpoint()  # nothing this process wrote may be dropped unsynced
-        self._partitions.forget_all()

@@ -171,7 +171,7 @@ def test_an_upward_import_is_caught(path, line, expect):
 
 @pytest.mark.parametrize("path,line,expect", [
     ("engine/maintenance/compaction.py", "log.segs._prefix", "private to engine/storage/"),
-    ("rivven_cli/topic.py", "eng._log(meta, 0)", "private to engine/engine.py"),
+    ("rivven_cli/topic.py", "eng._groups.describe(name)", "private to engine/engine.py"),
     ("engine/tools/verify.py", "from ..storage.files import _nope", "another library"),
 ])
 def test_a_private_access_is_caught(path, line, expect):
