@@ -25,6 +25,24 @@ def run_rivven(data_dir: str, *args: str, input: bytes | None = None, check: boo
     return proc
 
 
+def produce_into_head(data_dir: str, *args: str, lines: int = 300000
+                      ) -> tuple[bytes, int, str]:
+    """``seq 1 LINES | rivven produce ARGS | head -2``, real processes and a real broken pipe:
+    what head printed, rivven's exit code and its stderr."""
+    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
+    seq = subprocess.Popen(["seq", "1", str(lines)], stdout=subprocess.PIPE)
+    prod = subprocess.Popen([*RIVVEN, "produce", *args], stdin=seq.stdout,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    head = subprocess.Popen(["head", "-2"], stdin=prod.stdout, stdout=subprocess.PIPE)
+    seq.stdout.close()
+    prod.stdout.close()
+    shown = head.communicate(timeout=120)[0]
+    err = prod.communicate(timeout=120)[1].decode()
+    seq.kill()
+    seq.wait()
+    return shown, prod.returncode, err
+
+
 @pytest.fixture
 def rivven(data_dir: str):
     def call(*args: str, **kw):

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, run_rivven
+from conftest import ROOT, produce_into_head, run_rivven
 from typer.testing import CliRunner
 
 from engine import Engine, Record
@@ -103,19 +103,9 @@ def test_engine_dumps_index_entries_and_checks_them(tmp_path):
 def test_produce_into_a_closed_pipe_exits_141_and_says_how_many_were_stored(data_dir):
     """seq | rivven produce --print-offsets | head -2: real processes, a real broken pipe."""
     run_rivven(data_dir, "topic", "create", "t", check=True)
-    seq = subprocess.Popen(["seq", "1", "300000"], stdout=subprocess.PIPE)
-    prod = subprocess.Popen([*RIVVEN, "produce", "t", "--print-offsets"], stdin=seq.stdout,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(data_dir),
-                            cwd=ROOT)
-    head = subprocess.Popen(["head", "-2"], stdin=prod.stdout, stdout=subprocess.PIPE)
-    seq.stdout.close()
-    prod.stdout.close()
-    shown = head.communicate(timeout=120)[0]
-    err = prod.communicate(timeout=120)[1].decode()
-    seq.kill()
-    seq.wait()
+    shown, code, err = produce_into_head(data_dir, "t", "--print-offsets")
     assert shown == b"0 0\n0 1\n"
-    assert prod.returncode == 141, err
+    assert code == 141, err
     assert "broken pipe" in err and "Traceback" not in err and "Exception ignored" not in err
     stored = end_offsets(data_dir, "t")[0]
     assert 0 < stored < 300000

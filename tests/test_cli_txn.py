@@ -14,7 +14,7 @@ import time
 
 import pytest
 import txn_view
-from conftest import ROOT, run_rivven
+from conftest import ROOT, produce_into_head, run_rivven
 from typer.testing import CliRunner
 
 from engine import Engine, ProducerFenced, Record
@@ -309,19 +309,10 @@ def test_a_stopped_transactional_produce_reports_as_json(t):
 def test_a_closed_pipe_leaves_only_what_was_printed_and_committed(t):
     """seq | rivven produce --transactional-id --print-offsets | head -2: the records of every
     committed transaction are visible, none of the one open when the pipe closed."""
-    seq = subprocess.Popen(["seq", "1", "300000"], stdout=subprocess.PIPE)
-    prod = subprocess.Popen([*RIVVEN, "produce", "t", "--transactional-id", "loader",
-                             "--txn-size", "1000", "--print-offsets"], stdin=seq.stdout,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(t), cwd=ROOT)
-    head = subprocess.Popen(["head", "-2"], stdin=prod.stdout, stdout=subprocess.PIPE)
-    seq.stdout.close()
-    prod.stdout.close()
-    shown = head.communicate(timeout=120)[0]
-    err = prod.communicate(timeout=120)[1].decode()
-    seq.kill()
-    seq.wait()
+    shown, code, err = produce_into_head(t, "t", "--transactional-id", "loader", "--txn-size",
+                                         "1000", "--print-offsets")
     assert shown == b"0 0\n0 1\n"
-    assert prod.returncode == 141, err
+    assert code == 141, err
     assert "broken pipe" in err and "Traceback" not in err, err
     n = int(re.search(r"([\d,]+) records? \(", err).group(1).replace(",", ""))
     assert n > 0 and n % 1000 == 0, err  # whole transactions only

@@ -261,7 +261,8 @@ def test_the_newest_snapshot_is_what_a_load_starts_from(data_dir):
             append(eng, data(42, 2, 0))
 
 
-def test_a_damaged_snapshot_is_ignored_reported_and_an_older_one_used(data_dir):
+def two_snapshots(data_dir):
+    """Producer 1's batches at offsets 0 and 1, a snapshot after each: the partition's dir."""
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
         append(eng, data(1, 0, 0))
@@ -270,6 +271,11 @@ def test_a_damaged_snapshot_is_ignored_reported_and_an_older_one_used(data_dir):
         eng.checkpoint()
     d = pdir(data_dir)
     assert snapshot.offsets(d) == [1, 2]
+    return d
+
+
+def test_a_damaged_snapshot_is_ignored_reported_and_an_older_one_used(data_dir):
+    d = two_snapshots(data_dir)
     with open(snapshot.path(d, 2), "r+b") as f:
         f.seek(40)
         b = f.read(1)
@@ -484,14 +490,7 @@ def test_a_duplicate_of_a_batch_still_in_flight_waits_for_it(eng, monkeypatch, f
 
 
 def test_a_repair_cut_removes_the_snapshots_past_it(data_dir):
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("t", 1)
-        append(eng, data(1, 0, 0))
-        eng.checkpoint()
-        append(eng, data(1, 0, 1))
-        eng.checkpoint()
-    d = pdir(data_dir)
-    assert snapshot.offsets(d) == [1, 2]
+    d = two_snapshots(data_dir)
     seg = files.path(d, 0, files.LOG)
     size = os.path.getsize(seg)
     with open(seg, "r+b") as f:  # damage the last batch (past the first snapshot)

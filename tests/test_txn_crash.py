@@ -106,13 +106,16 @@ def test_killed_at_each_step_the_transaction_is_whole_after_reopen(data_dir, act
         assert eng.last_recovery["transactions"] == []
         assert ends(eng) == before
         check_whole(eng, fate, offsets)
-        # and the id goes on where it was
-        tp = eng.producer(transactional_id="billing-1")
-        tp.begin()
-        tp.produce("out", [Record(value=b"next")], partition=1)
-        tp.commit()
-        assert txn_view.committed_values(eng, "out", 1)[-1] == b"next"
+        goes_on(eng)  # the id goes on where it was
 
+
+def goes_on(eng):
+    """The id's next transaction commits."""
+    tp = eng.producer(transactional_id="billing-1")
+    tp.begin()
+    tp.produce("out", [Record(value=b"next")], partition=1)
+    tp.commit()
+    assert txn_view.committed_values(eng, "out", 1)[-1] == b"next"
 
 
 @pytest.mark.parametrize("action", ["commit", "abort"])
@@ -148,11 +151,7 @@ def test_a_complete_a_machine_crash_took_is_finished_again_writing_nothing_twice
         assert eng.transactions() == []
     with Engine.open(data_dir) as eng:
         assert eng.last_recovery["transactions"] == []
-        tp = eng.producer(transactional_id="billing-1")
-        tp.begin()
-        tp.produce("out", [Record(value=b"next")], partition=1)
-        tp.commit()
-        assert txn_view.committed_values(eng, "out", 1)[-1] == b"next"
+        goes_on(eng)
 
 
 @pytest.mark.parametrize("action", ["commit", "abort"])
