@@ -24,7 +24,7 @@ from ..errors import DamagedMetadata, OffsetOutOfRange, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
 from ..progress import Progress
-from . import checkpoint, files, guard, loader, reader, swap, tier_manifest
+from . import checkpoint, files, guard, loader, reader, swap, tier_manifest, txn_index
 from .config import TopicConfig
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
@@ -129,6 +129,7 @@ class PartitionLog:
         self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress,
                                lambda: self.config.index_interval_bytes)
         self.tierview = TierView(directory, self.tier_home)
+        self.txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
         self.pipeline = AppendPipeline(self)
         try:
             loader.load(self)

@@ -8,22 +8,23 @@ stable offset once it ended. A read_committed read of offsets from ``o`` on cons
 entries of the segment holding ``o`` and of every later one (Kafka's fetch does the same).
 
 The file exists only for a segment with an aborted transaction. Entries are appended in
-marker order when the marker is written and fsynced with the segment. A torn last entry (a
-crash mid-append) is cut by a writer and ignored by a reader; an entry whose CRC does not
-match, or one out of order, is damage: reported (``DamagedMetadata``), never used. A writer
-rebuilds missing entries from the log (``ensure``), so the file is only ever a cache of what
-the markers say.
+marker order by the writer that takes the next producer-state snapshot, just before it, and
+fsynced (engine.txn.hook); aborts after the newest snapshot come from the log's tail. A torn
+last entry (a crash mid-append) is cut by a writer and ignored by a reader; an entry whose
+CRC does not match, or one out of order, is damage: reported (``DamagedMetadata``), never
+used. ``Present`` says which segments have the file without an open per segment.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import time
 from typing import NamedTuple
 
 from ..errors import DamagedMetadata, os_error, plural
 from ..format.crc import crc32c
-from . import guard
+from . import files, guard
 
 ENTRY = struct.Struct("<qqqqII")
 ENTRY_SIZE = ENTRY.size  # 40
@@ -39,6 +40,33 @@ class AbortedTxn(NamedTuple):
     first_offset: int
     last_offset: int
     last_stable_offset: int
+
+
+RACY_NS = 100_000_000  # a listing this close to the dir's mtime may miss a file made in that tick
+
+
+class Present:
+    """Which segments of a partition dir have a ``.txnindex``: one listdir, kept while the
+    dir's inode and mtime stay the same, so a read_committed read does not try to open the
+    file of every later segment. As git treats a racy index, a listing taken within
+    ``RACY_NS`` of the mtime is not kept (a file made in the same clock tick would leave the
+    mtime unchanged); a stale answer costs a listdir, never a missed file."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self._stamp: tuple[int, int] | None = None
+        self._bases: frozenset[int] = frozenset()
+
+    def bases(self) -> frozenset[int]:
+        st = os.stat(self.dir)
+        stamp = (st.st_ino, st.st_mtime_ns)
+        if stamp == self._stamp:
+            return self._bases
+        found = frozenset(p[0] for p in map(files.parse, os.listdir(self.dir))
+                          if p is not None and p[1] == files.TXNINDEX)
+        self._bases = found
+        self._stamp = stamp if time.time_ns() - st.st_mtime_ns > RACY_NS else None
+        return found
 
 
 def encode(e: AbortedTxn) -> bytes:

@@ -112,7 +112,10 @@ def indexed(log: PartitionLog, start: int, upper: int) -> Iterator[AbortedTxn]:
             if e.last_stable_offset > upper:
                 return
     bases = log.view().bases
+    present = log.txnindexes.bases()
     for base in bases[max(0, bisect_right(bases, start) - 1):]:
+        if base not in present:
+            continue
         found, _ = read_entries(files.path(log.dir, base, files.TXNINDEX), base)
         for e in found:
             yield e
