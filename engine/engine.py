@@ -532,7 +532,7 @@ class Engine(TransactionsApi, MaintenanceApi):
                       mode: str | Position, value: Any = None, execute: bool = False,
                       force: bool = False) -> list[dict[str, Any]]:
         """Plan (and with ``execute`` apply) a reset of the group's committed offsets; see
-        engine.groups.admin.GroupAdmin.plan_reset. ``mode`` is one of its modes, or a
+        engine.groups.admin.GroupAdmin.reset. ``mode`` is one of its modes, or a
         ``Position`` (``value`` then unused). Refused while the group has live consumers
         unless ``force``."""
         return self.reset_group_offsets(group, targets, mode, value, execute, force)["partitions"]
@@ -546,7 +546,7 @@ class Engine(TransactionsApi, MaintenanceApi):
         mapping ``{(topic, partition): offset}``), or a ``Position``. A group that does not
         exist yet is set up by ``execute``. ``new_topics=False`` leaves out the topics the
         group has no committed offset for (``rivven group seek`` without
-        ``--allow-new-topics``). See engine.groups.admin.GroupAdmin.plan_reset."""
+        ``--allow-new-topics``). See engine.groups.admin.GroupAdmin.reset."""
         if isinstance(mode, Position):
             mode, value = RESET_MODE_OF[mode.kind], mode.value
         if execute:

@@ -8,13 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from engine.errors import plural
+from engine.txn.txn_store import OPEN
 
 from .common import JsonOpt, PartitionsOpt, YesOpt, confirm, open_engine
 from .render import human_ms, info, print_json, print_table, printable, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
 TidArg = Annotated[str, typer.Argument(help="Transactional id.", show_default=False)]
-OPEN = ("Ongoing", "PrepareCommit", "PrepareAbort")  # a transaction not yet finished
 
 
 @app.command("list")

@@ -21,7 +21,7 @@ from .. import clock
 from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic, plural
 from ..format import codecs
 from ..format.encode import encode_batch
-from ..format.records import HEADER_SIZE, EncodedBatch, Record
+from ..format.records import HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
@@ -33,7 +33,6 @@ CATALOG_RECHECK_S = 0.01  # a produce stats topics.json at most this often
 BATCH_OVERHEAD = HEADER_SIZE + 64  # a batch's header and padding, when splitting
 RECORD_OVERHEAD = 24  # a record's offsets and lengths in the columns
 HEADER_OVERHEAD = 12
-SEQ_MASK = 0x7FFFFFFF  # record sequences wrap from 2^31-1 to 0
 
 
 class Stamp(Protocol):
@@ -274,12 +273,9 @@ def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | Non
     first sequence) they are format 2, each batch's sequence its first record's, with the
     attribute ``flags`` (ATTR_TRANSACTIONAL: a transaction's)."""
     limit = cfg.max_message_bytes
-    if producer is None:
-        batch = encode_batch(keys, values, ts, headers, codec)
-    else:
-        batch = encode_batch(keys, values, ts, headers, codec, producer_id=producer[0],
-                             producer_epoch=producer[1], base_sequence=producer[2],
-                             flags=flags)
+    pid, epoch, seq = producer or (-1, -1, -1)  # (-1: format 1)
+    batch = encode_batch(keys, values, ts, headers, codec, producer_id=pid,
+                         producer_epoch=epoch, base_sequence=seq, flags=flags)
     if len(batch) <= limit:
         return [(0, batch)]
     chunks = _split(keys, values, headers, limit, topic)
@@ -287,12 +283,9 @@ def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | Non
     for a, b in chunks:
         t = ts if isinstance(ts, int) else ts[a:b]
         h = headers[a:b] if headers is not None else None
-        if producer is None:
-            enc = encode_batch(keys[a:b], values[a:b], t, h, codec)
-        else:
-            enc = encode_batch(keys[a:b], values[a:b], t, h, codec, producer_id=producer[0],
-                               producer_epoch=producer[1],
-                               base_sequence=(producer[2] + a) & SEQ_MASK, flags=flags)
+        enc = encode_batch(keys[a:b], values[a:b], t, h, codec, producer_id=pid,
+                           producer_epoch=epoch,
+                           base_sequence=(seq + a) & SEQ_MASK if pid >= 0 else -1, flags=flags)
         if len(enc) > limit:
             if b - a == 1:
                 raise _too_large(

@@ -25,14 +25,12 @@ from typing import Any
 
 from ..errors import InvalidArgument, InvalidTxnState, UnknownPartition, UnknownTopic
 from ..failpoint import failpoint
-from ..format.records import MAX_EPOCH, EncodedBatch, Record
+from ..format.records import MAX_EPOCH, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..txn.hook import producers_of
 from . import produce
 from .produce import ProduceRequest, encode, subset
-
-SEQ_MASK = produce.SEQ_MASK
 
 
 class _Sent:
@@ -76,7 +74,6 @@ class Producer:
     """An idempotent producer: ``produce``/``produce_batch`` as ``Engine``'s, stored once
     however often a call is retried (``retry_last``). Thread-safe; calls run one at a time."""
 
-    FLAGS = 0  # the batches' attribute bits (a transactional producer's: ATTR_TRANSACTIONAL)
 
     def __init__(self, path: produce.Producer, producer_id: int, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None, resume: bool = False,
@@ -188,7 +185,7 @@ class Producer:
             key = (meta.name, p)
             seq = before[key] = self._next(key, log)
             for a, enc in encode(meta.name, keys, values, headers, ts, codec, cfg,
-                                 (*fields, seq), self.FLAGS):
+                                 (*fields, seq)):
                 n = enc.count
                 sent.append(_Sent(meta, p, enc, range(a, a + n) if idx is None
                                   else idx[a:a + n]))

@@ -20,7 +20,7 @@ from ..errors import InvalidArgument
 from ..format.arrow import batch_columns
 from ..format.arrow import table as arrow_table
 from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
-from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, ColumnBatch, Record
+from ..format.records import ATTR_CONTROL, ColumnBatch, Record
 from ..storage.log import PartitionLog
 from ..storage.reader import Reach
 from ..storage.segment import BatchRef, Segment
@@ -63,10 +63,7 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
         h = ref.header
         if committed and h.base_offset >= lso:
             return
-        if h.attributes & ATTR_CONTROL or aborted and h.attributes & ATTR_TRANSACTIONAL and \
-                aborted.covers(h.producer_id, h.base_offset):
-            # a transaction marker (never returned: its offset is a gap) or (read_committed)
-            # a batch of an aborted transaction
+        if isolation.hidden(h, aborted):  # (a marker's offset, or an aborted batch's: a gap)
             if reach is not None:
                 reach.end = h.next_offset
             continue

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConsumerFenced, InvalidArgument, InvalidTxnState, ProducerFenced
-from ..format.records import ATTR_TRANSACTIONAL, Record
+from ..format.records import ATTR_TRANSACTIONAL, SEQ_MASK, Record
 from ..groups import membership
 from ..groups.offset_store import check_commit
 from ..storage.catalog import TopicMeta
@@ -209,7 +209,7 @@ class TransactionalProducer:
         """(Stamp.) The sequences of the next batch follow this one's."""
         self._writing = True
         tp = (log.topic, log.partition)
-        self._seq[tp] = (self._seq.get(tp, 0) + count) & 0x7FFFFFFF
+        self._seq[tp] = (self._seq.get(tp, 0) + count) & SEQ_MASK
 
     def _produce(self, req: ProduceRequest) -> list[tuple[int, int]]:
         req.stamp = self

@@ -31,6 +31,7 @@ from . import crc
 MAGIC = 1  # a plain batch: the producer fields are -1 (every batch of format 1)
 MAGIC_PRODUCER = 2  # format 2: producer id, epoch and base sequence mean something
 MAX_EPOCH = (1 << 15) - 1
+SEQ_MASK = 0x7FFFFFFF  # record sequences wrap from 2^31-1 to 0
 HEADER = struct.Struct("<qiBBHIHHiiqqqhhiii")
 HEADER_SIZE = HEADER.size  # 72
 LENGTH_PREFIX = 12  # base_offset + batch_length: what must be read to know a batch's size
@@ -131,7 +132,7 @@ class BatchHeader(NamedTuple):
     @property
     def last_sequence(self) -> int:
         """The sequence of the batch's last record (sequences wrap from 2^31-1 to 0)."""
-        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+        return (self.base_sequence + self.last_offset_delta) & SEQ_MASK
 
 
 class EncodedBatch:

@@ -130,28 +130,23 @@ class GroupAdmin:
             raise GroupActive(f"group {group!r} has {len(members)} active consumer(s) ({ids}); "
                               f"stop them before {what}{hint}")
 
-    def plan_reset(self, group: str, targets: dict[str, list[int] | None] | None,
-                   mode: str, value: Any = None, new_topics: bool = True
-                   ) -> list[dict[str, Any]]:
-        """Rows ``topic, partition, prior, new, requested, clamped, log_start_offset,
-        log_end_offset`` for a reset of ``targets`` (topic -> partitions, None = all;
-        ``targets=None`` = every topic the group has committed). ``value``: the offset
+    def reset(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
+              value: Any = None, execute: bool = False, force: bool = False,
+              new_topics: bool = True) -> dict[str, Any]:
+        """A reset of ``targets`` (topic -> partitions, None = all; ``targets=None`` = every
+        topic the group has committed), applied with ``execute``. ``value``: the offset
         (to-offset), the resolved time in ms (to-datetime, by-duration), the shift (shift-by),
         N (from-start: log start + N; from-end: log end - N), or for from-file a plan: a path
         of a plan file or a mapping ``{(topic, partition): offset}`` (``targets`` then filters
         it). to-current keeps the committed offset (the log end where there is none, as
         Kafka). ``new_topics=False`` (rpk's default) leaves out the topics the group has no
         committed offset for. The group need not exist: the plan then sets up its first
-        offsets."""
-        return self.reset(group, targets, mode, value, new_topics=new_topics)["partitions"]
+        offsets.
 
-    def reset(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
-              value: Any = None, execute: bool = False, force: bool = False,
-              new_topics: bool = True) -> dict[str, Any]:
-        """``plan_reset``, applied with ``execute``: ``group, mode, executed, new_group`` (it
-        had no offsets: the reset sets them up), ``active_members`` (a reset while there are
-        any needs ``force``), ``skipped_topics`` (left out by ``new_topics=False``),
-        ``partitions`` (the rows)."""
+        Returns ``group, mode, executed, new_group`` (it had no offsets: the reset sets them
+        up), ``active_members`` (a reset while there are any needs ``force``),
+        ``skipped_topics`` (left out by ``new_topics=False``), ``partitions``: rows ``topic,
+        partition, prior, new, requested, clamped, log_start_offset, log_end_offset``."""
         if mode not in RESET_MODES:
             raise InvalidArgument(f"unknown reset mode {mode!r}; use one of {', '.join(RESET_MODES)}")
         exists = self._exists(group)

@@ -131,11 +131,11 @@ class OffsetStore:
         for row in rows:  # (a tight loop: a reader may replay many frames)
             if (type(row) is not list or len(row) != 4 or type(row[2]) is not int
                     or not 0 <= row[2] <= jsondoc.MAX_INT or type(row[3]) is not str
-                    or not _is_tp(row[0], row[1])):
+                    or not is_tp(row[0], row[1])):
                 raise self._damage(pos, f"set has {jsondoc.shown(row)}, not [topic, partition, "
                                    "offset, metadata]")
         for row in gone:
-            if type(row) is not list or len(row) != 2 or not _is_tp(row[0], row[1]):
+            if type(row) is not list or len(row) != 2 or not is_tp(row[0], row[1]):
                 raise self._damage(pos, f"del has {jsondoc.shown(row)}, not [topic, partition]")
         return doc
 
@@ -242,12 +242,12 @@ def check_commit(offsets: dict[tuple[str, int], int], metadata: str,
     if not isinstance(metadata, str):
         raise InvalidArgument(f"commit metadata must be a string, not {jsondoc.shown(metadata)}")
     for (t, p), o in offsets.items():
-        if not _is_tp(t, p) or not _is_int(o, jsondoc.MAX_INT):
+        if not is_tp(t, p) or not _is_int(o, jsondoc.MAX_INT):
             raise InvalidArgument(f"cannot commit offset {o!r} of {t!r} partition {p!r}: "
                                   "offsets are integers from 0, partitions 0 to "
                                   f"{MAX_PARTITION} of a valid topic name")
     for t, p in delete:
-        if not _is_tp(t, p):
+        if not is_tp(t, p):
             raise InvalidArgument(f"cannot forget {t!r} partition {p!r}: no such partition")
 
 
@@ -255,6 +255,7 @@ def _is_int(v: object, hi: int) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= hi
 
 
-def _is_tp(topic: object, partition: object) -> bool:
+def is_tp(topic: object, partition: object) -> bool:
+    """A topic name and a partition number as a file may hold them (checked before use)."""
     return (type(topic) is str and type(partition) is int and 0 <= partition <= MAX_PARTITION
             and _TOPIC.fullmatch(topic) is not None)

@@ -22,7 +22,7 @@ from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
 from ..storage import files, guard
 from ..storage.segment import Segment
-from ..txn.isolation import Aborted
+from ..txn.isolation import Aborted, hidden
 
 
 class CompactionError(RivvenError):
@@ -39,8 +39,7 @@ def scan_keys(segs: Iterable[dict[str, Any]], aborted: Aborted | None = None
         try:
             for ref in seg.iter_batches(0, seg.file_size()):
                 h = ref.header
-                if h.is_control or (aborted and h.is_transactional
-                                    and aborted.covers(h.producer_id, h.base_offset)):
+                if hidden(h, aborted):
                     continue
                 body = body_of(ref.buf, ref.start, h)
                 offs, _, keys, values, _ = decode_columns(body, h, layout(body, h))

@@ -161,7 +161,7 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
     from ..format.arrow import batch_columns, offsets_column
     from ..format.decode import body_of, layout
     from ..storage.segment import Segment
-    from ..txn.isolation import Aborted
+    from ..txn.isolation import Aborted, hidden
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)
     aborted = Aborted.from_ranges(split.aborted) if split.aborted else None
@@ -174,10 +174,8 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
             if ref.position >= split.end or (split.end_offset is not None
                                              and h.base_offset >= split.end_offset):
                 break
-            if h.is_control:
-                continue  # a transaction marker: never a row
-            if aborted and h.is_transactional and aborted.covers(h.producer_id, h.base_offset):
-                continue  # a batch of an aborted transaction
+            if hidden(h, aborted):
+                continue  # a transaction marker, or a batch of an aborted transaction
             where = f" at position {ref.position} of {split.path}"
             body = body_of(ref.buf, ref.start, h, where)
             cols = batch_columns(body, h, layout(body, h, where), where)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import InvalidArgument
+from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
 from ..storage import files
 from ..storage.log import PartitionLog
 from ..storage.txn_index import AbortedTxn, overlapping, read_entries
@@ -62,6 +63,14 @@ class Aborted:
         return i >= 0 and offset <= self._lasts[producer_id][i]
 
 
+def hidden(h: BatchHeader, aborted: Aborted | None) -> bool:
+    """Is this a batch no reader sees: a control batch (a marker), or, with ``aborted`` (a
+    read_committed read), a batch of an aborted transaction?"""
+    attrs = h.attributes
+    return bool(attrs & ATTR_CONTROL) or bool(
+        aborted and attrs & ATTR_TRANSACTIONAL and aborted.covers(h.producer_id, h.base_offset))
+
+
 def visible(refs: Iterable[Any], committed: bool, lso: int, aborted: Aborted
             ) -> Iterator[Any]:
     """The batch references (anything with a ``.header``) a reader may see, in order: never a
@@ -70,12 +79,8 @@ def visible(refs: Iterable[Any], committed: bool, lso: int, aborted: Aborted
         h = ref.header
         if committed and h.base_offset >= lso:
             return
-        if h.is_control:
-            continue
-        if committed and h.producer_id >= 0 and h.is_transactional and aborted and \
-                aborted.covers(h.producer_id, h.base_offset):
-            continue
-        yield ref
+        if not hidden(h, aborted if committed else None):
+            yield ref
 
 
 def stable_end(log: PartitionLog) -> int:

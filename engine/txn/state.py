@@ -19,11 +19,10 @@ from typing import NamedTuple
 
 from ..errors import InvalidTxnState, OutOfOrderSequence, ProducerFenced
 from ..format.control import ABORT
-from ..format.records import BatchHeader
+from ..format.records import SEQ_MASK, BatchHeader
 from ..storage.txn_index import AbortedTxn
 
 MAX_BATCHES = 5  # batches per producer remembered for duplicates (Kafka's too)
-SEQ_MASK = 0x7FFFFFFF  # sequences wrap from 2^31-1 to 0
 NONE = -1  # no open transaction (txn_first_offset, txn_epoch)
 
 

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 from ..errors import DamagedMetadata, InvalidArgument
 from ..format.records import MAX_EPOCH
 from ..groups import membership
-from ..groups.offset_store import MAX_PARTITION
+from ..groups.offset_store import is_tp
 from ..storage import files, framelog, guard, jsondoc
 from ..storage.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
 
@@ -65,7 +65,6 @@ OPEN = (ONGOING, *PREPARED)  # a transaction not yet finished
 _WHAT = "transaction state"
 _FIX = ("restore it from a backup; its transaction's partitions and group offsets are listed "
         "in it")
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _TOPIC_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -144,7 +143,7 @@ class TxnState:
             raise bad("partitions is not a list")
         partitions = []
         for row in parts:
-            if (type(row) is not list or len(row) != 4 or not _is_tp(row[0], row[1])
+            if (type(row) is not list or len(row) != 4 or not is_tp(row[0], row[1])
                     or type(row[2]) is not str or not _TOPIC_ID.fullmatch(row[2])
                     or not _is_int(row[3])):
                 raise bad(f"partitions has {jsondoc.shown(row)}, not [topic, partition, "
@@ -159,7 +158,7 @@ class TxnState:
             if type(rows) is not list:
                 raise bad(f"offsets of group {jsondoc.shown(g)} is not a list")
             for row in rows:
-                if (type(row) is not list or len(row) != 3 or not _is_tp(row[0], row[1])
+                if (type(row) is not list or len(row) != 3 or not is_tp(row[0], row[1])
                         or not _is_int(row[2])):
                     raise bad(f"offsets has {jsondoc.shown(row)}, not [topic, partition, "
                               "offset]")
@@ -185,11 +184,6 @@ class TxnState:
 
 def _is_int(v: object) -> bool:
     return type(v) is int and 0 <= v <= jsondoc.MAX_INT
-
-
-def _is_tp(topic: object, partition: object) -> bool:
-    return (type(topic) is str and _TOPIC.fullmatch(topic) is not None
-            and type(partition) is int and 0 <= partition <= MAX_PARTITION)
 
 
 def _check_group(g: str, bad: Any) -> None:
