@@ -84,6 +84,10 @@ class TransactionsApi:
             self.recover_transactions()
         return self._txn.transactions(all)
 
+    def transactional_ids(self) -> list[str]:
+        """Every transactional id with a state, sorted: names alone, no state read."""
+        return self._txn.store.ids()
+
     def describe_transaction(self, transactional_id: str) -> dict[str, Any]:
         """One transactional id's state (a row of ``transactions``)."""
         return self._txn.describe(transactional_id)

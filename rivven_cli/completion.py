@@ -57,8 +57,7 @@ def names(data_dir: str | None, kind: str) -> list[str]:
     lister: dict[str, Callable[[Any], list[str]]] = {
         "topics": lambda eng: [t.name for t in eng.topics()],
         "groups": lambda eng: eng.group_names(),
-        "transactional ids": lambda eng: [r["transactional_id"]
-                                          for r in eng.transactions(all=True)]}
+        "transactional ids": lambda eng: eng.transactional_ids()}
     try:
         with Engine.open(data_dir or DEFAULT_DATA_DIR, read_only=True, recover=False) as eng:
             return lister[kind](eng)
