@@ -116,13 +116,15 @@ class PartitionProducers:
         every abort below it is in an index (those after it they learn from the log)."""
         bases = self.log.view().bases
         start = self.log.local_start()
+        by_segment: dict[int, list[AbortedTxn]] = {}  # (in marker order within each)
         for a in self._recent:
-            if a.last_offset >= end or a.last_offset < start:
-                continue
-            base = bases[bisect_right(bases, a.last_offset) - 1]
+            if start <= a.last_offset < end:
+                by_segment.setdefault(bases[bisect_right(bases, a.last_offset) - 1], []).append(a)
+        for base, aborts in by_segment.items():  # one open and one fsync per segment
             ix = TxnIndex(files.path(self.log.dir, base, files.TXNINDEX), base)
             try:
-                ix.append(a)
+                for a in aborts:
+                    ix.append(a)
                 ix.sync()
             finally:
                 ix.close()
