@@ -11,6 +11,7 @@ from typing import Any
 from . import clock
 from .client import read
 from .client.read import Position
+from .crypto.topic import Vault
 from .errors import InvalidArgument
 from .maintenance import compaction, retention
 from .progress import Progress
@@ -23,6 +24,7 @@ from .tiering import status
 from .tiering import tier as tiering
 from .tools import inspect, repair
 from .tools import verify as verify_mod
+from .tools.openers import Openers
 from .wal.owner import WalOwner
 
 
@@ -40,6 +42,7 @@ class MaintenanceApi:
     _own_hot_stats: Callable[[], dict[str, dict[str, int]]]
     topic: Callable[..., TopicMeta]
     topics: Callable[..., list[TopicMeta]]
+    _vault: Vault
 
     # ---------------------------------------------------------------- log start, retention
     def delete_records(self, topic: str, before: dict[int, int], dry_run: bool = False
@@ -155,10 +158,13 @@ class MaintenanceApi:
         return [row for log in self._logs(topic, parts) for row in inspect.segment_rows(log)]
 
     def verify(self, targets: Sequence[str] = (), cold: bool = False,
-               progress: Progress | None = None) -> dict[str, Any]:
+               progress: Progress | None = None, decrypt: bool = False) -> dict[str, Any]:
         """Check every batch, index and boundary of the targeted segments (and with ``cold``
-        every cold copy); findings as data, nothing changed (engine.tools.verify)."""
-        return verify_mod.verify(self.path, list(targets), cold, progress)
+        every cold copy); findings as data, nothing changed (engine.tools.verify). Needs no
+        key: encrypted batches are checked as far as their CRC and layout go; ``decrypt``
+        opens each one too (its authentication tag checked: the keyring is needed)."""
+        return verify_mod.verify(self.path, list(targets), cold, progress,
+                                 Openers(self._vault).of_partition_dir if decrypt else None)
 
     def segment_recover(self, targets: Sequence[str], truncate_corrupt: bool = False,
                         dry_run: bool = False, approved: dict[str, int | None] | None = None

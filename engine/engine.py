@@ -15,12 +15,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import clock
+from .api_keys import KeysApi
 from .api_maintenance import MaintenanceApi
 from .api_transactions import TransactionsApi
 from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
 from .client.txn_producer import TransactionalProducer
+from .crypto.keyring import resolve as resolve_keyring
+from .crypto.topic import Vault
 from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic, disk_full
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
@@ -67,7 +70,7 @@ if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs s
     from .groups.consumer import Consumer
 
 
-class Engine(TransactionsApi, MaintenanceApi):
+class Engine(TransactionsApi, MaintenanceApi, KeysApi):
     """An open data dir. Thread-safe; many processes may open the same dir at once.
 
     >>> import tempfile
@@ -82,7 +85,8 @@ class Engine(TransactionsApi, MaintenanceApi):
     def __init__(self, path: str, read_only: bool = False, sync: bool = True,
                  settings: dict[str, str] | None = None, recover: bool = True,
                  progress: Progress | None = None,
-                 on_lock_wait: Callable[[str], None] | None = None) -> None:
+                 on_lock_wait: Callable[[str], None] | None = None,
+                 keyring: Any = None) -> None:
         self.path = os.path.abspath(path)
         self.read_only = read_only
         self.progress = progress  # (what, total bytes, bytes done) during long recovery work
@@ -96,13 +100,18 @@ class Engine(TransactionsApi, MaintenanceApi):
         datadir.check(self.path, read_only)
         self.closed = False
         self.last_recovery: dict[str, Any] = {}
-        self._topics = Topics(self.path, lw)
+        # master keys (outside the data dir) and the topics' data keys (docs/ENCRYPTION.md)
+        self.keyring = resolve_keyring(keyring)
+        self._vault = Vault(self.keyring)
+        self._topics = Topics(self.path, lw, self._vault)
         self.catalog = self._topics.catalog
+        self._vault.lookup = self.catalog.get
         self.hot = HotCache(st.hot_max_bytes) if st.hot_max_bytes > 0 else None
         self.cold_cache = ColdCache.for_data_dir(self.path, st.tier_cache_max_bytes)
         self._partitions = Partitions(self.path, not read_only, st.wal_sync, progress,
                                       self.cold_cache, self.hot, on_open=self._retain,
-                                      lock_wait=lw, producers=PartitionProducers)
+                                      lock_wait=lw, producers=PartitionProducers,
+                                      vault=self._vault)
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
                              after_checkpoint=self._retain,
                              after_checkpoints=self._publish_hot_stats, lock_wait=lw)
@@ -121,7 +130,8 @@ class Engine(TransactionsApi, MaintenanceApi):
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
              settings: dict[str, str] | None = None, recover: bool = True,
              progress: Progress | None = None,
-             on_lock_wait: Callable[[str], None] | None = None) -> Engine:
+             on_lock_wait: Callable[[str], None] | None = None,
+             keyring: Any = None) -> Engine:
         """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
 
         A writable open first replays the WAL streams of processes that died (crash recovery).
@@ -133,9 +143,12 @@ class Engine(TransactionsApi, MaintenanceApi):
         lasted a few seconds, naming the lock and the holder's pid (default: a ``logging``
         warning on ``rivven.locks``); the wait gives up with LockTimeout after the setting
         ``lock.timeout.ms``.
+        ``keyring``: the master keys of encrypted topics (docs/ENCRYPTION.md): the path of a
+        keyring file (JSON of base64 32-byte keys, mode 0600), or an object with
+        ``get(key_id) -> bytes`` (a KMS); by default the file ``RIVVEN_KEYRING`` names, if any.
         """
         return cls(path, read_only=read_only, sync=sync, settings=settings, recover=recover,
-                   progress=progress, on_lock_wait=on_lock_wait)
+                   progress=progress, on_lock_wait=on_lock_wait, keyring=keyring)
 
     def __enter__(self) -> Engine:
         return self

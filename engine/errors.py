@@ -81,6 +81,23 @@ class DamagedMetadata(CorruptRecordError):
     acted on. Exit code 3, like other damage."""
 
 
+class KeyringError(RivvenError):
+    """The keyring (master keys, outside the data dir) cannot be used: missing, not a regular
+    file, readable by others, not owned by this user, or not a JSON object of base64 32-byte
+    keys. The message names the file and the fix."""
+
+
+class KeyUnavailable(RivvenError):
+    """A key needed to read or write encrypted data is not at hand: no keyring, or the
+    keyring lacks the master key id that wraps a topic's data key. Names the key id and the
+    fix; nothing was read or written with a wrong key."""
+
+
+class WrongKey(KeyUnavailable):
+    """The keyring holds the master key id, but that key does not open the data key it is
+    recorded to wrap (another key under the same id): nothing was decrypted with it."""
+
+
 class LockTimeout(RivvenError):
     """A lock stayed held longer than the configured wait (``lock.timeout.ms``)."""
 

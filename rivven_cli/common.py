@@ -13,7 +13,8 @@ from typer.core import TyperGroup
 from engine.errors import RivvenError, plural
 
 DEFAULT_DATA_DIR = "./rivven-data"
-STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False, "settings": {}}
+STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False, "settings": {},
+                         "keyring": None}
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
 PartitionOpt = Annotated[
@@ -55,7 +56,7 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
     with progress_bar() as progress:  # (crash recovery can take a while)
         eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover,
                           progress=progress, settings=STATE["settings"],
-                          on_lock_wait=_lock_wait)
+                          on_lock_wait=_lock_wait, keyring=STATE["keyring"])
     STATE["engine"] = eng
     rec = eng.last_recovery
     if rec.get("deferred"):
@@ -73,6 +74,16 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
                 sys.stderr.write(f"warning: WAL {t['file']} damaged at position {t['position']} "
                                  f"({t['reason']}): its records after that were not replayed\n")
     return eng
+
+
+def file_openers() -> Any:
+    """What opens encrypted batches for the commands that read files by path, without an
+    engine (engine.tools.openers), with the keyring of ``--keyring``/``RIVVEN_KEYRING``."""
+    from engine.crypto.keyring import resolve
+    from engine.crypto.topic import Vault
+    from engine.tools.openers import Openers
+
+    return Openers(Vault(resolve(STATE["keyring"])))
 
 
 def show_engine_warnings() -> None:
@@ -211,7 +222,7 @@ def _report_repairs() -> None:
 
 
 # ---------------------------------------------------------------- global options anywhere
-GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms")  # (names of the root's parameters)
+GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms", "keyring")  # (the root's parameters)
 
 
 def _options(cmd: Any) -> dict[str, int]:
@@ -226,7 +237,7 @@ def _options(cmd: Any) -> dict[str, int]:
 
 def hoist_global_options(root: Any, args: list[str]) -> list[str]:
     """``args`` with the global options (``--data-dir``/``-d``, ``--debug``,
-    ``--lock-timeout-ms``) found after the command words moved in front of them, as rpk and
+    ``--lock-timeout-ms``, ``--keyring``) found after the command words moved in front of them, as rpk and
     Kafka's tools read them anywhere: ``rivven topic list -d D`` = ``rivven -d D topic list``.
 
     The words are walked as click reads them, command by command: an option's value is

@@ -11,6 +11,7 @@ from . import (
     compaction,
     consume,
     group,
+    key,
     offsets,
     produce,
     retention,
@@ -38,6 +39,8 @@ app.add_typer(retention.app, name="retention", help="Apply retention (time and s
 app.add_typer(spark.app, name="spark", help="Run the maintenance jobs on Apache Spark.")
 app.add_typer(tier.app, name="tier", help="Tiered storage: where offsets live; restore.")
 app.add_typer(compaction.app, name="compaction", help="Explain what compaction will do and why.")
+app.add_typer(key.app, name="key", help="Encryption at rest: what each data key covers, "
+              "rotate, rewrap under another master key, re-encrypt a topic.")
 app.add_typer(txn.app, name="txn", help="Transactions: list, describe, producers, hanging "
               "ones, abort (Kafka's kafka-transactions.sh).")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
@@ -61,6 +64,10 @@ def root(
         "--data-dir", "-d", envvar="RIVVEN_DATA_DIR", help="The data directory.")
     ] = DEFAULT_DATA_DIR,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    keyring: Annotated[str | None, typer.Option(
+        "--keyring", envvar="RIVVEN_KEYRING",
+        help="Keyring file of master keys for encrypted topics: a JSON object of base64 "
+             "32-byte keys, mode 0600, kept outside the data dir.")] = None,
     lock_timeout_ms: Annotated[int | None, typer.Option(
         "--lock-timeout-ms", envvar="RIVVEN_LOCK_TIMEOUT_MS", min=-1,
         help="Longest wait for a lock another process holds, in ms (the engine setting "
@@ -71,6 +78,7 @@ def root(
 ) -> None:
     STATE["data_dir"] = data_dir
     STATE["debug"] = debug
+    STATE["keyring"] = keyring or None
     show_engine_warnings()
     STATE["settings"] = {} if lock_timeout_ms is None else {"lock.timeout.ms": str(lock_timeout_ms)}
 

@@ -20,6 +20,7 @@ from .common import (
     YesOpt,
     confirm,
     fail,
+    file_openers,
     open_engine,
 )
 from .progress import progress_bar
@@ -82,7 +83,8 @@ def inspect(
     kenc, venc = _text(key_encoding), _text(value_encoding)
     left = max_
     rows = []
-    for batch in inspect_segment(file, records=records):
+    opener = file_openers().of_partition_dir(os.path.dirname(file)) if records else None
+    for batch in inspect_segment(file, records=records, opener=opener):
         recs = batch.pop("records", None)
         if json:
             sys.stdout.write(json_line(batch) + "\n")
@@ -179,14 +181,19 @@ def verify(
     cold: Annotated[bool, typer.Option(
         "--cold", help="Also read back every cold copy (tiered storage) and check its size and "
         "CRC32C against the tier manifest.")] = False,
+    decrypt: Annotated[bool, typer.Option(
+        "--decrypt", help="Also open every encrypted batch and check its authentication tag "
+        "(needs the keyring; without it, encrypted batches are checked as far as their CRC "
+        "and layout go).")] = False,
     json: JsonOpt = False,
 ) -> None:
     """Check every batch (header, CRC, body), offsets and gaps, indexes, torn tails and
-    .checkpoint (exit 3 on damage)."""
+    .checkpoint (exit 3 on damage). Needs no key unless --decrypt."""
     from engine.tools.verify import verify as run
 
+    openers = file_openers().of_partition_dir if decrypt else None
     with progress_bar() as progress:
-        doc = run(STATE["data_dir"], targets or [], cold, progress)
+        doc = run(STATE["data_dir"], targets or [], cold, progress, openers)
     colds = doc.get("cold")
     if json:
         print_json(doc)

@@ -12,7 +12,7 @@ import typer
 
 from engine.errors import plural
 
-from .common import DryRunOpt, JsonOpt, YesOpt, confirm, fail, open_engine
+from .common import DryRunOpt, JsonOpt, YesOpt, confirm, fail, file_openers, open_engine
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -56,8 +56,12 @@ def inspect(
     from engine.wal import inspect_file
 
     rows = []
+    openers = file_openers() if records else None
     for f in _files(file):
-        for row in inspect_file(f, records=records):
+        # (a WAL file is DATA/wal/<stream>/<name>.wal: its records name topics of DATA)
+        find = (openers.of_topic_id(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(f))))) if openers is not None else None)
+        for row in inspect_file(f, records=records, opener_of=find):
             recs = row.pop("records", [])
             row = {"file": f, **row}
             if json:

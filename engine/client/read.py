@@ -56,6 +56,7 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
     ``committed`` (read_committed): only up to the last stable offset, without the batches
     of aborted transactions (engine.txn.isolation); ``reach`` learns where the scan got to."""
     seen = 0
+    opener = log.opener
     lso, aborted = isolation.view(log, offset) if committed else (0, None)
     if reach is not None:
         reach.start = reach.end = offset
@@ -70,7 +71,7 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
         if reach is not None:
             reach.start = reach.end = h.next_offset
         at = where(ref)
-        body = body_of(ref.buf, ref.start, h, at)
+        body = body_of(ref.buf, ref.start, h, at, opener)
         lay = layout(body, h, at)
         yield ref, body, lay
         seen += h.next_offset - max(offset, h.base_offset)
@@ -148,26 +149,26 @@ def _offset_for_time(log: PartitionLog, timestamp: int) -> int | None:
     start = log.offsets()[0]
     for entry in log.cold_entries():
         if entry.max_timestamp >= timestamp and entry.next_offset > start:
-            found = _first_at(log.cold_segment(entry), timestamp, start)
+            found = _first_at(log, log.cold_segment(entry), timestamp, start)
             if found is not None:
                 return found
     for seg in log.all_segments():
         if log.segment_max_timestamp(seg) < timestamp:
             continue
-        found = _first_at(seg, timestamp, start)
+        found = _first_at(log, seg, timestamp, start)
         if found is not None:
             return found
     return None
 
 
-def _first_at(seg: Segment, timestamp: int, start: int) -> int | None:
+def _first_at(log: PartitionLog, seg: Segment, timestamp: int, start: int) -> int | None:
     """(In one segment.) The first offset >= ``start`` with a timestamp >= ``timestamp``."""
     for ref in seg.iter_batches(seg.position_for_time(timestamp), seg.size):
         h = ref.header
         if h.max_timestamp < timestamp or h.last_offset < start or h.attributes & ATTR_CONTROL:
             continue
         at = where(ref)
-        body = body_of(ref.buf, ref.start, h, at)
+        body = body_of(ref.buf, ref.start, h, at, log.opener)
         offsets, tss, *_ = decode_columns(body, h, layout(body, h, at), at)
         for off, t in zip(offsets, tss):
             if t >= timestamp and off >= start:

@@ -4,12 +4,14 @@ arrays (zero-copy) made of them — only what the caller asks for."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from itertools import repeat
 from typing import Any, NamedTuple
 
-from ..errors import CorruptRecordError, plural
+from ..errors import CorruptRecordError, KeyUnavailable, plural
 from . import codecs
 from .records import (
+    ATTR_ENCRYPTED,
     ATTR_EXPLICIT_OFFSETS,
     ATTR_HAS_HEADERS,
     ATTR_HEADER_VALUE_NULLS,
@@ -24,6 +26,11 @@ from .records import (
 
 _I32 = struct.Struct("<i")
 _new_tuple = tuple.__new__
+
+# Opens the stored body of an encrypted batch: ``(buf, pos, header, where) -> plaintext``
+# (engine.crypto: the topic's data keys, bound to its partition); raises CorruptRecordError
+# when the tag does not verify, KeyUnavailable when a key is missing.
+Opener = Callable[[Any, int, BatchHeader, str], Any]
 
 
 class Layout(NamedTuple):
@@ -98,14 +105,24 @@ def layout(body: Any, h: BatchHeader, where: str = "") -> Layout:
     return Layout(od, ts, kv, ko, kd, ke, vv, vo, vd, ve, hl, hko, hkd, hke, hvv, hvo, hvd, hve, hc)
 
 
-def body_of(buf: Any, pos: int, h: BatchHeader, where: str = "") -> Any:
-    """The decompressed body of the (already CRC-checked) batch at ``pos``."""
+def body_of(buf: Any, pos: int, h: BatchHeader, where: str = "", opener: Opener | None = None
+            ) -> Any:
+    """The decompressed body of the (already CRC-checked) batch at ``pos``; an encrypted
+    batch's is opened first by ``opener``."""
     start = pos + HEADER_SIZE
-    stored = memoryview(buf)[start: start + h.stored_length]
+    if h.attributes & ATTR_ENCRYPTED:
+        if opener is None:
+            raise KeyUnavailable(
+                f"the batch at offsets {h.base_offset}..{h.last_offset} is encrypted (data key "
+                f"version {h.key_version}) and this reader holds no keys{where}; open the data "
+                "dir with its keyring (--keyring FILE or RIVVEN_KEYRING)")
+        stored = opener(buf, pos, h, where)
+    else:
+        stored = memoryview(buf)[start: start + h.stored_length]
     if h.codec == codecs.NONE:
-        if h.stored_length != h.body_length:
+        if len(stored) != h.body_length:
             raise CorruptRecordError(f"uncompressed body length mismatch{where}")
-        return stored  # a view: no copy
+        return stored  # (a plaintext batch's: a view, no copy)
     return codecs.decompress(h.codec, stored, h.body_length, where)
 
 
@@ -121,16 +138,18 @@ def offset_deltas(body: Any, lay: Layout, h: BatchHeader, where: str = "") -> tu
     return deltas
 
 
-def check_body(buf: Any, pos: int, h: BatchHeader, where: str = "") -> None:
+def check_body(buf: Any, pos: int, h: BatchHeader, where: str = "",
+               opener: Opener | None = None) -> None:
     """Everything a reader of the (already CRC-checked) batch at ``pos`` would trip over,
     checked without making records (``rivven segment verify``): the body decompresses to its
     length and lays out exactly, every column's offsets are valid, explicit offset deltas
     increase from 0 to the header's last delta, the timestamps match the header's first and
-    max, header keys are UTF-8, and the batch's padding is zero."""
+    max, header keys are UTF-8, and the batch's padding is zero. An encrypted batch's body is
+    opened by ``opener`` (its tag checked) first."""
     stored_end = pos + HEADER_SIZE + h.stored_length
     if any(bytes(memoryview(buf)[stored_end:pos + h.size])):
         raise CorruptRecordError(f"non-zero padding after the body{where}")
-    body = body_of(buf, pos, h, where)
+    body = body_of(buf, pos, h, where, opener)
     lay = layout(body, h, where)
     n = h.record_count
     if lay.offset_deltas >= 0:

@@ -4,8 +4,8 @@ functions over bytes, no file I/O; encoding is in ``encode``, decoding in ``deco
 A batch is a fixed 72-byte header followed by a columnar body (docs/FORMAT.md has every byte):
 
     0  base_offset int64        8  batch_length int32 (bytes after this field)
-    12 magic uint8 (=1)         13 reserved uint8, 14 reserved uint16
-    16 crc uint32               20 attributes uint16, 22 reserved uint16
+    12 magic uint8 (1 or 2)     13 reserved uint8, 14 reserved uint16
+    16 crc uint32               20 attributes uint16, 22 key_version uint16
     24 last_offset_delta int32  28 record_count int32
     32 first_timestamp int64    40 max_timestamp int64
     48 producer_id int64        56 producer_epoch int16, 58 reserved int16
@@ -16,7 +16,9 @@ All integers are little-endian. The CRC32C runs over bytes [20, end) and then ov
 every byte except the CRC itself is covered, yet the base offset can be assigned after encoding
 by re-checksumming only 16 bytes. The body's key and value columns use Arrow's binary layout
 (validity bitmap, n+1 int32 offsets, data), each buffer padded to 8 bytes, so a decompressed
-body becomes pyarrow arrays without copying.
+body becomes pyarrow arrays without copying. An encrypted batch (``ATTR_ENCRYPTED``, its data
+key's version in ``key_version``) stores its body sealed (engine.format.sealed); the header
+stays plaintext.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ HEADER = struct.Struct("<qiBBHIHHiiqqqhhiii")
 HEADER_SIZE = HEADER.size  # 72
 LENGTH_PREFIX = 12  # base_offset + batch_length: what must be read to know a batch's size
 CRC_FROM = 20
+KEY_VERSION_AT = 22  # uint16: the data key version of an encrypted batch, else 0
+# an encrypted body: salt (16) + nonce (12) + ciphertext + tag (16) (engine.format.sealed)
+SEAL_OVERHEAD = 44
 
 ATTR_CODEC = 0x0007
 ATTR_TRANSACTIONAL = 0x0010
@@ -46,7 +51,8 @@ ATTR_VALUE_NULLS = 0x0100
 ATTR_EXPLICIT_OFFSETS = 0x0200
 ATTR_UNIFORM_TIMESTAMP = 0x0400
 ATTR_HEADER_VALUE_NULLS = 0x0800
-ATTR_KNOWN = 0x0FF7
+ATTR_ENCRYPTED = 0x1000  # the stored body is sealed (engine.format.sealed); key_version >= 1
+ATTR_KNOWN = 0x1FF7
 ATTR_TXN_BITS = ATTR_TRANSACTIONAL | ATTR_CONTROL  # only in a magic-2 batch
 
 # A batch can never be larger than this, whatever a length field on disk claims.
@@ -104,6 +110,7 @@ class BatchHeader(NamedTuple):
     base_sequence: int
     body_length: int
     stored_length: int
+    key_version: int = 0  # an encrypted batch's data key version (>= 1), else 0
 
     @property
     def size(self) -> int:
@@ -128,6 +135,10 @@ class BatchHeader(NamedTuple):
     @property
     def is_transactional(self) -> bool:
         return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_encrypted(self) -> bool:
+        return bool(self.attributes & ATTR_ENCRYPTED)
 
     @property
     def last_sequence(self) -> int:
@@ -172,7 +183,7 @@ def read_header(buf: Any, pos: int = 0, where: str = "") -> BatchHeader:
     (offsets, sizes, index entries) can leave its range; docs/FORMAT.md, Checks on read, has
     the rules. (One condition on locals: cheaper than the NamedTuple's attributes.)
     """
-    (base, blen, magic, _, _, crc_, attrs, _, delta, count, first_ts, max_ts, pid, epoch, _,
+    (base, blen, magic, _, _, crc_, attrs, kv, delta, count, first_ts, max_ts, pid, epoch, _,
      seq, body, stored) = HEADER.unpack_from(buf, pos)
     size = blen + LENGTH_PREFIX
     if ((magic != MAGIC and (magic != MAGIC_PRODUCER or _producer_problem(attrs, count, pid, epoch, seq)))
@@ -181,11 +192,14 @@ def read_header(buf: Any, pos: int = 0, where: str = "") -> BatchHeader:
             or not 0 < count <= delta + 1 <= MAX_RELATIVE_OFFSET
             or (delta != count - 1 and not attrs & ATTR_EXPLICIT_OFFSETS)
             or not 0 <= base <= MAX_BASE_OFFSET or attrs & ~ATTR_KNOWN
-            or (magic == MAGIC and attrs & ATTR_TXN_BITS)):
+            or (magic == MAGIC and attrs & ATTR_TXN_BITS)
+            or (attrs & ATTR_ENCRYPTED and (not kv or stored < SEAL_OVERHEAD
+                                            or attrs & ATTR_CONTROL))
+            or (kv and not attrs & ATTR_ENCRYPTED)):
         raise CorruptRecordError(_header_problem(base, size, magic, attrs, delta, count, body,
-                                                 stored, pid, epoch, seq) + where)
+                                                 stored, pid, epoch, seq, kv) + where)
     return _new_tuple(BatchHeader, (base, blen, magic, crc_, attrs, delta, count, first_ts,
-                                    max_ts, pid, epoch, seq, body, stored))
+                                    max_ts, pid, epoch, seq, body, stored, kv))
 
 
 def _producer_problem(attrs: int, count: int, pid: int, epoch: int, seq: int) -> str | None:
@@ -203,8 +217,8 @@ def _producer_problem(attrs: int, count: int, pid: int, epoch: int, seq: int) ->
 
 
 def _header_problem(base: int, size: int, magic: int, attrs: int, delta: int, count: int,
-                    body: int, stored: int, pid: int = -1, epoch: int = -1, seq: int = -1
-                    ) -> str:
+                    body: int, stored: int, pid: int = -1, epoch: int = -1, seq: int = -1,
+                    key_version: int = 0) -> str:
     """What is wrong with a header read_header refused (the slow path, for the message)."""
     if magic not in (MAGIC, MAGIC_PRODUCER):
         return f"bad magic {magic} (expected {MAGIC} or {MAGIC_PRODUCER})"
@@ -222,6 +236,16 @@ def _header_problem(base: int, size: int, magic: int, attrs: int, delta: int, co
         return f"unknown attribute bits {attrs:#x}"
     if not 0 <= base <= MAX_BASE_OFFSET:
         return f"base offset {base} out of range (0..{MAX_BASE_OFFSET})"
+    if attrs & ATTR_ENCRYPTED:
+        if not key_version:
+            return "an encrypted batch with key version 0 (data key versions start at 1)"
+        if attrs & ATTR_CONTROL:
+            return "an encrypted control batch (transaction markers are never encrypted)"
+        if stored < SEAL_OVERHEAD:
+            return (f"stored body of {plural(stored, 'byte')} is too short for an encrypted "
+                    f"batch (at least {SEAL_OVERHEAD})")
+    elif key_version:
+        return f"key version {key_version} in a batch that is not encrypted"
     return (f"bad counts (records {count}, last delta {delta}, body {body}"
             f"{'' if attrs & ATTR_EXPLICIT_OFFSETS else ', offsets not explicit'})")
 

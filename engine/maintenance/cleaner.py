@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import RivvenError
 from ..format.arrow import batch_columns
-from ..format.decode import body_of, decode_columns, layout
+from ..format.decode import Opener, body_of, decode_columns, layout
 from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
 from ..storage import files, guard
@@ -29,11 +29,14 @@ class CompactionError(RivvenError):
     pass
 
 
-def scan_keys(segs: Iterable[dict[str, Any]], aborted: Aborted | None = None
-              ) -> Iterator[tuple[int, bytes | None, bool]]:
+Seal = Callable[[bytearray], bytearray]  # a plaintext batch -> the same batch encrypted
+
+
+def scan_keys(segs: Iterable[dict[str, Any]], aborted: Aborted | None = None,
+              opener: Opener | None = None) -> Iterator[tuple[int, bytes | None, bool]]:
     """``(offset, key, is_tombstone)`` of every record of the given segment files, but for
     transaction markers and the records of ``aborted`` transactions (never survivors: Kafka's
-    cleaner drops them)."""
+    cleaner drops them); ``opener`` opens encrypted batches."""
     for s in segs:
         seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
         try:
@@ -41,7 +44,7 @@ def scan_keys(segs: Iterable[dict[str, Any]], aborted: Aborted | None = None
                 h = ref.header
                 if hidden(h, aborted):
                     continue
-                body = body_of(ref.buf, ref.start, h)
+                body = body_of(ref.buf, ref.start, h, seg.where(ref.position), opener)
                 offs, _, keys, values, _ = decode_columns(body, h, layout(body, h))
                 for o, k, v in zip(offs, keys, values):
                     yield o, k, v is None
@@ -68,8 +71,8 @@ def survivor_offsets(records: Iterable[tuple[int, bytes | None, bool]], tombston
                   "tombstones_kept": kept_tombs}
 
 
-def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir: str
-                ) -> dict[str, Any]:
+def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir: str,
+                opener: Opener | None = None, seal: Seal | None = None) -> dict[str, Any]:
     """Write the survivors of one group of source segments as one segment in ``out_dir``
     (named after the group's first segment, indexes rebuilt, fsynced).
 
@@ -78,13 +81,12 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     partly surviving one is re-encoded from its Arrow columns (only the survivors are
     touched), keeping offsets (as explicit deltas), timestamps, headers and codec.
     Transaction markers and aborted records are never survivors (``scan_keys``): they go,
-    and the surviving records of transactional batches are written as plain ones.
+    and the surviving records of transactional batches are written as plain ones. Encrypted
+    batches are opened with ``opener``; a re-encoded batch is sealed with ``seal`` (the
+    topic's current data key) when given (a batch copied whole keeps its own).
     """
     base = group[0]["base_offset"]
-    # a private folder, then renames: two attempts of one task (Spark speculation, a retry)
-    # never write into each other's file
-    work = os.path.join(out_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
-    guard.make_path(work)
+    work = work_dir(out_dir)
     stats: dict[str, Any] = {
         "base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0, "records_out": 0,
         "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}
@@ -107,7 +109,7 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
                             f"is outside {max(prev_end, s['base_offset'])}..{s['next_offset']}"
                             " (segments overlap: an interrupted swap?); nothing was swapped")
                     prev_end = h.next_offset
-                    data, n_keep = _clean_batch(ref, keep, stats)
+                    data, n_keep = _clean_batch(ref, keep, stats, opener, seal)
                     if data:
                         out.write(data, pos)
                         pos += len(data)
@@ -118,24 +120,39 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
         out.sync_all()
     finally:
         out.close()
+    publish(work, out_dir, base)
+    stats["bytes_out"] = pos
+    return stats
+
+
+def work_dir(out_dir: str) -> str:
+    """A private folder in ``out_dir`` to write one segment in: two attempts of one task
+    (Spark speculation, a retry) never write into each other's file (``publish`` after)."""
+    work = os.path.join(out_dir, f".w-{os.getpid()}-{uuid.uuid4().hex}")
+    guard.make_path(work)
+    return work
+
+
+def publish(work: str, out_dir: str, base: int) -> None:
+    """Move the segment at ``base`` written (and fsynced) in ``work`` into ``out_dir``, its
+    ``.log`` last, and remove ``work``."""
     for suffix in files.INSTALL_ORDER:
         if suffix in files.OPTIONAL_FILES and not os.path.exists(files.path(work, base, suffix)):
             continue
         os.replace(files.path(work, base, suffix), files.path(out_dir, base, suffix))
     os.rmdir(work)
-    stats["bytes_out"] = pos
-    return stats
 
 
-def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
-                 ) -> tuple[bytes, int]:
+def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any],
+                 opener: Opener | None, seal: Seal | None) -> tuple[bytes, int]:
     """The bytes of one batch's survivors (b"" when none) and how many there are."""
     h = ref.header
     n = h.record_count
     stats["records_in"] += n
     body = lay = cols = None
+    where = f" in {ref.path} at position {ref.position}"
     if h.attributes & ATTR_EXPLICIT_OFFSETS:
-        body = body_of(ref.buf, ref.start, h)
+        body = body_of(ref.buf, ref.start, h, where, opener)
         lay = layout(body, h)
         offs: Any = [h.base_offset + d
                      for d in struct.unpack_from(f"<{n}i", body, lay.offset_deltas)]
@@ -147,7 +164,7 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
     nulls = None
     if h.attributes & ATTR_VALUE_NULLS:  # tombstones: counted, and the lowest kept noted
         if body is None:
-            body = body_of(ref.buf, ref.start, h)
+            body = body_of(ref.buf, ref.start, h, where, opener)
             lay = layout(body, h)
         cols = batch_columns(body, h, lay)
         nulls = cols[3].is_null().to_pylist()
@@ -165,7 +182,7 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
     import pyarrow as pa
 
     if body is None:
-        body = body_of(ref.buf, ref.start, h)
+        body = body_of(ref.buf, ref.start, h, where, opener)
         lay = layout(body, h)
     if cols is None:
         cols = batch_columns(body, h, lay)
@@ -179,4 +196,5 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any]
                        cols[1].take(idx).cast(pa.int64()).to_pylist(), headers,
                        h.attributes & ATTR_CODEC, offset_deltas=[o - first for o in kept_offs])
     stats["batches_rewritten"] += 1
-    return bytes(enc.assign(first)), n_keep
+    out = enc.assign(first)
+    return bytes(seal(out) if seal is not None else out), n_keep

@@ -175,13 +175,14 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
     plan = plan_partition(log, cfg, now, force)
     if plan["skip"]:
         return {"plan": plan, "skipped": plan["skip"]}
+    seal = log.seal_fn()  # (before any work: a missing key stops the pass here)
     keep, stats = survivor_offsets(scan_keys(plan["segments"],
-                                             Aborted.from_ranges(plan["aborted"])),
+                                             Aborted.from_ranges(plan["aborted"]), log.opener),
                                    plan["tombstone_bound"],
                                    f" of {log.topic}-{log.partition}")
     # (a bounded name: a topic's name may have 249 characters, a file name at most 255 bytes)
     out_dir = os.path.join(staging, f"{log.topic[:40]}-{log.topic_id.hex()[:12]}-{log.partition}")
-    writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir)
+    writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir, log.opener, seal)
               for g in plan["groups"]]
     swapped = swap(log, plan, out_dir, now, min_tombstone(writes))
     guard.remove_tree(staging, out_dir)
@@ -223,7 +224,7 @@ def tombstones(log: PartitionLog, limit: int = 100_000) -> list[int]:
             h = ref.header
             if not h.attributes & ATTR_VALUE_NULLS:
                 continue
-            body = body_of(ref.buf, ref.start, h)
+            body = body_of(ref.buf, ref.start, h, seg.where(ref.position), log.opener)
             offs, _, _, values, _ = decode_columns(body, h, layout(body, h))
             out += [o for o, v in zip(offs, values) if v is None]
             if len(out) >= limit:

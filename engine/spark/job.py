@@ -38,28 +38,41 @@ def _groups(plan: dict[str, Any]) -> dict[int, tuple[int, list[dict[str, Any]], 
     return out
 
 
-def _write(plan: dict[str, Any], gid: int, offsets: list[Any], tombs: int) -> dict[str, Any]:
+def crypt(plan: dict[str, Any], keys: Any, partition: int) -> tuple[Any, Any]:
+    """``(opener, seal)`` of write_group for one partition: an encrypted topic's batches are
+    opened with ``keys`` (engine.crypto.topic.StaticKeys), and those written anew sealed with
+    its current key when the plan says the topic encrypts (``seal``)."""
+    if keys is None:
+        return None, None
+    seal = functools.partial(keys.seal_batch, partition=partition) if plan.get("seal") else None
+    return keys.opener_for(partition), seal
+
+
+def _write(plan: dict[str, Any], gid: int, offsets: list[Any], tombs: int, keys: Any = None
+           ) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from engine.maintenance.cleaner import write_group
 
-    _, segs, out_dir = _groups(plan)[gid]
+    part, segs, out_dir = _groups(plan)[gid]
     keep_set = pa.concat_arrays(offsets) if offsets else pa.array([], pa.int64())
 
     def keep(offs: Any) -> Any:
         return pc.is_in(pa.array(offs, pa.int64()), value_set=keep_set)
 
-    return {**write_group(segs, keep, out_dir), "gid": gid, "tombstones_kept": tombs}
+    return {**write_group(segs, keep, out_dir, *crypt(plan, keys, part)), "gid": gid,
+            "tombstones_kept": tombs}
 
 
 STATS_SCHEMA = "stats string"
 
 
-def write_task(plan_path: str, batches: Iterator[Any]) -> Iterator[Any]:
+def write_task(plan_path: str, keys: Any, batches: Iterator[Any]) -> Iterator[Any]:
     """One task of the write stage (``mapInArrow``): the survivors ``(gid, offset, tombstone)``
     of some groups in any order -> each group's cleaned segment, one JSON stats row per group.
-    Grouping happens here in Arrow (C++), so Spark needs no sort before this stage."""
+    Grouping happens here in Arrow (C++), so Spark needs no sort before this stage. ``keys``:
+    an encrypted topic's data keys (pickled into the task with this function)."""
     import pyarrow as pa
 
     with open(plan_path) as f:
@@ -72,7 +85,7 @@ def write_task(plan_path: str, batches: Iterator[Any]) -> Iterator[Any]:
         lists = by_gid["offset_list"].combine_chunks()
         for i, (gid, tombs) in enumerate(zip(by_gid["gid"].to_pylist(),
                                              by_gid["tombstone_sum"].to_pylist())):
-            st = _write(plan, gid, [lists[i].values], int(tombs or 0))
+            st = _write(plan, gid, [lists[i].values], int(tombs or 0), keys)
             yield pa.RecordBatch.from_pydict({"stats": [json.dumps(st)]})
 
 
@@ -194,9 +207,12 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from engine.maintenance.cleaner import write_group
-    from engine.spark.job import write_task  # by reference: this file runs as __main__
+    from engine.spark.job import crypt, write_task  # by reference: this runs as __main__
+    from engine.spark.keys import from_env
     from engine.spark.source import RivvenDataSource
     from engine.spark.transform import survivors
+
+    keys = from_env(plan["topic_id"]) if plan.get("topic_id") else None
 
     spark.dataSource.register(RivvenDataSource)
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
@@ -243,11 +259,12 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     # source sink, whose planning and commit each cost a Python process in the driver
     rows = [json.loads(r.stats) for r in
             map_in_arrow(tagged.repartition(max(1, min(len(groups), 2 * par)), "gid"),
-                         functools.partial(write_task, plan_path), STATS_SCHEMA).collect()]
+                         functools.partial(write_task, plan_path, keys), STATS_SCHEMA).collect()]
     done = {r["gid"] for r in rows}
-    for gid, (_, segs, out_dir) in groups.items():  # no survivor at all: an empty segment
+    for gid, (part, segs, out_dir) in groups.items():  # no survivor: an empty segment
         if gid not in done:
-            st = write_group(segs, lambda offs: [False] * len(offs), out_dir)
+            st = write_group(segs, lambda offs: [False] * len(offs), out_dir,
+                             *crypt(plan, keys, part))
             rows.append({**st, "gid": gid, "tombstones_kept": 0})
     by_part: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: r["gid"]):

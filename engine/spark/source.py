@@ -6,6 +6,8 @@
 
 Options: ``path`` (data dir) and ``topic`` (required); ``partitions`` ("0,2"); ``endOffsets``
 (JSON ``{"0": 1200}``: read below these offsets only); ``splitBytes`` (default 64 MiB);
+``keyring`` (an encrypted topic's keyring file; default ``RIVVEN_KEYRING`` where the driver
+runs: engine.spark.keys); ``isolationLevel`` (read_uncommitted, read_committed);
 ``lastPerKey`` ("true": per split and partition only the last record of each key, for a
 keys-only schema; a compaction pass needs no more).
 A user schema with a subset of the columns reads only those (``tombstone`` boolean is also
@@ -35,11 +37,13 @@ class Piece:
     """Batches of one segment file that start in ``[start, end)`` (byte positions)."""
 
     def __init__(self, topic: str, partition: int, path: str, base: int, start: int, end: int,
-                 end_offset: int | None, aborted: list[list[int]] | None = None) -> None:
+                 end_offset: int | None, aborted: list[list[int]] | None = None,
+                 keys: Any = None) -> None:
         self.topic, self.partition, self.path, self.base = topic, partition, path, base
         self.start, self.end, self.end_offset = start, end, end_offset
         # [[producer id, first, last]...]: transactions whose records are left out
         self.aborted = aborted
+        self.keys = keys  # an encrypted topic's data keys (engine.crypto.topic.StaticKeys)
 
 
 class SegmentSplit(InputPartition):
@@ -53,10 +57,12 @@ class SegmentSplit(InputPartition):
 
 def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
                end_offsets: dict[int, int], split_bytes: int, splits: int = 0,
-               aborted: dict[int, list[list[int]]] | None = None) -> list[SegmentSplit]:
+               aborted: dict[int, list[list[int]]] | None = None, keys: Any = None
+               ) -> list[SegmentSplit]:
     """Pieces of at most ``split_bytes`` (segments cut at index positions), packed into
     splits of about ``split_bytes`` each, or into about ``splits`` equal splits; the records
-    of the ``aborted`` transactions of a partition are left out of its pieces."""
+    of the ``aborted`` transactions of a partition are left out of its pieces; ``keys`` open
+    an encrypted topic's batches."""
     from ..storage import files
     from ..storage.index import OffsetIndex, max_entries
 
@@ -87,7 +93,7 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
                     idx.close()
             cuts.append(size)
             for a, b in zip(cuts, cuts[1:]):
-                out.append(Piece(topic, p, path, base, a, b, end, (aborted or {}).get(p)))
+                out.append(Piece(topic, p, path, base, a, b, end, (aborted or {}).get(p), keys))
     target = split_bytes
     if splits > 0:
         target = max(1, sum(p.end - p.start for p in out) // splits)
@@ -165,6 +171,7 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)
     aborted = Aborted.from_ranges(split.aborted) if split.aborted else None
+    opener = split.keys.opener_for(split.partition) if split.keys is not None else None
     parts: list[tuple[int, int, tuple[Any, ...]]] = []
     rows = 0
     want_values = "value" in columns or "tombstone" in columns
@@ -177,7 +184,7 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
             if hidden(h, aborted):
                 continue  # a transaction marker, or a batch of an aborted transaction
             where = f" at position {ref.position} of {split.path}"
-            body = body_of(ref.buf, ref.start, h, where)
+            body = body_of(ref.buf, ref.start, h, where, opener)
             cols = batch_columns(body, h, layout(body, h, where), where)
             parts.append((h.base_offset, h.record_count, cols))
             rows += h.record_count
@@ -240,6 +247,12 @@ class RivvenReader(DataSourceReader):
                                       <= LAST_PER_KEY_COLUMNS):
             raise ValueError("lastPerKey reads key and offset, and only "
                              f"{', '.join(sorted(LAST_PER_KEY_COLUMNS))}")
+        from .keys import for_topic
+
+        # (here, in the driver: the keyring is read where it lives; the keys go to the
+        # executors inside this pickled reader)
+        self.keys = for_topic(self.options["path"], self.options["topic"],
+                              self.options.get("keyring"))
 
     def partitions(self) -> list[SegmentSplit]:
         o = self.options
@@ -253,7 +266,8 @@ class RivvenReader(DataSourceReader):
         if level == "read_committed":
             ends, aborted = _committed_view(o["path"], o["topic"], wanted, ends, aborted)
         return splits_for(o["path"], o["topic"], wanted, ends,
-                          int(o.get("splitbytes", 64 << 20)), int(o.get("splits", 0)), aborted)
+                          int(o.get("splitbytes", 64 << 20)), int(o.get("splits", 0)), aborted,
+                          self.keys)
 
     def read(self, partition: SegmentSplit) -> Iterator[Any]:  # type: ignore[override]
         return read_split(partition, self.columns, self.last_per_key)

@@ -157,14 +157,16 @@ def _die_with_parent() -> None:
 
 
 def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
-              python: str = sys.executable, progress_path: str | None = None) -> int:
+              python: str = sys.executable, progress_path: str | None = None,
+              env: dict[str, str] | None = None) -> int:
     """Run spark-submit, its output to ``log_path``; ``progress(what, tasks, tasks done)``
     as the job's ``progress.json`` (``progress_path``, see job.Watch) says, read every
-    0.25 s while the job runs and once at its end."""
+    0.25 s while the job runs and once at its end. ``env``: more environment for it (an
+    encrypted topic's keys: engine.spark.keys)."""
     with open(log_path, "wb", opener=guard.opener) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=environment(python), preexec_fn=_die_with_parent,
-                                bufsize=0)
+                                env={**environment(python), **(env or {})},
+                                preexec_fn=_die_with_parent, bufsize=0)
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         tail = b""
@@ -318,7 +320,9 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
         return out
     if not dry_run:
         check_java()
-    job = {"data_dir": eng.path, "topic": topic, "now": now, "partitions": todo}
+    meta = eng.topic(topic)
+    job = {"data_dir": eng.path, "topic": topic, "now": now, "partitions": todo,
+           "topic_id": meta.id, "seal": cfg.encryption_enable}
     with submission(eng, f"rivven-compact-{topic}", "job.py", job, master, confs or [],
                     deploy_mode, dry_run, progress, out) as (result, staging):
         if result is None:
@@ -345,7 +349,10 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
     """Stage ``job`` (plus the engine zip) in DATA/.compaction/<run>/, run ``script`` with
     spark-submit and yield ``(result.json, staging folder)`` for the caller to apply; yields
     ``(None, folder)`` on a dry run (``out["command"]`` is the exact command, runnable until
-    the next run cleans up). A failed job raises SparkJobFailed naming the kept Spark log."""
+    the next run cleans up). A failed job raises SparkJobFailed naming the kept Spark log.
+    A job on an encrypted topic (``job["topic_id"]`` whose catalog entry has data keys) gets
+    them in its environment (engine.spark.keys), and Spark encrypts its shuffle files."""
+    env, confs = job_keys(eng, job, confs, deploy_mode)
     clean_stale(eng.path)
     # (a bounded name: a topic's name may have 249 characters, a file name at most 255 bytes)
     run_id = f"{(job.get('topic') or 'all')[:40]}-{clock.now_ms()}-{os.getpid()}"
@@ -372,7 +379,7 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
             return
         log_path = os.path.join(eng.path, STAGING, f"{run_id}.spark.log")
         t1 = time.time()
-        rc = run_spark(cmd, log_path, progress, python, os.path.join(staging, PROGRESS))
+        rc = run_spark(cmd, log_path, progress, python, os.path.join(staging, PROGRESS), env)
         out["spark_s"] = time.time() - t1
         out["spark_log"] = log_path
         result_path = os.path.join(staging, "result.json")
@@ -392,6 +399,29 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
         if not keep_staging:
             guard.remove_tree(eng.path, staging)
         os.close(lock)
+
+
+def job_keys(eng: Engine, job: dict[str, Any], confs: list[str], deploy_mode: str | None
+             ) -> tuple[dict[str, str], list[str]]:
+    """The environment and confs a job on ``job["topic_id"]`` needs: nothing for a topic
+    that never encrypted; else its data keys, unwrapped here (the keyring stays with the
+    launcher), in ``RIVVEN_SPARK_KEYS``, and ``spark.io.encryption.enabled=true`` (the
+    shuffles carry keys and values) unless a ``--conf`` says otherwise."""
+    from .keys import ENV, export
+
+    tid = job.get("topic_id")
+    meta = next((m for m in eng.topics() if m.id == tid), None) if tid else None
+    if meta is None or meta.keys is None:
+        return {}, confs
+    if deploy_mode == "cluster":
+        raise RivvenError(f"topic {meta.name!r} is encrypted: its Spark jobs run with "
+                          "--deploy-mode client (the default), where the driver gets the "
+                          "topic's keys from this process; cluster mode would need the "
+                          "keyring on the cluster")
+    keys = eng.topic_keys(meta.name).portable()
+    if not any(c.startswith("spark.io.encryption.enabled=") for c in confs):
+        confs = [*confs, "spark.io.encryption.enabled=true"]
+    return {ENV: export(keys)}, confs
 
 
 def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",

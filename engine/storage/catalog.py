@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import clock
+from ..crypto.keyset import KeySet
 from ..errors import DataDirError, InvalidConfig, InvalidTopicName
 from . import files, jsondoc
 from .config import TopicConfig, validate
@@ -51,6 +52,7 @@ class TopicMeta:
     partitions: int
     config: dict[str, str] = field(default_factory=dict)
     created_ms: int = 0
+    keys: KeySet | None = None  # the data keys (wrapped) of a topic that ever encrypted
     _typed: TopicConfig | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -60,8 +62,18 @@ class TopicMeta:
         return self._typed
 
     def to_json(self) -> dict:
-        return {"id": self.id, "partitions": self.partitions, "config": self.config,
-                "created_ms": self.created_ms}
+        out = {"id": self.id, "partitions": self.partitions, "config": self.config,
+               "created_ms": self.created_ms}
+        if self.keys is not None:
+            out["keys"] = self.keys.to_json()
+        return out
+
+    def changed(self, **fields: object) -> TopicMeta:
+        """A copy with ``fields`` replaced (the typed config made again)."""
+        values = {"name": self.name, "id": self.id, "partitions": self.partitions,
+                  "config": self.config, "created_ms": self.created_ms, "keys": self.keys}
+        values.update(fields)
+        return TopicMeta(**values)  # type: ignore[arg-type]
 
     @classmethod
     def new(cls, name: str, partitions: int, config: dict[str, str]) -> TopicMeta:
@@ -168,7 +180,8 @@ def _topic(name: str, t: object, path: str) -> TopicMeta:
             validate({k: v})
         except InvalidConfig as e:
             raise bad(f"config {k}: {e}") from None
-    return TopicMeta(name, tid, parts, dict(cfg), created)
+    keys = KeySet.from_json(t["keys"], bad) if "keys" in t else None
+    return TopicMeta(name, tid, parts, dict(cfg), created, keys)
 
 
 def _is_int(v: object) -> bool:

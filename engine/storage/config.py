@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..crypto.ciphers import CIPHERS
+from ..crypto.keyring import KEY_ID, KEY_ID_RULE
 from ..errors import InvalidConfig
 from ..format.codecs import NAMES as CODEC_NAMES
 
@@ -99,6 +101,20 @@ def _compression(text: str) -> str:
     return v
 
 
+def _key_id(text: str) -> str:
+    v = text.strip()
+    if v and not KEY_ID.fullmatch(v):
+        raise ValueError(f"must be a master key id of the keyring: {KEY_ID_RULE}")
+    return v
+
+
+def _cipher(text: str) -> str:
+    v = text.strip().lower()
+    if v not in CIPHERS:
+        raise ValueError(f"must be one of {', '.join(CIPHERS)}")
+    return v
+
+
 KEYS: dict[str, Key] = {k.name: k for k in (
     Key("cleanup.policy", "delete", "delete (retention), compact, or compact,delete", _policy),
     Key("compression.type", "producer",
@@ -107,6 +123,15 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("delete.retention.ms", "86400000",
         "how long a tombstone survives compaction after the pass that first kept it",
         _int(0, INT64_MAX)),
+    Key("encryption.cipher", "aes-256-gcm",
+        "cipher of new batches: aes-256-gcm or chacha20-poly1305 (a change makes a new data key)",
+        _cipher),
+    Key("encryption.enable", "false",
+        "encrypt new batches at rest (old ones: rivven key reencrypt); needs encryption.key.id",
+        _bool),
+    Key("encryption.key.id", "",
+        "id of the keyring's master key that wraps the topic's data keys (a change rewraps them)",
+        _key_id),
     Key("index.interval.bytes", "4096", "bytes of log between two offset/time index entries",
         _int(0, INT32_MAX)),
     Key("local.retention.bytes", "-2",
@@ -175,6 +200,9 @@ class TopicConfig:
     cleanup_policy: str
     compression_type: str
     delete_retention_ms: int
+    encryption_cipher: str
+    encryption_enable: bool
+    encryption_key_id: str
     index_interval_bytes: int
     local_retention_bytes: int
     local_retention_ms: int
@@ -228,6 +256,10 @@ def check_combination(overrides: dict[str, str]) -> None:
     if cfg.remote_storage_enable and cfg.compacted:
         raise InvalidConfig("remote.storage.enable=true cannot be combined with cleanup.policy="
                             f"{cfg.cleanup_policy} (as in Kafka): use cleanup.policy=delete")
+    if cfg.encryption_enable and not cfg.encryption_key_id:
+        raise InvalidConfig("encryption.enable=true needs encryption.key.id: the id of the "
+                            "keyring's master key that wraps the topic's data keys (e.g. "
+                            "--config encryption.key.id=k1)")
 
 
 def effective(overrides: dict[str, str]) -> list[tuple[str, str, str]]:

@@ -16,11 +16,13 @@ writes, syncs and releases. Readers take no lock.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from ..errors import DamagedMetadata, OffsetOutOfRange, StorageError, disk_full
+from ..crypto.topic import TopicKeys
+from ..errors import DamagedMetadata, KeyUnavailable, OffsetOutOfRange, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
 from ..progress import Progress
@@ -106,7 +108,8 @@ class PartitionLog:
                  progress: Progress | None = None,
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
                  hot: HotCache | None = None, lock_wait: LockWait = DEFAULT_WAIT,
-                 producers: Callable[[PartitionLog], ProducerHook] | None = None) -> None:
+                 producers: Callable[[PartitionLog], ProducerHook] | None = None,
+                 keys: TopicKeys | None = None) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -118,6 +121,9 @@ class PartitionLog:
         self.cold = cold  # where reads of tiered offsets go
         self.hot = hot  # recent batches in memory, or None
         self.cuts = cuts if cuts is not None else []  # shared with the engine (repairs())
+        # the topic's data keys: appends seal with them (encryption.enable), reads open
+        self.keys = keys
+        self.opener = keys.opener_for(partition) if keys is not None else None
         self.dirty = False  # appended since the last checkpoint
         self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
         self._ckpt_stamp: tuple[int, int, int] | None = None
@@ -139,6 +145,19 @@ class PartitionLog:
         # format-2 batches (idempotent and transactional producers) are checked against it;
         # without one (tools, Spark) they are refused
         self.producers: ProducerHook | None = producers(self) if producers is not None else None
+
+    def seal_fn(self) -> Callable[[bytearray], bytearray] | None:
+        """How maintenance seals the batches it writes anew (compaction's re-encoded ones, a
+        reencrypt pass): with the topic's current data key when ``encryption.enable``, else
+        None (plaintext). Raises KeyUnavailable now when that key cannot be had."""
+        if not self.config.encryption_enable:
+            return None
+        if self.keys is None:
+            raise KeyUnavailable(f"{self.topic}-{self.partition} was opened without its "
+                                 "topic's keys: encrypted batches need an Engine's keyring")
+        keys = self.keys
+        keys.sealer()
+        return functools.partial(keys.seal_batch, partition=self.partition)
 
     @property
     def tier(self) -> list[ColdSegment]:
@@ -278,6 +297,34 @@ class PartitionLog:
     def sealed(self, base: int) -> Segment:
         return self.segs.sealed(base)
 
+    def key_usage(self, cache: dict | None = None) -> list[dict[str, Any]]:
+        """Per segment, cold ones first, oldest first: ``base_offset``, ``next_offset``,
+        ``tier`` (local, cold), ``bytes`` and ``key_bytes``, the bytes of its data batches
+        per data key version (0: plaintext; markers left out). Local segments' headers are
+        read (no body); cold ones' come from the tier manifest. ``cache`` (a dict the caller
+        keeps) remembers what was read of each file: a second call reads only what was
+        appended since, or a file that was replaced."""
+        rows = [{"base_offset": e.base_offset, "next_offset": e.next_offset, "tier": "cold",
+                 "bytes": e.bytes, "key_bytes": e.key_usage()} for e in self.cold_entries()]
+        segs = self.all_segments()
+        end = self.end_offset()
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base if i + 1 < len(segs) else end
+            size = seg.size
+            ino = os.fstat(seg.fd).st_ino
+            seen = cache.get(seg.path) if cache is not None else None
+            if seen is not None and seen[0] == ino and seen[1] <= size:
+                found = dict(seen[2])
+                for v, n in seg.key_bytes(seen[1], size).items():
+                    found[v] = found.get(v, 0) + n
+            else:
+                found = seg.key_bytes(0, size)
+            if cache is not None:
+                cache[seg.path] = (ino, size, found)
+            rows.append({"base_offset": seg.base, "next_offset": nxt, "tier": "local",
+                         "bytes": size, "key_bytes": found})
+        return rows
+
     def segment_max_timestamp(self, seg: Segment) -> int:
         if not seg.loaded:
             with self.mutex:
@@ -335,6 +382,16 @@ class PartitionLog:
         if self.hot is not None:
             self.hot.clear(self)  # the hot run covers the active segment only
         return self.segs.roll()
+
+    def roll_active(self) -> bool:
+        """Seal the active segment now, when it holds a batch, and start a new one: how a
+        pass over sealed segments reaches the newest records (``rivven key reencrypt``).
+        Returns whether it rolled."""
+        with self.mutation():
+            if self.segs.active.size == 0:
+                return False
+            self.roll()
+            return True
 
     @contextlib.contextmanager
     def mutation(self) -> Iterator[None]:

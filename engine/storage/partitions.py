@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..crypto.topic import Vault
 from ..errors import InvalidArgument, UnknownPartition, UnknownTopic
 from ..progress import Progress
 from . import files
@@ -34,8 +35,10 @@ class Partitions:
                  cold: Any = None, hot: Any = None,
                  on_open: Callable[[PartitionLog, TopicMeta], None] | None = None,
                  lock_wait: LockWait = DEFAULT_WAIT,
-                 producers: Callable[[PartitionLog], ProducerHook] | None = None) -> None:
+                 producers: Callable[[PartitionLog], ProducerHook] | None = None,
+                 vault: Vault | None = None) -> None:
         self.data_dir = data_dir
+        self.vault = vault if vault is not None else Vault(None)  # the topics' data keys
         self.lock_wait = lock_wait
         self.writable = writable
         self.wal_sync = wal_sync
@@ -57,8 +60,11 @@ class Partitions:
         key = (meta.name, partition)
         entry = self._logs.get(key)
         if entry is not None and entry[0] == meta.id:
-            entry[1].config = meta.typed
-            return entry[1]
+            log = entry[1]
+            log.config = meta.typed
+            if log.keys is not None and log.keys.keyset is not meta.keys:
+                log.keys.update(meta.keys)
+            return log
         with self._mutex:
             if self._closing:
                 raise InvalidArgument("this engine is closed; open it again")
@@ -77,7 +83,7 @@ class Partitions:
                                topic_id=bytes.fromhex(meta.id), wal_sync=self.wal_sync,
                                cuts=self.cuts, progress=self.progress, holds=self.holds,
                                cold=self.cold, hot=self.hot, lock_wait=self.lock_wait,
-                               producers=self.producers)
+                               producers=self.producers, keys=self.vault.topic(meta))
             self._logs[key] = (meta.id, log)
         if retain and self.writable and self.on_open is not None:
             self.on_open(log, meta)

@@ -22,9 +22,9 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from .. import clock
-from ..errors import InvalidArgument, RivvenError, StorageError
+from ..errors import InvalidArgument, KeyUnavailable, RivvenError, StorageError
 from ..failpoint import failpoint
-from ..format.records import MAGIC_PRODUCER, EncodedBatch, read_header
+from ..format.records import ATTR_CONTROL, MAGIC_PRODUCER, EncodedBatch, read_header
 from .holds import HOLD_S
 from .segment import Segment
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 MAGIC_AT = 12  # the batch header's magic byte
+ATTRS_AT = 20  # the low byte of its attributes (ATTR_CONTROL is in it)
 
 
 class _Entry:
@@ -170,12 +171,24 @@ class AppendPipeline:
                 self._assigned_end = self.segs.active.next_offset
                 if hook is not None:  # batches other processes appended meanwhile
                     hook.caught_up(self._assigned_end)
+                if log.keys is not None and (log.keys.keyset is not None
+                                             or log.config.encryption_enable):
+                    # a rotation or a drop by another process: never seal with a version
+                    # dropped meanwhile (it drops holding this flock, after looking)
+                    log.keys.refresh()
             except BaseException as e:
                 lock.release()
                 if isinstance(e, Exception) and not isinstance(e, RivvenError):
                     raise StorageError(f"{log.topic}-{log.partition}: append failed: {e}"
                                        ) from e
                 raise
+        sealer = None
+        if log.config.encryption_enable and not batch.buf[ATTRS_AT] & ATTR_CONTROL:
+            if log.keys is None:
+                raise KeyUnavailable(f"{log.topic}-{log.partition} was opened without its "
+                                     "topic's keys (a tool): encrypted batches can only be "
+                                     "appended through an Engine")
+            sealer = log.keys.sealer()  # (raises before anything is checked or written)
         header = None
         if batch.buf[MAGIC_AT] == MAGIC_PRODUCER:  # (one byte: plain batches pay nothing more)
             header = read_header(batch.buf)
@@ -189,6 +202,8 @@ class AppendPipeline:
                 return self._duplicate(original)
         base = self._assigned_end
         buf = batch.assign(base)
+        if sealer is not None:  # the WAL and the segment get the very same sealed bytes
+            buf = sealer.seal_batch(buf, log.topic_id, log.partition)
         wal_end = 0
         wal = log.wal
         if wal is not None:  # a failed write raises: no offsets used, nothing logged

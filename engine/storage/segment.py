@@ -16,6 +16,7 @@ from typing import NamedTuple
 from .. import clock
 from ..errors import CorruptRecordError, os_error, plural
 from ..format.records import (
+    ATTR_CONTROL,
     HEADER_SIZE,
     LENGTH_PREFIX,
     MAGIC,
@@ -175,6 +176,16 @@ class Segment:
             yield pos, h
             small = h.size <= HEADER_CHUNK // 8
             pos += h.size
+
+    def key_bytes(self, start: int = 0, end: int | None = None) -> dict[int, int]:
+        """Bytes of the data batches in ``[start, end)`` (default: to ``size``) per data key
+        version, 0 for plaintext; transaction markers (never encrypted) left out. Headers
+        only, as ``iter_headers``."""
+        out: dict[int, int] = {}
+        for _, h in self.iter_headers(start, self.size if end is None else end):
+            if not h.attributes & ATTR_CONTROL:
+                out[h.key_version] = out.get(h.key_version, 0) + h.size
+        return out
 
     def _header(self, buf: bytes, p: int, position: int, end: int) -> BatchHeader:
         try:

@@ -63,6 +63,13 @@ class ColdSegment:
     uploaded_ms: int
     txnindex_bytes: int = 0  # 0: the segment has no .txnindex (no aborted transaction)
     txnindex_crc32c: int = 0
+    # bytes of its data batches per data key version (0: plaintext), ascending by version;
+    # empty: all plaintext (every segment tiered before encryption existed)
+    key_bytes: tuple[tuple[int, int], ...] = ()
+
+    def key_usage(self) -> dict[int, int]:
+        """``{data key version (0: plaintext): bytes}`` of the segment's data batches."""
+        return dict(self.key_bytes) if self.key_bytes else {0: self.bytes}
 
     def url(self, suffix: str) -> str:
         return self.object + suffix
@@ -275,7 +282,18 @@ def _entry(e: Any, p: str) -> ColdSegment:
     obj = jsondoc.get_str(e, "object", p, WHAT, fix=FIX)
     if ints["next_offset"] <= ints["base_offset"]:
         raise jsondoc.damaged(p, WHAT, f"bad entry at base offset {ints['base_offset']}", FIX)
-    return ColdSegment(object=obj, **ints)
+    return ColdSegment(object=obj, key_bytes=_key_bytes(e.get("key_bytes", []), p), **ints)
+
+
+def _key_bytes(v: Any, p: str) -> tuple[tuple[int, int], ...]:
+    """An entry's ``key_bytes``: ``[[version, bytes], ...]``, versions 0-65535 ascending."""
+    ok = isinstance(v, list) and len(v) <= 1 << 16 and all(
+        isinstance(x, list) and len(x) == 2 and all(type(n) is int for n in x)
+        and 0 <= x[0] <= 0xFFFF and 0 <= x[1] <= jsondoc.MAX_INT for x in v)
+    if not ok or any(b[0] <= a[0] for a, b in zip(v, v[1:])):
+        raise jsondoc.damaged(p, WHAT, "key_bytes is not a list of [key version, bytes] in "
+                              "ascending version order", FIX)
+    return tuple((a, b) for a, b in v)
 
 
 def _recorded(e: ColdSegment) -> dict[str, Any]:
@@ -284,6 +302,10 @@ def _recorded(e: ColdSegment) -> dict[str, Any]:
     if not e.txnindex_bytes:
         for k in OPTIONAL_INTS:
             del d[k]
+    if e.key_bytes:
+        d["key_bytes"] = [list(x) for x in e.key_bytes]
+    else:
+        del d["key_bytes"]
     return d
 
 

@@ -12,6 +12,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..crypto import keyops
+from ..crypto.keyset import KeySet
+from ..crypto.topic import Vault
 from ..errors import (
     InvalidArgument,
     InvalidConfig,
@@ -30,9 +33,11 @@ MAX_PARTITIONS = 10_000
 
 
 class Topics:
-    def __init__(self, data_dir: str, lock_wait: LockWait = DEFAULT_WAIT) -> None:
+    def __init__(self, data_dir: str, lock_wait: LockWait = DEFAULT_WAIT,
+                 vault: Vault | None = None) -> None:
         self.data_dir = data_dir
         self.catalog = Catalog(data_dir, lock_wait)
+        self.vault = vault if vault is not None else Vault(None)
 
     def get(self, name: str, create_hint: bool = False) -> TopicMeta:
         """Metadata of an existing topic (raises UnknownTopic, which says how to list the
@@ -87,6 +92,7 @@ class Topics:
                     return topics[name], False
                 raise TopicExists(f"topic {name!r} already exists; use --if-not-exists to ignore")
             meta = TopicMeta.new(name, partitions, cfg)
+            meta = meta.changed(keys=self._keys_for(meta, cfg))
             tdir = os.path.join(self.data_dir, "topics", name)
             if os.path.lexists(tdir):  # debris of a create that crashed before the catalog write
                 datadir.trash(self.data_dir, tdir, name)
@@ -165,7 +171,7 @@ class Topics:
                         f"topic {name!r} has {cold} segment(s) in the cold store, which compaction "
                         f"would never clean: bring them back first with 'rivven tier restore "
                         f"{name} --from 0', then set cleanup.policy")
-            topics[name] = TopicMeta(name, meta.id, meta.partitions, cfg, meta.created_ms)
+            topics[name] = meta.changed(config=cfg, keys=self._keys_for(meta, cfg))
         return self.get(name)
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
@@ -179,8 +185,53 @@ class Topics:
                     f"(at most {MAX_PARTITIONS}), partitions can never be removed")
             for p in range(meta.partitions, total):
                 datadir.make_partition(self.data_dir, name, p)
-            topics[name] = TopicMeta(name, meta.id, total, meta.config, meta.created_ms)
+            topics[name] = meta.changed(partitions=total)
         return self.get(name)
+
+
+    # ---------------------------------------------------------------- data keys
+    def _keys_for(self, meta: TopicMeta, cfg: dict[str, str]) -> KeySet | None:
+        """(catalog lock held.) The data keys the topic's encryption configs ``cfg`` call
+        for (engine.crypto.keyops.for_config): made with the keyring's master keys."""
+        typed = TopicConfig.from_overrides(cfg)
+        if not typed.encryption_enable and (meta.keys is None or not typed.encryption_key_id):
+            return meta.keys
+        return keyops.for_config(meta.keys, typed.encryption_enable, typed.encryption_key_id,
+                                 typed.encryption_cipher, self.vault.master, meta.name, meta.id)
+
+    def rotate_key(self, name: str) -> TopicMeta:
+        """A new data key for the topic, its current version from now on."""
+        with self.catalog.mutate() as topics:
+            meta = topics.get(name)
+            if meta is None:
+                self.get(name)
+            cfg = meta.typed
+            if not cfg.encryption_enable:
+                raise InvalidConfig(
+                    f"topic {name!r} is not encrypted: turn encryption on first ('rivven topic "
+                    f"alter-config {name} --set encryption.enable=true --set "
+                    "encryption.key.id=KEYID')")
+            topics[name] = meta.changed(keys=keyops.rotated(
+                meta.keys, self.vault.master, cfg.encryption_key_id, meta.id,
+                cfg.encryption_cipher))
+        return self.get(name)
+
+    def rewrap_keys(self, to_id: str, names: Sequence[str] | None = None) -> list[TopicMeta]:
+        """Every data key of every topic that has some (or of ``names``) wrapped under master
+        key ``to_id``, which becomes their ``encryption.key.id``: one catalog write."""
+        with self.catalog.mutate() as topics:
+            if names is not None:
+                for n in names:
+                    if n not in topics:
+                        self.get(n)
+            picked = [m for n, m in sorted(topics.items())
+                      if m.keys is not None and (names is None or n in names)]
+            self.vault.master(to_id)  # (missing: say so before any unwrap)
+            for m in picked:
+                topics[m.name] = m.changed(
+                    keys=keyops.rewrapped(m.keys, self.vault.master, to_id, m.name, m.id),
+                    config={**m.config, "encryption.key.id": to_id})
+        return [self.get(m.name) for m in picked]
 
 
 def not_applied(meta: TopicMeta, partitions: int, config: dict[str, str]) -> list[str]:

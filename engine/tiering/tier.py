@@ -26,6 +26,7 @@ from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.locks import open_lock_file, try_lock
 from ..storage.log import PartitionLog
+from ..storage.segment import Segment
 from ..storage.swap import SwapRefused
 from ..storage.tier_manifest import ALL_SUFFIXES, ColdSegment
 from . import cold
@@ -116,10 +117,18 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now_ms: int, cold_prefix
             continue
         st = os.stat(seg.path)
         row.update({"dir": log.dir, "inode": st.st_ino,
-                    "object": f"{cold_prefix}/{seg.base:020d}-{uuid.uuid4().hex[:8]}"})
+                    "object": f"{cold_prefix}/{seg.base:020d}-{uuid.uuid4().hex[:8]}",
+                    "key_bytes": key_bytes(seg)})
         upload.append(row)
     return {"topic": log.topic, "partition": log.partition, "upload": upload, "drop": drop,
             "local_bytes_after": total}
+
+
+def key_bytes(seg: Segment, size: int | None = None) -> list[list[int]]:
+    """What the manifest records of a segment's data keys (``ColdSegment.key_bytes``):
+    ``[[version, bytes], ...]``, or [] when every batch is plaintext."""
+    found = seg.key_bytes(0, seg.size if size is None else size)
+    return [[v, n] for v, n in sorted(found.items())] if any(found) else []
 
 
 # ------------------------------------------------------------------------------ copying
@@ -172,7 +181,8 @@ def commit(log: PartitionLog, plan: dict[str, Any], copies: list[dict[str, Any]]
             index_bytes=c["index_bytes"], index_crc32c=c["index_crc32c"],
             timeindex_bytes=c["timeindex_bytes"], timeindex_crc32c=c["timeindex_crc32c"],
             object=row["object"], uploaded_ms=now_ms, txnindex_bytes=c.get("txnindex_bytes", 0),
-            txnindex_crc32c=c.get("txnindex_crc32c", 0)))
+            txnindex_crc32c=c.get("txnindex_crc32c", 0),
+            key_bytes=tuple((v, n) for v, n in row.get("key_bytes", []))))
     failpoint("tier-copied")
     entries = sorted(entries + added, key=lambda e: e.base_offset)
     rows = plan["upload"] + plan["drop"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import CorruptRecordError, DataDirError, plural
 from ..format.codecs import IDS
-from ..format.decode import body_of, decode_records, layout
+from ..format.decode import Opener, body_of, decode_records, layout
 from ..format.records import HEADER_SIZE, check_crc, read_header
 from ..storage import files
 from ..storage.catalog import TopicMeta
@@ -23,9 +23,11 @@ from ..storage.log import PartitionLog
 from ..storage.segment import TornTail
 
 
-def inspect_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
+def inspect_segment(path: str, records: bool = False, opener: Opener | None = None
+                    ) -> Iterator[dict[str, Any]]:
     """One dict per batch (and its records with ``records``: keys, values and header values
-    as bytes, for the caller to show in the encoding it wants); stops at unreadable bytes."""
+    as bytes, for the caller to show in the encoding it wants); stops at unreadable bytes.
+    Encrypted batches' records need ``opener`` (KeyUnavailable without)."""
     name = parse(os.path.basename(path))
     if name is None or name[1] != ".log":
         raise DataDirError(f"{path} is not a segment .log file (20-digit base offset + .log)")
@@ -59,10 +61,10 @@ def inspect_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]
                 "bytes": h.size, "body_bytes": h.body_length, "stored_bytes": h.stored_length,
                 "first_timestamp": h.first_timestamp, "max_timestamp": h.max_timestamp,
                 "producer_id": h.producer_id, "attributes": h.attributes, "crc": h.crc,
-                "crc_ok": ok,
+                "crc_ok": ok, "key_version": h.key_version,
             }
             if records and ok:
-                body = body_of(buf, 0, h)
+                body = body_of(buf, 0, h, f" in {path} at position {pos}", opener)
                 row["records"] = [
                     {"offset": r.offset, "timestamp": r.timestamp, "key": r.key,
                      "value": r.value, "headers": [[k, v] for k, v in r.headers]}

@@ -22,7 +22,7 @@ from itertools import accumulate
 
 from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, plural
 from ..format import control
-from ..format.decode import check_body
+from ..format.decode import Opener, check_body
 from ..format.records import (
     HEADER_SIZE,
     LENGTH_PREFIX,
@@ -109,10 +109,12 @@ class SegmentReport:
 def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                  progress: Callable[[int], None] | None = None,
                  headers: Callable[[int, BatchHeader], None] | None = None,
-                 gaps_below: int = 0) -> SegmentReport:
+                 gaps_below: int = 0, opener: Opener | None = None) -> SegmentReport:
     """Read every batch of one ``.log``; findings for anything wrong, nothing changed.
     ``end_offset`` is the next segment's base offset; a gap between batches is a finding
-    unless it ends at or below ``gaps_below`` (compacted, or below the log start)."""
+    unless it ends at or below ``gaps_below`` (compacted, or below the log start). An
+    encrypted batch's body is checked only with an ``opener`` (its tag verified, then as any
+    body): without one, its header, CRC and padding."""
     rep = SegmentReport(path, base_offset)
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -157,7 +159,7 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                         buf = os.pread(fd, h.size, at)
                     else:
                         break
-                bad = (_bytes_problem(path, buf, p, h, at, where)
+                bad = (_bytes_problem(path, buf, p, h, at, where, opener)
                        or _offsets_problem(rep, h, at, expect, end_offset))
                 if bad is not None:
                     rep.findings.append(bad)
@@ -201,15 +203,24 @@ def whole_batch_size(fd: int, head: bytes, at: int, size: int) -> int:
     return n if crc_intact(os.pread(fd, n, at)) else 0
 
 
-def _bytes_problem(path: str, buf: bytes, p: int, h: BatchHeader, at: int, where: str
-                   ) -> Finding | None:
-    """The batch's CRC, then its body as a reader would decode it."""
+def _bytes_problem(path: str, buf: bytes, p: int, h: BatchHeader, at: int, where: str,
+                   opener: Opener | None = None) -> Finding | None:
+    """The batch's CRC, then its body as a reader would decode it (an encrypted one's only
+    with an ``opener``: its padding otherwise)."""
     try:
         check_crc(buf, p, h, where)
     except CorruptRecordError as e:
         return Finding("crc", path, at, str(e), (h.base_offset, h.last_offset), h.record_count)
+    if h.is_encrypted and opener is None:
+        end = p + HEADER_SIZE + h.stored_length
+        if any(bytes(memoryview(buf)[end:p + h.size])):
+            return Finding("body", path, at, f"non-zero padding after the body (batch at "
+                           f"offsets {h.base_offset}..{h.last_offset}){where}",
+                           (h.base_offset, h.last_offset), h.record_count)
+        return None
     try:
-        check_body(buf, p, h, f" (batch at offsets {h.base_offset}..{h.last_offset}){where}")
+        check_body(buf, p, h, f" (batch at offsets {h.base_offset}..{h.last_offset}){where}",
+                   opener)
         if h.is_control:
             control.marker_type(h, buf, p, where)
     except CorruptRecordError as e:
@@ -331,11 +342,11 @@ def check_txn_index(rep: SegmentReport, directory: str, vouched: int) -> None:
                                     f"offset {off} names no ABORT marker of {rep.path}"))
 
 
-def verify_partition(directory: str, progress: Callable[[int], None] | None = None
-                     ) -> list[SegmentReport]:
+def verify_partition(directory: str, progress: Callable[[int], None] | None = None,
+                     opener: Opener | None = None) -> list[SegmentReport]:
     """Reports for every segment of one partition directory, in offset order; findings about
     the partition as a whole (gaps between segments, ``.checkpoint``) go to the report of the
-    segment they follow."""
+    segment they follow. ``opener``: open encrypted batches and check their tags too."""
     bases = files.segment_bases(directory)
     point, point_problem = _checkpoint(directory)
     gaps_below = _cleaned_end(directory, bases)  # (the log start is applied once checked)
@@ -344,12 +355,12 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
     for i, base in enumerate(bases):
         nxt = bases[i + 1] if i + 1 < len(bases) else None
         path = files.path(directory, base, files.LOG)
-        rep = scan_segment(path, base, nxt, progress, gaps_below=gaps_below)
+        rep = scan_segment(path, base, nxt, progress, gaps_below=gaps_below, opener=opener)
         for _ in range(5):  # a torn tail of the active segment may be a write in flight
             if nxt is not None or not any(f.kind == "torn-tail" for f in rep.findings):
                 break
             time.sleep(0.05)
-            rep = scan_segment(path, base, nxt, gaps_below=gaps_below)
+            rep = scan_segment(path, base, nxt, gaps_below=gaps_below, opener=opener)
         check_indexes(rep, directory)
         reports.append(rep)
     open_txns: set[int] = set()  # producers with transactional data and no marker yet
@@ -460,17 +471,20 @@ def _cleaned_end(directory: str, bases: list[int]) -> int:
 
 
 def verify(data_dir: str, targets: list[str], cold: bool = False,
-           progress: Progress | None = None) -> dict:
+           progress: Progress | None = None,
+           opener_of: Callable[[str], Opener | None] | None = None) -> dict:
     """Check every segment of ``targets`` (see ``resolve_targets``; default: the data dir),
     and with ``cold`` every cold copy against its tier manifest. Returns the report as data:
-    segments, batches, records, bytes, ok, findings (and cold). Changes nothing."""
+    segments, batches, records, bytes, ok, findings (and cold). Changes nothing.
+    ``opener_of(partition dir)``: the opener of that partition's encrypted batches, to check
+    their tags (``segment verify --decrypt``); without it they are checked without keys."""
     parts = resolve_targets(data_dir, targets)
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _ in parts for f in os.listdir(d)
                 if f.endswith(files.LOG))
     advance = counter(progress, "verifying", total)
     reports = []
     for d, only in parts:
-        for rep in verify_partition(d, advance):
+        for rep in verify_partition(d, advance, opener_of(d) if opener_of else None):
             if not only or rep.path in only:
                 reports.append(rep)
     findings = [f.to_json() for r in reports for f in r.findings]

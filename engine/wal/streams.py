@@ -8,10 +8,10 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import CorruptRecordError
-from ..format.decode import body_of, decode_records, layout
+from ..format.decode import Opener, body_of, decode_records, layout
 from ..storage import guard
 from ..storage.locks import open_lock_file, try_lock
 from .records import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
@@ -142,9 +142,12 @@ def verify_stream(stream_dir: str, live: bool) -> list[dict]:
     return out
 
 
-def inspect_file(path: str, records: bool = False) -> Iterator[dict]:
+def inspect_file(path: str, records: bool = False,
+                 opener_of: Callable[[str, int], Opener | None] | None = None) -> Iterator[dict]:
     """One row per WAL record (and a final row for a torn tail); with ``records``, the row of
-    an intact batch carries its records (offset, timestamp, key and value as text)."""
+    an intact batch carries its records (offset, timestamp, key and value as text): an
+    encrypted batch's are opened by ``opener_of(topic id, partition)`` (KeyUnavailable
+    when it gives none)."""
     try:
         for rec in scan_file(path, check_batches=True):
             row = {"position": rec.position, "topic": rec.topic, "partition": rec.partition,
@@ -152,11 +155,13 @@ def inspect_file(path: str, records: bool = False) -> Iterator[dict]:
                    "bytes": rec.size, "crc_ok": True}
             h = rec.header  # (checked by the scan, the batch's CRC too)
             row |= {"base_offset": h.base_offset, "last_offset": h.last_offset,
-                    "count": h.record_count}
+                    "count": h.record_count, "key_version": h.key_version}
             if records:
                 where = f" in the batch of WAL record {path}:{rec.position}"
+                opener = (opener_of(rec.topic_id.hex(), rec.partition)
+                          if opener_of is not None and h.is_encrypted else None)
                 try:
-                    body = body_of(rec.batch, 0, h, where)
+                    body = body_of(rec.batch, 0, h, where, opener)
                     row["records"] = [{"offset": r.offset, "timestamp": r.timestamp,
                                        "key": _text(r.key), "value": _text(r.value)}
                                       for r in decode_records(body, h, layout(body, h, where),

@@ -1,0 +1,227 @@
+"""A topic's keys in one engine (``TopicKeys``), and the engine's keyring with them (``Vault``).
+
+The catalog holds each topic's data keys wrapped (engine.crypto.keyset); a ``TopicKeys``
+unwraps a version with the keyring the first time a batch needs it, keeps it in memory, and
+hands out the ``Sealer`` of the current version and an ``Opener`` for every version. It
+learns of new versions (a rotation, a rewrap, a drop) from the catalog: the engine passes
+each newer catalog entry to ``update``, and ``refresh`` looks at the catalog itself (the
+append pipeline does, whenever it takes a partition's flock: a writer never seals with a
+version another process dropped meanwhile).
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import KeyUnavailable
+from ..format.records import BatchHeader
+from . import ciphers
+from .batch import Opener, Sealer
+from .keyring import Keyring
+from .keyset import DataKey, KeySet
+
+METADATA_DOMAIN = b"rivven offset metadata v1\x00"
+
+
+class TopicKeys:
+    def __init__(self, name: str, topic_id: str, keyset: KeySet | None,
+                 keyring: Keyring | None,
+                 lookup: Callable[[str], Any] | None = None) -> None:
+        self.name = name
+        self.id = topic_id
+        self.id_bytes = bytes.fromhex(topic_id)
+        self.keyset = keyset
+        self.keyring = keyring
+        self.lookup = lookup  # name -> the topic's catalog entry as it is now (or None)
+        self._plain: dict[int, tuple[str, bytes]] = {}
+        self._sealers: dict[int, Sealer] = {}
+        self._mutex = threading.Lock()
+        self.opener = Opener(self.id_bytes, self.key_of)
+
+    def __repr__(self) -> str:
+        return f"TopicKeys({self.name!r}, current={self.keyset and self.keyset.current})"
+
+    def update(self, keyset: KeySet | None) -> None:
+        """The catalog's key set of this topic (id) as it is now."""
+        if keyset is not self.keyset:
+            self.keyset = keyset
+
+    def refresh(self) -> None:
+        """Read the topic's key set from the catalog (one stat when it did not change)."""
+        if self.lookup is not None:
+            meta = self.lookup(self.name)
+            if meta is not None and meta.id == self.id:
+                self.update(meta.keys)
+
+    # ---------------------------------------------------------------- keys
+    def data_key(self, version: int) -> DataKey:
+        ks = self.keyset
+        dk = ks.get(version) if ks is not None else None
+        if dk is None:
+            self.refresh()  # (rotated by another process since we looked)
+            ks = self.keyset
+            dk = ks.get(version) if ks is not None else None
+        if dk is None:
+            raise KeyUnavailable(
+                f"data key version {version} of topic {self.name!r} is not in the catalog "
+                "(dropped by 'rivven key reencrypt' while a batch still used it, or topics.json "
+                "was restored from an older copy); restore topics.json from a backup that has it")
+        return dk
+
+    def key_of(self, version: int) -> tuple[str, bytes]:
+        """``(cipher, data key)`` of a version, unwrapped with the keyring the first time."""
+        got = self._plain.get(version)
+        if got is not None:
+            return got
+        dk = self.data_key(version)
+        if self.keyring is None:
+            raise KeyUnavailable(
+                f"topic {self.name!r} is encrypted (data key version {version}, under master "
+                f"key {dk.master_key_id!r}) and no keyring was given: pass --keyring FILE or "
+                "set RIVVEN_KEYRING (Engine.open(keyring=...))")
+        master = self.keyring.get(dk.master_key_id)
+        key = ciphers.unwrap(master, dk.master_key_id, self.id_bytes, dk.version, dk.cipher,
+                             dk.wrapped, self.name)
+        got = (dk.cipher, key)
+        with self._mutex:
+            self._plain[version] = got
+        return got
+
+    def sealer(self) -> Sealer:
+        """The sealer of the current data key version."""
+        ks = self.keyset
+        if ks is None:
+            self.refresh()
+            ks = self.keyset
+            if ks is None:
+                raise KeyUnavailable(
+                    f"topic {self.name!r} has encryption.enable=true but no data key: run "
+                    f"'rivven key rotate {self.name}' (with the keyring holding its "
+                    "encryption.key.id)")
+        s = self._sealers.get(ks.current)
+        if s is None:
+            cipher, key = self.key_of(ks.current)
+            with self._mutex:
+                s = self._sealers.setdefault(ks.current, Sealer(ks.current, cipher, key))
+        return s
+
+    def check_usable(self) -> None:
+        """Raise now (KeyUnavailable, WrongKey) if the current key cannot be unwrapped."""
+        self.sealer()
+
+    # ---------------------------------------------------------------- batches
+    def seal_batch(self, plain: Any, partition: int) -> bytearray:
+        return self.sealer().seal_batch(plain, self.id_bytes, partition)
+
+    def open_batch(self, buf: Any, pos: int, h: BatchHeader, where: str = "",
+                   partition: int = 0) -> bytes:
+        return self.opener.open_batch(buf, pos, h, partition, where)
+
+    def opener_for(self, partition: int) -> Callable[[Any, int, BatchHeader, str], bytes]:
+        """``body_of``'s opener for one partition of the topic."""
+        return functools.partial(_open, self.opener, partition)
+
+    def portable(self, versions: list[int] | None = None) -> StaticKeys:
+        """The unwrapped keys of ``versions`` (all the catalog holds when None) for another
+        process (a Spark task): no keyring there, no catalog."""
+        ks = self.keyset
+        want = versions if versions is not None else ([k.version for k in ks.versions]
+                                                      if ks is not None else [])
+        return StaticKeys(self.id, {v: self.key_of(v) for v in want},
+                          ks.current if ks is not None else 0)
+
+    # ---------------------------------------------------------------- offset metadata
+    def seal_text(self, text: str, context: bytes) -> dict[str, Any]:
+        """A committed offset's metadata sealed with the current key, as the offsets log
+        stores it: ``{"v": version, "s": base64 envelope}``."""
+        import base64
+
+        s = self.sealer()
+        return {"v": s.version, "s": base64.b64encode(
+            s.seal(text.encode("utf-8"), METADATA_DOMAIN + self.id_bytes + context)).decode()}
+
+    def open_text(self, doc: dict[str, Any], context: bytes, what: str) -> str:
+        import base64
+
+        raw = self.opener.open(doc["v"], base64.b64decode(doc["s"]),
+                               METADATA_DOMAIN + self.id_bytes + context, what)
+        return raw.decode("utf-8", "replace")
+
+
+def _open(opener: Opener, partition: int, buf: Any, pos: int, h: BatchHeader,
+          where: str = "") -> bytes:
+    return opener.open_batch(buf, pos, h, partition, where)
+
+
+def metadata_context(group: str, partition: int, offset: int) -> bytes:
+    """What a sealed offset metadata is bound to besides its topic: group, partition, offset."""
+    return group.encode("utf-8") + b"\0" + struct.pack("<Iq", partition, offset)
+
+
+class StaticKeys:
+    """A topic's unwrapped data keys, carried to a process without a keyring (pickled into
+    a Spark task): opens any of them, seals with ``current``."""
+
+    def __init__(self, topic_id: str, keys: dict[int, tuple[str, bytes]], current: int) -> None:
+        self.id = topic_id
+        self.keys = dict(keys)
+        self.current = current
+        self.opener = Opener(bytes.fromhex(topic_id), self.key_of)
+        self._sealer: Sealer | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"id": self.id, "keys": self.keys, "current": self.current}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["id"], state["keys"], state["current"])  # type: ignore[misc]
+
+    def key_of(self, version: int) -> tuple[str, bytes]:
+        got = self.keys.get(version)
+        if got is None:
+            raise KeyUnavailable(f"data key version {version} of topic id {self.id} was not "
+                                 "handed to this task (rotated meanwhile?); run the job again")
+        return got
+
+    def opener_for(self, partition: int) -> Callable[[Any, int, BatchHeader, str], bytes]:
+        return functools.partial(_open, self.opener, partition)
+
+    def seal_batch(self, plain: Any, partition: int) -> bytearray:
+        if self._sealer is None:
+            cipher, key = self.key_of(self.current)
+            self._sealer = Sealer(self.current, cipher, key)
+        return self._sealer.seal_batch(plain, bytes.fromhex(self.id), partition)
+
+
+class Vault:
+    """The engine's keyring and the ``TopicKeys`` of the topics it met (by topic id)."""
+
+    def __init__(self, keyring: Keyring | None, lookup: Callable[[str], Any] | None = None
+                 ) -> None:
+        self.keyring = keyring
+        self.lookup = lookup
+        self._topics: dict[str, TopicKeys] = {}
+        self._mutex = threading.Lock()
+
+    def topic(self, meta: Any) -> TopicKeys:
+        """The keys of the topic ``meta`` (a catalog entry: name, id, keys)."""
+        tk = self._topics.get(meta.id)
+        if tk is None:
+            with self._mutex:
+                tk = self._topics.get(meta.id)
+                if tk is None:
+                    tk = self._topics[meta.id] = TopicKeys(meta.name, meta.id, meta.keys,
+                                                           self.keyring, self.lookup)
+        tk.update(meta.keys)
+        return tk
+
+    def master(self, key_id: str) -> bytes:
+        """A master key of the keyring (KeyUnavailable naming the fix when there is none)."""
+        if self.keyring is None:
+            raise KeyUnavailable(f"master key {key_id!r} is needed and no keyring was given: "
+                                 "pass --keyring FILE or set RIVVEN_KEYRING "
+                                 "(Engine.open(keyring=...))")
+        return self.keyring.get(key_id)
