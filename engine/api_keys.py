@@ -39,10 +39,21 @@ class KeysApi:
         def _logs(self, topic: str | None, partitions: Any = None, retain: bool = True
                   ) -> list[PartitionLog]: ...
         def _writable(self) -> None: ...
+        def metadata_versions(self, topic: str) -> set[int]: ...
+        def reseal_metadata(self, topic: str) -> int: ...
+        def checkpoint(self) -> list[dict[str, Any]]: ...
 
     def topic_keys(self, topic: str) -> TopicKeys:
         """The data keys of ``topic`` in this engine (unwrapped with its keyring on use)."""
         return self._vault.topic(self.topic(topic))
+
+    def metadata_keys(self, topic: str) -> tuple[TopicKeys, bool] | None:
+        """(engine.crypto.topic.OffsetMetadata) A topic's keys and whether it encrypts now;
+        None when it never did (or is gone)."""
+        meta = self.catalog.get(topic)
+        if meta is None or (meta.keys is None and not meta.typed.encryption_enable):
+            return None
+        return self._vault.topic(meta), meta.typed.encryption_enable
 
     # ---------------------------------------------------------------- status
     def key_status(self, topic: str | None = None) -> list[dict[str, Any]]:
@@ -171,6 +182,11 @@ class KeysApi:
                     out["partitions"].append(row)
         finally:
             guard.remove_tree(self.path, staging)
+        out["metadata_resealed"] = self.reseal_metadata(topic) if meta.keys is not None else 0
+        # this process's WAL files may hold batches as they were before (appended before
+        # encryption was turned on): a checkpoint deletes them (other processes' go at their
+        # next checkpoint, checkpoint.interval.ms at most)
+        self.checkpoint()
         dropped, kept = self._drop_unused_keys(topic, meta.id)
         out["dropped_versions"], out["kept_versions"] = dropped, kept
         return out
@@ -182,6 +198,7 @@ class KeysApi:
         logs = self._logs(topic)
         cache: dict = {}
         recrypt.versions_in_use(logs, cache)  # (the long read, without locks)
+        sealed = self.metadata_versions(topic)  # (committed offsets' metadata)
         with self.catalog.locked() as metas:
             meta = metas.get(topic)
             if meta is None or meta.id != topic_id or meta.keys is None:
@@ -189,7 +206,7 @@ class KeysApi:
             with contextlib.ExitStack() as stack:
                 for log in sorted(logs, key=lambda lg: lg.partition):
                     stack.enter_context(log.mutation())
-                used = recrypt.versions_in_use(logs, cache)
+                used = recrypt.versions_in_use(logs, cache) | sealed
                 drop = [k.version for k in meta.keys.versions
                         if k.version not in used and k.version != meta.keys.current]
                 if drop:

@@ -23,7 +23,7 @@ from .client.produce import Producer, ProduceRequest
 from .client.read import Position
 from .client.txn_producer import TransactionalProducer
 from .crypto.keyring import resolve as resolve_keyring
-from .crypto.topic import Vault
+from .crypto.topic import OffsetMetadata, Vault
 from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic, disk_full
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
@@ -116,8 +116,9 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
                              after_checkpoint=self._retain,
                              after_checkpoints=self._publish_hot_stats, lock_wait=lw)
         self._producer = Producer(self._topics, self._partitions.get, self._wal.attach)
+        self._metadata = OffsetMetadata(self.metadata_keys)
         self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
-                                  self.offset_for_time, lock_wait=lw)
+                                  self.offset_for_time, lock_wait=lw, metadata=self._metadata)
         self._consumers: set[Consumer] = set()
         self._txn = Coordinator(self.path, self._txn_log, st.wal_sync != "none", lw)
         self._txn_producers: set[TransactionalProducer] = set()
@@ -517,9 +518,21 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         c = Consumer(self, group, topics, auto_offset_reset=auto_offset_reset,
                      sync_commits=self.settings.wal_sync != "none",
                      on_close=self._consumers.discard, lock_wait=self.lock_wait,
-                     settle=self._txn.settle_group, **options)
+                     settle=self._txn.settle_group, metadata=self._metadata, **options)
         self._consumers.add(c)
         return c
+
+    def reseal_metadata(self, topic: str) -> int:
+        """Seal the groups' committed metadata of ``topic`` anew with its current data key
+        (back to text when it no longer encrypts): part of a re-encryption."""
+        resealed = self._metadata.resealed
+        return self._groups.reseal_metadata(
+            topic, lambda group, p, offset, stored: resealed(group, topic, p, offset, stored))
+
+    def metadata_versions(self, topic: str) -> set[int]:
+        """The data key versions that groups' committed metadata of ``topic`` is sealed with
+        (an encrypted topic's: docs/ENCRYPTION.md)."""
+        return self._groups.sealed_versions(topic)
 
     def list_groups(self) -> list[dict[str, Any]]:
         return self._groups.list_groups()

@@ -150,3 +150,26 @@ def _ranges(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "-"
     return f"{rows[0]['base_offset']}..{rows[-1]['next_offset'] - 1}"
+
+
+@app.command()
+def reencrypt(
+    topic: Annotated[str, typer.Argument(help="Topic to re-encrypt.")],
+    master: MasterOpt = "local[*]",
+    conf: ConfOpt = None,
+    deploy_mode: DeployModeOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """'rivven key reencrypt' with the rewrites on Spark (one task per segment, local or cold),
+    for big topics: then the crash-safe swaps and the drop of the data keys no batch uses.
+    --dry-run prints the plan and the exact spark-submit command."""
+    from engine.spark.submit import reencrypt as run
+
+    from .key import render_reencrypt
+
+    out = _with_progress(lambda eng, update: run(eng, topic, master, conf or [], deploy_mode,
+                                                 dry_run, update))
+    render_reencrypt(out, json)
+    if dry_run and not json and out["command"]:
+        typer.echo(shlex.join(out["command"]))

@@ -19,6 +19,7 @@ from conftest import ROOT
 RANKS = {
     "engine.errors": 0, "engine.clock": 0, "engine.failpoint": 0, "engine.progress": 0,  # base
     "engine.format": 1,
+    "engine.crypto": 1.5,  # keyring, data keys, sealing batches: below storage, over format
     "engine.storage": 2,
     "engine.wal": 3, "engine.groups": 3,
     "engine.txn": 3.5,  # producer state, transactions: above wal/groups, below tiering

@@ -162,6 +162,60 @@ def metadata_context(group: str, partition: int, offset: int) -> bytes:
     return group.encode("utf-8") + b"\0" + struct.pack("<Iq", partition, offset)
 
 
+class OffsetMetadata:
+    """Committed offsets' metadata strings of encrypted topics, sealed: the offsets log keeps
+    ``{"v": data key version, "s": base64 envelope}`` in place of the string, bound to the
+    topic id, group, partition and offset. ``keys_of(topic)`` gives the topic's keys and
+    whether it encrypts now (None for a topic that never did)."""
+
+    def __init__(self, keys_of: Callable[[str], tuple[TopicKeys, bool] | None]) -> None:
+        self.keys_of = keys_of
+
+    def seal(self, group: str, topic: str, partition: int, offset: int, text: str) -> Any:
+        if not text:
+            return text
+        found = self.keys_of(topic)
+        if found is None or not found[1]:
+            return text
+        tk = found[0]
+        tk.refresh()  # (never with a version dropped meanwhile)
+        return tk.seal_text(text, metadata_context(group, partition, offset))
+
+    def open(self, group: str, topic: str, partition: int, offset: int, stored: Any
+             ) -> tuple[str | None, bool]:
+        """``(text, sealed)``: the text (None when the keys to open it are not at hand: the
+        offsets stay readable without any key)."""
+        if isinstance(stored, str):
+            return stored, False
+        found = self.keys_of(topic)
+        if found is None:
+            return None, True
+        try:
+            return found[0].open_text(stored, metadata_context(group, partition, offset),
+                                      f"the metadata committed by group {group!r} for "
+                                      f"{topic}-{partition} at offset {offset}"), True
+        except KeyUnavailable:
+            return None, True
+
+
+    def resealed(self, group: str, topic: str, partition: int, offset: int, stored: Any
+                 ) -> Any:
+        """What a re-encryption keeps of a sealed metadata: sealed with the current key (the
+        text when the topic no longer encrypts); None when it already is. Raises when the
+        keys to open it are not at hand."""
+        found = self.keys_of(topic)
+        if found is None:
+            return None
+        tk, enabled = found
+        cur = tk.keyset.current if tk.keyset is not None else None
+        if enabled and stored.get("v") == cur:
+            return None
+        ctx = metadata_context(group, partition, offset)
+        text = tk.open_text(stored, ctx, f"the metadata committed by group {group!r} for "
+                            f"{topic}-{partition} at offset {offset}")
+        return tk.seal_text(text, ctx) if enabled else text
+
+
 class StaticKeys:
     """A topic's unwrapped data keys, carried to a process without a keyring (pickled into
     a Spark task): opens any of them, seals with ``current``."""

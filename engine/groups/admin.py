@@ -12,16 +12,18 @@ blank lines and ``#`` comments (a topic name never starts with ``#``).
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..crypto.topic import OffsetMetadata
 from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
 from ..storage import guard
 from ..storage.locks import DEFAULT_WAIT, LockWait
 from . import membership
-from .offset_store import OffsetStore
+from .offset_store import Committed, OffsetStore
 
 TopicOffsets = Callable[[str], "dict[int, tuple[int, int]] | None"]  # None: no such topic
 OffsetForTime = Callable[[str, int, int], "int | None"]
@@ -45,8 +47,10 @@ class GroupAdmin:
     """The groups of one data dir, seen through ``topic_offsets`` and ``offset_for_time``."""
 
     def __init__(self, data_dir: str, sync: bool, topic_offsets: TopicOffsets,
-                 offset_for_time: OffsetForTime, lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 offset_for_time: OffsetForTime, lock_wait: LockWait = DEFAULT_WAIT,
+                 metadata: OffsetMetadata | None = None) -> None:
         self.data_dir = data_dir
+        self.metadata = metadata  # opens an encrypted topic's sealed commit metadata
         self.lock_wait = lock_wait
         self.sync = sync  # fdatasync each commit
         self._topic_offsets = topic_offsets
@@ -57,6 +61,39 @@ class GroupAdmin:
 
     def _store(self, group: str) -> OffsetStore:
         return OffsetStore(self.group_dir(group), sync=self.sync, lock_wait=self.lock_wait)
+
+    def _metadata(self, group: str, topic: str, partition: int, c: Committed | None
+                  ) -> tuple[str | None, bool]:
+        """A commit's metadata text, and whether it is stored sealed (its text None when the
+        keys to open it are not at hand: offsets and lag need no key)."""
+        if c is None:
+            return None, False
+        if isinstance(c.metadata, str) or self.metadata is None:
+            return (c.metadata if isinstance(c.metadata, str) else None), not isinstance(
+                c.metadata, str)
+        return self.metadata.open(group, topic, partition, c.offset, c.metadata)
+
+    def sealed_versions(self, topic: str) -> set[int]:
+        """The data key versions the groups' committed metadata of ``topic`` is sealed with
+        (so a re-encryption keeps them)."""
+        out: set[int] = set()
+        for g in self.group_names():
+            try:
+                committed = self._store(g).refresh()
+            except RivvenError:
+                continue  # (a damaged offsets log: 'group describe' reports it)
+            out.update(c.metadata["v"] for (t, _), c in committed.items()
+                       if t == topic and isinstance(c.metadata, dict))
+        return out
+
+    def reseal_metadata(self, topic: str,
+                        reseal: Callable[[str, int, int, dict], str | dict | None]) -> int:
+        """Every group's sealed commit metadata of ``topic`` sealed anew: ``reseal(group,
+        partition, offset, stored)`` (OffsetStore.reseal); returns how many changed."""
+        n = 0
+        for g in self.group_names():
+            n += self._store(g).reseal(topic, functools.partial(reseal, g))
+        return n
 
     def _exists(self, group: str) -> bool:
         return os.path.isdir(self.group_dir(group))
@@ -87,11 +124,12 @@ class GroupAdmin:
                 c = committed.get((t, p))
                 start, end = offs[p] if offs and p in offs else (None, None)
                 lag = None if c is None or end is None else max(0, end - c.offset)
+                text, sealed = self._metadata(group, t, p, c)
                 rows.append({"topic": t, "partition": p,
                              "current_offset": None if c is None else c.offset,
                              "log_start_offset": start, "log_end_offset": end, "lag": lag,
                              "last_commit": None if c is None else c.timestamp,
-                             "metadata": None if c is None else c.metadata,
+                             "metadata": text, "metadata_encrypted": sealed,
                              "consumer": owners.get((t, p))})
         held: dict[str, list[dict[str, Any]]] = {}
         for (t, p), owner in sorted(owners.items()):

@@ -10,6 +10,7 @@ within ``HEARTBEAT_S`` from its last committed offsets.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice, repeat
 from typing import Any, NamedTuple, Protocol
 
+from ..crypto.topic import OffsetMetadata
 from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from ..format.records import ColumnBatch
 from ..storage.locks import DEFAULT_WAIT, LockWait
@@ -112,7 +114,8 @@ class Consumer:
                  on_close: Callable[[Consumer], None] | None = None,
                  lock_wait: LockWait = DEFAULT_WAIT,
                  settle: Callable[[str], None] | None = None,
-                 isolation_level: str = "read_uncommitted") -> None:
+                 isolation_level: str = "read_uncommitted",
+                 metadata: OffsetMetadata | None = None) -> None:
         if engine.read_only:
             raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
         if auto_offset_reset not in POLICIES:
@@ -146,7 +149,10 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.timeout_ms = consumer_timeout_ms
         self.on_reset = on_reset
-        self.store = OffsetStore(self.gdir, sync=sync_commits, lock_wait=lock_wait)
+        # (an encrypted topic's commit metadata is sealed: engine.crypto.topic.OffsetMetadata)
+        self.store = OffsetStore(self.gdir, sync=sync_commits, lock_wait=lock_wait,
+                                 seal=functools.partial(metadata.seal, group)
+                                 if metadata is not None else None)
         self._on_close = on_close
         # finishes transactions that committed offsets of this group but were cut short
         # before writing them (engine.txn.coordinator.settle_group): called before the

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -44,16 +45,22 @@ _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 @dataclass(frozen=True)
 class Committed:
     offset: int
-    metadata: str
+    metadata: str | dict  # a dict: sealed (an encrypted topic's: engine.crypto.topic)
     timestamp: int  # commit time, ms since the epoch
+
+
+# seal(topic, partition, offset, text) -> what the log keeps of a commit's metadata: the text,
+# or for an encrypted topic the text sealed (engine.crypto.topic.OffsetMetadata)
+SealMetadata = Callable[[str, int, int, str], "str | dict"]
 
 
 class OffsetStore:
     """The committed offsets of one group, kept up to date with other processes' commits."""
 
     def __init__(self, directory: str, sync: bool = True,
-                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 lock_wait: LockWait = DEFAULT_WAIT, seal: SealMetadata | None = None) -> None:
         self.dir = directory
+        self.seal = seal
         self.lock_wait = lock_wait
         self.path = os.path.join(directory, LOG)
         self.sync = sync
@@ -130,7 +137,8 @@ class OffsetStore:
             raise self._damage(pos, "set and del must be lists")
         for row in rows:  # (a tight loop: a reader may replay many frames)
             if (type(row) is not list or len(row) != 4 or type(row[2]) is not int
-                    or not 0 <= row[2] <= jsondoc.MAX_INT or type(row[3]) is not str
+                    or not 0 <= row[2] <= jsondoc.MAX_INT
+                    or (type(row[3]) is not str and not _sealed(row[3]))
                     or not is_tp(row[0], row[1])):
                 raise self._damage(pos, f"set has {jsondoc.shown(row)}, not [topic, partition, "
                                    "offset, metadata]")
@@ -154,7 +162,12 @@ class OffsetStore:
         """Durably record ``offsets`` (and forget ``delete``); returns the commit time (ms)."""
         ts = clock.now_ms()
         check_commit(offsets, metadata, delete)
-        frame = {"ts": ts, "set": [[t, p, int(o), metadata] for (t, p), o in offsets.items()]}
+        seal = self.seal
+        if seal is not None and metadata:
+            rows = [[t, p, int(o), seal(t, p, int(o), metadata)] for (t, p), o in offsets.items()]
+        else:
+            rows = [[t, p, int(o), metadata] for (t, p), o in offsets.items()]
+        frame = {"ts": ts, "set": rows}
         if delete:
             frame["del"] = [[t, p] for t, p in delete]
         payload = json.dumps(frame, separators=(",", ":")).encode()
@@ -185,6 +198,35 @@ class OffsetStore:
                 os.close(lock_fd)
         return ts
 
+    def reseal(self, topic: str, reseal: Callable[[int, int, dict], str | dict | None]
+               ) -> int:
+        """Seal anew the sealed metadata of ``topic``'s committed offsets: ``reseal(partition,
+        offset, stored)`` returns what to keep instead (None: leave it). Appended as commits
+        of the same offsets with their original commit times; returns how many changed."""
+        with self._mutex:
+            lock = os.path.join(self.dir, LOCK)
+            try:
+                lock_fd = open_lock_file(lock)
+            except FileNotFoundError:
+                return 0  # (no group dir: nothing committed)
+            try:
+                with flocked(lock_fd, lock, self.lock_wait):
+                    self._refresh()
+                    by_ts: dict[int, list] = {}
+                    for (t, p), c in sorted(self.offsets.items()):
+                        if t != topic or not isinstance(c.metadata, dict):
+                            continue
+                        new = reseal(p, c.offset, c.metadata)
+                        if new is not None:
+                            by_ts.setdefault(c.timestamp, []).append([t, p, c.offset, new])
+                    for ts, rows in sorted(by_ts.items()):
+                        for payload in _payloads(ts, rows):
+                            self._append(framelog.frame(payload))
+                        self._merge({"ts": ts, "set": rows})
+            finally:
+                os.close(lock_fd)
+        return sum(len(rows) for rows in by_ts.values())
+
     def _drop_debris(self) -> None:
         """(Lock held.) A rewrite's tmp file left by a crash: nobody else writes one now."""
         for f in os.listdir(self.dir):
@@ -210,7 +252,7 @@ class OffsetStore:
                 files.fsync_dir(d)  # the group dir, groups/, and the data dir
 
     def _live_size(self) -> int:
-        return sum(len(t) + 40 + len(c.metadata) for (t, _), c in self.offsets.items())
+        return sum(len(t) + 40 + len(str(c.metadata)) for (t, _), c in self.offsets.items())
 
     def _rewrite(self) -> None:
         by_ts: dict[int, list] = {}
@@ -249,6 +291,12 @@ def check_commit(offsets: dict[tuple[str, int], int], metadata: str,
     for t, p in delete:
         if not is_tp(t, p):
             raise InvalidArgument(f"cannot forget {t!r} partition {p!r}: no such partition")
+
+
+def _sealed(v: object) -> bool:
+    """A sealed metadata as the log keeps it: ``{"v": key version, "s": base64 text}``."""
+    return (type(v) is dict and len(v) == 2 and type(v.get("v")) is int
+            and 1 <= v["v"] <= 0xFFFF and type(v.get("s")) is str and len(v["s"]) < MAX_FRAME)
 
 
 def _is_int(v: object, hi: int) -> bool:

@@ -442,3 +442,27 @@ def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
 
     out = eng.tier(topic, dry_run=dry_run, copier=copier)
     return {**extra, **out}
+
+
+def reencrypt(eng: Engine, topic: str, master: str = "local[*]", confs: list[str] | None = None,
+              deploy_mode: str | None = None, dry_run: bool = False,
+              progress: Progress | None = None) -> dict[str, Any]:
+    """A re-encryption pass (``Engine.reencrypt``) whose rewrites run as a Spark job, one task
+    per segment; the swaps, manifest writes and the drop of unused data keys happen here."""
+    extra: dict[str, Any] = {"master": master, "command": None}
+    meta = eng.topic(topic)
+    if not dry_run:
+        check_java()
+
+    def runner(tasks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        job = {"data_dir": eng.path, "topic": topic, "topic_id": meta.id, "tasks": tasks}
+        with submission(eng, f"rivven-reencrypt-{topic}", "reencrypt_job.py", job, master,
+                        confs or [], deploy_mode, dry_run, progress, extra) as (result, _):
+            if result is None:
+                return None
+            return result["results"]
+
+    out = eng.reencrypt(topic, dry_run=dry_run, runner=runner)
+    if dry_run:
+        runner([])  # (the exact command the pass would run)
+    return {**extra, **out}
