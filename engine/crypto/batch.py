@@ -81,8 +81,13 @@ class Sealer:
         s, nonce = self._next(len(body))
         buf[HEADER_SIZE:HEADER_SIZE + SALT] = s.salt
         buf[HEADER_SIZE + SALT:_BODY] = nonce
-        s.aead.encrypt_into(nonce, body, aad(buf, 0, topic_id, partition),
-                            memoryview(buf)[_BODY:_BODY + len(body) + TAG])
+        out = memoryview(buf)[_BODY:_BODY + len(body) + TAG]
+        associated = aad(buf, 0, topic_id, partition)
+        into = getattr(s.aead, "encrypt_into", None)
+        if into is not None:  # (cryptography 47+: no copy)
+            into(nonce, body, associated, out)
+        else:
+            out[:] = s.aead.encrypt(nonce, bytes(body), associated)
         return finish(buf)
 
     def seal(self, data: bytes, associated: bytes) -> bytes:
@@ -109,14 +114,17 @@ class Opener:
 
     def _aead(self, version: int, salt: bytes) -> Any:
         k = (version, salt)
-        a = self._sessions.get(k)
-        if a is None:
-            cipher, key = self.key_of(version)
-            a = aead(cipher, session_key(key, salt))
-            with self._mutex:
-                self._sessions[k] = a
-                if len(self._sessions) > MAX_OPEN_SESSIONS:
-                    self._sessions.popitem(last=False)
+        with self._mutex:  # (readers open batches on several threads: engine.client.ahead)
+            a = self._sessions.get(k)
+            if a is not None:
+                self._sessions.move_to_end(k)  # (least recently used goes first)
+                return a
+        cipher, key = self.key_of(version)
+        a = aead(cipher, session_key(key, salt))
+        with self._mutex:
+            self._sessions[k] = a
+            if len(self._sessions) > MAX_OPEN_SESSIONS:
+                self._sessions.popitem(last=False)
         return a
 
     def open_batch(self, buf: Any, pos: int, h: BatchHeader, partition: int, where: str = ""

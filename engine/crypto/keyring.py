@@ -6,7 +6,7 @@ regular file (not a link), owned by the user running rivven, and readable by nob
 from ``Engine.open(keyring=...)``, ``--keyring FILE`` or ``RIVVEN_KEYRING``. An object with a
 ``get(key_id) -> bytes`` method can stand in for the file, so a KMS can hold the keys.
 
-The file is read when the keyring is opened, and again when a key id is asked for that it
+The file is read when the keyring is opened, and again whenever a key id is asked for that it
 did not hold (a key added for ``rivven key rewrap``).
 """
 
@@ -50,7 +50,7 @@ class FileKeyring:
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self._mutex = threading.Lock()
-        self._keys, self._stamp = read_file(self.path)
+        self._keys = read_file(self.path)
 
     def __repr__(self) -> str:
         return f"FileKeyring({self.path!r})"
@@ -61,12 +61,10 @@ class FileKeyring:
     def get(self, key_id: str) -> bytes:
         key = self._keys.get(key_id)
         if key is None:
-            with self._mutex:  # (a key added since: read the file again when it changed)
+            with self._mutex:  # (a key added since: read the file again; misses are rare)
                 try:
-                    st = os.stat(self.path)
-                    if (st.st_ino, st.st_mtime_ns, st.st_size) != self._stamp:
-                        self._keys, self._stamp = read_file(self.path)
-                except OSError:
+                    self._keys = read_file(self.path)
+                except KeyringError:
                     pass  # (the error to give is the missing key's)
                 key = self._keys.get(key_id)
         if key is None:
@@ -75,8 +73,8 @@ class FileKeyring:
         return key
 
 
-def read_file(path: str) -> tuple[dict[str, bytes], tuple[int, int, int]]:
-    """The keys of a keyring file and its (inode, mtime, size), every rule checked."""
+def read_file(path: str) -> dict[str, bytes]:
+    """The keys of a keyring file, every rule checked."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -107,7 +105,7 @@ def read_file(path: str) -> tuple[dict[str, bytes], tuple[int, int, int]]:
         raw = os.read(fd, MAX_FILE + 1)
     finally:
         os.close(fd)
-    return parse(raw, path), (st.st_ino, st.st_mtime_ns, st.st_size)
+    return parse(raw, path)
 
 
 def parse(raw: bytes, path: str) -> dict[str, bytes]:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import KeyUnavailable
+from ..errors import CorruptRecordError, KeyUnavailable
 from ..format.records import BatchHeader
 from . import ciphers
 from .batch import Opener, Sealer
@@ -146,9 +146,14 @@ class TopicKeys:
 
     def open_text(self, doc: dict[str, Any], context: bytes, what: str) -> str:
         import base64
+        import binascii
 
-        raw = self.opener.open(doc["v"], base64.b64decode(doc["s"]),
-                               METADATA_DOMAIN + self.id_bytes + context, what)
+        try:
+            sealed = base64.b64decode(doc["s"], validate=True)
+        except (binascii.Error, ValueError):
+            raise CorruptRecordError(f"{what} is damaged: its sealed text is not base64"
+                                     ) from None
+        raw = self.opener.open(doc["v"], sealed, METADATA_DOMAIN + self.id_bytes + context, what)
         return raw.decode("utf-8", "replace")
 
 

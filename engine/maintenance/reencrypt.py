@@ -260,6 +260,8 @@ def commit_partition(log: PartitionLog, plan: dict[str, Any], results: list[dict
             for suffix in e.suffixes():
                 with contextlib.suppress(OSError, RivvenError):
                     cold.remove(e.url(suffix))
+            if log.cold is not None:
+                log.cold.forget(e.object)  # (a local copy of the old bytes)
         out["cold_rewritten"] = len(gone)
     return out
 

@@ -85,6 +85,7 @@ class ColdSegments(Protocol):
     """Local copies of cold segments (engine.tiering.cache.ColdCache)."""
 
     def segment(self, entry: ColdSegment) -> Segment: ...
+    def forget(self, obj: str) -> None: ...
 
 
 class View(NamedTuple):

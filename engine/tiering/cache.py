@@ -239,6 +239,15 @@ class ColdCache:
         finally:
             guard.remove_tree(self.root, tmp)
 
+    def forget(self, obj: str) -> None:
+        """Remove the cached copy of the cold object ``obj`` (replaced or deleted: a copy of
+        what a re-encryption rewrote must not linger in plaintext)."""
+        with self._lock:
+            seg = self._open.pop(obj, None)
+            d = os.path.join(self.root, hashlib.sha1(obj.encode()).hexdigest()[:24])
+            if seg is not None or os.path.isdir(d):
+                guard.remove_tree(self.root, d)
+
     def _evict(self, keep: str) -> None:
         """Drop least recently opened folders until the cache fits (never ``keep``)."""
         try:

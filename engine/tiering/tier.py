@@ -245,6 +245,8 @@ def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:
             except IsADirectoryError:
                 continue  # (a directory under a prefix is not rivven's either)
             removed.append(url)
+            if log.cold is not None and stem != url:
+                log.cold.forget(stem)  # (a local copy of an object no manifest names)
     return removed
 
 
