@@ -43,6 +43,20 @@ def produce_into_head(data_dir: str, *args: str, lines: int = 300000
     return shown, prod.returncode, err
 
 
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    from engine.spark.source import RivvenDataSource
+    s = (SparkSession.builder.master("local[2]").appName("rivven-tests")
+         .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    s.dataSource.register(RivvenDataSource)
+    yield s
+    s.stop()
+
+
 @pytest.fixture
 def rivven(data_dir: str):
     def call(*args: str, **kw):

@@ -462,3 +462,20 @@ def test_table_of_arrow_reads_is_zero_copy_for_plain_and_whole_for_encrypted(dat
         assert t["value"].to_pylist() == [marker(i) for i in range(1000, 1010)]
         assert t.schema.field("value").type == pa.binary()
         assert eng.resolve_offset("e", 0, Position("end")) == 5000
+
+
+def test_a_stale_catalog_entry_never_takes_a_writer_back_to_an_older_key(data_dir, keyring):
+    """A produce may use a catalog entry read up to 10 ms before a rotation (its cache): the
+    keys it hands the log must not take the log back to the older version, which a
+    re-encryption may drop."""
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        eng.create_topic("t", 1, ENC)
+        stale = eng.topic("t")
+        eng.rotate_key("t")
+        tk = eng.topic_keys("t")
+        assert tk.sealer().version == 2
+        tk.update(stale.keys)
+        assert tk.keyset.current == 2 and tk.sealer().version == 2
+        eng.produce("t", [Record(value=marker(1))])
+    versions = [h.key_version for p in segment_files(data_dir, "t") for _, h in batches_of(p)]
+    assert versions == [2]

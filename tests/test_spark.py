@@ -22,20 +22,6 @@ CFG = {"cleanup.policy": "compact", "segment.bytes": "3000", "delete.retention.m
        "min.cleanable.dirty.ratio": "0.01"}
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
-
-    from engine.spark.source import RivvenDataSource
-    s = (SparkSession.builder.master("local[2]").appName("rivven-tests")
-         .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    s.dataSource.register(RivvenDataSource)
-    yield s
-    s.stop()
-
-
 def produce_random(eng, topic, rng, n, keys, tomb=0.1):
     for i in range(0, n, 4):
         eng.produce(topic, [Record(key=b"k%d" % rng.randrange(keys),

@@ -62,9 +62,9 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
     if reach is not None:
         reach.start = reach.end = offset
     refs: Iterator[tuple[BatchRef, Any]]
-    if log.opener is None:
-        refs = zip(log.batches(offset, max_bytes=1 << 62), repeat(None))
-    else:  # (an encrypted topic: bodies decrypt on other cores, ahead of this loop)
+    if log.opener is None or log.keys is None or log.keys.keyset is None:
+        refs = zip(log.batches(offset, max_bytes=1 << 62), repeat(log.opener))
+    else:  # (a topic with data keys: big bodies decrypt on other cores, ahead of this loop)
         refs = ahead.opened_ahead(log.batches(offset, max_bytes=1 << 62), log.opener, where)
     for ref, opener in refs:
         h = ref.header

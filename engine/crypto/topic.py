@@ -46,9 +46,14 @@ class TopicKeys:
         return f"TopicKeys({self.name!r}, current={self.keyset and self.keyset.current})"
 
     def update(self, keyset: KeySet | None) -> None:
-        """The catalog's key set of this topic (id) as it is now."""
-        if keyset is not self.keyset:
-            self.keyset = keyset
+        """The catalog's key set of this topic (id) as some caller read it. One older than
+        what this object holds (a lower current version: a catalog entry cached before a
+        rotation) is ignored: a writer never goes back to a version that may be dropped."""
+        cur = self.keyset
+        if keyset is cur or (cur is not None
+                             and (keyset is None or keyset.current < cur.current)):
+            return
+        self.keyset = keyset
 
     def refresh(self) -> None:
         """Read the topic's key set from the catalog (one stat when it did not change)."""
@@ -252,7 +257,7 @@ class StaticKeys:
         if self._sealer is None:
             cipher, key = self.key_of(self.current)
             self._sealer = Sealer(self.current, cipher, key)
-        return self._sealer.seal_batch(plain, bytes.fromhex(self.id), partition)
+        return self._sealer.seal_batch(plain, self.opener.topic_id, partition)
 
 
 class Vault:

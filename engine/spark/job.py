@@ -96,14 +96,17 @@ def map_in_arrow(df: Any, func: Any, schema: str) -> Any:
     try:
         import pandas  # noqa: F401
     except ImportError:
-        from pyspark.sql import DataFrame
-        from pyspark.sql.udf import _create_udf
-        from pyspark.util import PythonEvalType
+        pandas = None
+    if pandas is not None:
+        return df.mapInArrow(func, schema)
+    # (outside the except block: an error here must not read as "no module named pandas")
+    from pyspark.sql import DataFrame
+    from pyspark.sql.udf import _create_udf
+    from pyspark.util import PythonEvalType
 
-        udf = _create_udf(func, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
-        col = udf(*[df[c] for c in df.columns])
-        return DataFrame(df._jdf.mapInArrow(col._jc, False, None), df.sparkSession)
-    return df.mapInArrow(func, schema)
+    udf = _create_udf(func, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    col = udf(*[df[c] for c in df.columns])
+    return DataFrame(df._jdf.mapInArrow(col._jc, False, None), df.sparkSession)
 
 
 PROGRESS = "progress.json"
@@ -208,11 +211,12 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
 
     from engine.maintenance.cleaner import write_group
     from engine.spark.job import crypt, write_task  # by reference: this runs as __main__
-    from engine.spark.keys import from_env
+    from engine.spark.keys import for_topic
     from engine.spark.source import RivvenDataSource
     from engine.spark.transform import survivors
 
-    keys = from_env(plan["topic_id"]) if plan.get("topic_id") else None
+    # an encrypted topic's data keys: from the launcher (or the keyring, run by hand)
+    keys = for_topic(plan["data_dir"], plan["topic"]) if plan.get("topic_id") else None
 
     spark.dataSource.register(RivvenDataSource)
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
@@ -232,7 +236,7 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     total = sum(s["bytes"] for p in parts for g in p["groups"] for s in g)
     # two tasks per core: each task starts a Python worker, which costs more than it reads
     split_bytes = plan.get("split_bytes") or max(16 << 20, -(-total // (4 * par)))
-    keys = (spark.read.format("rivven").schema(KEYS_SCHEMA)
+    records = (spark.read.format("rivven").schema(KEYS_SCHEMA)
             .option("path", plan["data_dir"]).option("topic", plan["topic"])
             .option("partitions", ",".join(str(p["partition"]) for p in parts))
             .option("endOffsets", json.dumps({p["partition"]: p["cleanable_end"] for p in parts}))
@@ -245,7 +249,7 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
             .load()
             # one topic: a literal, which Spark drops from the grouping keys
             .withColumn("topic", F.lit(plan["topic"])))
-    surv = survivors(keys, {p["partition"]: p["tombstone_bound"] for p in parts})
+    surv = survivors(records, {p["partition"]: p["tombstone_bound"] for p in parts})
     # each survivor's output segment: a CASE over the groups' offset ranges (no join, and no
     # small DataFrame to ship: that would cost a job of its own)
     gid = None

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..crypto.keyring import resolve
 from ..crypto.topic import StaticKeys, TopicKeys
+from ..errors import KeyUnavailable
 from ..storage.catalog import Catalog
 
 ENV = "RIVVEN_SPARK_KEYS"
@@ -55,4 +56,9 @@ def for_topic(data_dir: str, topic: str, keyring: Any = None) -> StaticKeys | No
     if found is not None:
         return found
     tk = TopicKeys(meta.name, meta.id, meta.keys, resolve(keyring))
-    return tk.portable()
+    try:
+        return tk.portable()
+    except KeyUnavailable as e:
+        raise type(e)(f"{e}; in Spark: .option(\"keyring\", FILE) on the rivven source, or "
+                      "RIVVEN_KEYRING set before the SparkSession starts (where its driver "
+                      "runs)") from None

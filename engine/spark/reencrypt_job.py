@@ -26,10 +26,10 @@ def rewrite(keys: Any, task: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
-    from engine.spark.keys import from_env
+    from engine.spark.keys import for_topic
     from engine.spark.reencrypt_job import rewrite as task_fn  # (this file runs as __main__)
 
-    keys = from_env(plan["topic_id"])
+    keys = for_topic(plan["data_dir"], plan["topic"])  # (from the launcher, or the keyring)
     tasks = sorted(plan["tasks"], key=lambda t: -t["bytes"])  # big ones first
     results = (spark.sparkContext.parallelize(tasks, max(1, len(tasks)))
                .map(functools.partial(task_fn, keys)).collect() if tasks else [])

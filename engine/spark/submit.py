@@ -349,7 +349,8 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
     """Stage ``job`` (plus the engine zip) in DATA/.compaction/<run>/, run ``script`` with
     spark-submit and yield ``(result.json, staging folder)`` for the caller to apply; yields
     ``(None, folder)`` on a dry run (``out["command"]`` is the exact command, runnable until
-    the next run cleans up). A failed job raises SparkJobFailed naming the kept Spark log.
+    the next run cleans up; for an encrypted topic with ``RIVVEN_KEYRING`` set). A failed job
+    raises SparkJobFailed naming the kept Spark log.
     A job on an encrypted topic (``job["topic_id"]`` whose catalog entry has data keys) gets
     them in its environment (engine.spark.keys), and Spark encrypts its shuffle files."""
     env, confs = job_keys(eng, job, confs, deploy_mode)

@@ -173,8 +173,9 @@ class AppendPipeline:
                     hook.caught_up(self._assigned_end)
                 if log.keys is not None and (log.keys.keyset is not None
                                              or log.config.encryption_enable):
-                    # a rotation or a drop by another process: never seal with a version
-                    # dropped meanwhile (it drops holding this flock, after looking)
+                    # another process may have rotated, or dropped the version held here:
+                    # read the key set now (a drop holds this flock while it checks, so
+                    # what is read here is safe to seal with while the flock is held)
                     log.keys.refresh()
             except BaseException as e:
                 lock.release()
