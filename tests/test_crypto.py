@@ -84,7 +84,7 @@ def opener(cipher: str = AES_GCM, key: bytes = KEY, topic: bytes = TOPIC_ID) -> 
 def open_sealed(buf, partition: int = 0, op: Opener | None = None) -> bytes:
     h = read_header(buf)
     check_crc(buf, 0, h)
-    return (op or opener()).open_batch(buf, 0, h, partition)
+    return bytes((op or opener()).open_batch(buf, 0, h, partition))
 
 
 def flipped(buf, pos: int, bit: int = 0) -> bytearray:

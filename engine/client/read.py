@@ -13,7 +13,6 @@ import gc
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from itertools import repeat
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -26,7 +25,6 @@ from ..storage.log import PartitionLog
 from ..storage.reader import Reach
 from ..storage.segment import BatchRef, Segment
 from ..txn import isolation
-from . import ahead
 
 _offset_of = attrgetter("offset")
 POSITION_KINDS = ("beginning", "end", "offset", "from_end", "from_start", "timestamp")
@@ -47,9 +45,24 @@ def check_offset(offset: Any) -> None:
         raise InvalidArgument(f"offset must be a non-negative integer, not {offset!r}")
 
 
-def where(ref: BatchRef) -> str:
-    return f" in {ref.path or 'the hot cache'} at position {ref.position} (offsets " \
-           f"{ref.header.base_offset}..{ref.header.last_offset})"
+class Where:
+    """Where a batch is, for an error message: formatted only when one is made (this runs
+    for every batch read)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: BatchRef) -> None:
+        self.ref = ref
+
+    def __str__(self) -> str:
+        ref = self.ref
+        return f" in {ref.path or 'the hot cache'} at position {ref.position} (offsets " \
+               f"{ref.header.base_offset}..{ref.header.last_offset})"
+
+
+def where(ref: BatchRef) -> Any:
+    """``ref``'s place in an error message (a ``Where``: ``str()`` or an f-string makes it)."""
+    return Where(ref)
 
 
 def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = False,
@@ -61,12 +74,10 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
     lso, aborted = isolation.view(log, offset) if committed else (0, None)
     if reach is not None:
         reach.start = reach.end = offset
-    refs: Iterator[tuple[BatchRef, Any]]
-    if log.opener is None or log.keys is None or log.keys.keyset is None:
-        refs = zip(log.batches(offset, max_bytes=1 << 62), repeat(log.opener))
-    else:  # (a topic with data keys: big bodies decrypt on other cores, ahead of this loop)
-        refs = ahead.opened_ahead(log.batches(offset, max_bytes=1 << 62), log.opener, where)
-    for ref, opener in refs:
+    opener = log.opener
+    # (an encrypted batch's tag, checked when it is opened below, covers every byte its CRC
+    # does: its CRC is not checked twice)
+    for ref in log.batches(offset, max_bytes=1 << 62, sealed_crc=opener is None):
         h = ref.header
         if committed and h.base_offset >= lso:
             return

@@ -333,10 +333,13 @@ class PartitionLog:
         return seg.max_timestamp
 
     # ---------------------------------------------------------------- reading
-    def batches(self, offset: int, max_bytes: int = 1 << 20) -> Iterator[BatchRef]:
+    def batches(self, offset: int, max_bytes: int = 1 << 20, sealed_crc: bool = True
+                ) -> Iterator[BatchRef]:
         """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all: from
-        the hot cache, the local segments, or (below them) cold segments via the cache."""
-        return reader.batches(self, offset, max_bytes)
+        the hot cache, the local segments, or (below them) cold segments via the cache.
+        ``sealed_crc=False``: an encrypted batch's CRC is left to its tag (the caller opens
+        every one it uses)."""
+        return reader.batches(self, offset, max_bytes, sealed_crc)
 
     def headers(self, start: int, end: int,
                 body: Callable[[BatchHeader], bool] = lambda h: False

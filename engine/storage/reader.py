@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ColdObjectError, CorruptRecordError
 from ..format.records import BatchHeader, check_crc
-from .segment import BatchRef, Segment, TornTail
+from .segment import PLAIN_ONLY, BatchRef, Segment, TornTail
 from .segment_set import SegmentGone
 from .tier_view import cold_entry
 
@@ -26,8 +26,10 @@ MAX_RETRIES = 10  # new snapshots in a row before a vanished segment is an error
 MAX_OFFSET = 1 << 63
 
 
-def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20) -> Iterator[BatchRef]:
-    """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all."""
+def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20, sealed_crc: bool = True
+            ) -> Iterator[BatchRef]:
+    """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all
+    (``sealed_crc=False``: not an encrypted batch's, whose tag the caller checks)."""
     view = log.view()
     start, end, bases, active = view.start, view.end, view.bases, view.active
     tier, tier_bases = view.tier, view.tier_bases
@@ -85,7 +87,8 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20) -> Iterato
         # compaction swap installs); the active one grows while we read
         limit = MAX_OFFSET if seg is active else end
         try:
-            for ref in seg.iter_batches(seg.position_for(offset), seg.size):
+            for ref in seg.iter_batches(seg.position_for(offset), seg.size,
+                                        True if sealed_crc else PLAIN_ONLY):
                 if ref.header.next_offset <= offset:
                     continue
                 if ref.header.next_offset > limit:

@@ -17,6 +17,7 @@ from .. import clock
 from ..errors import CorruptRecordError, os_error, plural
 from ..format.records import (
     ATTR_CONTROL,
+    ATTR_ENCRYPTED,
     HEADER_SIZE,
     LENGTH_PREFIX,
     MAGIC,
@@ -33,6 +34,7 @@ from . import files, guard
 from .index import OffsetIndex, TimeIndex, max_entries
 
 READ_CHUNK = 1 << 18  # a read of one batch should not drag in much more
+PLAIN_ONLY = "plain"  # iter_batches: check the CRCs of plaintext batches only
 HEADER_CHUNK = 1 << 16  # a header scan reads this much at a time while batches are small
 MAGICS = (MAGIC, MAGIC_PRODUCER)  # the format versions a batch may have
 
@@ -122,8 +124,10 @@ class Segment:
         return os.fstat(self.fd).st_size
 
     # ---------------------------------------------------------------- scanning
-    def iter_batches(self, start: int, end: int, crc: bool = True) -> Iterator[BatchRef]:
-        """Complete batches in ``[start, end)``; raises TornTail or CorruptRecordError."""
+    def iter_batches(self, start: int, end: int, crc: bool | str = True) -> Iterator[BatchRef]:
+        """Complete batches in ``[start, end)``; raises TornTail or CorruptRecordError.
+        ``crc``: check each batch's CRC (``PLAIN_ONLY``: not an encrypted one's, whose
+        authentication tag the caller checks as it opens it)."""
         pos = start
         while pos < end:
             want = min(end - pos, READ_CHUNK)
@@ -144,7 +148,7 @@ class Segment:
                             raise TornTail(pos, "file shorter than expected")
                     else:
                         break
-                if crc:
+                if crc is True or (crc and not h.attributes & ATTR_ENCRYPTED):
                     check_crc(buf, p, h, self.where(pos + p))
                 yield BatchRef(pos + p, h, buf, p, self.path)
                 p += h.size
