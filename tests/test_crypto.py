@@ -631,7 +631,7 @@ def test_topic_keys_keyring_lacks_master(keyset, keyring_file):
 def test_topic_keys_wrong_master(keyset):
     wrong = CustomKeyring(DictKeyring({"m1": MASTERS["m1"], "m2": MASTERS["m1"]}))
     with pytest.raises(WrongKey, match="master key 'm2'.*topic 'orders'"):
-        topic_keys(wrong, keyset).check_usable()
+        topic_keys(wrong, keyset).sealer()
 
 
 def test_static_keys_survive_pickling(keyset):

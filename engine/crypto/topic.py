@@ -114,10 +114,6 @@ class TopicKeys:
                 s = self._sealers.setdefault(ks.current, Sealer(ks.current, cipher, key))
         return s
 
-    def check_usable(self) -> None:
-        """Raise now (KeyUnavailable, WrongKey) if the current key cannot be unwrapped."""
-        self.sealer()
-
     # ---------------------------------------------------------------- batches
     def seal_batch(self, plain: Any, partition: int) -> bytearray:
         return self.sealer().seal_batch(plain, self.id_bytes, partition)
@@ -130,12 +126,11 @@ class TopicKeys:
         """``body_of``'s opener for one partition of the topic."""
         return functools.partial(_open, self.opener, partition)
 
-    def portable(self, versions: list[int] | None = None) -> StaticKeys:
-        """The unwrapped keys of ``versions`` (all the catalog holds when None) for another
-        process (a Spark task): no keyring there, no catalog."""
+    def portable(self) -> StaticKeys:
+        """Every version's key the catalog holds, unwrapped, for another process (a Spark
+        task): no keyring there, no catalog."""
         ks = self.keyset
-        want = versions if versions is not None else ([k.version for k in ks.versions]
-                                                      if ks is not None else [])
+        want = [k.version for k in ks.versions] if ks is not None else []
         return StaticKeys(self.id, {v: self.key_of(v) for v in want},
                           ks.current if ks is not None else 0)
 

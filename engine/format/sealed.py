@@ -45,7 +45,6 @@ SALT = 16
 NONCE = 12
 TAG = 16
 assert SALT + NONCE + TAG == SEAL_OVERHEAD
-MAX_KEY_VERSION = 0xFFFF
 _U16 = struct.Struct("<H")
 _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
