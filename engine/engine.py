@@ -22,6 +22,7 @@ from .client import read
 from .client.produce import Producer, ProduceRequest
 from .client.read import Position
 from .client.txn_producer import TransactionalProducer
+from .crypto.keyring import check_outside
 from .crypto.keyring import resolve as resolve_keyring
 from .crypto.topic import OffsetMetadata, Vault
 from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic, disk_full
@@ -102,6 +103,7 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         self.last_recovery: dict[str, Any] = {}
         # master keys (outside the data dir) and the topics' data keys (docs/ENCRYPTION.md)
         self.keyring = resolve_keyring(keyring)
+        check_outside(self.keyring, self.path)
         self._vault = Vault(self.keyring)
         self._topics = Topics(self.path, lw, self._vault)
         self.catalog = self._topics.catalog

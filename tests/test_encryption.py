@@ -509,3 +509,13 @@ def test_compaction_and_tiering_keep_what_an_unencrypted_copy_keeps(data_dir, ke
         st = eng.key_status("te")[0]
         assert st["plaintext"]["bytes"] == 0
         assert {r["tier"] for r in st["keys"][0]["ranges"]} == {"cold", "local"}
+
+
+def test_a_keyring_inside_the_data_dir_is_refused(data_dir, keys):
+    from engine.errors import KeyringError
+
+    with Engine.open(data_dir):
+        pass
+    inside = write_keyring(os.path.join(data_dir, "keyring.json"), keys)
+    with pytest.raises(KeyringError, match="inside the data dir"):
+        Engine.open(data_dir, keyring=inside)

@@ -165,6 +165,18 @@ class CustomKeyring:
         return bytes(key)
 
 
+def check_outside(keyring: Keyring | None, data_dir: str) -> None:
+    """A keyring file inside the data dir it protects is refused: it would be copied, backed
+    up and shared with the very data it is meant to keep apart from."""
+    if not isinstance(keyring, FileKeyring):
+        return
+    inside = os.path.realpath(data_dir) + os.sep
+    if os.path.realpath(keyring.path).startswith(inside):
+        raise KeyringError(f"keyring {keyring.path} is inside the data dir {data_dir}: keep "
+                           "master keys outside it (move the file, and point --keyring or "
+                           "RIVVEN_KEYRING at its new place)")
+
+
 def resolve(spec: Any) -> Keyring | None:
     """The keyring ``spec`` names: a path, an object with ``get``, or None for
     ``RIVVEN_KEYRING`` (None when that is unset or empty too)."""
