@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
@@ -433,16 +433,26 @@ def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
     if not dry_run:
         check_java()  # (before the pass plans: it may tidy the cold store first)
 
-    def copier(tasks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        job = {"data_dir": eng.path, "topic": topic, "tasks": tasks}
-        with submission(eng, f"rivven-tier-{topic or 'all'}", "tier_job.py", job, master,
-                        confs or [], deploy_mode, dry_run, progress, extra) as (result, _):
-            if result is None:
-                return None
-            return result["copies"]
-
+    copier = task_runner(eng, f"rivven-tier-{topic or 'all'}", "tier_job.py",
+                         {"data_dir": eng.path, "topic": topic}, "copies", master, confs,
+                         deploy_mode, dry_run, progress, extra)
     out = eng.tier(topic, dry_run=dry_run, copier=copier)
     return {**extra, **out}
+
+
+def task_runner(eng: Engine, app_name: str, script: str, job: dict[str, Any], answer: str,
+                master: str, confs: list[str] | None, deploy_mode: str | None, dry_run: bool,
+                progress: Progress | None, out: dict[str, Any]
+                ) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None]:
+    """A job that runs a list of tasks on Spark, as ``Engine.tier`` and ``Engine.reencrypt``
+    take one: the tasks go into ``job``'s plan, the list ``result[answer]`` comes back (None
+    on a dry run)."""
+    def run(tasks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        with submission(eng, app_name, script, {**job, "tasks": tasks}, master, confs or [],
+                        deploy_mode, dry_run, progress, out) as (result, _):
+            return None if result is None else result[answer]
+
+    return run
 
 
 def reencrypt(eng: Engine, topic: str, master: str = "local[*]", confs: list[str] | None = None,
@@ -455,14 +465,9 @@ def reencrypt(eng: Engine, topic: str, master: str = "local[*]", confs: list[str
     if not dry_run:
         check_java()
 
-    def runner(tasks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        job = {"data_dir": eng.path, "topic": topic, "topic_id": meta.id, "tasks": tasks}
-        with submission(eng, f"rivven-reencrypt-{topic}", "reencrypt_job.py", job, master,
-                        confs or [], deploy_mode, dry_run, progress, extra) as (result, _):
-            if result is None:
-                return None
-            return result["results"]
-
+    runner = task_runner(eng, f"rivven-reencrypt-{topic}", "reencrypt_job.py",
+                         {"data_dir": eng.path, "topic": topic, "topic_id": meta.id}, "results",
+                         master, confs, deploy_mode, dry_run, progress, extra)
     out = eng.reencrypt(topic, dry_run=dry_run, runner=runner)
     if dry_run:
         runner([])  # (the exact command the pass would run)
