@@ -1,3 +1,5 @@
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -15,9 +17,10 @@ def data_dir(tmp_path: Path) -> str:
 
 
 def run_rivven(data_dir: str, *args: str, input: bytes | None = None, check: bool = False,
-               timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run the real ``rivven`` command in a subprocess."""
-    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
+               timeout: float = 120, env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess:
+    """Run the real ``rivven`` command in a subprocess (``env``: more environment)."""
+    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT), **(env or {}))
     proc = subprocess.run([*RIVVEN, *args], input=input, capture_output=True, env=env,
                           timeout=timeout, cwd=ROOT)
     if check and proc.returncode != 0:
@@ -114,3 +117,27 @@ def run_rivven_on_a_terminal(data_dir: str, *args: str, env: dict[str, str] | No
         if line and line not in frames[-1:]:
             frames.append(line)
     return proc.returncode, out, frames
+
+
+def new_key() -> str:
+    """A master key as a keyring file holds it: base64 of 32 random bytes."""
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def write_keyring(path: str, keys: dict[str, str], mode: int = 0o600) -> str:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        json.dump(keys, f)
+    os.chmod(path, mode)
+    return path
+
+
+@pytest.fixture
+def keys() -> dict[str, str]:
+    return {"k1": new_key(), "k2": new_key()}
+
+
+@pytest.fixture
+def keyring(tmp_path, keys) -> str:
+    """A keyring file (master keys k1 and k2) outside the data dir, mode 0600."""
+    return write_keyring(str(tmp_path / "keyring.json"), keys)

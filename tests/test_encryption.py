@@ -7,12 +7,12 @@ tamper and relocation caught, and a writer that never seals with a version dropp
 from __future__ import annotations
 
 import base64
-import json
 import os
 import struct
 
 import pyarrow as pa
 import pytest
+from conftest import new_key, write_keyring
 
 from engine import Engine, Record
 from engine.client.read import Position
@@ -22,28 +22,6 @@ from engine.format.records import HEADER_SIZE, read_header
 from engine.storage import files
 
 ENC = {"encryption.enable": "true", "encryption.key.id": "k1"}
-
-
-def new_key() -> str:
-    return base64.b64encode(os.urandom(32)).decode()
-
-
-def write_keyring(path: str, keys: dict[str, str], mode: int = 0o600) -> str:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        json.dump(keys, f)
-    os.chmod(path, mode)
-    return path
-
-
-@pytest.fixture
-def keys() -> dict[str, str]:
-    return {"k1": new_key(), "k2": new_key()}
-
-
-@pytest.fixture
-def keyring(tmp_path, keys) -> str:
-    return write_keyring(str(tmp_path / "keyring.json"), keys)
 
 
 def marker(i: int, tag: bytes = b"MARK") -> bytes:

@@ -97,7 +97,7 @@ def test_a_reencrypt_killed_at_each_step_leaves_old_or_new_segments(data_dir, kr
     old = [versions_by_segment(data_dir, "t", p) for p in (0, 1)]
     assert all(any(0 in s for s in o) and any(1 in s for s in o) for o in old)
     env = dict(RIVVEN_FAILPOINT=point)
-    r = run_env(data_dir, env, "key", "reencrypt", "t", "--keyring", kr)
+    r = run_rivven(data_dir, "key", "reencrypt", "t", "--keyring", kr, env=env, timeout=180)
     assert r.returncode == -signal.SIGKILL, r.stderr
     with Engine.open(data_dir, keyring=kr) as eng:  # (finishes a committed swap)
         assert rows(eng, "t") == before
@@ -113,14 +113,6 @@ def test_a_reencrypt_killed_at_each_step_leaves_old_or_new_segments(data_dir, kr
     assert plaintext_in([data_dir], [marker(i) for i in range(360)]) == []
 
 
-def run_env(data_dir: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    from conftest import RIVVEN
-
-    return subprocess.run([*RIVVEN, *args], capture_output=True, timeout=180, cwd=ROOT,
-                          env=dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT),
-                                   **env))
-
-
 def test_a_reencrypt_of_cold_segments_killed_after_the_manifest_leaves_orphans_only(
         data_dir, kr):
     with Engine.open(data_dir, keyring=kr) as eng:
@@ -133,8 +125,8 @@ def test_a_reencrypt_of_cold_segments_killed_after_the_manifest_leaves_orphans_o
         before = rows(eng, "t")
     cold = os.path.join(data_dir, "cold")
     assert plaintext_in([cold], [marker(0)]) != []
-    r = run_env(data_dir, {"RIVVEN_FAILPOINT": "reencrypt-cold-manifest"},
-                "key", "reencrypt", "t", "--keyring", kr)
+    r = run_rivven(data_dir, "key", "reencrypt", "t", "--keyring", kr, timeout=180,
+                   env={"RIVVEN_FAILPOINT": "reencrypt-cold-manifest"})
     assert r.returncode == -signal.SIGKILL, r.stderr
     with Engine.open(data_dir, keyring=kr) as eng:
         assert rows(eng, "t") == before  # the new manifest names the new objects
