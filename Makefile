@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 
 $(BIN)/rivven: pyproject.toml
 	scripts/ensure-java.sh
+	scripts/ensure-prometheus.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

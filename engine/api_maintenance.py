@@ -14,6 +14,7 @@ from .client.read import Position
 from .crypto.topic import Vault
 from .errors import InvalidArgument
 from .maintenance import compaction, retention
+from .meter.meter import Meter
 from .progress import Progress
 from .storage.catalog import TopicMeta
 from .storage.locks import LockWait
@@ -33,6 +34,7 @@ class MaintenanceApi:
 
     path: str
     lock_wait: LockWait
+    meter: Meter
     _wal: WalOwner
     _partitions: Partitions
     _writable: Callable[[], None]
@@ -95,7 +97,8 @@ class MaintenanceApi:
         for the Spark job: engine.spark.submit.compact)."""
 
         self._writable()
-        return compaction.compact_partitions(self.path, self._logs(topic, partitions), force)
+        with self.meter.get("rivven_compaction", topic=topic).timed():
+            return compaction.compact_partitions(self.path, self._logs(topic, partitions), force)
 
     def apply_compaction(self, topic: str, plan: dict[str, Any], staged_dir: str, now: int,
                          min_tombstone: int | None = None) -> dict[str, Any]:
@@ -119,7 +122,17 @@ class MaintenanceApi:
         metas = tiering.tiered_topics([self.topic(topic)] if topic else self.topics(), topic)
         if copier is None:
             copier = (lambda tasks: None) if dry_run else tiering.copy_in_process
-        return tiering.run(self.path, metas, self._log, copier, dry_run, now)
+        if dry_run:
+            return tiering.run(self.path, metas, self._log, copier, dry_run, now)
+        with self.meter.get("rivven_tier").timed():
+            out = tiering.run(self.path, metas, self._log, copier, dry_run, now)
+        for row in out["partitions"]:
+            if row.get("uploaded"):
+                self.meter.get("rivven_tier_uploads_total", topic=row["topic"]).inc(
+                    len(row["uploaded"]))
+                self.meter.get("rivven_tier_upload_bytes_total", topic=row["topic"]).inc(
+                    row.get("bytes", 0))
+        return out
 
     def tier_status(self, topic: str | None = None) -> list[dict[str, Any]]:
         """Per partition: cold and local ranges and bytes, hot cache bytes and hit rate."""

@@ -11,6 +11,7 @@ compaction, tiering, segment tools) in api_maintenance.py: parts of the same cla
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
 from .groups.admin import GroupAdmin
 from .maintenance import retention
+from .meter import gather
+from .meter.meter import Meter
 from .progress import Progress
 from .storage import datadir
 from .storage import topics as topics_mod
@@ -108,21 +111,25 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         self._topics = Topics(self.path, lw, self._vault)
         self.catalog = self._topics.catalog
         self._vault.lookup = self.catalog.get
+        # this process's counters, in .stats/ for `rivven metrics` (docs/METRICS.md)
+        self.meter = m = Meter(self.path, st.metrics_enabled)
         self.hot = HotCache(st.hot_max_bytes) if st.hot_max_bytes > 0 else None
-        self.cold_cache = ColdCache.for_data_dir(self.path, st.tier_cache_max_bytes)
+        self.cold_cache = ColdCache.for_data_dir(self.path, st.tier_cache_max_bytes, m)
         self._partitions = Partitions(self.path, not read_only, st.wal_sync, progress,
                                       self.cold_cache, self.hot, on_open=self._retain,
                                       lock_wait=lw, producers=PartitionProducers,
-                                      vault=self._vault)
+                                      vault=self._vault,
+                                      counts=m.partition if m.enabled else None)
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
                              after_checkpoint=self._retain,
-                             after_checkpoints=self._publish_hot_stats, lock_wait=lw)
+                             after_checkpoints=self._publish_hot_stats, lock_wait=lw, meter=m)
         self._producer = Producer(self._topics, self._partitions.get, self._wal.attach)
+        self._produce_counts: dict[str, tuple[Any, Any]] = {}
         self._metadata = OffsetMetadata(self.metadata_keys)
         self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
                                   self.offset_for_time, lock_wait=lw, metadata=self._metadata)
         self._consumers: set[Consumer] = set()
-        self._txn = Coordinator(self.path, self._txn_log, st.wal_sync != "none", lw)
+        self._txn = Coordinator(self.path, self._txn_log, st.wal_sync != "none", lw, m)
         self._txn_producers: set[TransactionalProducer] = set()
         if not read_only:
             datadir.empty_trash(self.path)
@@ -184,6 +191,7 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         if self.hot is not None and not self.read_only:
             status.unpublish_hot_stats(self.path)
         self.cold_cache.close()
+        gather.retire(self.meter, self.lock_wait)  # its counts join the retired ones
         self.closed = True
 
     @property
@@ -226,8 +234,15 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         its segment cannot: the engine opens anyway — the commands that free space need it —
         but refuses appends (their offsets are the replay's) until an open replays the
         streams."""
+        t0 = time.monotonic()
         try:
-            self.last_recovery = self.wal_replay()
+            self.last_recovery = report = self.wal_replay()
+            if report.get("streams"):
+                m = self.meter
+                m.get("rivven_recovery_duration_seconds").observe(time.monotonic() - t0)
+                m.get("rivven_recovery_batches_replayed_total").inc(report.get("applied", 0))
+                m.get("rivven_recovery_bytes_cut_total").inc(
+                    sum(t.get("bytes", 0) for t in report.get("torn_tails", [])))
         except StorageError as e:
             if not disk_full(e):
                 raise
@@ -348,9 +363,25 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         if not recs:
             return []
         self._writable()
-        acks = self._producer.produce(ProduceRequest.of_records(topic, recs, partition, compression))
+        calls, errors = self._counts_of(topic)
+        calls.inc()
+        try:
+            acks = self._producer.produce(ProduceRequest.of_records(topic, recs, partition,
+                                                                    compression))
+        except RivvenError:
+            errors.inc()
+            raise
         self._wal.maybe_checkpoint()
         return acks
+
+    def _counts_of(self, topic: str) -> tuple[Any, Any]:
+        """A topic's produce calls and errors counters (made once)."""
+        c = self._produce_counts.get(topic)
+        if c is None:
+            c = self._produce_counts[topic] = (
+                self.meter.get("rivven_produce_requests_total", topic=topic),
+                self.meter.get("rivven_produce_errors_total", topic=topic))
+        return c
 
     def produce_batch(self, topic: str, values: Sequence[bytes | None],
                       keys: Sequence[bytes | None] | None = None,
@@ -363,8 +394,14 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         self._writable()
         if not len(values):
             return []
-        acks = self._producer.produce(ProduceRequest.of(topic, values, keys, headers, timestamps,
-                                                        partition, partitions, compression))
+        calls, errors = self._counts_of(topic)
+        calls.inc()
+        try:
+            acks = self._producer.produce(ProduceRequest.of(
+                topic, values, keys, headers, timestamps, partition, partitions, compression))
+        except RivvenError:
+            errors.inc()
+            raise
         self._wal.maybe_checkpoint()
         return acks
 
@@ -508,7 +545,26 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
 
     def _publish_hot_stats(self) -> None:
         if self.hot is not None and not self.read_only:
-            status.publish_hot_stats(self.path, self._own_hot_stats())
+            own = self._own_hot_stats()
+            status.publish_hot_stats(self.path, own)
+            self.meter.get("rivven_hot_cache_bytes").set(sum(v["bytes"] for v in own.values()))
+
+    # ---------------------------------------------------------------- metrics
+    def metrics(self) -> dict[str, Any]:
+        """Every metric of the data dir (docs/METRICS.md), as ``{name: {"type", "help",
+        "labels", "samples"}}``: the counters of every process that wrote to it, summed
+        (each counted once, also after it exited or was killed), and the data dir's state
+        (partitions, groups, WAL streams, transactions) read now. ``engine.metrics`` has
+        the Prometheus text, a textfile and an HTTP endpoint (``serve``)."""
+        from .metrics import collect
+
+        logs: list[PartitionLog] = []
+        for meta in self.topics():
+            try:
+                logs += [self._log(meta, p, retain=False) for p in range(meta.partitions)]
+            except (UnknownTopic, StorageError):
+                continue  # (deleted meanwhile)
+        return collect.collect(self, logs)
 
     # ---------------------------------------------------------------- consumer groups
     def consumer(self, group: str, topics: str | Iterable[str],
@@ -520,7 +576,8 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         c = Consumer(self, group, topics, auto_offset_reset=auto_offset_reset,
                      sync_commits=self.settings.wal_sync != "none",
                      on_close=self._consumers.discard, lock_wait=self.lock_wait,
-                     settle=self._txn.settle_group, metadata=self._metadata, **options)
+                     settle=self._txn.settle_group, metadata=self._metadata,
+                     meter=self.meter, **options)
         self._consumers.add(c)
         return c
 

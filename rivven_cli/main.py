@@ -12,6 +12,7 @@ from . import (
     consume,
     group,
     key,
+    metrics,
     offsets,
     produce,
     retention,
@@ -43,6 +44,8 @@ app.add_typer(key.app, name="key", help="Encryption at rest: what each data key 
               "rotate, rewrap under another master key, re-encrypt a topic.")
 app.add_typer(txn.app, name="txn", help="Transactions: list, describe, producers, hanging "
               "ones, abort (Kafka's kafka-transactions.sh).")
+app.add_typer(metrics.app, name="metrics", help="Prometheus metrics: print them, write a "
+              "textfile, or serve /metrics.")
 app.add_typer(bench.app, name="bench", help="Measure produce and consume throughput.")
 app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)

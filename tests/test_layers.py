@@ -21,11 +21,13 @@ RANKS = {
     "engine.format": 1,
     "engine.crypto": 1.5,  # keyring, data keys, sealing batches: below storage, over format
     "engine.storage": 2,
+    "engine.meter": 2.5,  # this process's counters (in .stats/): over storage's file rules
     "engine.wal": 3, "engine.groups": 3,
     "engine.txn": 3.5,  # producer state, transactions: above wal/groups, below tiering
     "engine.tiering": 4,
     "engine.maintenance": 5, "engine.tools": 5,
     "engine.client": 6,
+    "engine.metrics": 6.5,  # the exposition: counters of every process + the data dir's state
     "engine": 7,  # the façade: engine/__init__.py and engine/engine.py
     "engine.spark": 8,
     "rivven_cli": 9,

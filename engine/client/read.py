@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from ..errors import InvalidArgument
+from ..errors import CorruptRecordError, InvalidArgument
 from ..format.arrow import batch_columns
 from ..format.arrow import table as arrow_table
 from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
@@ -75,25 +75,35 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
     if reach is not None:
         reach.start = reach.end = offset
     opener = log.opener
-    # (an encrypted batch's tag, checked when it is opened below, covers every byte its CRC
-    # does: its CRC is not checked twice)
-    for ref in log.batches(offset, max_bytes=1 << 62, sealed_crc=opener is None):
-        h = ref.header
-        if committed and h.base_offset >= lso:
-            return
-        if isolation.hidden(h, aborted):  # (a marker's offset, or an aborted batch's: a gap)
+    nbytes = 0
+    try:
+        # (an encrypted batch's tag, checked when it is opened below, covers every byte its
+        # CRC does: its CRC is not checked twice)
+        for ref in log.batches(offset, max_bytes=1 << 62, sealed_crc=opener is None):
+            h = ref.header
+            if committed and h.base_offset >= lso:
+                return
+            if isolation.hidden(h, aborted):  # (a marker's offset, or an aborted batch's)
+                if reach is not None:
+                    reach.end = h.next_offset
+                continue
             if reach is not None:
-                reach.end = h.next_offset
-            continue
-        if reach is not None:
-            reach.start = reach.end = h.next_offset
-        at = where(ref)
-        body = body_of(ref.buf, ref.start, h, at, opener)
-        lay = layout(body, h, at)
-        yield ref, body, lay
-        seen += h.next_offset - max(offset, h.base_offset)
-        if seen >= max_records:
-            return
+                reach.start = reach.end = h.next_offset
+            at = where(ref)
+            try:
+                body = body_of(ref.buf, ref.start, h, at, opener)
+            except CorruptRecordError:
+                log.counts.crc_errors.inc()  # (an encrypted batch whose tag fails)
+                raise
+            lay = layout(body, h, at)
+            yield ref, body, lay
+            seen += h.next_offset - max(offset, h.base_offset)
+            nbytes += h.size
+            if seen >= max_records:
+                return
+    finally:
+        if nbytes:  # counted once per call, not per batch
+            log.counts.read(seen, nbytes)
 
 
 def read(log: PartitionLog, offset: int, max_records: int, committed: bool = False

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 from ..crypto.topic import OffsetMetadata
 from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from ..format.records import ColumnBatch
+from ..meter.meter import Meter
 from ..storage.locks import DEFAULT_WAIT, LockWait
 from ..storage.reader import Reach
 from . import membership
@@ -115,7 +116,7 @@ class Consumer:
                  lock_wait: LockWait = DEFAULT_WAIT,
                  settle: Callable[[str], None] | None = None,
                  isolation_level: str = "read_uncommitted",
-                 metadata: OffsetMetadata | None = None) -> None:
+                 metadata: OffsetMetadata | None = None, meter: Meter | None = None) -> None:
         if engine.read_only:
             raise ReadOnlyError("a group consumer commits offsets: open the engine writable")
         if auto_offset_reset not in POLICIES:
@@ -154,6 +155,9 @@ class Consumer:
                                  seal=functools.partial(metadata.seal, group)
                                  if metadata is not None else None)
         self._on_close = on_close
+        m = meter if meter is not None else Meter(None, enabled=False)
+        self._commits = m.get("rivven_group_commits_total", group=group)
+        self._rebalances = m.get("rivven_group_rebalances_total", group=group)
         # finishes transactions that committed offsets of this group but were cut short
         # before writing them (engine.txn.coordinator.settle_group): called before the
         # committed offsets of a partition just taken over are read
@@ -208,7 +212,10 @@ class Consumer:
                 except UnknownTopic:
                     pass  # deleted: its partitions are nobody's
             plan = assign(members, parts)
-            self._wanted = plan.get(self.member_id, [])
+            wanted_now = plan.get(self.member_id, [])
+            if wanted_now != self._wanted:
+                self._rebalances.inc()
+            self._wanted = wanted_now
             wanted = set(self._wanted)
             for tp in [tp for tp in self._positions if tp not in wanted]:
                 self._revoke(tp)
@@ -461,6 +468,7 @@ class Consumer:
                 self._owned(*tp)
         if offsets:
             self.store.commit(offsets, metadata)
+            self._commits.inc()
             self._committed.update(offsets)
 
     def _maybe_autocommit(self) -> None:

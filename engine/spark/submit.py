@@ -303,7 +303,18 @@ def compact(eng: Engine, topic: str, partitions: list[int] | None = None,
             master: str = "local[*]", confs: list[str] | None = None,
             deploy_mode: str | None = None, dry_run: bool = False, force: bool = False,
             progress: Progress | None = None) -> dict[str, Any]:
-    """Plan, run the Spark job, swap: one compaction pass over ``topic``."""
+    """Plan, run the Spark job, swap: one compaction pass over ``topic`` (a run of the
+    ``rivven_compaction_*`` metrics unless ``dry_run``)."""
+    args = (eng, topic, partitions, master, confs, deploy_mode, dry_run, force, progress)
+    if dry_run:
+        return _compact(*args)
+    with eng.meter.get("rivven_compaction", topic=topic).timed():
+        return _compact(*args)
+
+
+def _compact(eng: Engine, topic: str, partitions: list[int] | None, master: str,
+             confs: list[str] | None, deploy_mode: str | None, dry_run: bool, force: bool,
+             progress: Progress | None) -> dict[str, Any]:
     t0 = time.time()
     now = clock.now_ms()
     cfg = eng.topic(topic).typed

@@ -88,6 +88,44 @@ class ColdSegments(Protocol):
     def forget(self, obj: str) -> None: ...
 
 
+class Count(Protocol):
+    def inc(self, n: float = 1) -> None: ...
+
+
+class PartitionCounts(Protocol):
+    """What a log counts as it works (engine.meter.meter.PartitionMeter): handed in, as
+    storage never imports the meter."""
+
+    rolls: Count
+    crc_errors: Count
+    hot_hits: Count
+    hot_misses: Count
+
+    def appended(self, records: int, nbytes: int) -> None: ...
+    def read(self, records: int, nbytes: int) -> None: ...
+    def cut(self, nbytes: int) -> None: ...
+
+
+class _Uncounted:
+    """The counts of a log nobody meters (tools, Spark tasks, metrics.enabled=false)."""
+
+    def inc(self, n: float = 1) -> None:
+        pass
+
+    def appended(self, records: int, nbytes: int) -> None:
+        pass
+
+    def read(self, records: int, nbytes: int) -> None:
+        pass
+
+    def cut(self, nbytes: int) -> None:
+        pass
+
+
+UNCOUNTED: Any = _Uncounted()
+UNCOUNTED.rolls = UNCOUNTED.crc_errors = UNCOUNTED.hot_hits = UNCOUNTED.hot_misses = UNCOUNTED
+
+
 class View(NamedTuple):
     """What a reader sees of the log at one moment."""
 
@@ -110,8 +148,9 @@ class PartitionLog:
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
                  hot: HotCache | None = None, lock_wait: LockWait = DEFAULT_WAIT,
                  producers: Callable[[PartitionLog], ProducerHook] | None = None,
-                 keys: TopicKeys | None = None) -> None:
+                 keys: TopicKeys | None = None, counts: PartitionCounts | None = None) -> None:
         self.dir = directory
+        self.counts: PartitionCounts = counts if counts is not None else UNCOUNTED
         self.topic = topic
         self.partition = partition
         self.writable = writable
@@ -385,7 +424,9 @@ class PartitionLog:
         """(Lock held.) Seal the active segment (fsynced) and start a new one at the end."""
         if self.hot is not None:
             self.hot.clear(self)  # the hot run covers the active segment only
-        return self.segs.roll()
+        seg = self.segs.roll()
+        self.counts.rolls.inc()
+        return seg
 
     def roll_active(self) -> bool:
         """Seal the active segment now, when it holds a batch, and start a new one: how a

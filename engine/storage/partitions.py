@@ -20,7 +20,7 @@ from . import files
 from .catalog import TopicMeta
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
-from .log import PartitionLog, ProducerHook
+from .log import PartitionCounts, PartitionLog, ProducerHook
 
 
 def check_partition(meta: TopicMeta, partition: Any) -> None:
@@ -36,8 +36,10 @@ class Partitions:
                  on_open: Callable[[PartitionLog, TopicMeta], None] | None = None,
                  lock_wait: LockWait = DEFAULT_WAIT,
                  producers: Callable[[PartitionLog], ProducerHook] | None = None,
-                 vault: Vault | None = None) -> None:
+                 vault: Vault | None = None,
+                 counts: Callable[[str, int], PartitionCounts] | None = None) -> None:
         self.data_dir = data_dir
+        self.counts = counts  # a log's counters (engine.meter), by topic and partition
         self.vault = vault if vault is not None else Vault(None)  # the topics' data keys
         self.lock_wait = lock_wait
         self.writable = writable
@@ -79,12 +81,18 @@ class Partitions:
                                    "(deleted meanwhile?)")
             # the WAL stream comes with the first append: a process that only consumes or
             # administers leaves no stream behind when it is killed
+            n_cuts = len(self.cuts)
             log = PartitionLog(d, meta.name, partition, meta.typed, writable=self.writable,
                                topic_id=bytes.fromhex(meta.id), wal_sync=self.wal_sync,
                                cuts=self.cuts, progress=self.progress, holds=self.holds,
                                cold=self.cold, hot=self.hot, lock_wait=self.lock_wait,
-                               producers=self.producers, keys=self.vault.topic(meta))
+                               producers=self.producers, keys=self.vault.topic(meta),
+                               counts=self.counts(meta.name, partition)
+                               if self.counts is not None else None)
             self._logs[key] = (meta.id, log)
+            for cut in self.cuts[n_cuts:]:  # (what the loader cut as it opened the log)
+                if cut.get("action") == "cut":
+                    log.counts.cut(cut.get("bytes", 0))
         if retain and self.writable and self.on_open is not None:
             self.on_open(log, meta)
         return log

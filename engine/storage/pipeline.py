@@ -208,7 +208,8 @@ class AppendPipeline:
         wal_end = 0
         wal = log.wal
         if wal is not None:  # a failed write raises: no offsets used, nothing logged
-            wal_end = wal.append_batch(log.topic_id, log.partition, log.topic, buf)
+            wal_end = wal.append_batch(log.topic_id, log.partition, log.topic, buf,
+                                       batch.last_offset_delta + 1)
         if header is not None:
             hook.applied(header, buf, base)  # type: ignore[union-attr]
         self._assigned_end = base + batch.last_offset_delta + 1
@@ -265,6 +266,8 @@ class AppendPipeline:
                                sync=wal is None and always)
                 except Exception as err:  # noqa: BLE001
                     e.error = err
+                else:
+                    self._count(e)
             if e.error is not None and not self._broken:
                 self._broken = True
                 self._broken_error = e.error
@@ -325,10 +328,16 @@ class AppendPipeline:
             if hot is not None:
                 hot.add(log, e.base, e.base + b.last_offset_delta + 1, pos, e.buf)
             pos += n
+            self._count(e)
             pending.popleft()
             e.done = True
             self._done_seq = e.seq
         return True
+
+    def _count(self, e: _Entry) -> None:
+        """(mutex held.) A batch in its segment: acknowledged once its owner returns."""
+        if not e.buf[ATTRS_AT] & ATTR_CONTROL:  # (a transaction's marker is no record)
+            self.log.counts.appended(e.batch.last_offset_delta + 1, len(e.buf))
 
     # ---------------------------------------------------------------- waiting, the flock
     def wait(self, timeout: float | None = None) -> None:

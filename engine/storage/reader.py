@@ -38,7 +38,9 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20, sealed_crc
     sent = 0
     hot = log.hot
     if hot is not None and active.base <= offset < end:
-        for ref in hot.get(log, offset, end, max_bytes):
+        refs = hot.get(log, offset, end, max_bytes)
+        (log.counts.hot_hits if refs else log.counts.hot_misses).inc()
+        for ref in refs:
             yield ref
             sent += ref.header.size
             offset = ref.header.next_offset
@@ -101,9 +103,13 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20, sealed_crc
                 offset = ref.header.next_offset
                 if sent >= max_bytes:
                     return
+        except CorruptRecordError:
+            log.counts.crc_errors.inc()
+            raise
         except TornTail as t:
             if seg is active:
                 return  # a batch still being written by another process
+            log.counts.crc_errors.inc()
             raise CorruptRecordError(
                 f"sealed segment {seg.path} ends with an incomplete batch at position "
                 f"{t.position}; run 'rivven segment recover'", seg.path, t.position) from None

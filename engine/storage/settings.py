@@ -27,6 +27,9 @@ DEFAULTS: dict[str, str] = {
     # the WAL recovery lock) before LockTimeout names the holder; -1 waits for ever. A wait
     # is reported (with the holder's pid) after 3 s, or half this when that is shorter
     "lock.timeout.ms": "30000",
+    # count appends, reads, fsyncs... in .stats/ for `rivven metrics` (docs/METRICS.md);
+    # false: this engine counts nothing (the data dir's gauges are still read at a scrape)
+    "metrics.enabled": "true",
 }
 
 
@@ -40,6 +43,7 @@ class Settings:
     hot_max_bytes: int
     tier_cache_max_bytes: int
     lock_timeout_ms: int = 30000  # -1: no limit
+    metrics_enabled: bool = True
 
     @classmethod
     def parse(cls, overrides: dict[str, str] | None) -> Settings:
@@ -61,7 +65,15 @@ class Settings:
                    _int("checkpoint.interval.ms", values["checkpoint.interval.ms"], 1),
                    _int("hot.max.bytes", values["hot.max.bytes"], 0),
                    _int("tier.cache.max.bytes", values["tier.cache.max.bytes"], 0),
-                   _lock_timeout(values["lock.timeout.ms"]))
+                   _lock_timeout(values["lock.timeout.ms"]),
+                   _bool("metrics.enabled", values["metrics.enabled"]))
+
+
+def _bool(name: str, text: str) -> bool:
+    v = text.strip().lower()
+    if v not in ("true", "false"):
+        raise InvalidConfig(f"invalid {name} {text!r}: use true or false")
+    return v == "true"
 
 
 def _lock_timeout(text: str) -> int:

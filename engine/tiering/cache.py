@@ -36,6 +36,7 @@ import uuid
 
 from ..errors import ColdObjectError, DataDirError, RivvenError, plural
 from ..format.crc import crc32c
+from ..meter.meter import Meter
 from ..storage import files, guard
 from ..storage.segment import Segment
 from ..storage.tier_manifest import ColdSegment
@@ -139,8 +140,12 @@ def copy_problem(entry: ColdSegment, d: str) -> str | None:
 
 class ColdCache:
     def __init__(self, root: str, max_bytes: int, fallback: bool = False,
-                 group: int | None = None) -> None:
+                 group: int | None = None, meter: Meter | None = None) -> None:
         self.root = root
+        m = meter if meter is not None else Meter(None, enabled=False)
+        self.m_hits = m.get("rivven_cold_cache_hits_total")
+        self.m_misses = m.get("rivven_cold_cache_misses_total")
+        self.m_bytes = m.get("rivven_cold_cache_download_bytes_total")
         self.group = group  # the group of a group-shared data dir (see not_private)
         self.max_bytes = max_bytes
         self.fallback = fallback  # a bad root: use a fresh private one (else refuse)
@@ -152,11 +157,12 @@ class ColdCache:
         self.downloaded_bytes = 0
 
     @classmethod
-    def for_data_dir(cls, data_dir: str, max_bytes: int) -> ColdCache:
+    def for_data_dir(cls, data_dir: str, max_bytes: int, meter: Meter | None = None
+                     ) -> ColdCache:
         """The cache of an engine over ``data_dir`` (see ``cache_root``)."""
         root = cache_root(data_dir)
         return cls(root, max_bytes, fallback=root != os.path.join(data_dir, CACHE_DIR),
-                   group=trusted_group(data_dir, root))
+                   group=trusted_group(data_dir, root), meter=meter)
 
     def close(self) -> None:
         with self._lock:
@@ -190,6 +196,7 @@ class ColdCache:
             seg = self._open.get(entry.object)
             if seg is not None and os.path.exists(seg.path):
                 self.hits += 1
+                self.m_hits.inc()
                 return seg
             self._check_root()
             d = self.folder(entry)
@@ -215,6 +222,7 @@ class ColdCache:
             intact = False
         if intact:
             self.hits += 1
+            self.m_hits.inc()
             os.utime(files.path(d, entry.base_offset, files.LOG), follow_symlinks=False)
         else:
             guard.remove_tree(self.root, d)  # (an incomplete or altered copy)
@@ -227,8 +235,11 @@ class ColdCache:
         tmp = os.path.join(self.root, f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         guard.make_dir(tmp)
         try:
-            self.downloaded_bytes += download_segment(entry, tmp)
+            n = download_segment(entry, tmp)
+            self.downloaded_bytes += n
             self.downloads += 1
+            self.m_misses.inc()
+            self.m_bytes.inc(n)
             try:
                 os.rename(tmp, d)
             except OSError:  # another process put it there first

@@ -34,6 +34,7 @@ from ..format.control import COMMIT
 from ..format.records import MAX_EPOCH
 from ..groups import membership
 from ..groups.offset_store import OffsetStore
+from ..meter.meter import Meter
 from ..storage.locks import DEFAULT_WAIT, LockWait
 from ..storage.log import PartitionLog
 from . import markers, pids
@@ -72,9 +73,12 @@ class Coordinator:
     """The transactional ids of one data dir (thread-safe: every call takes the id's lock)."""
 
     def __init__(self, data_dir: str, log_for: LogFor, sync_offsets: bool = True,
-                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 lock_wait: LockWait = DEFAULT_WAIT, meter: Meter | None = None) -> None:
         self.data_dir = data_dir
         self.store = TxnStore(data_dir, lock_wait)
+        m = meter if meter is not None else Meter(None, enabled=False)
+        self.ended = {True: m.get("rivven_transactions_committed_total"),
+                      False: m.get("rivven_transactions_aborted_total")}
         self.log_for = log_for
         self.sync_offsets = sync_offsets
         self.lock_wait = lock_wait
@@ -258,6 +262,7 @@ class Coordinator:
         self._clear(st)
         st.updated_ms = clock.now_ms()
         self.store.write(st, sync=offsets)
+        self.ended[commit].inc()
         failpoint("txn.after_complete")
         return st.producer_id, st.epoch
 

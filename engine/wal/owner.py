@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import RivvenError, UnknownTopic
+from ..meter.meter import Meter
 from ..progress import Progress
 from ..storage import guard
 from ..storage.catalog import TopicMeta
@@ -34,8 +35,10 @@ class WalOwner:
                  read_only: bool,
                  after_checkpoint: Callable[[PartitionLog], None] | None = None,
                  after_checkpoints: Callable[[], None] | None = None,
-                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+                 lock_wait: LockWait = DEFAULT_WAIT, meter: Meter | None = None) -> None:
         self.data_dir = data_dir
+        self.meter = meter if meter is not None else Meter(None, enabled=False)
+        self.checkpoints = self.meter.get("rivven_checkpoints_total")
         self.lock_wait = lock_wait
         self.settings = settings
         self.partitions = partitions
@@ -66,7 +69,8 @@ class WalOwner:
                 raise self.replay_pending
             with self.recovery_lock(), self._mutex:  # same order as recovery takes them
                 if self.stream is None:
-                    self.stream = WalStream(self.data_dir, self.settings.wal_segment_bytes)
+                    self.stream = WalStream(self.data_dir, self.settings.wal_segment_bytes,
+                                            self.meter)
                     if self.settings.wal_sync == "interval":
                         self._syncer = threading.Thread(target=self._sync_loop, daemon=True,
                                                         name="rivven-wal-sync")
@@ -113,6 +117,7 @@ class WalOwner:
                     os.unlink(f)
                 self._ckpt_at = wal.written
             self._ckpt_time = time.monotonic()
+            self.checkpoints.inc()
             if self.after_checkpoints is not None:
                 self.after_checkpoints()
             return done

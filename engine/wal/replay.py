@@ -62,6 +62,7 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
                     raise damaged_record(f, t.position, t.reason) from None
                 if not t.zero:
                     report["torn_tails"].append({"file": f, "position": t.position,
+                                                 "bytes": max(size - t.position, 0),
                                                  "reason": t.reason,
                                                  "incomplete": t.incomplete})
             done += size

@@ -17,6 +17,7 @@ import threading
 import time
 
 from ..errors import StorageError, os_error
+from ..meter.meter import Meter
 from ..storage import files, guard
 from ..storage.locks import open_lock_file, try_lock
 from .records import SUFFIX, encode_batch_record
@@ -55,8 +56,14 @@ class _Sleeper:
 class WalStream:
     """This process's WAL: appends from any thread, group-committed fdatasync."""
 
-    def __init__(self, data_dir: str, segment_bytes: int) -> None:
+    def __init__(self, data_dir: str, segment_bytes: int, meter: Meter | None = None) -> None:
         self.data_dir = data_dir
+        m = meter if meter is not None else Meter(None, enabled=False)
+        self.fsync_seconds = m.get("rivven_wal_fsync_duration_seconds")
+        self.group_records = m.get("rivven_wal_group_commit_records")
+        self.bytes_written = m.get("rivven_wal_bytes_written_total")
+        self.records_written = 0  # records of the batches logged (write_mutex)
+        self.records_synced = 0  # ... of those, covered by an fsync so far
         self.root = os.path.join(data_dir, "wal")
         self.id = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.dir = os.path.join(self.root, self.id)
@@ -126,8 +133,9 @@ class WalStream:
         self.zeroed = zeroed
         self.file_fsyncs = self.fsyncs  # fsyncs before this file's first
 
-    def append(self, record: bytes) -> int:
-        """Write a framed record; returns the stream position its durability needs."""
+    def append(self, record: bytes, records: int = 0) -> int:
+        """Write a framed record (of ``records`` records: the group commit sizes count them);
+        returns the stream position its durability needs."""
         with self.write_mutex:
             if self.closed:  # its fd number may belong to another file by now
                 raise StorageError(f"WAL stream {self.dir} is closed")
@@ -150,6 +158,8 @@ class WalStream:
                 raise os_error(e, "write the WAL file",
                                os.path.join(self.dir, f"{self.file_start:020d}{SUFFIX}")) from e
             self.written += len(record)
+            self.records_written += records
+            self.bytes_written.inc(len(record))
             pos += len(record)
             if (self.preparer is None and self.prepared is None
                     and pos >= max(PREPARE_AFTER, self.zeroed // 2)
@@ -159,9 +169,9 @@ class WalStream:
             return self.written
 
     def append_batch(self, topic_id: bytes, partition: int, topic: str,
-                     batch: bytes | bytearray) -> int:
+                     batch: bytes | bytearray, records: int = 0) -> int:
         """Log one batch (offsets assigned) of a partition; returns what ``append`` does."""
-        return self.append(encode_batch_record(topic_id, partition, topic, batch))
+        return self.append(encode_batch_record(topic_id, partition, topic, batch), records)
 
     def _start_preparing(self) -> None:
         """(write_mutex held.) Zero-fill the next file in the background."""
@@ -255,7 +265,9 @@ class WalStream:
 
     def _fsync(self, fd: int) -> None:
         try:
+            t0 = time.perf_counter()
             os.fdatasync(fd)
+            self.fsync_seconds.observe(time.perf_counter() - t0)
             self.fsyncs += 1
         except OSError as e:
             raise os_error(e, "fsync the WAL file",
@@ -354,7 +366,11 @@ class WalStream:
                 if self.closed:
                     raise StorageError(f"WAL stream {self.dir} is closed")
                 fd, target = self.fd, self.written
+                records = self.records_written - self.records_synced
+                self.records_synced = self.records_written
             self._fsync(fd)
+            if records:
+                self.group_records.observe(records)
         except BaseException as e:
             # write_mutex first (the order _rotate and close take them): every record already
             # written to the failed file is lost, also those written while the fsync ran (the

@@ -1,0 +1,202 @@
+"""``Meter``: the series one engine counts, and their handles.
+
+A handle is made once (a partition's, when its log opens; a group's, when its consumer
+starts) and its slots are taken on first use, so a process that counts nothing (``rivven
+topic list``) leaves no file. Each update is one lock and one or two float adds in shared
+memory, made once per call or per batch, never per record. With ``metrics.enabled=false``
+every handle is the same do-nothing object.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from typing import Any
+
+from .. import clock
+from .names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUNS, SERIES
+from .slots import Labels, SlotFile
+
+STATS_DIR = ".stats"
+
+
+class _Handle:
+    __slots__ = ("meter", "name", "labels", "view", "at")
+
+    def __init__(self, meter: Meter, name: str, labels: Labels) -> None:
+        self.meter = meter
+        self.name = name
+        self.labels = labels
+        self.view: memoryview | None = None
+        self.at = 0
+
+    def _bind(self) -> memoryview:
+        with self.meter.lock:
+            if self.view is None:
+                self.view, self.at = self.meter.slots.allocate(
+                    self.name, self.labels, SERIES[self.name].slots)
+        return self.view
+
+
+class Counter(_Handle):
+    __slots__ = ()
+
+    def inc(self, n: float = 1) -> None:
+        view = self.view if self.view is not None else self._bind()
+        with self.meter.lock:
+            view[self.at] += n
+
+
+class Gauge(_Handle):
+    """A value of this live process (summed over live processes; a dead one's is dropped)."""
+
+    __slots__ = ()
+
+    def set(self, v: float) -> None:
+        view = self.view if self.view is not None else self._bind()
+        view[self.at] = float(v)
+
+
+class Histogram(_Handle):
+    __slots__ = ("bounds",)
+
+    def __init__(self, meter: Meter, name: str, labels: Labels) -> None:
+        super().__init__(meter, name, labels)
+        self.bounds = SERIES[name].buckets
+
+    def observe(self, v: float) -> None:
+        view = self.view if self.view is not None else self._bind()
+        i = bisect.bisect_left(self.bounds, v)  # le: a value on a bound counts in it
+        at = self.at
+        with self.meter.lock:
+            view[at + i] += 1
+            view[at + len(self.bounds) + 1] += v
+
+
+class Run(_Handle):
+    """A job run now and then: ``with meter.run(...).timed():`` counts it, and a success
+    records when it ended and how long it took."""
+
+    __slots__ = ()
+
+    def record(self, ok: bool, seconds: float) -> None:
+        view = self.view if self.view is not None else self._bind()
+        at = self.at
+        with self.meter.lock:
+            view[at + RUNS] += 1
+            if ok:
+                view[at + LAST_SUCCESS] = clock.now_ms() / 1000
+                view[at + LAST_DURATION] = seconds
+            else:
+                view[at + FAILURES] += 1
+
+    def timed(self) -> _Timed:
+        return _Timed(self)
+
+
+class _Timed:
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.t0 = 0.0
+
+    def __enter__(self) -> _Timed:
+        self.t0 = time.monotonic()
+        return self
+
+    def __exit__(self, kind: Any, *rest: Any) -> None:
+        self.run.record(kind is None, time.monotonic() - self.t0)
+
+
+class _Null:
+    """Every handle of a disabled meter."""
+
+    __slots__ = ()
+
+    def inc(self, n: float = 1) -> None:
+        pass
+
+    def set(self, v: float) -> None:
+        pass
+
+    def observe(self, v: float) -> None:
+        pass
+
+    def record(self, ok: bool, seconds: float) -> None:
+        pass
+
+    def timed(self) -> _Timed:
+        return _Timed(self)  # type: ignore[arg-type]
+
+
+NULL: Any = _Null()
+KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram, "run": Run}
+
+
+class Meter:
+    """The series of one engine (one process, one data dir); ``enabled=False``: none."""
+
+    def __init__(self, data_dir: str | None, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.stats_dir = os.path.join(data_dir, STATS_DIR) if data_dir is not None else None
+        self.lock = threading.Lock()
+        self.slots = SlotFile(self.stats_dir)
+        self.handles: dict[tuple[str, Labels], Any] = {}
+        self.closed = False
+
+    @property
+    def ident(self) -> str:
+        return self.slots.ident
+
+    def get(self, name: str, **labels: Any) -> Any:
+        """The handle of series ``name`` with ``labels`` (made on first ask, then the same)."""
+        if not self.enabled:
+            return NULL
+        s = SERIES[name]
+        key = (name, tuple((k, str(labels[k])) for k in s.labels))
+        h = self.handles.get(key)
+        if h is None:
+            with self.lock:
+                h = self.handles.get(key)
+                if h is None:
+                    h = self.handles[key] = KINDS[s.kind](self, name, key[1])
+        return h
+
+    def values(self) -> list[tuple[str, Labels, list[float]]]:
+        with self.lock:
+            return self.slots.values()
+
+    def partition(self, topic: str, partition: int) -> PartitionMeter:
+        return PartitionMeter(self, topic, partition)
+
+
+class PartitionMeter:
+    """A partition's handles, made once when its log opens (storage is handed this)."""
+
+    __slots__ = ("appended_records", "appended_bytes", "read_records", "read_bytes", "rolls",
+                 "crc_errors", "hot_hits", "hot_misses", "cut_bytes")
+
+    def __init__(self, meter: Meter, topic: str, partition: int) -> None:
+        tp = {"topic": topic, "partition": partition}
+        self.appended_records = meter.get("rivven_records_appended_total", **tp)
+        self.appended_bytes = meter.get("rivven_bytes_appended_total", **tp)
+        self.read_records = meter.get("rivven_records_read_total", **tp)
+        self.read_bytes = meter.get("rivven_bytes_read_total", **tp)
+        self.rolls = meter.get("rivven_segment_rolls_total", **tp)
+        self.crc_errors = meter.get("rivven_crc_errors_total", **tp)
+        self.hot_hits = meter.get("rivven_hot_cache_hits_total", topic=topic)
+        self.hot_misses = meter.get("rivven_hot_cache_misses_total", topic=topic)
+        self.cut_bytes = meter.get("rivven_recovery_bytes_cut_total")
+
+    def appended(self, records: int, nbytes: int) -> None:
+        self.appended_records.inc(records)
+        self.appended_bytes.inc(nbytes)
+
+    def read(self, records: int, nbytes: int) -> None:
+        self.read_records.inc(records)
+        self.read_bytes.inc(nbytes)
+
+    def cut(self, nbytes: int) -> None:
+        """A torn or damaged tail cut from the partition's segments when it opened."""
+        self.cut_bytes.inc(nbytes)

@@ -1,0 +1,217 @@
+"""A process's series values in files of ``.stats/`` that other processes read.
+
+- ``m-<pid>-<rand>.values``: float64 slots, memory-mapped in chunks of 4096. A series'
+  handle adds to its slots in place: no system call, and the kernel keeps what was written
+  when the process dies, kill -9 included (only a machine crash loses it).
+- ``m-<pid>-<rand>.keys``: one line per series, ``<first slot> <JSON [name, labels]>``,
+  written before the series' slots are first used. The process holds an exclusive flock on
+  this file while it lives: whoever can take it knows the process is gone.
+
+Readers trust nothing in either file: a line must parse, name a known series with exactly
+its labels and lie inside the values file; a values file larger than ``MAX_SLOTS`` is not
+read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import mmap
+import os
+from typing import Any
+
+from ..errors import RivvenError
+from ..storage import guard
+from .names import SERIES, Series
+
+CHUNK = 4096  # slots per mapping (32 KiB: a multiple of the page size)
+MAX_SLOTS = 1 << 23  # 64 MiB of values; a larger file is not read
+MAX_LINE = 4096
+MAX_KEYS_BYTES = 64 << 20
+MAX_LABEL = 512
+PREFIX = "m-"
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def check_key(name: Any, labels: Any) -> tuple[Series, Labels] | None:
+    """The series and its labels, or None when they are not a known series' exactly."""
+    s = SERIES.get(name) if isinstance(name, str) else None
+    if s is None or not isinstance(labels, dict) or set(labels) != set(s.labels):
+        return None
+    if not all(isinstance(v, str) and len(v) <= MAX_LABEL for v in labels.values()):
+        return None
+    return s, tuple((k, labels[k]) for k in s.labels)
+
+
+class SlotFile:
+    """This process's two files (created on the first series), or memory alone when they
+    cannot be made (a read-only data dir, a full disk): then other processes do not see
+    this one's counts, and this process's own gather still does."""
+
+    def __init__(self, stats_dir: str | None) -> None:
+        self.stats_dir = stats_dir
+        self.ident = f"{PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
+        self.keys_fd = -1
+        self.values_fd = -1
+        self.chunks: list[Any] = []  # mmap.mmap (a file) or bytearray (memory alone)
+        self.views: list[memoryview] = []
+        self.used = 0
+        self.lines: list[tuple[int, str, Labels]] = []  # (slot, name, labels): the key table
+        self.failed = stats_dir is None
+
+    @property
+    def keys_path(self) -> str:
+        return os.path.join(self.stats_dir or "", self.ident + ".keys")
+
+    @property
+    def values_path(self) -> str:
+        return os.path.join(self.stats_dir or "", self.ident + ".values")
+
+    def _open(self) -> None:
+        assert self.stats_dir is not None
+        try:
+            guard.make_dir(self.stats_dir)
+            # the keys file first, locked: a values file without one is a merged process's
+            fd = guard.open_file(self.keys_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.keys_fd = fd
+            self.values_fd = guard.open_file(self.values_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        except (OSError, RivvenError):  # counting never fails a caller
+            self._close_fds()
+            with contextlib.suppress(OSError):
+                os.unlink(self.keys_path)
+            self.failed = True
+
+    def allocate(self, name: str, labels: Labels, n: int) -> tuple[memoryview, int]:
+        """(caller holds the meter's lock.) ``n`` consecutive slots in one chunk for a new
+        series, its key line written first: (the chunk's view, the first slot in it)."""
+        if self.keys_fd < 0 and not self.failed:
+            self._open()
+        first = self.used
+        if first // CHUNK != (first + n - 1) // CHUNK:
+            first = (first // CHUNK + 1) * CHUNK  # a series never straddles two chunks
+        while len(self.views) <= (first + n - 1) // CHUNK:
+            self._grow()
+        self.used = first + n
+        self.lines.append((first, name, labels))
+        if self.keys_fd >= 0:
+            line = f"{first} {json.dumps([name, dict(labels)], separators=(',', ':'))}\n"
+            try:
+                os.write(self.keys_fd, line.encode())
+            except OSError:
+                pass  # (others miss this series; this process still counts it)
+        return self.views[first // CHUNK], first % CHUNK
+
+    def _grow(self) -> None:
+        k = len(self.views)
+        chunk: Any = None
+        if self.values_fd >= 0:
+            try:
+                os.ftruncate(self.values_fd, (k + 1) * CHUNK * 8)
+                chunk = mmap.mmap(self.values_fd, CHUNK * 8, offset=k * CHUNK * 8)
+            except (OSError, ValueError):
+                chunk = None
+        if chunk is None:
+            chunk = bytearray(CHUNK * 8)
+        self.chunks.append(chunk)
+        self.views.append(memoryview(chunk).cast("d"))
+
+    def values(self) -> list[tuple[str, Labels, list[float]]]:
+        """(from memory) every series of this process with its slot values."""
+        out = []
+        for first, name, labels in self.lines:
+            view = self.views[first // CHUNK]
+            i = first % CHUNK
+            out.append((name, labels, list(view[i:i + SERIES[name].slots])))
+        return out
+
+    def _close_fds(self) -> None:
+        for fd in (self.keys_fd, self.values_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.keys_fd = self.values_fd = -1
+
+    def close(self, remove: bool) -> None:
+        """Let the files go (with ``remove``, deleted: the caller merged them first). The
+        mappings stay: a handle that counts after this writes to memory nobody reads any
+        more (an unlinked file), never to a merged process's file."""
+        if remove and self.keys_fd >= 0:
+            for p in (self.values_path, self.keys_path):
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
+        self._close_fds()
+        self.failed = True  # (a series made after this gets memory alone)
+
+
+# ---------------------------------------------------------------- other processes' files
+def process_files(stats_dir: str) -> list[str]:
+    """The idents (``m-<pid>-<rand>``) of every process file set in ``stats_dir``."""
+    try:
+        names = os.listdir(stats_dir)
+    except OSError:
+        return []
+    return sorted(n[:-5] for n in names if n.startswith(PREFIX) and n.endswith(".keys"))
+
+
+def is_live(stats_dir: str, ident: str) -> bool | None:
+    """Does the process of ``ident`` still live (its keys file flocked)? None: the file is
+    gone or cannot be opened."""
+    try:
+        fd = os.open(os.path.join(stats_dir, ident + ".keys"), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_process(stats_dir: str, ident: str) -> list[tuple[str, Labels, list[float]]]:
+    """Every series a process file set holds, each checked; damaged lines are skipped."""
+    try:
+        with open(os.path.join(stats_dir, ident + ".keys"), "rb") as f:
+            keys = f.read(MAX_KEYS_BYTES)
+        with open(os.path.join(stats_dir, ident + ".values"), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            raw = f.read(MAX_SLOTS * 8) if size <= MAX_SLOTS * 8 else b""
+    except OSError:
+        return []
+    values = memoryview(raw[: len(raw) - len(raw) % 8]).cast("d")
+    out = []
+    seen: set[int] = set()
+    for line in keys.split(b"\n")[:-1]:  # (a last line without its newline is being written)
+        if len(line) > MAX_LINE:
+            continue
+        first_text, _, doc = line.partition(b" ")
+        try:
+            first = int(first_text)
+            name, labels = json.loads(doc)
+        except (ValueError, TypeError):
+            continue
+        key = check_key(name, labels)
+        if key is None or not 0 <= first < MAX_SLOTS or first in seen:
+            continue
+        s, lab = key
+        if first + s.slots > len(values):
+            continue  # (the file grows before a key line names its slots: damage)
+        seen.add(first)
+        slots = list(values[first:first + s.slots])
+        if all(math.isfinite(v) and v >= 0 for v in slots):
+            out.append((name, lab, slots))
+    return out
+
+
+def remove_process(stats_dir: str, ident: str) -> None:
+    """A merged process's files: values first, the keys file (its identity) last."""
+    for suffix in (".values", ".keys"):
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(stats_dir, ident + suffix))
