@@ -19,6 +19,7 @@ from . import (
     segment,
     spark,
     tier,
+    top,
     topic,
     txn,
     wal,
@@ -51,6 +52,7 @@ app.command("produce")(produce.produce)
 app.command("consume")(consume.consume)
 app.command("offsets")(offsets.offsets)
 app.command("delete-records")(retention.delete_records)
+app.command("top")(top.top)
 
 
 def _version(value: bool) -> None:

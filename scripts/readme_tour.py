@@ -100,6 +100,10 @@ COMMANDS = [
     "rivven tier restore logs -p 0 --from 600 --dry-run",
     "rivven tier restore logs -p 0 --from 600",
     "rivven tier status logs",
+    "rivven metrics | grep -E '^rivven_(records_appended|tier_uploads)_total|^rivven_log_(end_offset|"
+    "cold_segments)' | grep 'topic=\"logs\"'",
+    "rivven metrics --textfile rivven.prom  # for node_exporter's textfile collector",
+    "grep -c '^# TYPE rivven_' rivven.prom  # every metric, with its HELP and TYPE",
     "head -c 32 /dev/urandom | base64 | sed 's/.*/{\"k1\": \"&\"}/' > keyring.json; "
     "chmod 600 keyring.json  # master keys: outside the data dir",
     "rivven topic create payments -c encryption.enable=true -c encryption.key.id=k1 "

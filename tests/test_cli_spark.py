@@ -34,6 +34,8 @@ def snapshot(data_dir):
     for root, _, names in os.walk(data_dir):
         for n in names:
             p = os.path.join(root, n)
+            if os.path.relpath(p, data_dir).startswith(".stats/"):
+                continue  # counters (a refused run counts as a failed one), not data
             with open(p, "rb") as f:
                 out[os.path.relpath(p, data_dir)] = f.read()
     return out

@@ -38,6 +38,7 @@ def tree(path: str) -> dict[str, bytes | None]:
     """Everything under ``path``: relative name -> file bytes (None for a directory)."""
     out: dict[str, bytes | None] = {}
     for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".stats"]  # counters, not data (docs/METRICS.md)
         for d in dirs:
             out[os.path.relpath(os.path.join(root, d), path)] = None
         for n in names:

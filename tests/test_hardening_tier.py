@@ -66,7 +66,8 @@ def write_manifest(data_dir, segs, form, topic="tt", prefixes=None):
 def tree(path):
     """Every file under ``path`` with its bytes."""
     out = {}
-    for root, _, names in os.walk(path):
+    for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".stats"]  # counters, not data (docs/METRICS.md)
         for n in names:
             p = os.path.join(root, n)
             with open(p, "rb") as f:

@@ -283,3 +283,61 @@ def test_prometheus_scrapes_serve_while_producers_run_and_one_is_killed(data_dir
         serve.send_signal(signal.SIGINT)
         _, err = serve.communicate(timeout=30)
     assert serve.returncode == 0 and b"stopped" in err and b"Traceback" not in err
+
+
+def test_metrics_md_lists_every_metric_with_its_type_and_labels():
+    from engine.meter.names import all_metrics
+
+    text = (ROOT / "docs" / "METRICS.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for m in all_metrics():
+        assert f"| `{m.name}` | {m.kind} | {', '.join(m.labels) or '—'} |" in text, m.name
+        assert f"`{m.name}`" in readme, f"{m.name} missing from the README's Monitoring list"
+
+
+def test_quantiles_and_rates_between_two_documents():
+    from engine.metrics.rates import quantile, rates
+
+    assert quantile(0.5, []) is None
+    assert quantile(0.5, [(0.001, 0), (0.002, 10), (float("inf"), 10)]) == pytest.approx(0.0015)
+    assert quantile(0.99, [(0.001, 0), (0.002, 0), (float("inf"), 4)]) == 0.002
+
+    def doc(appended, fsync_buckets, fsync_sum):
+        counts = {"0.001": fsync_buckets[0], "0.002": fsync_buckets[1], "+Inf": fsync_buckets[2]}
+        return {
+            "rivven_topic_partitions": {"samples": [{"labels": {"topic": "t"}, "value": 2}]},
+            "rivven_records_appended_total": {"samples": [
+                {"labels": {"topic": "t", "partition": str(p)}, "value": v}
+                for p, v in enumerate(appended)]},
+            "rivven_group_lag": {"samples": [
+                {"labels": {"group": "g", "topic": "t", "partition": "0"}, "value": 7}]},
+            "rivven_wal_fsync_duration_seconds": {"samples": [
+                {"labels": {}, "buckets": counts, "count": fsync_buckets[2], "sum": fsync_sum}]},
+        }
+
+    r = rates(doc([100, 50], (1, 2, 2), 0.002), doc([300, 150], (1, 12, 12), 0.017), 2.0)
+    (row,) = r["topics"]
+    assert row["produce_per_s"] == 150 and row["lag"] == 7 and row["read_per_s"] == 0
+    assert r["fsyncs_per_s"] == 5 and r["fsync_mean_s"] == pytest.approx(0.0015)
+    assert 0.001 < r["fsync_p50_s"] <= 0.002
+    # a counter that went down (a topic made again, a reset) counts from zero
+    r = rates(doc([300, 150], (1, 12, 12), 0.017), doc([10, 0], (0, 1, 1), 0.001), 1.0)
+    assert r["topics"][0]["produce_per_s"] == 10
+
+
+def test_top_shows_the_produce_rate_of_a_running_producer(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 2)
+    p = start_producer(data_dir, "t", 400, "exit")
+    try:
+        r = run_rivven(data_dir, "top", "--interval", "0.5", "--count", "3", "--json",
+                       check=True, timeout=120)
+    finally:
+        p.kill()
+        p.wait(30)
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(lines) == 3
+    assert max(x["topics"][0]["produce_per_s"] for x in lines) > 0
+    assert any(x["fsyncs_per_s"] > 0 and x["fsync_p99_s"] > 0 for x in lines)
+    table = run_rivven(data_dir, "top", "-i", "0.2", "-n", "1", check=True)
+    assert b"PRODUCE/s" in table.stdout and b" t " in table.stdout

@@ -10,6 +10,7 @@ every handle is the same do-nothing object.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
 import time
@@ -172,22 +173,48 @@ class Meter:
 
 
 class PartitionMeter:
-    """A partition's handles, made once when its log opens (storage is handed this)."""
-
-    __slots__ = ("appended_records", "appended_bytes", "read_records", "read_bytes", "rolls",
-                 "crc_errors", "hot_hits", "hot_misses", "cut_bytes")
+    """A partition's handles (storage is handed this), each made on first use: a reader
+    that opens a thousand partitions to look at them makes none."""
 
     def __init__(self, meter: Meter, topic: str, partition: int) -> None:
-        tp = {"topic": topic, "partition": partition}
-        self.appended_records = meter.get("rivven_records_appended_total", **tp)
-        self.appended_bytes = meter.get("rivven_bytes_appended_total", **tp)
-        self.read_records = meter.get("rivven_records_read_total", **tp)
-        self.read_bytes = meter.get("rivven_bytes_read_total", **tp)
-        self.rolls = meter.get("rivven_segment_rolls_total", **tp)
-        self.crc_errors = meter.get("rivven_crc_errors_total", **tp)
-        self.hot_hits = meter.get("rivven_hot_cache_hits_total", topic=topic)
-        self.hot_misses = meter.get("rivven_hot_cache_misses_total", topic=topic)
-        self.cut_bytes = meter.get("rivven_recovery_bytes_cut_total")
+        self.meter = meter
+        self.topic = topic
+        self.partition = partition
+
+    def _tp(self, name: str) -> Any:
+        return self.meter.get(name, topic=self.topic, partition=self.partition)
+
+    @functools.cached_property
+    def appended_records(self) -> Any:
+        return self._tp("rivven_records_appended_total")
+
+    @functools.cached_property
+    def appended_bytes(self) -> Any:
+        return self._tp("rivven_bytes_appended_total")
+
+    @functools.cached_property
+    def read_records(self) -> Any:
+        return self._tp("rivven_records_read_total")
+
+    @functools.cached_property
+    def read_bytes(self) -> Any:
+        return self._tp("rivven_bytes_read_total")
+
+    @functools.cached_property
+    def rolls(self) -> Any:
+        return self._tp("rivven_segment_rolls_total")
+
+    @functools.cached_property
+    def crc_errors(self) -> Any:
+        return self._tp("rivven_crc_errors_total")
+
+    @functools.cached_property
+    def hot_hits(self) -> Any:
+        return self.meter.get("rivven_hot_cache_hits_total", topic=self.topic)
+
+    @functools.cached_property
+    def hot_misses(self) -> Any:
+        return self.meter.get("rivven_hot_cache_misses_total", topic=self.topic)
 
     def appended(self, records: int, nbytes: int) -> None:
         self.appended_records.inc(records)
@@ -199,4 +226,4 @@ class PartitionMeter:
 
     def cut(self, nbytes: int) -> None:
         """A torn or damaged tail cut from the partition's segments when it opened."""
-        self.cut_bytes.inc(nbytes)
+        self.meter.get("rivven_recovery_bytes_cut_total").inc(nbytes)

@@ -8,9 +8,21 @@ May import: everything below the façade (``engine.client`` and lower). It is ha
 
 - ``state``: the data dir's gauges: partitions, groups, WAL streams, transactions
 - ``collect``: both sources as one document (``Engine.metrics()``, ``rivven metrics --json``)
-- ``expose``: the document as Prometheus text; ``write_textfile``; ``serve``
+- ``expose``: the document as Prometheus text; ``write_textfile``; ``serve`` (also as
+  ``engine.metrics.serve`` and so on, imported on first use)
+- ``rates``: what happened between two documents (``rivven top``)
 """
 
-from .expose import Server, serve, text, write_textfile
+from typing import Any
 
 __all__ = ["Server", "serve", "text", "write_textfile"]
+
+
+def __getattr__(name: str) -> Any:
+    # prometheus_client (~0.1 s to import) comes with the first use of the exposition, not
+    # with Engine.metrics(), which needs none of it
+    if name in __all__:
+        from . import expose
+
+        return getattr(expose, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

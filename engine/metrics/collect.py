@@ -101,8 +101,9 @@ def collect(eng: Any, logs: list[PartitionLog]) -> dict[str, Any]:
         doc.add("rivven_log_end_offset", tp, row["end"])
         doc.add("rivven_log_segments", tp, row["segments"])
         doc.add("rivven_log_size_bytes", tp, row["bytes"])
-        doc.add("rivven_log_cold_segments", tp, row["cold_segments"])
-        doc.add("rivven_log_cold_bytes", tp, row["cold_bytes"])
+        if row["cold_segments"] is not None:
+            doc.add("rivven_log_cold_segments", tp, row["cold_segments"])
+            doc.add("rivven_log_cold_bytes", tp, row["cold_bytes"])
     rows, members = state.group_rows(eng)
     for row in rows:
         gtp = {"group": row["group"], "topic": row["topic"], "partition": row["partition"]}

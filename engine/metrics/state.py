@@ -25,7 +25,9 @@ def partition_rows(logs: list[PartitionLog]) -> list[dict[str, Any]]:
             continue  # (deleted meanwhile, or damaged: `rivven segment verify` says more)
         out.append({"topic": log.topic, "partition": log.partition, "start": start, "end": end,
                     "segments": len(segs), "bytes": sum(s.size for s in segs),
-                    "cold_segments": len(cold), "cold_bytes": sum(e.bytes for e in cold)})
+                    # (only where there is a cold tier: a topic that never tiers has no cold)
+                    "cold_segments": len(cold) if cold or log.config.remote_storage_enable
+                    else None, "cold_bytes": sum(e.bytes for e in cold)})
     return out
 
 

@@ -34,6 +34,9 @@ class TierView:
         st = tier_manifest.stamp(self.dir)
         if st == self._stamp and store == self._store:
             return False
+        if st is None and self._stamp is None and not self.entries and self.error is None:
+            self._store = store  # (a first look, and no manifest: nothing moved)
+            return False
         self._store = store
         try:
             self.entries = [] if st is None else tier_manifest.load(self.dir, self.home())
