@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from engine.errors import plural
+
 from .common import JsonOpt, open_engine
 from .render import human_bytes, json_line
 
@@ -25,9 +27,9 @@ def _table(r: dict[str, Any]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
+    group = plural(round(r["group_commit_records"] or 0), "record")
     head = (f"every {r['seconds']:.1f} s · WAL {r['fsyncs_per_s']:.0f} fsync/s, p50 "
-            f"{_secs(r['fsync_p50_s'])}, p99 {_secs(r['fsync_p99_s'])}, "
-            f"{r['group_commit_records'] or 0:.0f} records per group commit")
+            f"{_secs(r['fsync_p50_s'])}, p99 {_secs(r['fsync_p99_s'])}, {group} per group commit")
     t = Table(box=None, header_style="bold")
     for col in ("TOPIC", "PRODUCE/s", "READ/s", "IN/s", "LAG", "LOCAL", "COLD"):
         t.add_column(col, justify="left" if col == "TOPIC" else "right")

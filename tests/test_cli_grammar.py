@@ -336,7 +336,8 @@ def test_bash_completes_topic_and_group_names(shell, data_dir):
                          "") == ["grp1"]
     assert bash_complete(shell, "rivven", "group", "reset-offsets", "grp1", "--topic", "ot",
                          RIVVEN_DATA_DIR=data_dir) == ["other"]
-    assert bash_complete(shell, "rivven", "top") == ["topic"]
+    assert bash_complete(shell, "rivven", "topi") == ["topic"]
+    assert bash_complete(shell, "rivven", "top") == ["top", "topic"]
     assert bash_complete(shell, "rivven", "consume", "", "-d", "/nonexistent") == []
     assert snapshot(data_dir) == before  # completing changes nothing
 

@@ -127,7 +127,7 @@ def test_a_merge_cut_short_is_never_counted_twice(topic_dir):
     # a crash after retired.json named the process merged, before its files were deleted
     gather._store(stats(topic_dir), {(APPENDED, (("topic", "t"), ("partition", "0"))): [11.0]},
                   {ident})
-    m.slots.close(remove=False)  # (its flock goes: the process is dead)
+    m.close_files(remove=False)  # (its flock goes: the process is dead)
     assert ident in process_files(topic_dir)
     assert appended(topic_dir) == {0: 11}
     assert ident not in process_files(topic_dir)  # the cleanup was finished
@@ -248,3 +248,21 @@ def test_produce_read_and_group_counts(topic_dir):
     assert fsync["count"] >= 1 and fsync["buckets"]["+Inf"] == fsync["count"]
     group = doc["rivven_wal_group_commit_records"]["samples"][0]
     assert group["sum"] == 10
+
+
+def test_a_forked_child_counts_in_its_own_files(topic_dir):
+    m = Meter(topic_dir)
+    c = m.get(APPENDED, topic="t", partition=0)
+    c.inc(10)
+    pid = os.fork()
+    if pid == 0:  # the child: the same handle, its own file from zero
+        try:
+            c.inc(5)
+            gather.retire(m)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    c.inc(1)
+    assert appended(topic_dir) == {0: 16}  # the child's 5 retired, the parent's 11 live
+    gather.retire(m)
+    assert appended(topic_dir) == {0: 16} and process_files(topic_dir) == []

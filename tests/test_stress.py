@@ -330,8 +330,8 @@ def test_checkpoint_while_a_group_is_being_logged(data_dir, tmp_path):
     logged = threading.Event()
     me = {}
 
-    def slow_append(record):  # a leader busy logging a large group
-        pos = real_append(record)
+    def slow_append(record, *rest):  # a leader busy logging a large group
+        pos = real_append(record, *rest)
         if threading.get_ident() == me.get("id"):
             logged.set()
             time.sleep(0.3)

@@ -175,7 +175,7 @@ def retire(meter: Meter, wait: LockWait = DEFAULT_WAIT) -> None:
     Where that cannot be done the files stay and the next gather merges them."""
     stats_dir = meter.stats_dir
     if stats_dir is None or meter.slots.keys_fd < 0:
-        meter.slots.close(remove=False)
+        meter.close_files(remove=False)
         return
     try:
         with _locked(stats_dir, wait) as writable:
@@ -186,9 +186,9 @@ def retire(meter: Meter, wait: LockWait = DEFAULT_WAIT) -> None:
                 add(retired, name, labels, vals, live=False)
             present = set(slots.process_files(stats_dir))
             _store(stats_dir, retired, {m for m in merged if m in present} | {meter.ident})
-            meter.slots.close(remove=True)
+            meter.close_files(remove=True)
     except (OSError, RivvenError):
-        meter.slots.close(remove=False)  # its flock goes with it: merged as a dead process
+        meter.close_files(remove=False)  # its flock goes with it: merged as a dead process
 
 
 def retired_idents(stats_dir: str) -> set[str]:

@@ -14,6 +14,7 @@ import functools
 import os
 import threading
 import time
+import weakref
 from typing import Any
 
 from .. import clock
@@ -21,6 +22,15 @@ from .names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUNS, SERIES
 from .slots import Labels, SlotFile
 
 STATS_DIR = ".stats"
+_METERS: weakref.WeakSet[Meter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for m in list(_METERS):
+        m.forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Handle:
@@ -144,7 +154,26 @@ class Meter:
         self.lock = threading.Lock()
         self.slots = SlotFile(self.stats_dir)
         self.handles: dict[tuple[str, Labels], Any] = {}
-        self.closed = False
+        _METERS.add(self)
+
+    def forked(self) -> None:
+        """(in a forked child) Count in files of its own from zero: the parent's mapping is
+        shared, and the parent merges what it holds (the child's copy of its flock goes
+        with the child's copy of the fd; the parent's stays)."""
+        self.lock = threading.Lock()
+        old = self.slots
+        self.slots = SlotFile(None if old.closed else self.stats_dir)
+        for h in self.handles.values():
+            h.view = None
+        old.release()
+
+    def close_files(self, remove: bool) -> None:
+        """Stop counting into the files (``remove``: delete them, they were merged); a
+        handle used after this counts in memory nobody reads."""
+        with self.lock:
+            for h in self.handles.values():
+                h.view = None
+            self.slots.close(remove)
 
     @property
     def ident(self) -> str:

@@ -61,6 +61,7 @@ class SlotFile:
         self.used = 0
         self.lines: list[tuple[int, str, Labels]] = []  # (slot, name, labels): the key table
         self.failed = stats_dir is None
+        self.closed = False
 
     @property
     def keys_path(self) -> str:
@@ -136,15 +137,25 @@ class SlotFile:
         self.keys_fd = self.values_fd = -1
 
     def close(self, remove: bool) -> None:
-        """Let the files go (with ``remove``, deleted: the caller merged them first). The
-        mappings stay: a handle that counts after this writes to memory nobody reads any
-        more (an unlinked file), never to a merged process's file."""
+        """(the meter's lock held, its handles unbound) Let the files go (with ``remove``,
+        deleted: the caller merged them first) and unmap them (each mapping holds an fd of
+        its own). A series counted after this gets memory alone: never a merged file."""
         if remove and self.keys_fd >= 0:
             for p in (self.values_path, self.keys_path):
                 with contextlib.suppress(OSError):
                     os.unlink(p)
+        self.release()
+        self.failed = self.closed = True
+
+    def release(self) -> None:
+        """Close the fds and mappings (a forked child: its copies; the files stay)."""
         self._close_fds()
-        self.failed = True  # (a series made after this gets memory alone)
+        for view, chunk in zip(self.views, self.chunks):
+            if isinstance(chunk, mmap.mmap):
+                view.release()
+                with contextlib.suppress(BufferError):  # (a count in flight: left mapped)
+                    chunk.close()
+        self.views, self.chunks, self.lines, self.used = [], [], [], 0
 
 
 # ---------------------------------------------------------------- other processes' files
