@@ -558,13 +558,7 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         the Prometheus text, a textfile and an HTTP endpoint (``serve``)."""
         from .metrics import collect
 
-        logs: list[PartitionLog] = []
-        for meta in self.topics():
-            try:
-                logs += [self._log(meta, p, retain=False) for p in range(meta.partitions)]
-            except (UnknownTopic, StorageError):
-                continue  # (deleted meanwhile)
-        return collect.collect(self, logs)
+        return collect.collect(self, {(t, p): log for t, p, log in self._partitions.open_logs()})
 
     # ---------------------------------------------------------------- consumer groups
     def consumer(self, group: str, topics: str | Iterable[str],

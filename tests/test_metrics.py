@@ -341,3 +341,25 @@ def test_top_shows_the_produce_rate_of_a_running_producer(data_dir):
     assert any(x["fsyncs_per_s"] > 0 and x["fsync_p99_s"] > 0 for x in lines)
     table = run_rivven(data_dir, "top", "-i", "0.2", "-n", "1", check=True)
     assert b"PRODUCE/s" in table.stdout and b" t " in table.stdout
+
+
+def test_a_scrape_holds_the_files_of_one_partition_at_a_time(data_dir):
+    """Hundreds of partitions under a descriptor limit far below three per partition: each
+    one is looked at and closed again."""
+    import resource
+
+    with Engine.open(data_dir, sync=False) as eng:
+        eng.create_topic("many", 300)
+        for p in range(0, 300, 3):
+            eng.produce("many", [Record(key=None, value=b"v")], partition=p)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+
+    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
+    r = subprocess.run([*RIVVEN, "metrics"], capture_output=True, env=env, cwd=ROOT,
+                       timeout=120, preexec_fn=limit)
+    assert r.returncode == 0, r.stderr.decode()
+    got = samples(r.stdout.decode())
+    assert sum(value(got, "rivven_log_end_offset", topic="many", partition=p)
+               for p in range(300)) == 100

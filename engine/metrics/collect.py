@@ -58,11 +58,13 @@ class Document:
                                           "sum": _num(slots[len(bounds) + 1])})
 
 
-def collect(eng: Any, logs: list[PartitionLog]) -> dict[str, Any]:
-    """The metrics of ``eng``'s data dir: every process's series (engine.meter.gather), the
-    partitions of ``logs`` (every partition of every topic), groups, WAL, transactions."""
+def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> dict[str, Any]:
+    """The metrics of ``eng``'s data dir: every process's series (engine.meter.gather), every
+    partition of every topic (through ``open_logs``, those the engine has open), groups,
+    WAL, transactions."""
     t0 = time.monotonic()
-    topics = {m.name: m.partitions for m in eng.topics()}
+    metas = eng.topics()
+    topics = {m.name: m.partitions for m in metas}
     groups = set(eng.group_names())
 
     def keep(name: str, labels: tuple[tuple[str, str], ...]) -> bool:
@@ -95,7 +97,7 @@ def collect(eng: Any, logs: list[PartitionLog]) -> dict[str, Any]:
     doc.add("rivven_build_info", {"version": version(), "python": platform.python_version()}, 1)
     for t, n in sorted(topics.items()):
         doc.add("rivven_topic_partitions", {"topic": t}, n)
-    for row in state.partition_rows(logs):
+    for row in state.partition_rows(eng.path, metas, open_logs):
         tp = {"topic": row["topic"], "partition": row["partition"]}
         doc.add("rivven_log_start_offset", tp, row["start"])
         doc.add("rivven_log_end_offset", tp, row["end"])

@@ -8,27 +8,43 @@ import os
 from typing import Any
 
 from ..errors import RivvenError
+from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
+from ..storage.partitions import peek
 from ..wal import streams
 from ..wal.stream import stream_files
 
 
-def partition_rows(logs: list[PartitionLog]) -> list[dict[str, Any]]:
-    """Per partition: log start and end, local segments and bytes, cold segments and bytes."""
+def partition_rows(data_dir: str, metas: list[TopicMeta],
+                   open_logs: dict[tuple[str, int], PartitionLog]) -> list[dict[str, Any]]:
+    """Per partition: log start and end, local segments and bytes, cold segments and bytes
+    (those without a cold tier: None). A partition the engine has open is read through its
+    log; any other is peeked at and closed again, so a scrape never holds more files open
+    than one partition's."""
     out = []
-    for log in logs:
-        try:
-            start, end = log.offsets()
-            segs = log.all_segments()
-            cold = log.tier
-        except (RivvenError, OSError):
-            continue  # (deleted meanwhile, or damaged: `rivven segment verify` says more)
-        out.append({"topic": log.topic, "partition": log.partition, "start": start, "end": end,
-                    "segments": len(segs), "bytes": sum(s.size for s in segs),
-                    # (only where there is a cold tier: a topic that never tiers has no cold)
-                    "cold_segments": len(cold) if cold or log.config.remote_storage_enable
-                    else None, "cold_bytes": sum(e.bytes for e in cold)})
+    for meta in metas:
+        for p in range(meta.partitions):
+            log = open_logs.get((meta.name, p))
+            try:
+                if log is not None:
+                    out.append(_row(log))
+                else:
+                    with peek(data_dir, meta, p) as looked:
+                        out.append(_row(looked))
+            except (RivvenError, OSError):
+                continue  # (deleted meanwhile, or damaged: `rivven segment verify` says more)
     return out
+
+
+def _row(log: PartitionLog) -> dict[str, Any]:
+    start, end = log.offsets()
+    segs = log.all_segments()
+    cold = log.tier
+    return {"topic": log.topic, "partition": log.partition, "start": start, "end": end,
+            "segments": len(segs), "bytes": sum(s.size for s in segs),
+            # (only where there is a cold tier: a topic that never tiers has no cold)
+            "cold_segments": len(cold) if cold or log.config.remote_storage_enable else None,
+            "cold_bytes": sum(e.bytes for e in cold)}
 
 
 def wal_state(data_dir: str, now_s: float) -> dict[str, Any]:

@@ -8,9 +8,10 @@ in engine.txn.hook.PartitionProducers: storage never imports engine.txn).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..crypto.topic import Vault
@@ -21,6 +22,20 @@ from .catalog import TopicMeta
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
 from .log import PartitionCounts, PartitionLog, ProducerHook
+
+
+@contextlib.contextmanager
+def peek(data_dir: str, meta: TopicMeta, partition: int) -> Iterator[PartitionLog]:
+    """A read-only look at a partition that no engine keeps open: its files are closed after
+    the block (a scrape of a thousand partitions holds the descriptors of one at a time).
+    UnknownTopic when it is gone."""
+    d = files.partition_dir(data_dir, meta.name, partition)
+    log = PartitionLog(d, meta.name, partition, meta.typed, writable=False,
+                       topic_id=bytes.fromhex(meta.id))
+    try:
+        yield log
+    finally:
+        log.close()
 
 
 def check_partition(meta: TopicMeta, partition: Any) -> None:
