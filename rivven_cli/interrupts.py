@@ -12,6 +12,7 @@ broken pipe.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -77,3 +78,18 @@ def guarded() -> Iterator[Guard]:
     finally:
         for s, old in before.items():
             signal.signal(s, old)
+
+
+def stop_event() -> threading.Event:
+    """An event the first SIGINT or SIGTERM sets (a long-running command then stops where
+    it stands); a second one interrupts at once."""
+    event = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        if event.is_set():
+            raise KeyboardInterrupt
+        event.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    return event

@@ -4,14 +4,13 @@ a node_exporter textfile); ``rivven metrics serve``: an HTTP ``/metrics`` endpoi
 from __future__ import annotations
 
 import errno
-import signal
 import sys
-import threading
 from typing import Annotated
 
 import typer
 
 from .common import JsonOpt, fail, open_engine
+from .interrupts import stop_event
 from .render import print_json
 
 app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
@@ -57,10 +56,8 @@ def serve(
     On http://BIND:PORT/metrics, gathered afresh at each scrape."""
     from engine.metrics import serve as start
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     with open_engine(read_only=True) as eng:
+        stop = stop_event()
         try:
             server = start(eng, port=port, bind=bind)
         except OSError as e:

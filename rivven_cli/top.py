@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from typing import Annotated, Any
 
@@ -13,6 +11,7 @@ import typer
 from engine.errors import plural
 
 from .common import JsonOpt, open_engine
+from .interrupts import stop_event
 from .render import human_bytes, json_line
 
 
@@ -53,10 +52,8 @@ def top(
     With --json, one JSON line per refresh."""
     from engine.metrics.rates import rates
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     with open_engine(read_only=True) as eng:
+        stop = stop_event()
         before, t0 = eng.metrics(), time.monotonic()
         live: Any = None
         if not json:

@@ -127,7 +127,7 @@ def test_a_merge_cut_short_is_never_counted_twice(topic_dir):
     # a crash after retired.json named the process merged, before its files were deleted
     gather._store(stats(topic_dir), {(APPENDED, (("topic", "t"), ("partition", "0"))): [11.0]},
                   {ident})
-    m.close_files(remove=False)  # (its flock goes: the process is dead)
+    m.detach().close(remove=False)  # (its flock goes: the process is dead)
     assert ident in process_files(topic_dir)
     assert appended(topic_dir) == {0: 11}
     assert ident not in process_files(topic_dir)  # the cleanup was finished
@@ -266,3 +266,44 @@ def test_a_forked_child_counts_in_its_own_files(topic_dir):
     assert appended(topic_dir) == {0: 16}  # the child's 5 retired, the parent's 11 live
     gather.retire(m)
     assert appended(topic_dir) == {0: 16} and process_files(topic_dir) == []
+
+
+def test_what_cannot_be_trusted_in_stats_is_skipped_or_refused(topic_dir):
+    d = stats(topic_dir)
+    os.makedirs(d, exist_ok=True)
+    # a process that died making its keys file (never named, never counted): removed
+    open(os.path.join(d, "m-999998-00000000.keys.tmp"), "wb").close()
+    open(os.path.join(d, "m-999998-00000000.values"), "wb").close()
+    # a key line nested too deep for json, a value too large to be a count
+    with open(os.path.join(d, "m-999997-00000000.keys"), "wb") as f:
+        f.write(b"0 " + b"[" * 5000 + b"\n")
+    open(os.path.join(d, "m-999997-00000000.values"), "wb").close()
+    gather._store(d, {}, set())
+    path = os.path.join(d, gather.RETIRED)
+    doc = json.loads(open(path).read())
+    doc.pop("crc32c")
+    doc["series"] = [[APPENDED, {"topic": "t", "partition": "0"}, [10 ** 400]],
+                     [APPENDED, {"topic": "t", "partition": "1"}, [3]]]
+    from engine.storage import jsondoc
+    with open(path, "wb") as f:
+        f.write(jsondoc.seal(doc))
+    assert appended(topic_dir) == {1: 3}
+    assert sorted(os.listdir(d)) == ["meter.lock", "retired.json"]
+    # a FIFO where a keys file belongs: the scrape fails naming it, never hangs
+    os.mkfifo(os.path.join(d, "m-999996-00000000.keys"))
+    from engine.errors import StorageError
+    with pytest.raises(StorageError, match="m-999996-00000000.keys"):
+        gather.gather(d)
+
+
+def test_a_poll_smaller_than_a_batch_still_counts_what_it_read(topic_dir):
+    with Engine.open(topic_dir) as eng:
+        eng.produce_batch("t", [b"v"] * 1000, partition=0)
+        c = eng.consumer("g", "t", max_poll_records=100)
+        assert len(c.poll(timeout_ms=200)) == 100
+        c.close()
+        assert len(eng.read("t", 0, 0, max_records=10)) == 10
+        doc = eng.metrics()
+    (read,) = [s["value"] for s in doc["rivven_records_read_total"]["samples"]
+               if s["labels"]["partition"] == "0"]
+    assert read >= 1010  # whole batches as they were fetched, never none

@@ -363,3 +363,17 @@ def test_a_scrape_holds_the_files_of_one_partition_at_a_time(data_dir):
     got = samples(r.stdout.decode())
     assert sum(value(got, "rivven_log_end_offset", topic="many", partition=p)
                for p in range(300)) == 100
+
+
+def test_a_scrape_that_cannot_gather_is_one_line_and_up_zero(everything):
+    os.makedirs(os.path.join(everything, ".stats", "retired.json.d"), exist_ok=True)
+    retired = os.path.join(everything, ".stats", "retired.json")
+    os.replace(retired, retired + ".saved")
+    os.rename(os.path.join(everything, ".stats", "retired.json.d"), retired)  # a directory
+    r = run_rivven(everything, "metrics")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "retired.json" in err, err
+    with Engine.open(everything, read_only=True) as eng, em.serve(eng, port=0) as server:
+        got = samples(http_get(server.url).decode())
+    assert value(got, "rivven_metrics_up") == 0
+    assert value(got, "rivven_build_info", version=version(), python=sys.version.split()[0]) == 1

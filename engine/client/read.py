@@ -96,9 +96,11 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
                 log.counts.crc_errors.inc()  # (an encrypted batch whose tag fails)
                 raise
             lay = layout(body, h, at)
-            yield ref, body, lay
+            # counted before it is handed out: a caller that has what it wants never
+            # resumes this generator
             seen += h.next_offset - max(offset, h.base_offset)
             nbytes += h.size
+            yield ref, body, lay
             if seen >= max_records:
                 return
     finally:

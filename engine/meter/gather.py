@@ -7,8 +7,10 @@ merges its own. Counters, histograms and runs add up; a gauge (a live process's 
 as its hot tier's bytes) goes with its process. ``retired.json`` lists the processes merged
 into it whose files are not yet gone, so a merge cut short by a crash is never merged twice.
 Every gather and merge holds ``.stats/meter.lock``: a reader never sees a process both
-merged and live, or neither. Series of topics or groups that no longer exist are dropped at
-each merge (``keep``).
+merged and live, or neither; a gather that cannot have the lock in time fails rather than
+read without it. Series of topics or groups that no longer exist are dropped at each merge
+(``keep``, asked once the lock is held). A file that cannot be read now (not damaged: a
+descriptor limit, a permission) fails the gather: nothing is merged as empty or reset.
 """
 
 from __future__ import annotations
@@ -19,19 +21,21 @@ import os
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ..errors import DamagedMetadata, RivvenError
-from ..storage import files, guard, jsondoc
+from ..errors import DamagedMetadata, LockTimeout, RivvenError, StorageError
+from ..storage import guard, jsondoc
 from ..storage.locks import DEFAULT_WAIT, LockWait, lock_path
 from . import slots
 from .meter import Meter
 from .names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUNS, SERIES
-from .slots import Labels
+from .slots import Labels, SlotFile
 
 RETIRED = "retired.json"
 LOCK = "meter.lock"
 MAX_RETIRED = 256 << 20
+MAX_VALUE = float(1 << 63)
 Key = tuple[str, Labels]
 Keep = Callable[[str, Labels], bool]
+Values = list[tuple[str, Labels, list[float]]]
 
 
 class Gathered(NamedTuple):
@@ -62,35 +66,58 @@ def add(acc: dict[Key, list[float]], name: str, labels: Labels, values: list[flo
 
 @contextlib.contextmanager
 def _locked(stats_dir: str, wait: LockWait) -> Iterator[bool]:
-    """Hold meter.lock; yields False (holding nothing) where it cannot be had (a read-only
-    data dir): then nothing is merged."""
+    """Hold meter.lock; yields False (holding nothing) where it cannot be made at all (a
+    read-only data dir): then nothing is merged. A lock held too long by another gather
+    raises LockTimeout: reading without it could count a process twice or not at all."""
     with contextlib.ExitStack() as stack:
         try:
             guard.make_dir(stats_dir)
             stack.enter_context(lock_path(os.path.join(stats_dir, LOCK), wait))
             ok = True
+        except LockTimeout:
+            raise
         except (OSError, RivvenError):
             ok = False
         yield ok
 
 
-def _load(stats_dir: str) -> tuple[dict[Key, list[float]], set[str]]:
+def _unreadable(path: str, e: OSError) -> StorageError:
+    return StorageError(f"cannot read {path} ({e.strerror or e}): the metrics of the processes "
+                        "that wrote to the data dir need it; check its permissions and the "
+                        "open-file limit, then scrape again")
+
+
+def _number(v: object) -> bool:
+    """A count as JSON may hold one: an int or a finite float in [0, 2**63)."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return 0 <= v < 1 << 63  # (compared as an int: a huge one never becomes a float)
+    return isinstance(v, float) and math.isfinite(v) and 0 <= v < MAX_VALUE
+
+
+def _load(stats_dir: str, writable: bool) -> tuple[dict[Key, list[float]], set[str]]:
     path = os.path.join(stats_dir, RETIRED)
     try:
-        raw = jsondoc.read(path, "retired metrics", MAX_RETIRED)
+        raw = slots.read_regular(path, MAX_RETIRED)
         if raw is None:
-            return {}, set()
+            raise jsondoc.damaged(path, "retired metrics", f"larger than {MAX_RETIRED} bytes")
         doc = jsondoc.unseal(raw, path, "retired metrics")
         merged = doc.get("merged")
         rows = doc.get("series")
         if doc.get("version") != 1 or not isinstance(merged, list) or not isinstance(rows, list):
             raise jsondoc.damaged(path, "retired metrics", "not a version 1 document")
-    except (DamagedMetadata, OSError):
+    except FileNotFoundError:
+        return {}, set()
+    except DamagedMetadata:
         # counting starts again from the live processes (a reset Prometheus understands);
         # the damaged file is kept aside for a look
-        with contextlib.suppress(OSError):
-            os.replace(path, path + ".damaged")
+        if writable:
+            with contextlib.suppress(OSError):
+                os.replace(path, path + ".damaged")
         return {}, set()
+    except OSError as e:
+        raise _unreadable(path, e) from e
     out: dict[Key, list[float]] = {}
     for row in rows:
         if not isinstance(row, list) or len(row) != 3:
@@ -99,29 +126,62 @@ def _load(stats_dir: str) -> tuple[dict[Key, list[float]], set[str]]:
         vals = row[2]
         if key is None or not isinstance(vals, list) or len(vals) != key[0].slots:
             continue
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-               and v >= 0 for v in vals):
+        if all(_number(v) for v in vals):
             out[(row[0], key[1])] = [float(v) for v in vals]
     return out, {m for m in merged if isinstance(m, str) and m.startswith(slots.PREFIX)}
 
 
 def _store(stats_dir: str, series: dict[Key, list[float]], merged: set[str]) -> None:
+    """retired.json replaced whole (a temporary file, renamed). Not fsynced: counters are
+    not data, and whatever a machine crash leaves of the two renames and deletions (this
+    file, the merged processes' files) counts a process once or not at all, never twice."""
     rows = [[name, dict(labels), vals] for (name, labels), vals in sorted(series.items())
             if SERIES[name].kind != "gauge"]
     doc = {"version": 1, "merged": sorted(merged), "series": rows}
-    files.write_atomic(os.path.join(stats_dir, RETIRED), jsondoc.seal(doc))
+    path = os.path.join(stats_dir, RETIRED)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        fd = guard.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            view = memoryview(jsondoc.seal(doc))
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
-def gather(stats_dir: str, own: Meter | None = None, keep: Keep | None = None,
+def _read(stats_dir: str, ident: str) -> tuple[bool, Values] | None:
+    """(live?, values) of a process's files; None when they are gone."""
+    try:
+        live = slots.is_live(stats_dir, ident)
+        values = slots.read_process(stats_dir, ident) if live is not None else None
+    except OSError as e:
+        raise _unreadable(os.path.join(stats_dir, ident + ".keys"), e) from e
+    return None if live is None or values is None else (live, values)
+
+
+def gather(stats_dir: str, own: Meter | None = None, keep: Callable[[], Keep] | None = None,
            wait: LockWait = DEFAULT_WAIT) -> Gathered:
     """Every process's series summed; dead processes merged into retired.json on the way
-    (unless the data dir cannot be written)."""
+    (unless the data dir cannot be written). ``keep()`` (asked with the lock held) says
+    which series still belong to a topic or group that exists."""
     with _locked(stats_dir, wait) as writable:
-        retired, merged = _load(stats_dir)
-        live_sets: list[list[tuple[str, Labels, list[float]]]] = []
-        dead: list[tuple[str, list[tuple[str, Labels, list[float]]]]] = []
+        retired, merged = _load(stats_dir, writable)
+        keeps = keep() if keep is not None else None
+        live_sets: list[Values] = []
+        dead: list[tuple[str, Values]] = []
+        mine = own.values() if own is not None and own.slots.keys_fd < 0 else []
+        if mine:
+            live_sets.append(mine)  # (counting in memory alone: no file to read)
+        if writable:
+            slots.remove_unborn(stats_dir)
         present = set(slots.process_files(stats_dir))
-        for ident in present:
+        for ident in sorted(present):
             if ident in merged:
                 if writable:  # merged, but its files outlived a crash: finish the cleanup
                     slots.remove_process(stats_dir, ident)
@@ -129,27 +189,26 @@ def gather(stats_dir: str, own: Meter | None = None, keep: Keep | None = None,
             if own is not None and ident == own.ident:
                 live_sets.append(own.values())
                 continue
-            state = slots.is_live(stats_dir, ident)
-            if state is None:
+            got = _read(stats_dir, ident)
+            if got is None:
                 continue
-            values = slots.read_process(stats_dir, ident)
-            if state:
-                live_sets.append(values)
+            if got[0]:
+                live_sets.append(got[1])
             else:
-                dead.append((ident, values))
-        n_dead = 0
+                dead.append((ident, got[1]))
         if dead and writable:
             for _, values in dead:
                 for name, labels, vals in values:
                     add(retired, name, labels, vals, live=False)
-            if keep is not None:
-                retired = {k: v for k, v in retired.items() if keep(*k)}
+            if keeps is not None:
+                retired = {k: v for k, v in retired.items() if keeps(*k)}
             idents = {i for i, _ in dead}
             still = {m for m in merged if m in present}  # (a merge that was cut short)
             try:
                 _store(stats_dir, retired, still | idents)
             except (OSError, RivvenError):
-                n_dead = len(dead)  # counted below as they are; merged next time
+                # nothing merged: the dead stay as they are (counted below), merged next time
+                retired, _ = _load(stats_dir, writable)
             else:
                 for ident in idents:
                     slots.remove_process(stats_dir, ident)
@@ -160,12 +219,12 @@ def gather(stats_dir: str, own: Meter | None = None, keep: Keep | None = None,
         for values in live_sets:
             for name, labels, vals in values:
                 add(total, name, labels, vals, live=True)
-        for _, values in dead:  # (read-only: dead and unmerged, counted as they are)
-            n_dead = len(dead)
+        n_dead = len(dead)
+        for _, values in dead:  # (not merged: a read-only data dir, a full disk)
             for name, labels, vals in values:
                 add(total, name, labels, vals, live=False)
-        if keep is not None:
-            total = {k: v for k, v in total.items() if keep(*k)}
+        if keeps is not None:
+            total = {k: v for k, v in total.items() if keeps(*k)}
         return Gathered(total, len(live_sets), n_dead)
 
 
@@ -173,24 +232,27 @@ def retire(meter: Meter, wait: LockWait = DEFAULT_WAIT) -> None:
     """An engine closing: merge its own series into retired.json and delete its files
     (listed as merged until they are gone, so a crash in between never counts them twice).
     Where that cannot be done the files stay and the next gather merges them."""
+    old: SlotFile = meter.detach()  # (counts from now on go nowhere: the engine is closing)
     stats_dir = meter.stats_dir
-    if stats_dir is None or meter.slots.keys_fd < 0:
-        meter.close_files(remove=False)
+    values = old.values()
+    if stats_dir is None or not values:
+        old.close(remove=old.keys_fd >= 0)
         return
     try:
         with _locked(stats_dir, wait) as writable:
             if not writable:
                 raise OSError("cannot lock")
-            retired, merged = _load(stats_dir)
-            for name, labels, vals in meter.values():
+            retired, merged = _load(stats_dir, writable)
+            for name, labels, vals in values:
                 add(retired, name, labels, vals, live=False)
             present = set(slots.process_files(stats_dir))
-            _store(stats_dir, retired, {m for m in merged if m in present} | {meter.ident})
-            meter.close_files(remove=True)
+            mine = {old.ident} if old.keys_fd >= 0 else set()  # (memory alone: no files)
+            _store(stats_dir, retired, {m for m in merged if m in present} | mine)
+            old.close(remove=True)
     except (OSError, RivvenError):
-        meter.close_files(remove=False)  # its flock goes with it: merged as a dead process
+        old.close(remove=False)  # its flock goes with it: merged as a dead process
 
 
 def retired_idents(stats_dir: str) -> set[str]:
     """(tests, tools) the processes retired.json says it holds and whose files remain."""
-    return _load(stats_dir)[1]
+    return _load(stats_dir, False)[1]

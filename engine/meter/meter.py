@@ -43,21 +43,25 @@ class _Handle:
         self.view: memoryview | None = None
         self.at = 0
 
-    def _bind(self) -> memoryview:
-        with self.meter.lock:
-            if self.view is None:
-                self.view, self.at = self.meter.slots.allocate(
-                    self.name, self.labels, SERIES[self.name].slots)
-        return self.view
+    def _bound(self) -> memoryview:
+        """(the meter's lock held) The view of this series' slots, taken on first use."""
+        view = self.view
+        if view is None:
+            view, self.at = self.meter.slots.allocate(self.name, self.labels,
+                                                      SERIES[self.name].slots)
+            self.view = view
+        return view
 
 
+# Every update runs whole under the meter's lock (once per call or batch, never per record):
+# a first use, a close or a fork in another thread never sees half of it. The lock is
+# reentrant: a read generator's count may run from a finalizer while this thread holds it.
 class Counter(_Handle):
     __slots__ = ()
 
     def inc(self, n: float = 1) -> None:
-        view = self.view if self.view is not None else self._bind()
         with self.meter.lock:
-            view[self.at] += n
+            self._bound()[self.at] += n
 
 
 class Gauge(_Handle):
@@ -66,8 +70,8 @@ class Gauge(_Handle):
     __slots__ = ()
 
     def set(self, v: float) -> None:
-        view = self.view if self.view is not None else self._bind()
-        view[self.at] = float(v)
+        with self.meter.lock:
+            self._bound()[self.at] = float(v)
 
 
 class Histogram(_Handle):
@@ -78,12 +82,11 @@ class Histogram(_Handle):
         self.bounds = SERIES[name].buckets
 
     def observe(self, v: float) -> None:
-        view = self.view if self.view is not None else self._bind()
         i = bisect.bisect_left(self.bounds, v)  # le: a value on a bound counts in it
-        at = self.at
         with self.meter.lock:
-            view[at + i] += 1
-            view[at + len(self.bounds) + 1] += v
+            view = self._bound()
+            view[self.at + i] += 1
+            view[self.at + len(self.bounds) + 1] += v
 
 
 class Run(_Handle):
@@ -93,9 +96,9 @@ class Run(_Handle):
     __slots__ = ()
 
     def record(self, ok: bool, seconds: float) -> None:
-        view = self.view if self.view is not None else self._bind()
-        at = self.at
         with self.meter.lock:
+            view = self._bound()
+            at = self.at
             view[at + RUNS] += 1
             if ok:
                 view[at + LAST_SUCCESS] = clock.now_ms() / 1000
@@ -151,7 +154,7 @@ class Meter:
     def __init__(self, data_dir: str | None, enabled: bool = True) -> None:
         self.enabled = enabled
         self.stats_dir = os.path.join(data_dir, STATS_DIR) if data_dir is not None else None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.slots = SlotFile(self.stats_dir)
         self.handles: dict[tuple[str, Labels], Any] = {}
         _METERS.add(self)
@@ -160,20 +163,23 @@ class Meter:
         """(in a forked child) Count in files of its own from zero: the parent's mapping is
         shared, and the parent merges what it holds (the child's copy of its flock goes
         with the child's copy of the fd; the parent's stays)."""
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         old = self.slots
         self.slots = SlotFile(None if old.closed else self.stats_dir)
         for h in self.handles.values():
             h.view = None
         old.release()
 
-    def close_files(self, remove: bool) -> None:
-        """Stop counting into the files (``remove``: delete them, they were merged); a
-        handle used after this counts in memory nobody reads."""
+    def detach(self) -> SlotFile:
+        """Count in memory from now on (nobody reads it: the engine is closing) and hand back
+        the files' slots, for their values to be merged and the files closed: nothing
+        counted after the merge's snapshot can land in files about to be deleted."""
         with self.lock:
             for h in self.handles.values():
                 h.view = None
-            self.slots.close(remove)
+            old, self.slots = self.slots, SlotFile(None)
+            self.slots.closed = True
+            return old
 
     @property
     def ident(self) -> str:

@@ -149,6 +149,9 @@ STATE: tuple[Metric, ...] = (
            "processes whose counters these are: live, or dead and not yet merged", "data dir"),
     Metric("rivven_metrics_gather_duration_seconds", "gauge", (),
            "time this scrape took to gather the metrics", "data dir"),
+    Metric("rivven_metrics_up", "gauge", (),
+           "1 when this scrape gathered everything; 0 when it failed (an endpoint prints why "
+           "on its stderr and serves only this and rivven_build_info)", "data dir"),
 )
 
 

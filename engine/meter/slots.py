@@ -15,11 +15,13 @@ read.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import math
 import mmap
 import os
+import stat
 from typing import Any
 
 from ..errors import RivvenError
@@ -32,6 +34,7 @@ MAX_LINE = 4096
 MAX_KEYS_BYTES = 64 << 20
 MAX_LABEL = 512
 PREFIX = "m-"
+TMP = ".tmp"  # a keys file being made (flocked before it gets its name)
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -73,17 +76,21 @@ class SlotFile:
 
     def _open(self) -> None:
         assert self.stats_dir is not None
+        tmp = self.keys_path + TMP
         try:
             guard.make_dir(self.stats_dir)
-            # the keys file first, locked: a values file without one is a merged process's
-            fd = guard.open_file(self.keys_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # the keys file is made under another name and flocked before it is named: a
+            # gather never sees this process without its flock (nor thinks it dead)
+            fd = guard.open_file(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             self.keys_fd = fd
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.values_fd = guard.open_file(self.values_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            os.rename(tmp, self.keys_path)
         except (OSError, RivvenError):  # counting never fails a caller
             self._close_fds()
-            with contextlib.suppress(OSError):
-                os.unlink(self.keys_path)
+            for p in (tmp, self.values_path):
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
             self.failed = True
 
     def allocate(self, name: str, labels: Labels, n: int) -> tuple[memoryview, int]:
@@ -111,7 +118,9 @@ class SlotFile:
         chunk: Any = None
         if self.values_fd >= 0:
             try:
-                os.ftruncate(self.values_fd, (k + 1) * CHUNK * 8)
+                # blocks allocated now: a write to a page of a sparse file on a full disk
+                # would be a SIGBUS in the middle of a produce
+                os.posix_fallocate(self.values_fd, k * CHUNK * 8, CHUNK * 8)
                 chunk = mmap.mmap(self.values_fd, CHUNK * 8, offset=k * CHUNK * 8)
             except (OSError, ValueError):
                 chunk = None
@@ -168,34 +177,73 @@ def process_files(stats_dir: str) -> list[str]:
     return sorted(n[:-5] for n in names if n.startswith(PREFIX) and n.endswith(".keys"))
 
 
-def is_live(stats_dir: str, ident: str) -> bool | None:
-    """Does the process of ``ident`` still live (its keys file flocked)? None: the file is
-    gone or cannot be opened."""
+def remove_unborn(stats_dir: str) -> None:
+    """Keys files a process died making (``.keys.tmp`` no longer flocked), with their
+    values: nothing was counted in them yet (a series is counted once it is named)."""
     try:
-        fd = os.open(os.path.join(stats_dir, ident + ".keys"), os.O_RDONLY | os.O_NOFOLLOW)
+        names = os.listdir(stats_dir)
     except OSError:
+        return
+    for n in names:
+        if n.startswith(PREFIX) and n.endswith(".keys" + TMP):
+            ident = n[: -len(".keys" + TMP)]
+            with contextlib.suppress(OSError):
+                if is_live(stats_dir, ident, ".keys" + TMP) is False:
+                    for suffix in (".values", ".keys" + TMP):
+                        with contextlib.suppress(OSError):
+                            os.unlink(os.path.join(stats_dir, ident + suffix))
+
+
+def open_regular(path: str) -> int:
+    """An fd of a regular file for reading: never a link followed, never a FIFO waited on
+    (OSError otherwise; FileNotFoundError when it is gone)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of a regular file (``open_regular``); None past the limit."""
+    fd = open_regular(path)
+    try:
+        if os.fstat(fd).st_size > limit:
+            return None
+        parts = []
+        while chunk := os.read(fd, 1 << 20):
+            parts.append(chunk)
+            if sum(map(len, parts)) > limit:
+                return None
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def is_live(stats_dir: str, ident: str, suffix: str = ".keys") -> bool | None:
+    """Does the process of ``ident`` still live (its keys file flocked)? None: the file is
+    gone; OSError when it cannot be looked at."""
+    try:
+        fd = open_regular(os.path.join(stats_dir, ident + suffix))
+    except FileNotFoundError:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False
     except BlockingIOError:
         return True
-    except OSError:
-        return None
     finally:
         os.close(fd)
 
 
-def read_process(stats_dir: str, ident: str) -> list[tuple[str, Labels, list[float]]]:
-    """Every series a process file set holds, each checked; damaged lines are skipped."""
+def read_process(stats_dir: str, ident: str) -> list[tuple[str, Labels, list[float]]] | None:
+    """Every series a process file set holds, each checked; damaged lines are skipped.
+    None when the files are gone; OSError when they cannot be read now."""
     try:
-        with open(os.path.join(stats_dir, ident + ".keys"), "rb") as f:
-            keys = f.read(MAX_KEYS_BYTES)
-        with open(os.path.join(stats_dir, ident + ".values"), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            raw = f.read(MAX_SLOTS * 8) if size <= MAX_SLOTS * 8 else b""
-    except OSError:
-        return []
+        keys = read_regular(os.path.join(stats_dir, ident + ".keys"), MAX_KEYS_BYTES) or b""
+        raw = read_regular(os.path.join(stats_dir, ident + ".values"), MAX_SLOTS * 8) or b""
+    except FileNotFoundError:
+        return None
     values = memoryview(raw[: len(raw) - len(raw) % 8]).cast("d")
     out = []
     seen: set[int] = set()
@@ -206,7 +254,7 @@ def read_process(stats_dir: str, ident: str) -> list[tuple[str, Labels, list[flo
         try:
             first = int(first_text)
             name, labels = json.loads(doc)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             continue
         key = check_key(name, labels)
         if key is None or not 0 <= first < MAX_SLOTS or first in seen:

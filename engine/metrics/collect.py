@@ -63,17 +63,18 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> dict[st
     partition of every topic (through ``open_logs``, those the engine has open), groups,
     WAL, transactions."""
     t0 = time.monotonic()
-    metas = eng.topics()
-    topics = {m.name: m.partitions for m in metas}
-    groups = set(eng.group_names())
 
-    def keep(name: str, labels: tuple[tuple[str, str], ...]) -> bool:
-        for k, v in labels:
-            if (k == "topic" and v not in topics) or (k == "group" and v not in groups):
-                return False
-        return True
+    def keep() -> gather.Keep:  # (asked once the gather holds its lock: never stale)
+        names, groups = {m.name for m in eng.topics()}, set(eng.group_names())
+
+        def kept(name: str, labels: tuple[tuple[str, str], ...]) -> bool:
+            return all((k != "topic" or v in names) and (k != "group" or v in groups)
+                       for k, v in labels)
+        return kept
 
     got = gather.gather(eng.meter.stats_dir, eng.meter, keep, eng.lock_wait)
+    metas = eng.topics()
+    topics = {m.name: m.partitions for m in metas}
     doc = Document()
     series: dict[str, dict[tuple, list[float]]] = {}
     for (name, labels), vals in got.series.items():
@@ -125,4 +126,14 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> dict[st
     doc.add("rivven_metrics_processes", {"state": "live"}, got.live)
     doc.add("rivven_metrics_processes", {"state": "dead"}, got.dead)
     doc.add("rivven_metrics_gather_duration_seconds", {}, time.monotonic() - t0)
+    doc.add("rivven_metrics_up", {}, 1)
+    return doc.doc
+
+
+def failed() -> dict[str, Any]:
+    """The document of a scrape that could not gather (``rivven_metrics_up`` 0; the error
+    is on the server's stderr): every metric present, without samples."""
+    doc = Document()
+    doc.add("rivven_build_info", {"version": version(), "python": platform.python_version()}, 1)
+    doc.add("rivven_metrics_up", {}, 0)
     return doc.doc

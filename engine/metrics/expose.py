@@ -4,6 +4,7 @@ HTTP ``/metrics`` endpoint that gathers afresh at each scrape."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,8 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+
+from .collect import failed
 
 Source = Callable[[], dict[str, Any]]
 
@@ -45,7 +48,11 @@ class _Collector:
         self.source = source
 
     def collect(self) -> list[Metric]:
-        return families(self.source())
+        try:
+            return families(self.source())
+        except Exception as e:  # noqa: BLE001 - a scrape reports, never kills the endpoint
+            sys.stderr.write(f"error: scrape failed: {e}\n")
+            return families(failed())
 
 
 def registry(source: Source) -> CollectorRegistry:
