@@ -283,7 +283,8 @@ def make_mixed_topic(data_dir, keyring) -> list[bytes]:
 
 def segment_bytes(root) -> dict[str, bytes]:
     out = {}
-    for d, _, names in os.walk(root):
+    for d, dirs, names in os.walk(root):
+        dirs[:] = [x for x in dirs if x != ".stats"]  # counters, not data (docs/METRICS.md)
         for n in names:
             if n.endswith((".log", ".index", ".timeindex", ".txnindex", ".json")):
                 with open(os.path.join(d, n), "rb") as f:

@@ -101,7 +101,7 @@ def _load(stats_dir: str, writable: bool) -> tuple[dict[Key, list[float]], set[s
     try:
         raw = slots.read_regular(path, MAX_RETIRED)
         if raw is None:
-            raise jsondoc.damaged(path, "retired metrics", f"larger than {MAX_RETIRED} bytes")
+            raise jsondoc.damaged(path, "retired metrics", f"larger than {MAX_RETIRED >> 20} MiB")
         doc = jsondoc.unseal(raw, path, "retired metrics")
         merged = doc.get("merged")
         rows = doc.get("series")
