@@ -251,8 +251,3 @@ def retire(meter: Meter, wait: LockWait = DEFAULT_WAIT) -> None:
             old.close(remove=True)
     except (OSError, RivvenError):
         old.close(remove=False)  # its flock goes with it: merged as a dead process
-
-
-def retired_idents(stats_dir: str) -> set[str]:
-    """(tests, tools) the processes retired.json says it holds and whose files remain."""
-    return _load(stats_dir, False)[1]

@@ -10,7 +10,6 @@ every handle is the same do-nothing object.
 from __future__ import annotations
 
 import bisect
-import functools
 import os
 import threading
 import time
@@ -207,6 +206,19 @@ class Meter:
         return PartitionMeter(self, topic, partition)
 
 
+# a partition's handles: attribute -> (series, labelled by partition too?)
+PARTITION_SERIES = {
+    "appended_records": ("rivven_records_appended_total", True),
+    "appended_bytes": ("rivven_bytes_appended_total", True),
+    "read_records": ("rivven_records_read_total", True),
+    "read_bytes": ("rivven_bytes_read_total", True),
+    "rolls": ("rivven_segment_rolls_total", True),
+    "crc_errors": ("rivven_crc_errors_total", True),
+    "hot_hits": ("rivven_hot_cache_hits_total", False),
+    "hot_misses": ("rivven_hot_cache_misses_total", False),
+}
+
+
 class PartitionMeter:
     """A partition's handles (storage is handed this), each made on first use: a reader
     that opens a thousand partitions to look at them makes none."""
@@ -216,40 +228,16 @@ class PartitionMeter:
         self.topic = topic
         self.partition = partition
 
-    def _tp(self, name: str) -> Any:
-        return self.meter.get(name, topic=self.topic, partition=self.partition)
-
-    @functools.cached_property
-    def appended_records(self) -> Any:
-        return self._tp("rivven_records_appended_total")
-
-    @functools.cached_property
-    def appended_bytes(self) -> Any:
-        return self._tp("rivven_bytes_appended_total")
-
-    @functools.cached_property
-    def read_records(self) -> Any:
-        return self._tp("rivven_records_read_total")
-
-    @functools.cached_property
-    def read_bytes(self) -> Any:
-        return self._tp("rivven_bytes_read_total")
-
-    @functools.cached_property
-    def rolls(self) -> Any:
-        return self._tp("rivven_segment_rolls_total")
-
-    @functools.cached_property
-    def crc_errors(self) -> Any:
-        return self._tp("rivven_crc_errors_total")
-
-    @functools.cached_property
-    def hot_hits(self) -> Any:
-        return self.meter.get("rivven_hot_cache_hits_total", topic=self.topic)
-
-    @functools.cached_property
-    def hot_misses(self) -> Any:
-        return self.meter.get("rivven_hot_cache_misses_total", topic=self.topic)
+    def __getattr__(self, attr: str) -> Any:  # (only for a handle not made yet)
+        if attr not in PARTITION_SERIES:
+            raise AttributeError(attr)
+        name, per_partition = PARTITION_SERIES[attr]
+        labels: dict[str, Any] = {"topic": self.topic}
+        if per_partition:
+            labels["partition"] = self.partition
+        handle = self.meter.get(name, **labels)
+        setattr(self, attr, handle)
+        return handle
 
     def appended(self, records: int, nbytes: int) -> None:
         self.appended_records.inc(records)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import RivvenError
 from ..storage import guard
+from ..storage.locks import try_lock
 from .names import SERIES, Series
 
 CHUNK = 4096  # slots per mapping (32 KiB: a multiple of the page size)
@@ -228,10 +229,7 @@ def is_live(stats_dir: str, ident: str, suffix: str = ".keys") -> bool | None:
     except FileNotFoundError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
+        return not try_lock(fd)
     finally:
         os.close(fd)
 
