@@ -36,6 +36,7 @@ from .meter.meter import Meter
 from .progress import Progress
 from .storage import datadir
 from .storage import topics as topics_mod
+from .storage.budget import FileBudget, effective_limit
 from .storage.catalog import TopicMeta
 from .storage.config import validate as validate_config
 from .storage.locks import LockWait
@@ -119,7 +120,8 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
                                       self.cold_cache, self.hot, on_open=self._retain,
                                       lock_wait=lw, producers=PartitionProducers,
                                       vault=self._vault,
-                                      counts=m.partition if m.enabled else None)
+                                      counts=m.partition if m.enabled else None,
+                                      budget=FileBudget(effective_limit(st.files_max_open)))
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
                              after_checkpoint=self._retain,
                              after_checkpoints=self._publish_hot_stats, lock_wait=lw, meter=m)
@@ -493,6 +495,12 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         ``isolation_level="read_committed"`` the last stable offset."""
         committed = isolation.check_level(isolation_level)
         return {log.partition: read.offsets(log, committed)[1] for log in self._logs(topic)}
+
+    def log_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Per partition ``(log start offset, log end offset)``, read cheaply: the partitions
+        this engine has open as they are, the others from their files without opening them
+        (``rivven topic list`` on 10,000 partitions)."""
+        return self._partitions.offsets(self.topic(topic))
 
     def start_offsets(self, topic: str) -> dict[int, int]:
         return {log.partition: log.offsets()[0] for log in self._logs(topic)}

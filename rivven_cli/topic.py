@@ -61,11 +61,10 @@ def list_(
     with open_engine(read_only=True) as eng:
         rows = []
         for t in eng.topics(topics, regex):
-            ends = eng.end_offsets(t.name)
-            starts = eng.start_offsets(t.name)
+            offsets = eng.log_offsets(t.name).values()
             rows.append({"topic": t.name, "partitions": t.partitions,
-                         "records": sum(ends[p] - starts[p] for p in ends),
-                         "end_offsets": sum(ends.values()), "config": t.config})
+                         "records": sum(end - start for start, end in offsets),
+                         "end_offsets": sum(end for _, end in offsets), "config": t.config})
     missing = [n for n in topics or () if not regex and n not in {r["topic"] for r in rows}]
     for n in missing:
         pattern = any(c in n for c in "*+?[]()|^$\\")

@@ -17,11 +17,16 @@ it. The next checkpoint replaces it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from ..errors import DamagedMetadata, plural
+from ..format.crc import crc32c
 from . import files, jsondoc
 
+_N = rb"(0|[1-9][0-9]{0,18})"
+_WRITTEN = re.compile(rb'\{"segment": %s, "position": %s, "recovery_point": %s, '
+                      rb'"log_start_offset": %s, "crc32c": %s\}' % ((_N,) * 5))
 KEYS = ("segment", "position", "recovery_point", "log_start_offset")
 WHAT = "checkpoint"
 FIX = "it is ignored (nothing is deleted because of it) and the next checkpoint replaces it"
@@ -41,6 +46,14 @@ def read_checkpoint(directory: str) -> dict | None:
         raise jsondoc.damaged(p, WHAT, f"unreadable: {e.strerror or e}", FIX) from None
     if raw is None:
         return None
+    m = _WRITTEN.fullmatch(raw)
+    if m is not None:  # as seal() writes it: checked without a JSON round trip (topic list)
+        seg, pos, rp, start, crc = (int(g) for g in m.groups())
+        body = b'{"log_start_offset":%d,"position":%d,"recovery_point":%d,"segment":%d}' % (
+            start, pos, rp, seg)
+        if crc32c(body) == crc and max(seg, pos, rp, start) <= jsondoc.MAX_INT:
+            return {"segment": seg, "position": pos, "recovery_point": rp,
+                    "log_start_offset": start}
     doc = jsondoc.unseal(raw, p, WHAT, FIX, legacy=KEYS)
     if set(doc) != set(KEYS):
         raise jsondoc.damaged(p, WHAT, f"keys {sorted(doc)}, expected {list(KEYS)}", FIX)
@@ -85,8 +98,10 @@ def _index(bases: Sequence[int], base: int) -> int | None:
     return i if i < len(bases) and bases[i] == base else None
 
 
-def write_checkpoint(directory: str, point: dict) -> None:
-    files.write_atomic(path(directory), jsondoc.seal({k: point[k] for k in KEYS}))
+def write_checkpoint(directory: str, point: dict, sync_dir: bool = True) -> None:
+    """``sync_dir=False``: a WAL checkpoint's, whose log start did not move: a crash may leave
+    the previous file, which only makes recovery scan further."""
+    files.write_atomic(path(directory), jsondoc.seal({k: point[k] for k in KEYS}), sync_dir)
 
 
 def stamp(directory: str) -> tuple[int, int, int] | None:

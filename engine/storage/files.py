@@ -99,13 +99,15 @@ def remove_write_debris(directory: str) -> None:
             os.unlink(os.path.join(directory, f))
 
 
-def write_atomic(target: str, data: bytes) -> None:
+def write_atomic(target: str, data: bytes, sync_dir: bool = True) -> None:
     """tmp, fsync, rename, fsync dir: a reader sees the old file or the new one, never a mix.
+    ``sync_dir=False`` leaves the rename to the file system's next commit (a crash may then
+    leave the old file: for a file whose old version is just as valid, if less recent).
     The temp file is never a link's target (O_NOFOLLOW), and the rename replaces a link at
     ``target`` rather than writing through it. A full disk gives up the data dir's space
     reserve and tries once more; then it is a StorageError saying "disk full"."""
     try:
-        _write_atomic(target, data)
+        _write_atomic(target, data, sync_dir)
         return
     except OSError as e:
         if not disk_full(e) or not give_up_reserve(target):
@@ -114,12 +116,12 @@ def write_atomic(target: str, data: bytes) -> None:
         if not disk_full(e) or not give_up_reserve(target):
             raise
     try:
-        _write_atomic(target, data)
+        _write_atomic(target, data, sync_dir)
     except OSError as e:
         raise os_error(e, "write", target) from e
 
 
-def _write_atomic(target: str, data: bytes) -> None:
+def _write_atomic(target: str, data: bytes, sync_dir: bool) -> None:
     tmp = f"{target}.tmp.{os.getpid()}"
     fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
@@ -137,4 +139,5 @@ def _write_atomic(target: str, data: bytes) -> None:
         except OSError:
             pass
         raise
-    fsync_dir(os.path.dirname(target) or ".")
+    if sync_dir:
+        fsync_dir(os.path.dirname(target) or ".")

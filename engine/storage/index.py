@@ -14,6 +14,7 @@ checks an entry against the batch it points at before using it (``Segment.positi
 
 from __future__ import annotations
 
+import copy
 import os
 import struct
 from array import array
@@ -47,14 +48,29 @@ class Index:
         self.loaded = 0  # bytes of the file already parsed
         self.max_entries = max_entries  # more than this: not an index of the log (None: any)
         self.oversized = False  # the file holds more than max_entries entries: none are used
-        if writable:
-            self.fd = guard.open_file(path, os.O_RDWR | os.O_CREAT)
+        self._open()
+        self.reload()
+
+    def _open(self) -> None:
+        if self.writable:
+            self.fd = guard.open_file(self.path, os.O_RDWR | os.O_CREAT)
         else:
             try:
-                self.fd = os.open(path, os.O_RDONLY)
+                self.fd = os.open(self.path, os.O_RDONLY)
             except FileNotFoundError:
                 self.fd = -1
-        self.reload()
+
+    def detached(self) -> Index:
+        """A copy without the descriptor (the entries are shared: only the copy grows)."""
+        idx = copy.copy(self)
+        idx.fd = -1
+        return idx
+
+    def reopen(self) -> None:
+        """Open the file again after ``close`` (the entries read stay; ``refresh`` reads on)."""
+        if self.fd < 0:
+            self._open()
+            self.refresh()
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -14,6 +14,7 @@ which a single flipped bit of a sealed file cannot produce.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection
 from typing import Any
 
@@ -48,6 +49,9 @@ def damaged(path: str, what: str, reason: str, fix: str = "") -> DamagedMetadata
 
 
 def canonical(doc: dict) -> bytes:
+    if all(type(v) is int and type(k) is str and k.isidentifier() and k.isascii()
+           for k, v in doc.items()):  # (a checkpoint: json.dumps's bytes, 10x faster)
+        return ("{" + ",".join([f'"{k}":{doc[k]}' for k in sorted(doc)]) + "}").encode()
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
@@ -101,12 +105,24 @@ def read(path: str, what: str, limit: int = 64 << 20, fix: str = "") -> bytes | 
     """The bytes of a metadata file, None when it does not exist; DamagedMetadata when it is
     larger than ``limit`` (never read whole a file a crafted size could make huge)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    try:
+        chunks = []
+        got = 0
+        while got <= limit:
+            want = min(limit + 1 - got, 1 << 20)
+            chunk = os.read(fd, want)
+            chunks.append(chunk)
+            got += len(chunk)
+            if len(chunk) < want:  # (a regular file's short read is its end)
+                break
     except IsADirectoryError:
         raise damaged(path, what, "a directory where a file belongs", fix) from None
+    finally:
+        os.close(fd)
+    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(raw) > limit:
         raise damaged(path, what, f"larger than {limit} bytes", fix)
     return raw

@@ -27,6 +27,7 @@ from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
 from ..progress import Progress
 from . import checkpoint, files, guard, loader, reader, swap, tier_manifest, txn_index
+from .budget import FileBudget
 from .config import TopicConfig
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
@@ -166,6 +167,7 @@ class PartitionLog:
         self.opener = keys.opener_for(partition) if keys is not None else None
         self.dirty = False  # appended since the last checkpoint
         self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
+        self._written_start = -1  # log start known durable (a light checkpoint keeps it)
         self._ckpt_stamp: tuple[int, int, int] | None = None
         if writable:  # (partition-N, its topic's dir and topics/: nothing written through a link)
             guard.check_own_dir(directory, 3)
@@ -177,11 +179,15 @@ class PartitionLog:
         self.tierview = TierView(directory, self.tier_home)
         self.txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
         self.pipeline = AppendPipeline(self)
+        self.budget: FileBudget | None = None  # set by the engine (engine.storage.partitions)
         try:
             loader.load(self)
         except BaseException:
             self.lock.close()
             raise
+        # the start read from disk is durable (every move of it is a full checkpoint), so the
+        # WAL's checkpoints may be light until it moves
+        self._written_start = self.start_offset()
         # format-2 batches (idempotent and transactional producers) are checked against it;
         # without one (tools, Spark) they are refused
         self.producers: ProducerHook | None = producers(self) if producers is not None else None
@@ -219,6 +225,28 @@ class PartitionLog:
         """Refuse appends from now on; those already logged still finish (Engine.close)."""
         self.pipeline.stop()
 
+    def release_files(self) -> bool:
+        """Close this log's descriptors while it is idle (the engine's file budget,
+        engine.storage.budget); every later use opens them again. A reader (or a maintenance
+        pass) holding a segment keeps that segment's descriptors until it lets go of it:
+        the log continues on a copy. Skipped (False) while an append is in flight or another
+        thread holds the mutex. Nothing is lost: what an append wrote is in the page cache,
+        and a checkpoint reopens the files to fsync them."""
+        if not self.mutex.acquire(blocking=False):
+            return False
+        try:
+            if self.lock.held or not self.pipeline.idle():
+                return False
+            self.segs.release()
+            self.lock.release_fd()
+            return True
+        finally:
+            self.mutex.release()
+
+    def files(self) -> int:
+        """Descriptors this log holds open now."""
+        return self.segs.files() + (self.lock.fd >= 0)
+
     def close(self) -> None:
         """Finish the groups in flight, fail queued appends, release every file."""
         with self.lock.cond:
@@ -232,6 +260,10 @@ class PartitionLog:
     def sync_view(self, repair: bool) -> None:
         """(mutex held.) Bring the view up to date with what other processes wrote; a writer
         (``repair``, holding the flock) cuts a torn tail on the way."""
+        if self.segs.released:
+            self.segs.reacquire()
+            if self.budget is not None:
+                self.budget.touch(self)
         if self.segs.refresh(repair) and self.hot is not None:
             self.hot.clear(self)  # cut by a repair: cached batches may be gone
 
@@ -312,6 +344,8 @@ class PartitionLog:
     def reload_view(self) -> View:
         """A view read afresh: after a segment vanished under a reader."""
         with self.mutex:
+            if self.segs.released:
+                self.sync_view(repair=False)
             self._ckpt_stamp = None
             self.tierview.forget()
             self.read_log_start()
@@ -471,7 +505,10 @@ class PartitionLog:
         return applied, skipped, dropped
 
     def checkpoint(self) -> dict:
-        """fsync the active segment and its indexes, then record the recovery point.
+        """fdatasync the active segment, then record the recovery point (the WAL's
+        checkpoint: docs/DURABILITY.md). Its indexes are not fsynced (a segment's are when it
+        rolls; recovery checks and rebuilds the active one's past the point), nor the
+        directory after the rename (a crash may leave the previous point: a longer scan).
 
         Batches already logged reach the segment first: their WAL records may sit in a file
         the caller is about to delete.
@@ -479,14 +516,21 @@ class PartitionLog:
         self.dirty = False  # an append from here on marks it again and is checkpointed later
         try:
             with self.mutation():
-                return self._checkpoint_locked()
+                self._ckpt_stamp = None
+                self.read_log_start()
+                return self._checkpoint_locked(light=self.start_offset() == self._written_start)
         except BaseException:
             self.dirty = True
             raise
 
-    def _checkpoint_locked(self) -> dict:
+    def _checkpoint_locked(self, light: bool = False) -> dict:
+        """``light``: the log start is the one this process last wrote durably, so only the
+        recovery point moves (no index fsyncs, no directory fsync)."""
         act = self.segs.active
-        act.sync_all()
+        if light:
+            act.sync()
+        else:
+            act.sync_all()
         # never write back a start another process moved on: read the file itself, its
         # (inode, mtime, size) can repeat (inode reuse, coarse timestamps)
         self._ckpt_stamp = None
@@ -494,12 +538,14 @@ class PartitionLog:
         point = {"segment": act.base, "position": act.size,
                  "recovery_point": act.next_offset, "log_start_offset": self.start_offset()}
         try:
-            checkpoint.write_checkpoint(self.dir, point)
+            checkpoint.write_checkpoint(self.dir, point, sync_dir=not light)
         except StorageError as e:
             if disk_full(e):
                 raise RecoveryPointNotWritten(str(e)) from e
             raise
         self._ckpt_stamp = None
+        if not light:
+            self._written_start = point["log_start_offset"]
         if self.producers is not None:
             self.producers.checkpointed(act.next_offset)
         return point

@@ -36,14 +36,41 @@ class PartitionLock:
         self.since = 0.0  # monotonic time the pipeline took it
         self.path = os.path.join(directory, files.LOCK_FILE)
         self.wait = wait  # how long a flock held elsewhere is waited for (lock.timeout.ms)
+        self.ino = 0
+        self.released = False  # fd closed by the file budget: reopened on the next use
         if writable:
-            try:
-                self.fd = open_lock_file(self.path)
-            except FileNotFoundError:
-                raise UnknownTopic(f"partition {partition} of topic {topic!r} is gone") from None
+            self._open()
+
+    def _open(self) -> None:
+        try:
+            fd = open_lock_file(self.path)
+        except FileNotFoundError:
+            raise UnknownTopic(f"partition {self.partition} of topic {self.topic!r} is gone"
+                               ) from None
+        ino = os.fstat(fd).st_ino
+        if self.ino and ino != self.ino:  # a topic of that name made anew meanwhile
+            os.close(fd)
+            raise UnknownTopic(f"topic {self.topic!r} was deleted")
+        self.fd, self.ino = fd, ino
+
+    def release_fd(self) -> bool:
+        """(mutex held.) Close the lock file while the flock is not held (the file budget);
+        the next use opens it again. False when the flock is held."""
+        if self.held or self.fd < 0:
+            return False
+        os.close(self.fd)
+        self.fd = -1
+        self.released = True
+        return True
+
+    def _reopen(self) -> None:
+        if self.released:
+            self._open()
+            self.released = False
 
     def check_alive(self) -> None:
         """(flock held.) Raise UnknownTopic once the topic was deleted (its lock unlinked)."""
+        self._reopen()
         if os.fstat(self.fd).st_nlink == 0:
             raise UnknownTopic(f"topic {self.topic!r} was deleted")
 
@@ -51,6 +78,8 @@ class PartitionLock:
     def exclusive(self) -> Iterator[None]:
         """The mutex plus the flock, unless the append pipeline already holds it."""
         with self.mutex:
+            if self.fd < 0:
+                self._reopen()
             if self.fd < 0:  # closed: the engine forgot it (topic deleted or replaced)
                 raise UnknownTopic(f"partition {self.partition} of topic {self.topic!r} was "
                                    "closed (deleted?)")
@@ -62,6 +91,8 @@ class PartitionLock:
 
     def hold(self) -> None:
         """(mutex held.) Take the flock and keep it (the append pipeline)."""
+        if self.fd < 0:
+            self._reopen()
         acquire(self.fd, self.path, self.wait)
         self.held = True
         self.since = time.monotonic()
@@ -75,6 +106,7 @@ class PartitionLock:
 
     def close(self) -> None:
         self.held = False  # closing the fd drops it
+        self.released = False  # (for good: the engine forgot the partition)
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

@@ -17,7 +17,8 @@ from typing import Any
 from ..crypto.topic import Vault
 from ..errors import InvalidArgument, UnknownPartition, UnknownTopic
 from ..progress import Progress
-from . import files
+from . import files, summary
+from .budget import FileBudget
 from .catalog import TopicMeta
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
@@ -52,8 +53,10 @@ class Partitions:
                  lock_wait: LockWait = DEFAULT_WAIT,
                  producers: Callable[[PartitionLog], ProducerHook] | None = None,
                  vault: Vault | None = None,
-                 counts: Callable[[str, int], PartitionCounts] | None = None) -> None:
+                 counts: Callable[[str, int], PartitionCounts] | None = None,
+                 budget: FileBudget | None = None) -> None:
         self.data_dir = data_dir
+        self.budget = budget  # open descriptors bounded (files.max.open): engine.storage.budget
         self.counts = counts  # a log's counters (engine.meter), by topic and partition
         self.vault = vault if vault is not None else Vault(None)  # the topics' data keys
         self.lock_wait = lock_wait
@@ -81,6 +84,8 @@ class Partitions:
             log.config = meta.typed
             if log.keys is not None and log.keys.keyset is not meta.keys:
                 log.keys.update(meta.keys)
+            if self.budget is not None:
+                self.budget.touch(log)
             return log
         with self._mutex:
             if self._closing:
@@ -89,7 +94,7 @@ class Partitions:
             if entry is not None and entry[0] == meta.id:
                 return entry[1]
             if entry is not None:
-                entry[1].close()
+                self._close(entry[1])
             d = files.partition_dir(self.data_dir, meta.name, partition)
             if not os.path.isdir(d):  # create/add-partitions make dirs before the catalog names them
                 raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition} "
@@ -105,12 +110,32 @@ class Partitions:
                                counts=self.counts(meta.name, partition)
                                if self.counts is not None else None)
             self._logs[key] = (meta.id, log)
+            if self.budget is not None:
+                log.budget = self.budget
+                self.budget.touch(log)
             for cut in self.cuts[n_cuts:]:  # (what the loader cut as it opened the log)
                 if cut.get("action") == "cut":
                     log.counts.cut(cut.get("bytes", 0))
         if retain and self.writable and self.on_open is not None:
             self.on_open(log, meta)
         return log
+
+    def offsets(self, meta: TopicMeta) -> dict[int, tuple[int, int]]:
+        """Per partition (log start, log end): an open log's, else read from the files
+        without opening the partition (engine.storage.summary; a full read-only look when
+        that cannot tell)."""
+        out = {}
+        for p in range(meta.partitions):
+            entry = self._logs.get((meta.name, p))
+            if entry is not None and entry[0] == meta.id:
+                out[p] = entry[1].offsets()
+                continue
+            q = summary.quick_offsets(files.partition_dir(self.data_dir, meta.name, p))
+            if q is None:
+                with peek(self.data_dir, meta, p) as log:
+                    q = log.offsets()
+            out[p] = q
+        return out
 
     def open_logs(self) -> list[tuple[str, int, PartitionLog]]:
         """(topic, partition, log) of every open log, at this moment."""
@@ -120,14 +145,19 @@ class Partitions:
         """Close the logs of a topic (deleted)."""
         with self._mutex:
             for key in [k for k in self._logs if k[0] == topic]:
-                self._logs.pop(key)[1].close()
+                self._close(self._logs.pop(key)[1])
 
     def forget_all(self) -> None:
         """Close every log (files were mended behind their back); they reopen on next use."""
         with self._mutex:
             for _, log in self._logs.values():
-                log.close()
+                self._close(log)
             self._logs.clear()
+
+    def _close(self, log: PartitionLog) -> None:
+        if self.budget is not None:
+            self.budget.forget(log)
+        log.close()
 
     def stop(self) -> None:
         """Open no more logs and refuse appends to the open ones (those logged still finish)."""

@@ -348,6 +348,10 @@ class AppendPipeline:
         finally:
             self._waiters -= 1
 
+    def idle(self) -> bool:
+        """(mutex held.) Nothing logged waits for the segment and no thread is appending."""
+        return not self.pending and not self._active
+
     def quiesce(self) -> None:
         """Wait until every batch logged so far has reached the segment (or failed)."""
         with self.cond:

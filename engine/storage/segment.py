@@ -8,6 +8,7 @@ written by another process (readers stop there) or a torn tail left by a writer 
 
 from __future__ import annotations
 
+import copy
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -76,7 +77,9 @@ class Segment:
             self.fd = guard.open_file(self.path, os.O_RDWR | (os.O_CREAT if create else 0))
         else:
             self.fd = os.open(self.path, os.O_RDONLY)
-        limit = max_entries(os.fstat(self.fd).st_size)  # (an index bigger is not read)
+        st = os.fstat(self.fd)
+        self.ino = st.st_ino  # (reopen after release: the same file, or it is gone)
+        limit = max_entries(st.st_size)  # (an index bigger is not read)
         self.index = OffsetIndex(files.path(directory, base_offset, files.INDEX), writable, limit)
         self.timeindex = TimeIndex(files.path(directory, base_offset, files.TIMEINDEX), writable,
                                    limit)
@@ -111,6 +114,30 @@ class Segment:
         if hasattr(self, "timeindex"):
             self.index.close()
             self.timeindex.close()
+
+    def detached(self) -> Segment:
+        """A copy of what is known of this segment without its descriptors (``reopen`` opens
+        them): the file budget (engine.storage.budget) puts it in place of an idle
+        partition's active segment, and this one closes when its last holder lets go."""
+        seg = copy.copy(self)
+        seg.fd = -1
+        seg.index = self.index.detached()
+        seg.timeindex = self.timeindex.detached()
+        return seg
+
+    def reopen(self) -> None:
+        """Open the files again after ``release``; SegmentGone-style FileNotFoundError when
+        the segment was deleted or replaced meanwhile (the caller lists the segments anew)."""
+        if self.fd >= 0:
+            return
+        fd = guard.open_file(self.path, os.O_RDWR) if self.writable else os.open(
+            self.path, os.O_RDONLY)
+        if os.fstat(fd).st_ino != self.ino:
+            os.close(fd)
+            raise FileNotFoundError(f"{self.path} was replaced")
+        self.fd = fd
+        self.index.reopen()
+        self.timeindex.reopen()
 
     def __del__(self) -> None:
         # a segment dropped from a log's view (deleted or replaced) closes when its last

@@ -19,6 +19,8 @@ from ..progress import Progress
 from . import checkpoint, files
 from .segment import Segment
 
+SEALED_KEPT = 2  # sealed segments a partition keeps open (its reads are mostly sequential)
+
 
 class SegmentGone(UnknownTopic):
     """A segment file disappeared under a reader (retention, delete-records, topic delete)."""
@@ -40,11 +42,38 @@ class SegmentSet:
         self.active: Segment = None  # type: ignore[assignment]  # set by open_active
         self._ignored: set[tuple] = set()  # (.checkpoint stamp, reason) already noted
         self._prefix = os.path.join(directory, "")  # + files.name(...): a file's path
+        self.released = False  # files closed by the file budget (engine.storage.budget)
 
     def close(self) -> None:
         for seg in self.segments.values():
             seg.close()
         self.segments.clear()
+
+    def release(self) -> None:
+        """(mutex held.) Let go of every file: the sealed segments are forgotten (opened anew
+        on demand), the active one is replaced by a copy without descriptors that
+        ``reacquire`` opens again. Each segment closes as its last holder lets go of it (a
+        reader in the middle of one finishes it)."""
+        act = self.active.detached()
+        self.segments = {act.base: act}
+        self.active = act
+        self.released = True
+
+    def reacquire(self) -> None:
+        """(mutex held.) Open the active segment's files again after ``release``; when it is
+        gone (rolled and deleted by another process meanwhile), list and load anew."""
+        self.released = False
+        try:
+            self.active.reopen()
+        except FileNotFoundError:
+            self.segments.clear()
+            self.relist()
+            self.active = self.open(self.bases[-1])
+            self.active.load(repair=False)
+
+    def files(self) -> int:
+        """Descriptors this set holds open (a segment: its log and two indexes)."""
+        return 0 if self.released else 3 * len(self.segments)
 
     # ---------------------------------------------------------------- the list
     def relist(self) -> None:
@@ -75,7 +104,20 @@ class SegmentSet:
             seg.cuts = self.cuts
             seg.progress = self.progress
             self.segments[base] = seg
+            if len(self.segments) > SEALED_KEPT + 1:
+                self._forget_oldest_sealed(base)
         return seg
+
+    def _forget_oldest_sealed(self, keep: int) -> None:
+        """Keep at most SEALED_KEPT sealed segments open: a reader walking a long partition
+        holds the descriptors of a few segments, not of all it passed (a segment dropped here
+        closes when its last reader lets go of it)."""
+        active = self.active.base if self.active is not None else None
+        for b in list(self.segments):
+            if b != active and b != keep:
+                del self.segments[b]
+                if len(self.segments) <= SEALED_KEPT + 1:
+                    return
 
     def open_active(self, repair: bool) -> None:
         """Open and load the last segment (a writer, ``repair``, mends its tail)."""

@@ -30,6 +30,10 @@ DEFAULTS: dict[str, str] = {
     # count appends, reads, fsyncs... in .stats/ for `rivven metrics` (docs/METRICS.md);
     # false: this engine counts nothing (the data dir's gauges are still read at a scrape)
     "metrics.enabled": "true",
+    # most descriptors the engine's partitions keep open: past it the least recently used
+    # partitions close their files (reopened on next use; engine.storage.budget). The soft
+    # RLIMIT_NOFILE is raised toward the hard one to fit it plus 256 for everything else
+    "files.max.open": "4096",
 }
 
 
@@ -44,6 +48,7 @@ class Settings:
     tier_cache_max_bytes: int
     lock_timeout_ms: int = 30000  # -1: no limit
     metrics_enabled: bool = True
+    files_max_open: int = 4096
 
     @classmethod
     def parse(cls, overrides: dict[str, str] | None) -> Settings:
@@ -66,7 +71,8 @@ class Settings:
                    _int("hot.max.bytes", values["hot.max.bytes"], 0),
                    _int("tier.cache.max.bytes", values["tier.cache.max.bytes"], 0),
                    _lock_timeout(values["lock.timeout.ms"]),
-                   _bool("metrics.enabled", values["metrics.enabled"]))
+                   _bool("metrics.enabled", values["metrics.enabled"]),
+                   _int("files.max.open", values["files.max.open"], 16))
 
 
 def _bool(name: str, text: str) -> bool:
