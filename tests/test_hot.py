@@ -153,6 +153,13 @@ def test_the_cache_keeps_its_own_copy():
     assert bytes(c.get(P0, 0, 1000, 1 << 20)[0].buf) == want
 
 
+def test_an_owned_buffer_is_kept_without_a_copy():
+    c = HotCache(1 << 20)
+    buf = bytearray(batch(0))
+    c.add(P0, 0, 2, 0, buf, owned=True)  # the produce's own buffer, never changed again
+    assert c.get(P0, 0, 1000, 1 << 20)[0].buf is buf
+
+
 def test_clear():
     c = HotCache(1 << 20)
     add_run(c, P0, 0, 3)

@@ -5,33 +5,7 @@ from __future__ import annotations
 import itertools
 from functools import lru_cache
 
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int like Java's."""
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
-    n4 = length & ~3
-    for i in range(0, n4, 4):
-        k = data[i] | data[i + 1] << 8 | data[i + 2] << 16 | data[i + 3] << 24
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    rest = length & 3
-    if rest == 3:
-        h ^= data[n4 + 2] << 16
-    if rest >= 2:
-        h ^= data[n4 + 1] << 8
-    if rest >= 1:
-        h ^= data[n4]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
+from ..format.native import murmur2
 
 
 @lru_cache(maxsize=65536)

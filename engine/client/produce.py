@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from .. import clock
 from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic, plural
-from ..format import codecs
+from ..format import codecs, native
 from ..format.encode import encode_batch
 from ..format.records import HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
@@ -86,6 +86,9 @@ class ProduceRequest:
     def of_records(cls, topic: str, records: list[Any], partition: int | None,
                    compression: str | None) -> ProduceRequest:
         """A request from Records (or tuples of Record's fields), transposed to columns."""
+        cols = native.record_columns(records)  # (plain Records: keys and values, in C)
+        if cols is not None:
+            return cls.of(topic, cols[1], cols[0], None, None, partition, None, compression)
         paused = gc.isenabled()  # transposing allocates many tuples; no cycles are made
         if paused:
             gc.disable()
@@ -208,6 +211,12 @@ class Producer:
         elif count == 1:
             return {0: None}
         else:
+            per = native.key_partitions(keys, count)
+            if per is not None and None not in per:
+                by_key: dict[int, list[int]] = defaultdict(list)
+                for i, p in enumerate(per):
+                    by_key[p].append(i)
+                return {next(iter(by_key)): None} if len(by_key) == 1 else dict(by_key)
             per = [None] * len(keys)
         sticky = None
         groups: dict[int, list[int]] = defaultdict(list)

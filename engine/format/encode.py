@@ -8,7 +8,7 @@ from itertools import accumulate
 from typing import Any
 
 from ..errors import InvalidArgument
-from . import codecs, crc
+from . import codecs, crc, native
 from .records import (
     ATTR_CODEC,
     ATTR_CONTROL,
@@ -117,15 +117,18 @@ def encode_batch(
     if n == 0 or len(keys) != n:
         raise InvalidArgument("a batch needs at least one record and as many keys as values")
     attrs = (codec & ATTR_CODEC) | (flags & (ATTR_TRANSACTIONAL | ATTR_CONTROL))
-    body = None
-    if (type(timestamps) is int and offset_deltas is None and headers is None
-            and type(keys) in _SEQ and type(values) in _SEQ):
-        body = _plain_body(keys, values, n)  # the common produce: no per-column checks
-    if body is not None:
+    plain = None
+    if type(timestamps) is int and offset_deltas is None and headers is None:
+        # the common produce: the columns in one pass (C), after room for the header
+        plain = native.plain_body(keys, values, HEADER_SIZE)
+    if plain is not None:
+        buf, key_nulls = plain
+        body: Any = memoryview(buf)[HEADER_SIZE:]
         last_delta = n - 1
         first_ts = max_ts = timestamps
-        attrs |= ATTR_UNIFORM_TIMESTAMP
+        attrs |= ATTR_UNIFORM_TIMESTAMP | (ATTR_KEY_NULLS if key_nulls else 0)
     else:
+        buf = None
         body, attrs, last_delta, first_ts, max_ts = _body(
             keys, values, timestamps, headers, offset_deltas, attrs, n)
     body_len = len(body)
@@ -135,8 +138,13 @@ def encode_batch(
     total += -total & 7
     if total > MAX_BATCH_BYTES:
         raise InvalidArgument(f"batch of {total} bytes is larger than the format allows")
-    buf = bytearray(HEADER_SIZE)
-    buf += stored
+    if buf is None or codec:
+        if buf is not None:
+            body.release()
+        buf = bytearray(HEADER_SIZE)
+        buf += stored
+    elif isinstance(body, memoryview):
+        body.release()  # (the buffer is the batch: no copy)
     if len(buf) < total:
         buf += _ZEROS[: total - len(buf)]
     magic = MAGIC if producer_id < 0 else MAGIC_PRODUCER
@@ -145,25 +153,6 @@ def encode_batch(
                      stored_len)
     tail_crc = crc.crc32c(memoryview(buf)[CRC_FROM:])
     return EncodedBatch(buf, n, first_ts, max_ts, last_delta, tail_crc)
-
-
-_SEQ = (list, tuple)
-
-
-def _plain_body(keys: Sequence[Any], values: Sequence[Any], n: int) -> bytes | None:
-    """Key and value columns without nulls (the same bytes _binary_column makes), or None
-    when a key or value is None or not bytes-like (the general path sorts that out)."""
-    fmt = f"<{n + 1}i"
-    try:
-        koffs = struct.pack(fmt, *accumulate(map(len, keys), initial=0))
-        voffs = struct.pack(fmt, *accumulate(map(len, values), initial=0))
-        kdata = b"".join(keys)
-        vdata = b"".join(values)
-    except TypeError:
-        return None
-    z = _ZEROS
-    return b"".join((koffs, z[:-len(koffs) & 7], kdata, z[:-len(kdata) & 7],
-                     voffs, z[:-len(voffs) & 7], vdata, z[:-len(vdata) & 7]))
 
 
 def _body(keys: Sequence[Any], values: Sequence[Any], timestamps: int | Sequence[int],

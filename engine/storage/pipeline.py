@@ -326,7 +326,8 @@ class AppendPipeline:
             n = len(e.buf)
             seg.appended(pos, e.base, n, e.base + b.last_offset_delta + 1, b.max_timestamp)
             if hot is not None:
-                hot.add(log, e.base, e.base + b.last_offset_delta + 1, pos, e.buf)
+                hot.add(log, e.base, e.base + b.last_offset_delta + 1, pos, e.buf,
+                        owned=e.buf is b.buf)
             pos += n
             self._count(e)
             pending.popleft()

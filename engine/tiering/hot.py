@@ -53,7 +53,10 @@ class HotCache:
         self.misses: dict[Hashable, int] = {}
 
     def add(self, key: Hashable, base: int, next_offset: int, position: int,
-            buf: bytes | bytearray) -> None:
+            buf: bytes | bytearray, owned: bool = False) -> None:
+        """Keep a batch just written. ``owned``: ``buf`` is the produce's own buffer, never
+        changed again (a retry encodes into a copy: engine.client.producer), kept as is; any
+        other buffer (a WAL replay's reused read buffer) is copied."""
         n = len(buf)
         if n > self.max_bytes:
             return
@@ -65,7 +68,8 @@ class HotCache:
                 self._clear(key)
                 run = self._runs[key] = _Run()
             run.bases.append(base)
-            run.items.append((next_offset, position, bytes(buf)))
+            # (a copy of 100 KB costs about what the append's two writes cost)
+            run.items.append((next_offset, position, buf if owned else bytes(buf)))
             run.bytes += n
             self.bytes += n
             self._live += 1

@@ -49,13 +49,20 @@ _ZEROS = bytes(8)
 
 def encode_batch_record(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
                         ) -> bytes:
+    return b"".join(batch_record_parts(topic_id, partition, name, batch))
+
+
+def batch_record_parts(topic_id: bytes, partition: int, name: str, batch: bytes | bytearray
+                       ) -> list:
+    """A batch record as the buffers to write one after the other (``os.pwritev``: the
+    batch is not copied)."""
     nb = name.encode()
     crc32c = crc.crc32c
     head = PAYLOAD.pack(topic_id, partition, time.time_ns(), len(nb)) + nb
     value = crc32c(batch, crc32c(head, crc32c(_TYPE_BYTES)))
     length = len(head) + len(batch)
-    return b"".join((FRAME.pack(length, TYPE_BATCH, value), head, batch,
-                     _ZEROS[:-(FRAME_SIZE + length) & 7]))
+    return [FRAME.pack(length, TYPE_BATCH, value), head, batch,
+            _ZEROS[:-(FRAME_SIZE + length) & 7]]
 
 
 @dataclass

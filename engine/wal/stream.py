@@ -20,7 +20,7 @@ from ..errors import StorageError, os_error
 from ..meter.meter import Meter
 from ..storage import files, guard
 from ..storage.locks import open_lock_file, try_lock
-from .records import SUFFIX, encode_batch_record
+from .records import SUFFIX, batch_record_parts
 
 LOCK = "stream.lock"
 RECOVERY_LOCK = "recovery.lock"
@@ -133,20 +133,24 @@ class WalStream:
         self.zeroed = zeroed
         self.file_fsyncs = self.fsyncs  # fsyncs before this file's first
 
-    def append(self, record: bytes, records: int = 0) -> int:
-        """Write a framed record (of ``records`` records: the group commit sizes count them);
-        returns the stream position its durability needs."""
+    def append(self, record: bytes | list, records: int = 0) -> int:
+        """Write a framed record (of ``records`` records: the group commit sizes count them),
+        whole or as a list of buffers; returns the stream position its durability needs."""
+        size = len(record) if not isinstance(record, list) else sum(map(len, record))
         with self.write_mutex:
             if self.closed:  # its fd number may belong to another file by now
                 raise StorageError(f"WAL stream {self.dir} is closed")
             pos = self.written - self.file_start
             if (self.poisoned is not None or pos >= self.segment_bytes
-                    or (pos and self.prepared is not None and pos + len(record) > self.zeroed)):
+                    or (pos and self.prepared is not None and pos + size > self.zeroed)):
                 self._rotate()  # (a prepared file waits: take it once this one is used up)
                 pos = 0
             try:
-                n = os.pwrite(self.fd, record, pos)
-                if n != len(record):
+                if isinstance(record, list):
+                    n = os.pwritev(self.fd, record, pos)
+                else:
+                    n = os.pwrite(self.fd, record, pos)
+                if n != size:
                     raise OSError(28, "short write")
             except OSError as e:
                 # leave no partial record behind: cut the file back to where it was
@@ -157,10 +161,10 @@ class WalStream:
                     pass
                 raise os_error(e, "write the WAL file",
                                os.path.join(self.dir, f"{self.file_start:020d}{SUFFIX}")) from e
-            self.written += len(record)
+            self.written += size
             self.records_written += records
-            self.bytes_written.inc(len(record))
-            pos += len(record)
+            self.bytes_written.inc(size)
+            pos += size
             if (self.preparer is None and self.prepared is None
                     and pos >= max(PREPARE_AFTER, self.zeroed // 2)
                     and pos <= PREPARE_MAX_BYTES_PER_FSYNC * (self.fsyncs - self.file_fsyncs)
@@ -171,7 +175,7 @@ class WalStream:
     def append_batch(self, topic_id: bytes, partition: int, topic: str,
                      batch: bytes | bytearray, records: int = 0) -> int:
         """Log one batch (offsets assigned) of a partition; returns what ``append`` does."""
-        return self.append(encode_batch_record(topic_id, partition, topic, batch), records)
+        return self.append(batch_record_parts(topic_id, partition, topic, batch), records)
 
     def _start_preparing(self) -> None:
         """(write_mutex held.) Zero-fill the next file in the background."""

@@ -1,0 +1,131 @@
+"""The produce path's per-record loops: C (engine/format/_fastcodec.c, built by ``pip
+install``) when it is there, else the pure-Python versions below, which give identical
+results (tests/test_native.py). Each answers None where its input is not the plain case it
+handles; the caller then takes the general path.
+
+- ``plain_body(keys, values, reserve)``: ``(buffer, key_nulls)``: ``reserve`` zero bytes (room
+  for the batch header) and the key and value columns of a batch (keys bytes or None, values
+  bytes) exactly as engine.format.encode lays them out;
+- ``record_columns(records)``: ``(keys, values)`` of Records with no headers, timestamp or
+  partition of their own;
+- ``key_partitions(keys, count)``: Kafka's default partition of each key (None for a None key).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
+
+_ZEROS = bytes(8)
+
+
+def _pad(b: bytes) -> bytes:
+    return _ZEROS[: -len(b) & 7]
+
+
+def _column(items: Sequence[Any], n: int) -> list[bytes]:
+    """A binary column without nulls: offsets, data (each padded to 8)."""
+    offs = struct.pack(f"<{n + 1}i", *accumulate(map(len, items), initial=0))
+    data = b"".join(items)
+    return [offs, _pad(offs), data, _pad(data)]
+
+
+def py_plain_body(keys: Sequence[Any], values: Sequence[Any], reserve: int = 0
+                  ) -> tuple[bytearray, bool] | None:
+    if not 0 <= reserve <= 4096:
+        return None
+    if type(keys) not in (list, tuple) or type(values) not in (list, tuple):
+        return None
+    n = len(values)
+    if n == 0 or len(keys) != n:
+        return None
+    if any(type(v) is not bytes for v in values):
+        return None
+    nulls = keys.count(None)
+    if any(type(k) is not bytes for k in keys if k is not None):
+        return None
+    if sum(map(len, values)) >= 1 << 31 or sum(len(k) for k in keys if k is not None) >= 1 << 31:
+        return None
+    if nulls == 0:
+        parts = _column(keys, n)
+    else:
+        bits = bytearray((n + 7) // 8)
+        for i, k in enumerate(keys):
+            if k is not None:
+                bits[i >> 3] |= 1 << (i & 7)
+        bitmap = bytes(bits)
+        parts = [bitmap, _pad(bitmap)]
+        if nulls == n:
+            zeros = bytes(4 * (n + 1))
+            parts += [zeros, _pad(zeros)]
+        else:
+            parts += _column([b"" if k is None else k for k in keys], n)
+    body = bytearray(reserve)
+    body += b"".join(parts + _column(values, n))
+    if len(body) - reserve >= 1 << 31:
+        return None
+    return body, nulls > 0
+
+
+def py_record_columns(records: Any) -> tuple[list, list] | None:
+    if type(records) is not list:
+        return None
+    for r in records:
+        if not isinstance(r, tuple) or len(r) != 6:
+            return None
+        h = r[2]
+        if h is not None and (type(h) not in (tuple, list) or len(h)):
+            return None
+        if r[3] is not None or r[5] is not None:
+            return None
+    return [r[0] for r in records], [r[1] for r in records]
+
+
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int like Java's."""
+    length = len(data)
+    h = (0x9747B28C ^ length) & _MASK
+    n4 = length & ~3
+    for i in range(0, n4, 4):
+        k = data[i] | data[i + 1] << 8 | data[i + 2] << 16 | data[i + 3] << 24
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    rest = length & 3
+    if rest == 3:
+        h ^= data[n4 + 2] << 16
+    if rest >= 2:
+        h ^= data[n4 + 1] << 8
+    if rest >= 1:
+        h ^= data[n4]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def py_key_partitions(keys: Sequence[Any], count: int) -> list[int | None] | None:
+    if count <= 0 or count > 0x7FFFFFFF or type(keys) not in (list, tuple):
+        return None
+    if any(k is not None and type(k) is not bytes for k in keys):
+        return None
+    return [None if k is None else (murmur2(k) & 0x7FFFFFFF) % count for k in keys]
+
+
+try:
+    from ._fastcodec import key_partitions, plain_body, record_columns
+
+    BUILT = True
+except ImportError:  # (no compiler where it was installed: the same results, slower)
+    plain_body = py_plain_body
+    record_columns = py_record_columns
+    key_partitions = py_key_partitions
+    BUILT = False
