@@ -407,6 +407,24 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
         self._wal.maybe_checkpoint()
         return acks
 
+    def produce_arrow(self, topic: str, table: Any, partition: int | None = None,
+                      compression: str | None = None) -> list[tuple[int, int, int]]:
+        """Append the rows of a pyarrow Table or RecordBatch: columns ``value`` (binary or
+        string) and optionally ``key``, ``timestamp``, ``headers``, ``partition``, as
+        engine.client.produce_arrow describes; keyed rows go where ``produce`` puts them.
+        Returns ``(partition, base offset, records)`` per batch stored once durable: the
+        rows of each partition, in table order, hold consecutive offsets."""
+        self._writable()
+        calls, errors = self._counts_of(topic)
+        calls.inc()
+        try:
+            out = self._producer.produce_arrow(topic, table, partition, compression)
+        except RivvenError:
+            errors.inc()
+            raise
+        self._wal.maybe_checkpoint()
+        return out
+
     def _txn_log(self, part: TxnPartition) -> PartitionLog | None:
         """The writable log of a transaction's partition, or None when its topic is gone
         (deleted, or created again under its name)."""

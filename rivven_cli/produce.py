@@ -24,6 +24,11 @@ RETRIES = 3  # --idempotent: sends of a call that failed with a storage error
 class InputFormat(str, Enum):
     lines = "lines"
     json = "json"
+    parquet = "parquet"
+    arrow = "arrow"
+
+
+TABLES = (InputFormat.parquet, InputFormat.arrow)
 
 
 def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:
@@ -93,8 +98,24 @@ def _record_error(e: Exception, idx: int) -> str:
     return re.sub(rf"^record {idx} ", "the record ", str(e))
 
 
+def _table_options(kind: InputFormat, key: Any, sep: Any, header: Any, tomb: bool, fmt: Any,
+                   keep: bool, offsets: bool, idempotent: bool, txn: Any) -> None:
+    """Options of line input that a Parquet or Arrow file cannot take: usage errors."""
+    why = f"--input {kind.value} takes its records from the file's columns"
+    for given, option in ((key, "--key"), (sep, "--key-separator"), (header, "--header"),
+                          (tomb, "--tombstone-empty"), (fmt, "--format"),
+                          (keep, "--keep-partition"), (offsets, "--print-offsets"),
+                          (idempotent, "--idempotent"), (txn, "--transactional-id")):
+        if given:
+            _refuse(option, f"{why} (key, value, timestamp, headers, partition)"
+                    if option not in ("--idempotent", "--transactional-id", "--print-offsets")
+                    else f"it does not apply to --input {kind.value}")
+
+
 def produce(
     topic: Annotated[str, typer.Argument(help="Topic to write to.")],
+    source: Annotated[str | None, typer.Argument(
+        metavar="[FILE]", help="Read records from this file (as --file).")] = None,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Key for every record.")] = None,
     key_separator: Annotated[str | None, typer.Option(
         "--key-separator", "-K", help="Split each line into KEY<SEP>VALUE at the first SEP.")
@@ -111,7 +132,9 @@ def produce(
     input_format: Annotated[InputFormat, typer.Option(
         "--input", help="lines: one value per line; json: one object per line with "
         "key/value/headers/partition/timestamp (what consume --json prints; topic and offset "
-        "are ignored, blank lines skipped).")] = InputFormat.lines,
+        "are ignored, blank lines skipped); parquet or arrow (an IPC file, or a stream on "
+        "stdin): the columns value and optionally key, timestamp, headers, partition, "
+        "produced batch by batch (Engine.produce_arrow).")] = InputFormat.lines,
     fmt: Annotated[str | None, typer.Option(
         "--format", "-F", help="Parse each record with %-tokens, as rpk's produce -f: %k %v "
         "%T %p (%t %o read and ignored), e.g. '%k %v\\n'; the last literal ends a record "
@@ -163,6 +186,17 @@ def produce(
     """
     from . import interrupts
 
+    if source is not None:
+        if file is not None:
+            _refuse("--file", "give the input once: as FILE or with --file")
+        file = source
+    if input_format in TABLES:
+        _table_options(input_format, key, key_separator, header, tombstone_empty, fmt,
+                       keep_partition, print_offsets, idempotent, transactional_id)
+        from .produce_table import produce_file
+
+        produce_file(topic, input_format.value, file, partition, compression, quiet, json)
+        return
     parser = _input(input_format, fmt, key, key_separator, keep_partition, partition,
                     key_encoding, value_encoding)
     if compression is not None:

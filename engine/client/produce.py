@@ -147,6 +147,37 @@ class Producer:
                 raise
             return self._produce_to(fresh, req)
 
+    def produce_arrow(self, topic: str, table: Any, partition: int | None,
+                      compression: str | None) -> list[tuple[int, int, int]]:
+        """A pyarrow Table's rows (engine.client.produce_arrow); ``(partition, base offset,
+        records)`` per batch stored, each partition's in row order."""
+        from . import produce_arrow as arrow_rows
+
+        key, value, ts, headers, part_col = arrow_rows.columns(table)
+        if not len(value):
+            return []
+        meta, _ = self._meta(topic)
+        cfg = meta.typed
+        codec = _codec(cfg, compression)
+        if cfg.compacted and (key is None or key.null_count):
+            raise InvalidArgument(
+                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
+                "every row needs a key")
+        parts = arrow_rows.assign(meta, key, part_col, partition, self._sticky[meta.name])
+        planned = []  # every batch encoded before the first is stored
+        for p, idx in arrow_rows.groups(parts):
+            cols = [c.take(idx) if c is not None and idx is not None else c
+                    for c in (key, value, ts, headers)]
+            planned.append((p, arrow_rows.batches(*cols, codec, cfg.max_message_bytes, topic)))
+        out = []
+        for p, encoded in planned:
+            log = self.log_for(meta, p)
+            if log.wal is None:
+                self.attach_wal(log)
+            for enc in encoded:
+                out.append((p, log.append(enc), enc.count))
+        return out
+
     def topic_meta(self, topic: str, fresh: bool = False) -> tuple[TopicMeta, bool]:
         """The topic's metadata (from the cache when recent, unless ``fresh``); ``True``
         when it came from the cache."""

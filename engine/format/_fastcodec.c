@@ -188,10 +188,206 @@ static PyObject *key_partitions(PyObject *self, PyObject *args) {
     return out;
 }
 
+
+/* ---------------------------------------------------------------- Arrow columns */
+
+typedef struct {
+    int kind; /* 0 fixed bytes, 1 binary column, 2 all-null binary column */
+    Py_buffer a, b, c; /* fixed: a; binary: a validity (may be empty), b offsets, c data */
+    int has_a, has_b, has_c;
+    Py_ssize_t start, n, byte_start, byte_len, bit_offset;
+    int nulls;
+    int32_t o0, o1; /* binary: offsets[start], offsets[start + n] */
+} ColSpec;
+
+static void release_spec(ColSpec *c) {
+    if (c->has_a) PyBuffer_Release(&c->a);
+    if (c->has_b) PyBuffer_Release(&c->b);
+    if (c->has_c) PyBuffer_Release(&c->c);
+}
+
+static int get_buf(PyObject *o, Py_buffer *view, int *flag) {
+    if (o == Py_None) return 0;
+    if (PyObject_GetBuffer(o, view, PyBUF_SIMPLE) < 0) return -1;
+    *flag = 1;
+    return 0;
+}
+
+/* Parse one column descriptor (see arrow_body); 1 when it is not usable, -1 on error. */
+static int parse_spec(PyObject *d, ColSpec *c) {
+    memset(c, 0, sizeof(*c));
+    if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 1) return 1;
+    const char *kind = PyUnicode_Check(PyTuple_GET_ITEM(d, 0))
+                           ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(d, 0)) : NULL;
+    if (kind == NULL) return 1;
+    if (strcmp(kind, "fixed") == 0) {
+        PyObject *buf;
+        if (!PyArg_ParseTuple(d, "sOnn", &kind, &buf, &c->byte_start, &c->byte_len)) return -1;
+        if (get_buf(buf, &c->a, &c->has_a) < 0) return -1;
+        if (!c->has_a || c->byte_start < 0 || c->byte_len < 0 ||
+            c->byte_start + c->byte_len > c->a.len)
+            return 1;
+        c->kind = 0;
+        return 0;
+    }
+    if (strcmp(kind, "null") == 0) {
+        if (!PyArg_ParseTuple(d, "sn", &kind, &c->n)) return -1;
+        c->kind = 2;
+        return c->n > 0 ? 0 : 1;
+    }
+    if (strcmp(kind, "binary") != 0) return 1;
+    PyObject *valid, *offs, *data;
+    if (!PyArg_ParseTuple(d, "sOnOOnn", &kind, &valid, &c->bit_offset, &offs, &data, &c->start,
+                          &c->n))
+        return -1;
+    if (get_buf(valid, &c->a, &c->has_a) < 0 || get_buf(offs, &c->b, &c->has_b) < 0 ||
+        get_buf(data, &c->c, &c->has_c) < 0)
+        return -1;
+    c->kind = 1;
+    c->nulls = c->has_a;
+    if (!c->has_b || c->start < 0 || c->n <= 0 || c->bit_offset < 0) return 1;
+    if ((c->start + c->n + 1) * 4 > c->b.len) return 1;
+    if (c->nulls && (c->bit_offset + c->start + c->n + 7) / 8 > c->a.len) return 1;
+    const int32_t *o = (const int32_t *)c->b.buf;
+    c->o0 = o[c->start];
+    c->o1 = o[c->start + c->n];
+    if (c->o0 < 0 || c->o1 < c->o0) return 1;
+    if (c->o1 > c->o0 && (!c->has_c || c->o1 > c->c.len)) return 1;
+    for (Py_ssize_t i = c->start; i < c->start + c->n; i++) /* (never trust a buffer) */
+        if (o[i + 1] < o[i]) return 1;
+    return 0;
+}
+
+static Py_ssize_t spec_size(ColSpec *c) {
+    if (c->kind == 0) return pad8(c->byte_len);
+    if (c->kind == 2) return pad8((c->n + 7) / 8) + pad8(4 * (c->n + 1));
+    Py_ssize_t size = pad8(4 * (c->n + 1)) + pad8((Py_ssize_t)c->o1 - c->o0);
+    if (c->nulls) size += pad8((c->n + 7) / 8);
+    return size;
+}
+
+static char *write_spec(char *p, ColSpec *c) {
+    if (c->kind == 0) {
+        memcpy(p, (const char *)c->a.buf + c->byte_start, c->byte_len);
+        memset(p + c->byte_len, 0, pad8(c->byte_len) - c->byte_len);
+        return p + pad8(c->byte_len);
+    }
+    if (c->kind == 2) {
+        Py_ssize_t size = pad8((c->n + 7) / 8) + pad8(4 * (c->n + 1));
+        memset(p, 0, size);
+        return p + size;
+    }
+    if (c->nulls) { /* the validity bits of rows start..start+n, from bit 0, padding zeroed */
+        Py_ssize_t nb = (c->n + 7) / 8;
+        const unsigned char *v = (const unsigned char *)c->a.buf;
+        Py_ssize_t first = c->bit_offset + c->start;
+        memset(p, 0, pad8(nb));
+        for (Py_ssize_t i = 0; i < c->n; i++) {
+            Py_ssize_t j = first + i;
+            if (v[j >> 3] >> (j & 7) & 1) p[i >> 3] |= (char)(1 << (i & 7));
+        }
+        p += pad8(nb);
+    }
+    const int32_t *o = (const int32_t *)c->b.buf + c->start;
+    int32_t *out = (int32_t *)p;
+    for (Py_ssize_t i = 0; i <= c->n; i++) out[i] = o[i] - c->o0;
+    Py_ssize_t no = 4 * (c->n + 1);
+    memset(p + no, 0, pad8(no) - no);
+    p += pad8(no);
+    Py_ssize_t len = (Py_ssize_t)c->o1 - c->o0;
+    if (len) memcpy(p, (const char *)c->c.buf + c->o0, len);
+    memset(p + len, 0, pad8(len) - len);
+    return p + pad8(len);
+}
+
+/* arrow_body(reserve, columns) -> bytearray | None: ``reserve`` zero bytes, then each column
+ * as the batch body lays it out, straight from Arrow buffers. A column is
+ *   ("fixed", buffer, byte_start, byte_len)             bytes as they are (timestamps)
+ *   ("binary", validity|None, bit_offset, offsets, data|None, start, n)   rows start..start+n
+ *   ("null", n)                                          a binary column of n nulls */
+static PyObject *arrow_body(PyObject *self, PyObject *args) {
+    Py_ssize_t reserve;
+    PyObject *cols;
+    if (!PyArg_ParseTuple(args, "nO", &reserve, &cols)) return NULL;
+    if (reserve < 0 || reserve > 4096 || !PyList_CheckExact(cols) || PyList_GET_SIZE(cols) > 8)
+        Py_RETURN_NONE;
+    Py_ssize_t k = PyList_GET_SIZE(cols), size = reserve;
+    ColSpec specs[8];
+    Py_ssize_t parsed = 0;
+    PyObject *result = NULL;
+    for (; parsed < k; parsed++) {
+        int r = parse_spec(PyList_GET_ITEM(cols, parsed), &specs[parsed]);
+        if (r != 0) {
+            release_spec(&specs[parsed]);
+            if (r < 0) goto done;
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        size += spec_size(&specs[parsed]);
+        if (size - reserve >= MAX_BODY) {
+            parsed++;
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
+    result = PyByteArray_FromStringAndSize(NULL, size);
+    if (result != NULL) {
+        char *p = PyByteArray_AS_STRING(result);
+        memset(p, 0, reserve);
+        p += reserve;
+        for (Py_ssize_t i = 0; i < k; i++) p = write_spec(p, &specs[i]);
+    }
+done:
+    for (Py_ssize_t i = 0; i < parsed; i++) release_spec(&specs[i]);
+    return result;
+}
+
+/* arrow_key_partitions(validity|None, bit_offset, offsets, data|None, start, n, count, other)
+ * -> bytes (int32 per row) | None: Kafka's partition of each key, ``other`` for a null key. */
+static PyObject *arrow_key_partitions(PyObject *self, PyObject *args) {
+    PyObject *valid, *offs, *data;
+    Py_ssize_t bit_offset, start, n, count, other;
+    if (!PyArg_ParseTuple(args, "OnOOnnnn", &valid, &bit_offset, &offs, &data, &start, &n,
+                          &count, &other))
+        return NULL;
+    PyObject *t = Py_BuildValue("(sOnOOnn)", "binary", valid, bit_offset, offs, data, start, n);
+    if (t == NULL) return NULL;
+    ColSpec c;
+    int r = parse_spec(t, &c);
+    Py_DECREF(t);
+    if (r != 0 || count <= 0 || count > INT32_MAX || other < 0 || other >= count) {
+        release_spec(&c);
+        if (r < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 * n);
+    if (out != NULL) {
+        int32_t *parts = (int32_t *)PyBytes_AS_STRING(out);
+        const int32_t *o = (const int32_t *)c.b.buf + c.start;
+        const unsigned char *v = c.nulls ? (const unsigned char *)c.a.buf : NULL;
+        const unsigned char *d = c.has_c ? (const unsigned char *)c.c.buf : (const unsigned char *)"";
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t j = bit_offset + start + i;
+            if (v != NULL && !(v[j >> 3] >> (j & 7) & 1)) {
+                parts[i] = (int32_t)other;
+            } else {
+                uint32_t h = murmur2(d + o[i], (Py_ssize_t)o[i + 1] - o[i]);
+                parts[i] = (int32_t)((h & 0x7fffffffu) % (uint32_t)count);
+            }
+        }
+    }
+    release_spec(&c);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"plain_body", plain_body, METH_VARARGS, "Key and value columns of a plain batch."},
     {"record_columns", record_columns, METH_O, "Keys and values of plain Records."},
     {"key_partitions", key_partitions, METH_VARARGS, "Kafka's murmur2 partition per key."},
+    {"arrow_body", arrow_body, METH_VARARGS, "Batch body columns from Arrow buffers."},
+    {"arrow_key_partitions", arrow_key_partitions, METH_VARARGS, "Partitions of Arrow keys."},
     {NULL, NULL, 0, NULL},
 };
 

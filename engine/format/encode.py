@@ -131,6 +131,16 @@ def encode_batch(
         buf = None
         body, attrs, last_delta, first_ts, max_ts = _body(
             keys, values, timestamps, headers, offset_deltas, attrs, n)
+    return finish_batch(buf, body, attrs, n, last_delta, first_ts, max_ts, codec, producer_id,
+                        producer_epoch, base_sequence)
+
+
+def finish_batch(buf: bytearray | None, body: Any, attrs: int, n: int, last_delta: int,
+                 first_ts: int, max_ts: int, codec: int = codecs.NONE, producer_id: int = -1,
+                 producer_epoch: int = -1, base_sequence: int = -1) -> EncodedBatch:
+    """The batch around an encoded ``body``: compressed with ``codec``, its header packed and
+    checksummed. ``buf``: the body already lies in it after HEADER_SIZE bytes of room (then
+    ``body`` is a memoryview of that part, released here), else None."""
     body_len = len(body)
     stored = codecs.compress(codec, body) if codec else body
     stored_len = len(stored)

@@ -120,12 +120,103 @@ def py_key_partitions(keys: Sequence[Any], count: int) -> list[int | None] | Non
     return [None if k is None else (murmur2(k) & 0x7FFFFFFF) % count for k in keys]
 
 
+def _bits(valid: Any, first: int, n: int) -> bytearray:
+    mv = memoryview(valid)
+    out = bytearray((n + 7) // 8)
+    for i in range(n):
+        j = first + i
+        if mv[j >> 3] >> (j & 7) & 1:
+            out[i >> 3] |= 1 << (i & 7)
+    return out
+
+
+def _binary_spec(spec: tuple) -> tuple[Any, list, int, int] | None:
+    """(validity, offsets rebased, first data byte, end) of a "binary" spec, or None."""
+    _, valid, bit_offset, offs, data, start, n = spec
+    if offs is None or start < 0 or n <= 0 or bit_offset < 0:
+        return None
+    o = memoryview(offs).cast("B")
+    if (start + n + 1) * 4 > len(o):
+        return None
+    o = o[:(len(o) // 4) * 4].cast("i")
+    rows = o[start:start + n + 1].tolist()
+    if rows[0] < 0 or any(b < a for a, b in zip(rows, rows[1:])):
+        return None
+    dlen = len(memoryview(data).cast("B")) if data is not None else 0
+    if rows[-1] > rows[0] and rows[-1] > dlen:
+        return None
+    if valid is not None and (bit_offset + start + n + 7) // 8 > len(memoryview(valid).cast("B")):
+        return None
+    return valid, rows, rows[0], rows[-1]
+
+
+def py_arrow_body(reserve: int, cols: list) -> bytearray | None:
+    if not 0 <= reserve <= 4096 or type(cols) is not list or len(cols) > 8:
+        return None
+    out = bytearray(reserve)
+    for spec in cols:
+        if spec[0] == "fixed":
+            _, buf, start, length = spec
+            mv = memoryview(buf).cast("B")
+            if start < 0 or length < 0 or start + length > len(mv):
+                return None
+            part = bytes(mv[start:start + length])
+            out += part + _pad(part)
+        elif spec[0] == "null":
+            n = spec[1]
+            if n <= 0:
+                return None
+            out += bytes(-(-((n + 7) // 8) // 8) * 8) + bytes(-(-(4 * (n + 1)) // 8) * 8)
+        elif spec[0] == "binary":
+            got = _binary_spec(spec)
+            if got is None:
+                return None
+            valid, rows, d0, d1 = got
+            n = spec[6]
+            if valid is not None:
+                bits = bytes(_bits(valid, spec[2] + spec[5], n))
+                out += bits + _pad(bits)
+            offs = struct.pack(f"<{n + 1}i", *[r - d0 for r in rows])
+            data = bytes(memoryview(spec[4]).cast("B")[d0:d1]) if d1 > d0 else b""
+            out += offs + _pad(offs) + data + _pad(data)
+        else:
+            return None
+        if len(out) - reserve >= 1 << 31:
+            return None
+    return out
+
+
+def py_arrow_key_partitions(valid: Any, bit_offset: int, offs: Any, data: Any, start: int,
+                            n: int, count: int, other: int) -> bytes | None:
+    got = _binary_spec(("binary", valid, bit_offset, offs, data, start, n))
+    if got is None or not 0 < count <= 0x7FFFFFFF or not 0 <= other < count:
+        return None
+    _, rows, _, _ = got
+    d = memoryview(data).cast("B") if data is not None else memoryview(b"")
+    bits = _bits(valid, bit_offset + start, n) if valid is not None else None
+    parts = []
+    for i in range(n):
+        if bits is not None and not bits[i >> 3] >> (i & 7) & 1:
+            parts.append(other)
+        else:
+            parts.append((murmur2(bytes(d[rows[i]:rows[i + 1]])) & 0x7FFFFFFF) % count)
+    return struct.pack(f"<{n}i", *parts)
+
+
 try:
-    from ._fastcodec import key_partitions, plain_body, record_columns
+    from ._fastcodec import (
+        arrow_body,
+        arrow_key_partitions,
+        key_partitions,
+        plain_body,
+        record_columns,
+    )
 
     BUILT = True
 except ImportError:  # (no compiler where it was installed: the same results, slower)
     plain_body = py_plain_body
     record_columns = py_record_columns
     key_partitions = py_key_partitions
+    arrow_body = py_arrow_body
+    arrow_key_partitions = py_arrow_key_partitions
     BUILT = False
