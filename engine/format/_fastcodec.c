@@ -382,11 +382,100 @@ static PyObject *arrow_key_partitions(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---------------------------------------------------------------- decoding */
+
+/* A binary column's offsets checked: monotonic from 0, within the data. */
+static int offsets_ok(const char *body, Py_ssize_t size, Py_ssize_t n, Py_ssize_t opos,
+                      Py_ssize_t dpos, Py_ssize_t dend) {
+    if (opos < 0 || opos + 4 * (n + 1) > size || dpos < 0 || dend < dpos || dend > size) return 0;
+    const int32_t *o = (const int32_t *)(body + opos);
+    if (o[0] != 0 || o[n] != dend - dpos) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (o[i + 1] < o[i]) return 0;
+    return 1;
+}
+
+static PyObject *item(const char *body, const int32_t *o, const unsigned char *valid,
+                      Py_ssize_t dpos, Py_ssize_t i) {
+    if (valid != NULL && !(valid[i >> 3] >> (i & 7) & 1)) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(body + dpos + o[i], o[i + 1] - o[i]);
+}
+
+/* decode_plain(Record, body, n, base, first_ts, ts_pos, kv, ko, kd, ke, vv, vo, vd, ve,
+ *              partition) -> list[Record] | None: the records of a batch body without
+ * explicit offsets or headers (positions as engine.format.decode.layout finds them; -1:
+ * absent). None when a column does not check out: the Python path then says why. */
+static PyObject *decode_plain(PyObject *self, PyObject *args) {
+    PyObject *rtype, *bodyobj, *partition;
+    Py_ssize_t n, tspos, kv, ko, kd, ke, vv, vo, vd, ve;
+    long long base, first_ts;
+    if (!PyArg_ParseTuple(args, "OOnLLnnnnnnnnnO", &rtype, &bodyobj, &n, &base, &first_ts, &tspos,
+                          &kv, &ko, &kd, &ke, &vv, &vo, &vd, &ve, &partition))
+        return NULL;
+    if (!PyType_Check(rtype) || !PyType_IsSubtype((PyTypeObject *)rtype, &PyTuple_Type) || n <= 0)
+        Py_RETURN_NONE;
+    PyTypeObject *type = (PyTypeObject *)rtype;
+    Py_buffer view;
+    if (PyObject_GetBuffer(bodyobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const char *body = (const char *)view.buf;
+    Py_ssize_t size = view.len;
+    PyObject *out = NULL, *empty = NULL, *ts = NULL;
+    if (!offsets_ok(body, size, n, ko, kd, ke) || !offsets_ok(body, size, n, vo, vd, ve) ||
+        (kv >= 0 && kv + (n + 7) / 8 > size) || (vv >= 0 && vv + (n + 7) / 8 > size) ||
+        (tspos >= 0 && tspos + 8 * n > size)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    const int32_t *kof = (const int32_t *)(body + ko), *vof = (const int32_t *)(body + vo);
+    const unsigned char *kval = kv >= 0 ? (const unsigned char *)body + kv : NULL;
+    const unsigned char *vval = vv >= 0 ? (const unsigned char *)body + vv : NULL;
+    empty = PyTuple_New(0);
+    ts = tspos < 0 ? PyLong_FromLongLong(first_ts) : NULL;
+    out = PyList_New(n);
+    if (empty == NULL || out == NULL || (tspos < 0 && ts == NULL)) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = type->tp_alloc(type, 6);
+        if (r == NULL) goto fail;
+        PyList_SET_ITEM(out, i, r);
+        PyObject *k = item(body, kof, kval, kd, i), *v = item(body, vof, vval, vd, i);
+        PyObject *t;
+        if (tspos >= 0) {
+            int64_t tv;
+            memcpy(&tv, body + tspos + 8 * i, 8);
+            t = PyLong_FromLongLong(tv);
+        } else {
+            t = ts;
+            Py_INCREF(t);
+        }
+        PyObject *off = PyLong_FromLongLong(base + i);
+        Py_INCREF(empty);
+        Py_INCREF(partition);
+        PyTuple_SET_ITEM(r, 0, k);
+        PyTuple_SET_ITEM(r, 1, v);
+        PyTuple_SET_ITEM(r, 2, empty);
+        PyTuple_SET_ITEM(r, 3, t);
+        PyTuple_SET_ITEM(r, 4, off);
+        PyTuple_SET_ITEM(r, 5, partition);
+        if (k == NULL || v == NULL || t == NULL || off == NULL) goto fail;
+    }
+    Py_DECREF(empty);
+    Py_XDECREF(ts);
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(empty);
+    Py_XDECREF(ts);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"plain_body", plain_body, METH_VARARGS, "Key and value columns of a plain batch."},
     {"record_columns", record_columns, METH_O, "Keys and values of plain Records."},
     {"key_partitions", key_partitions, METH_VARARGS, "Kafka's murmur2 partition per key."},
     {"arrow_body", arrow_body, METH_VARARGS, "Batch body columns from Arrow buffers."},
+    {"decode_plain", decode_plain, METH_VARARGS, "Records of a plain batch body."},
     {"arrow_key_partitions", arrow_key_partitions, METH_VARARGS, "Partitions of Arrow keys."},
     {NULL, NULL, 0, NULL},
 };

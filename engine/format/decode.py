@@ -9,7 +9,7 @@ from itertools import repeat
 from typing import Any, NamedTuple
 
 from ..errors import CorruptRecordError, KeyUnavailable, plural
-from . import codecs
+from . import codecs, native
 from .records import (
     ATTR_ENCRYPTED,
     ATTR_EXPLICIT_OFFSETS,
@@ -238,6 +238,13 @@ def decode_columns(body: bytes, h: BatchHeader, lay: Layout, where: str = ""
 
 def decode_records(body: bytes, h: BatchHeader, lay: Layout, partition: int | None = None,
                    where: str = "") -> list[Record]:
+    if lay.offset_deltas < 0 and lay.header_lists < 0 and native.decode_plain is not None:
+        recs = native.decode_plain(  # (the common batch, in C: None when a column is off)
+            Record, body, h.record_count, h.base_offset, h.first_timestamp, lay.timestamps,
+            lay.key_validity, lay.key_offsets, lay.key_data, lay.key_end, lay.value_validity,
+            lay.value_offsets, lay.value_data, lay.value_end, partition)
+        if recs is not None:
+            return recs
     offsets, ts, keys, values, headers = decode_columns(body, h, lay, where)
     return list(map(_new_tuple, repeat(Record),
                     zip(keys, values, headers, ts, offsets, repeat(partition))))

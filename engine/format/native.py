@@ -8,11 +8,16 @@ handles; the caller then takes the general path.
   bytes) exactly as engine.format.encode lays them out;
 - ``record_columns(records)``: ``(keys, values)`` of Records with no headers, timestamp or
   partition of their own;
-- ``key_partitions(keys, count)``: Kafka's default partition of each key (None for a None key).
+- ``key_partitions(keys, count)``: Kafka's default partition of each key (None for a None key);
+- ``arrow_body(reserve, specs)``, ``arrow_key_partitions(...)``: the same from Arrow buffers
+  (engine.client.produce_arrow);
+- ``decode_plain(Record, body, ...)``: the Records of a batch body without explicit offsets
+  or headers (C only: without it engine.format.decode takes its general path).
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
 from itertools import accumulate
@@ -203,20 +208,19 @@ def py_arrow_key_partitions(valid: Any, bit_offset: int, offs: Any, data: Any, s
     return struct.pack(f"<{n}i", *parts)
 
 
-try:
-    from ._fastcodec import (
-        arrow_body,
-        arrow_key_partitions,
-        key_partitions,
-        plain_body,
-        record_columns,
-    )
+try:  # RIVVEN_NATIVE=0: the pure-Python twins (tests compare the two)
+    from . import _fastcodec as _c
 
-    BUILT = True
+    if os.environ.get("RIVVEN_NATIVE", "1") == "0":
+        _c = None
 except ImportError:  # (no compiler where it was installed: the same results, slower)
-    plain_body = py_plain_body
-    record_columns = py_record_columns
-    key_partitions = py_key_partitions
-    arrow_body = py_arrow_body
-    arrow_key_partitions = py_arrow_key_partitions
-    BUILT = False
+    _c = None
+
+plain_body: Any = _c.plain_body if _c else py_plain_body
+record_columns: Any = _c.record_columns if _c else py_record_columns
+key_partitions: Any = _c.key_partitions if _c else py_key_partitions
+arrow_body: Any = _c.arrow_body if _c else py_arrow_body
+arrow_key_partitions: Any = _c.arrow_key_partitions if _c else py_arrow_key_partitions
+# (C only: engine.format.decode.decode_records is its Python twin)
+decode_plain: Any = _c.decode_plain if _c else None
+BUILT = _c is not None
