@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup bytecode demo test quick check lint bench clean
+.PHONY: setup bytecode demo test quick check lint bench bench-scale clean
 
 $(BIN)/rivven: pyproject.toml engine/format/_fastcodec.c
 	scripts/ensure-java.sh
@@ -35,8 +35,14 @@ lint: setup
 
 check: lint test
 
+# rivven beside LMDB, SQLite and a plain file: one table (docs/BENCHMARKS.md)
 bench: setup
-	$(BIN)/python tests/bench/bench_engine.py
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python tests/bench/bench_peers.py
+
+# 10,000 partitions: open, topic list, round robin, idle memory (a few minutes)
+bench-scale: setup
+	$(BIN)/python tests/bench/bench_scale.py
 
 clean:
 	rm -rf $(VENV) rivven-data

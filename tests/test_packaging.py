@@ -31,7 +31,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     for top in PACKAGES:
-        shutil.copytree(ROOT / top, src / top, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / top, src / top, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     dist = tmp_path_factory.mktemp("dist")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
                     str(src)], check=True, capture_output=True, timeout=600)
@@ -44,8 +44,22 @@ def test_the_wheel_holds_every_subpackage_and_the_command(wheel: Path):
     missing = [m for m in _sources() if m not in names]
     assert not missing, f"not in the wheel: {missing}"
     assert "engine/spark/job.py" in names and "engine/spark/tier_job.py" in names
+    # the produce path's C loops, compiled by the normal build (engine.format.native)
+    assert [n for n in names if n.startswith("engine/format/_fastcodec") and n.endswith(".so")]
     (ep,) = [n for n in names if n.endswith("entry_points.txt")]
     assert "rivven = rivven_cli.main:main" in zipfile.ZipFile(wheel).read(ep).decode()
+
+
+def test_lmdb_is_a_benchmark_extra_not_a_dependency():
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("lmdb") for d in meta["dependencies"])
+    assert any(d.startswith("lmdb") for d in meta["optional-dependencies"]["bench"])
+    r = subprocess.run([sys.executable, "-c", "import sys, engine, rivven_cli.main; "
+                        "print('lmdb' in sys.modules)"], capture_output=True, text=True,
+                       cwd=ROOT, check=True)
+    assert r.stdout.strip() == "False"
 
 
 @pytest.mark.spark
