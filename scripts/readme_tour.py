@@ -125,6 +125,13 @@ COMMANDS = [
     "rivven key reencrypt payments --keyring keyring.json",
     "rivven key status payments",
     "rivven segment verify payments --decrypt --keyring keyring.json",
+    "python -c 'import pyarrow as pa, pyarrow.parquet as pq; pq.write_table(pa.table("
+    "{\"key\": [f\"user{i % 50}\" for i in range(100000)], "
+    "\"value\": [f\"event {i}\" for i in range(100000)]}), \"events.parquet\")'",
+    "rivven topic create events -p 4",
+    "rivven produce events --input parquet events.parquet  # Engine.produce_arrow, no row in Python",
+    "rivven topic list events",
+    "rivven consume events -p 0 -n 2 -f '%k %v\n'",
     "rivven consume nope",
     "rivven topic delete orders --yes",
     "rivven bench produce --records 200000",

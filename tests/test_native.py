@@ -113,3 +113,9 @@ with Engine.open(sys.argv[1], sync=False) as eng:
             segs[p] = open(os.path.join(pdir, "00000000000000000000.log"), "rb").read()
         outs.append(segs)
     assert outs[0] == outs[1] and all(outs[0].values())
+
+
+def test_acks_c_and_python_agree():
+    for p, base, count in ((0, 0, 0), (3, 10, 5), (1, (1 << 40) + 7, 1000)):
+        assert native.acks(p, base, count) == native.py_acks(p, base, count) == [
+            (p, base + i) for i in range(count)]

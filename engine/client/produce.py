@@ -206,9 +206,13 @@ class Producer:
         for p, idx in groups.items():
             log = self.log_for(meta, p)
             if idx is None:
-                for base, count in self._append(log, req, req.keys, req.values, req.headers,
-                                                req.timestamps, codec, cfg):
-                    acks.extend(zip([p] * count, range(base, base + count)))
+                stored = self._append(log, req, req.keys, req.values, req.headers,
+                                      req.timestamps, codec, cfg)
+                if len(stored) == 1 and not acks:  # (one batch: the list made in C)
+                    acks = native.acks(p, stored[0][0], stored[0][1])
+                    continue
+                for base, count in stored:
+                    acks.extend(native.acks(p, base, count))
                 continue
             keys, values, headers, ts = subset(req, idx)
             bases = self._append(log, req, keys, values, headers, ts, codec, cfg)

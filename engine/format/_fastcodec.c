@@ -470,12 +470,38 @@ fail:
     return NULL;
 }
 
+/* acks(partition, base, count) -> [(partition, base), (partition, base + 1), ...] */
+static PyObject *acks(PyObject *self, PyObject *args) {
+    PyObject *partition;
+    long long base;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "OLn", &partition, &base, &count)) return NULL;
+    if (count < 0) count = 0;
+    PyObject *out = PyList_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *off = PyLong_FromLongLong(base + i);
+        PyObject *t = off != NULL ? PyTuple_New(2) : NULL;
+        if (t == NULL) {
+            Py_XDECREF(off);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_INCREF(partition);
+        PyTuple_SET_ITEM(t, 0, partition);
+        PyTuple_SET_ITEM(t, 1, off);
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"plain_body", plain_body, METH_VARARGS, "Key and value columns of a plain batch."},
     {"record_columns", record_columns, METH_O, "Keys and values of plain Records."},
     {"key_partitions", key_partitions, METH_VARARGS, "Kafka's murmur2 partition per key."},
     {"arrow_body", arrow_body, METH_VARARGS, "Batch body columns from Arrow buffers."},
     {"decode_plain", decode_plain, METH_VARARGS, "Records of a plain batch body."},
+    {"acks", acks, METH_VARARGS, "(partition, offset) per record of an append."},
     {"arrow_key_partitions", arrow_key_partitions, METH_VARARGS, "Partitions of Arrow keys."},
     {NULL, NULL, 0, NULL},
 };

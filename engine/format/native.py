@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any
 
 _ZEROS = bytes(8)
@@ -208,6 +208,10 @@ def py_arrow_key_partitions(valid: Any, bit_offset: int, offs: Any, data: Any, s
     return struct.pack(f"<{n}i", *parts)
 
 
+def py_acks(partition: int, base: int, count: int) -> list[tuple[int, int]]:
+    return list(zip(repeat(partition, count), range(base, base + count)))
+
+
 try:  # RIVVEN_NATIVE=0: the pure-Python twins (tests compare the two)
     from . import _fastcodec as _c
 
@@ -223,4 +227,5 @@ arrow_body: Any = _c.arrow_body if _c else py_arrow_body
 arrow_key_partitions: Any = _c.arrow_key_partitions if _c else py_arrow_key_partitions
 # (C only: engine.format.decode.decode_records is its Python twin)
 decode_plain: Any = _c.decode_plain if _c else None
+acks: Any = _c.acks if _c else py_acks
 BUILT = _c is not None

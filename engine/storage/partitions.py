@@ -125,12 +125,13 @@ class Partitions:
         without opening the partition (engine.storage.summary; a full read-only look when
         that cannot tell)."""
         out = {}
+        topic_dir = os.path.dirname(files.partition_dir(self.data_dir, meta.name, 0))
         for p in range(meta.partitions):
             entry = self._logs.get((meta.name, p))
             if entry is not None and entry[0] == meta.id:
                 out[p] = entry[1].offsets()
                 continue
-            q = summary.quick_offsets(files.partition_dir(self.data_dir, meta.name, p))
+            q = summary.quick_offsets(f"{topic_dir}/partition-{p}")
             if q is None:
                 with peek(self.data_dir, meta, p) as log:
                     q = log.offsets()
