@@ -129,9 +129,9 @@ COMMANDS = [
     "{\"key\": [f\"user{i % 50}\" for i in range(100000)], "
     "\"value\": [f\"event {i}\" for i in range(100000)]}), \"events.parquet\")'",
     "rivven topic create events -p 4",
-    "rivven produce events --input parquet events.parquet  # Engine.produce_arrow, no row in Python",
+    "rivven produce events --input parquet events.parquet",
     "rivven topic list events",
-    "rivven consume events -p 0 -n 2 -f '%k %v\n'",
+    "rivven consume events -p 0 -n 2 -f '%k %v\\n'",
     "rivven consume nope",
     "rivven topic delete orders --yes",
     "rivven bench produce --records 200000",

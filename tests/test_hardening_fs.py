@@ -790,10 +790,10 @@ def test_without_space_deletes_come_before_the_metadata_write(tmp_path, monkeypa
     real_write, real_delete, real_remove = files._write_atomic, files.delete_segment, \
         guard.remove_tree
 
-    def write(target, data):
+    def write(target, data, sync_dir=True):
         if not state["freed"]:
             raise OSError(28, "No space left on device")
-        return real_write(target, data)
+        return real_write(target, data, sync_dir)
 
     def delete(directory, base):
         state["freed"] = True

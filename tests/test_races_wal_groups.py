@@ -260,8 +260,8 @@ def test_checkpoint_never_moves_the_log_start_back(data_dir, monkeypatch):
 
     real = files.write_atomic
 
-    def coarse_write_atomic(target, data):  # mtime with one-second granularity
-        real(target, data)
+    def coarse_write_atomic(target, data, sync_dir=True):  # mtime with one-second granularity
+        real(target, data, sync_dir)
         os.utime(target, ns=(1_700_000_000 * 10**9, 1_700_000_000 * 10**9))
 
     monkeypatch.setattr(files, "write_atomic", coarse_write_atomic)
@@ -341,8 +341,8 @@ def test_checkpoint_racing_a_topic_delete(data_dir, monkeypatch):
     real = files.write_atomic
     done = {}
 
-    def write_atomic(target, data):  # u's checkpoint: meanwhile another thread deletes t
-        real(target, data)
+    def write_atomic(target, data, sync_dir=True):  # u's checkpoint: meanwhile t is deleted
+        real(target, data, sync_dir)
         if "/u/" in target and not done:
             done["x"] = True
             th = threading.Thread(target=eng.delete_topic, args=("t",), daemon=True)

@@ -370,11 +370,11 @@ def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, mon
     inside = threading.Event()
     ck = {}
 
-    def slow_write_atomic(target, data):  # the .checkpoint write, on a slow disk
+    def slow_write_atomic(target, data, sync_dir=True):  # the .checkpoint write, on a slow disk
         if threading.get_ident() == ck.get("id"):
             inside.set()
             time.sleep(0.3)
-        return real(target, data)
+        return real(target, data, sync_dir)
 
     monkeypatch.setattr(files, "write_atomic", slow_write_atomic)
 
@@ -404,11 +404,11 @@ def test_checkpoint_deletes_only_the_wal_it_covered(data_dir, tmp_path, monkeypa
     real = files.write_atomic
     inside = threading.Event()
 
-    def slow_write_atomic(target, data):  # partition 1's .checkpoint, on a slow disk
+    def slow_write_atomic(target, data, sync_dir=True):  # partition 1's .checkpoint, slow disk
         if "partition-1" in target:
             inside.set()
             time.sleep(0.3)
-        return real(target, data)
+        return real(target, data, sync_dir)
 
     monkeypatch.setattr(files, "write_atomic", slow_write_atomic)
     t = threading.Thread(target=eng.checkpoint, daemon=True)
