@@ -52,19 +52,16 @@ class FileBudget:
         self.limit = limit
         self.lru: OrderedDict[HoldsFiles, int] = OrderedDict()  # log -> files when counted
         self.total = 0  # descriptors of the logs in ``lru``, as last counted
-        self.releases = 0  # logs released so far (tests, rivven metrics)
+        self.releases = 0  # logs released so far (the tests and benchmarks read it)
         self._mutex = threading.Lock()
 
     def touch(self, log: HoldsFiles) -> None:
         """``log`` is about to be used (it may open its files again): most recently used."""
         lru = self.lru
-        if log in lru:
-            try:
+        with self._mutex:  # (an OrderedDict moved under an iteration raises)
+            if log in lru:
                 lru.move_to_end(log)
                 return
-            except KeyError:  # released by another thread meanwhile
-                pass
-        with self._mutex:
             n = log.files() or 4  # (released: it opens its lock and active segment next)
             self.total += n - lru.get(log, 0)
             lru[log] = n
@@ -80,7 +77,7 @@ class FileBudget:
         """(mutex held.) Recount, then release least recently used logs down to 90%."""
         lru = self.lru
         self.total = 0
-        for log in lru:
+        for log in list(lru):
             lru[log] = n = log.files()
             self.total += n
         goal = self.limit * 9 // 10
