@@ -42,25 +42,30 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
     except DamagedMetadata:
         return None
     active = bases[-1]
+    path = f"{directory}/{active:020d}{files.LOG}"
     try:
-        fd = os.open(f"{directory}/{active:020d}{files.LOG}", os.O_RDONLY)
-    except FileNotFoundError:
-        return None  # rolled or deleted meanwhile
-    try:
-        size = os.fstat(fd).st_size
-        if point is not None:
-            try:
-                checkpoint.check(directory, point, bases, size)
-            except DamagedMetadata:
-                return None
-        pos, end = _resume(directory, active, point, size)
-        end = _scan(fd, pos, end, size)
-    except (CorruptRecordError, OSError):
-        return None
-    finally:
-        os.close(fd)
-    if end is None:
-        return None
+        size = os.stat(path).st_size
+    except OSError:
+        return None  # rolled or deleted meanwhile (the full open says what else)
+    if point is not None:
+        try:
+            checkpoint.check(directory, point, bases, size)
+        except DamagedMetadata:
+            return None
+    pos, end = _resume(directory, active, point, size)
+    if pos < size:  # (bytes past the checkpoint: read their headers)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            end = _scan(fd, pos, end, os.fstat(fd).st_size)
+        except (CorruptRecordError, OSError):
+            return None
+        finally:
+            os.close(fd)
+        if end is None:
+            return None
     log_start = point["log_start_offset"] if point is not None else 0
     return min(max(log_start, bases[0]), end), end
 
@@ -77,7 +82,7 @@ def _resume(directory: str, active: int, point: dict | None, size: int) -> tuple
                 rel, position = _ENTRY.unpack(f.read(_ENTRY.size))
                 if 0 <= rel and 0 <= position < size:
                     return position, active + rel
-    except (FileNotFoundError, struct.error):
+    except (OSError, struct.error):
         pass
     return 0, active
 
