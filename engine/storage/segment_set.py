@@ -19,7 +19,7 @@ from ..progress import Progress
 from . import checkpoint, files
 from .segment import Segment
 
-SEALED_KEPT = 2  # sealed segments a partition keeps open (its reads are mostly sequential)
+SEALED_KEPT = 4  # sealed segments a partition keeps open (the engine's file budget bounds the rest)
 
 
 class SegmentGone(UnknownTopic):
