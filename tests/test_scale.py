@@ -204,3 +204,23 @@ def test_threads_producing_and_reading_under_a_tiny_budget(data_dir):
             w = p % 4
             assert [r.value for r in eng.read("t", p, 0, 1000)] == [
                 b"%d-%d" % (w, i) for i in range(60)]
+
+
+def test_the_soft_open_file_limit_is_raised_toward_the_hard_one(data_dir):
+    """files.max.open plus 256 is what the engine asks for; the hard limit caps it, and the
+    budget shrinks to fit what it got."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (300, 2000))
+
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import resource, sys; sys.path.insert(0, {root!r})
+        from engine import Engine
+        for want in ("1000", "4096"):
+            with Engine.open({data_dir!r}, settings={{"files.max.open": want}}) as eng:
+                print(resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                      eng._partitions.budget.limit)
+        """)], capture_output=True, text=True, preexec_fn=limits, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["1256 1000", "2000 1744"]
