@@ -196,3 +196,14 @@ def test_cli_table_input_errors(data_dir, tmp_path, args, code, message):
     assert len(err.strip().splitlines()) == 1
     with Engine.open(data_dir, read_only=True) as eng:
         assert eng.end_offsets("t") == {0: 0}
+
+
+def test_rows_with_big_headers_are_split_until_their_batches_fit(data_dir):
+    hs = [[{"key": "h", "value": b"x" * 900}]] * 40  # headers are not in the size estimate
+    t = pa.table({"value": [b"v"] * 40, "headers": pa.array(
+        hs, pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))})
+    with Engine.open(data_dir, sync=False) as eng:
+        eng.create_topic("t", partitions=1, config={"max.message.bytes": "10000"})
+        out = eng.produce_arrow("t", t)
+        assert len(out) >= 4 and sum(n for _, _, n in out) == 40  # (one batch: 37 KB)
+        assert [len(r.headers[0][1]) for r in eng.read("t", 0, 0, 100)] == [900] * 40

@@ -177,8 +177,8 @@ def batches(key: Any, value: Any, ts: Any, headers: Any, codec: int, limit: int,
             ) -> list[EncodedBatch]:
     """One partition's rows as batches of at most ``limit`` bytes, in row order."""
     n = len(value)
-    koffs = memoryview(key.buffers()[1]).cast("i")[key.offset:] if key is not None else None
-    voffs = memoryview(value.buffers()[1]).cast("i")[value.offset:]
+    koffs = _offsets(key) if key is not None else None
+    voffs = _offsets(value)
     per_row = ROW_OVERHEAD + (8 if ts is not None else 0)
 
     def size(a: int, b: int) -> int:  # (bytes of rows a..b as a batch, near enough)
@@ -195,13 +195,33 @@ def batches(key: Any, value: Any, ts: Any, headers: Any, codec: int, limit: int,
             b = bisect_right(range(a + 1, hi + 1), limit, key=lambda x: size(a, x)) + a
             if b == a:
                 raise _too_large(a, size(a, a + 1), limit, topic)
-        out.append(_encode(key, value, ts, headers, a, b, codec, limit, topic))
+        out.extend(_encode_fitting(key, value, ts, headers, a, b, codec, limit, topic))
         a = b
     return out
 
 
-def _encode(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: int,
-            limit: int, topic: str) -> EncodedBatch:
+def _offsets(arr: Any) -> memoryview:
+    """An Arrow binary array's int32 offsets, from its first row."""
+    mv = memoryview(arr.buffers()[1])
+    return mv[:len(mv) // 4 * 4].cast("i")[arr.offset:]
+
+
+def _encode_fitting(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: int,
+                    limit: int, topic: str) -> list[EncodedBatch]:
+    """Rows a..b as batches under ``limit``: halved until they fit (headers are not in the
+    estimate), a single row over it refused."""
+    enc = _encode(key, value, ts, headers, a, b, codec)
+    if len(enc) <= limit:
+        return [enc]
+    if b - a == 1:
+        raise _too_large(a, len(enc), limit, topic)
+    mid = (a + b) // 2
+    return (_encode_fitting(key, value, ts, headers, a, mid, codec, limit, topic)
+            + _encode_fitting(key, value, ts, headers, mid, b, codec, limit, topic))
+
+
+def _encode(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: int
+            ) -> EncodedBatch:
     pc = _compute()
     n = b - a
     if ts is not None:
@@ -215,8 +235,6 @@ def _encode(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: 
         enc = _with_headers(key, value, ts, headers, a, b, codec, first)
     else:
         enc = _plain(key, value, ts if not uniform else None, a, n, codec, first, max_ts)
-    if len(enc) > limit:
-        raise _too_large(a, len(enc), limit, topic)
     return enc
 
 
