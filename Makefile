@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 .PHONY: setup bytecode demo test quick check lint bench bench-scale clean
 
-$(BIN)/rivven: pyproject.toml engine/format/_fastcodec.c
+$(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
 	scripts/ensure-prometheus.sh
 	$(PY) -m venv $(VENV)

@@ -1,4 +1,4 @@
-"""engine.format.native: the C loops (engine/format/_fastcodec.c) and their pure-Python
+"""engine.format.native: the C loops (engine/format/fastcodec.c) and their pure-Python
 fallbacks give identical bytes, and both give what the general encoder gives."""
 
 import pytest

@@ -45,7 +45,7 @@ def test_the_wheel_holds_every_subpackage_and_the_command(wheel: Path):
     assert not missing, f"not in the wheel: {missing}"
     assert "engine/spark/job.py" in names and "engine/spark/tier_job.py" in names
     # the produce path's C loops, compiled by the normal build (engine.format.native)
-    assert [n for n in names if n.startswith("engine/format/_fastcodec") and n.endswith(".so")]
+    assert [n for n in names if n.startswith("engine/format/fastcodec") and n.endswith(".so")]
     (ep,) = [n for n in names if n.endswith("entry_points.txt")]
     assert "rivven = rivven_cli.main:main" in zipfile.ZipFile(wheel).read(ep).decode()
 

@@ -1,4 +1,4 @@
-"""The produce path's per-record loops: C (engine/format/_fastcodec.c, built by ``pip
+"""The produce path's per-record loops: C (engine/format/fastcodec.c, built by ``pip
 install``) when it is there, else the pure-Python versions below, which give identical
 results (tests/test_native.py). Each answers None where its input is not the plain case it
 handles; the caller then takes the general path.
@@ -213,7 +213,7 @@ def py_acks(partition: int, base: int, count: int) -> list[tuple[int, int]]:
 
 
 try:  # RIVVEN_NATIVE=0: the pure-Python twins (tests compare the two)
-    from . import _fastcodec as _c
+    from . import fastcodec as _c
 
     if os.environ.get("RIVVEN_NATIVE", "1") == "0":
         _c = None

@@ -506,6 +506,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastcodec", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastcodec", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__fastcodec(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_fastcodec(void) { return PyModule_Create(&module); }
