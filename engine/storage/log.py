@@ -19,7 +19,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from ..crypto.topic import TopicKeys
 from ..errors import DamagedMetadata, KeyUnavailable, OffsetOutOfRange, StorageError, disk_full
@@ -33,6 +33,7 @@ from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
 from .partition_lock import PartitionLock
 from .pipeline import AppendPipeline
+from .ports import UNCOUNTED, ColdSegments, HotCache, PartitionCounts, ProducerHook
 from .segment import BatchRef, Segment
 from .segment_set import SegmentSet
 from .swap import SwapRefused
@@ -46,86 +47,6 @@ class RecoveryPointNotWritten(StorageError):
     """(A full disk.) The partition's segments were fsynced, but its ``.checkpoint`` could
     not be written: what was appended is durable in the segments (a WAL holding it may go),
     only the recovery point lags behind (the next writer to open it scans a little more)."""
-
-
-class HotCache(Protocol):
-    """Recent batches kept in memory (engine.tiering.hot.HotCache), keyed by log."""
-
-    def add(self, key: Any, base: int, next_offset: int, position: int, buf: Any,
-            owned: bool = False) -> None: ...
-    def get(self, key: Any, offset: int, end: int, max_bytes: int) -> list[BatchRef]: ...
-    def clear(self, key: Any) -> None: ...
-
-
-class ProducerHook(Protocol):
-    """The producer state of the partition (engine.txn.hook.PartitionProducers), handed in
-    by the layer that opens logs: storage never imports engine.txn. The append pipeline and
-    checkpoints call it with the partition's mutex and flock held (docs/TRANSACTIONS.md)."""
-
-    def caught_up(self, end: int) -> None:
-        """The flock was just taken and the view brought up to date: the log ends at
-        ``end``. Apply what other processes appended since the state last looked."""
-
-    def check(self, header: BatchHeader, buf: Any) -> int | None:
-        """Before offsets are assigned to the format-2 batch ``buf`` (its ``header``, base
-        offset not yet set): raise ProducerFenced, OutOfOrderSequence or InvalidTxnState
-        when it may not be appended (nothing is written); return the base offset of the
-        batch it duplicates (nothing is written, that offset is the answer); else None."""
-
-    def applied(self, header: BatchHeader, buf: Any, base: int) -> None:
-        """The batch checked last was logged at ``base`` (its WAL record written)."""
-
-    def discarded(self) -> None:
-        """Batches applied were not written after all (a failed write or fsync): forget
-        the state, it is rebuilt from the log when next needed."""
-
-    def checkpointed(self, end: int) -> None:
-        """A checkpoint made the log durable up to ``end``: take a snapshot."""
-
-
-class ColdSegments(Protocol):
-    """Local copies of cold segments (engine.tiering.cache.ColdCache)."""
-
-    def segment(self, entry: ColdSegment) -> Segment: ...
-    def forget(self, obj: str) -> None: ...
-
-
-class Count(Protocol):
-    def inc(self, n: float = 1) -> None: ...
-
-
-class PartitionCounts(Protocol):
-    """What a log counts as it works (engine.meter.meter.PartitionMeter): handed in, as
-    storage never imports the meter."""
-
-    rolls: Count
-    crc_errors: Count
-    hot_hits: Count
-    hot_misses: Count
-
-    def appended(self, records: int, nbytes: int) -> None: ...
-    def read(self, records: int, nbytes: int) -> None: ...
-    def cut(self, nbytes: int) -> None: ...
-
-
-class _Uncounted:
-    """The counts of a log nobody meters (tools, Spark tasks, metrics.enabled=false)."""
-
-    def inc(self, n: float = 1) -> None:
-        pass
-
-    def appended(self, records: int, nbytes: int) -> None:
-        pass
-
-    def read(self, records: int, nbytes: int) -> None:
-        pass
-
-    def cut(self, nbytes: int) -> None:
-        pass
-
-
-UNCOUNTED: Any = _Uncounted()
-UNCOUNTED.rolls = UNCOUNTED.crc_errors = UNCOUNTED.hot_hits = UNCOUNTED.hot_misses = UNCOUNTED
 
 
 class View(NamedTuple):
@@ -517,25 +438,25 @@ class PartitionLog:
         self.dirty = False  # an append from here on marks it again and is checkpointed later
         try:
             with self.mutation():
-                self._ckpt_stamp = None
-                self.read_log_start()
-                return self._checkpoint_locked(light=self.start_offset() == self._written_start)
+                return self._checkpoint_locked(light=True)
         except BaseException:
             self.dirty = True
             raise
 
     def _checkpoint_locked(self, light: bool = False) -> dict:
-        """``light``: the log start is the one this process last wrote durably, so only the
-        recovery point moves (no index fsyncs, no directory fsync)."""
+        """``light``: when the log start is still the one known durable, only the recovery
+        point moves (no index fsyncs, no directory fsync)."""
+        # never write back a start another process moved on: read the file itself, its
+        # (inode, mtime, size) can repeat (inode reuse, coarse timestamps); the flock is
+        # held, so it stays as read until the write below
+        self._ckpt_stamp = None
+        self.read_log_start()
+        light = light and self.start_offset() == self._written_start
         act = self.segs.active
         if light:
             act.sync()
         else:
             act.sync_all()
-        # never write back a start another process moved on: read the file itself, its
-        # (inode, mtime, size) can repeat (inode reuse, coarse timestamps)
-        self._ckpt_stamp = None
-        self.read_log_start()
         point = {"segment": act.base, "position": act.size,
                  "recovery_point": act.next_offset, "log_start_offset": self.start_offset()}
         try:
