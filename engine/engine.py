@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from . import clock
 from .api_keys import KeysApi
 from .api_maintenance import MaintenanceApi
+from .api_produce import ProduceApi
 from .api_transactions import TransactionsApi
 from .client import read
-from .client.produce import Producer, ProduceRequest
+from .client.produce import Producer
 from .client.read import Position
 from .client.txn_producer import TransactionalProducer
 from .crypto.keyring import check_outside
@@ -75,7 +76,7 @@ if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs s
     from .groups.consumer import Consumer
 
 
-class Engine(TransactionsApi, MaintenanceApi, KeysApi):
+class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
     """An open data dir. Thread-safe; many processes may open the same dir at once.
 
     >>> import tempfile
@@ -356,74 +357,6 @@ class Engine(TransactionsApi, MaintenanceApi, KeysApi):
 
     def describe_topic(self, name: str) -> dict[str, Any]:
         return inspect.describe_topic(self.topic(name), self._logs(name))
-
-    # ---------------------------------------------------------------- produce
-    def produce(self, topic: str, records: Iterable[Record], partition: int | None = None,
-                compression: str | None = None) -> list[tuple[int, int]]:
-        """Append records; returns one ``(partition, offset)`` per record once durable."""
-        recs = records if isinstance(records, list) else list(records)
-        if not recs:
-            return []
-        self._writable()
-        calls, errors = self._counts_of(topic)
-        calls.inc()
-        try:
-            acks = self._producer.produce(ProduceRequest.of_records(topic, recs, partition,
-                                                                    compression))
-        except RivvenError:
-            errors.inc()
-            raise
-        self._wal.maybe_checkpoint()
-        return acks
-
-    def _counts_of(self, topic: str) -> tuple[Any, Any]:
-        """A topic's produce calls and errors counters (made once)."""
-        c = self._produce_counts.get(topic)
-        if c is None:
-            c = self._produce_counts[topic] = (
-                self.meter.get("rivven_produce_requests_total", topic=topic),
-                self.meter.get("rivven_produce_errors_total", topic=topic))
-        return c
-
-    def produce_batch(self, topic: str, values: Sequence[bytes | None],
-                      keys: Sequence[bytes | None] | None = None,
-                      headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
-                      timestamps: Sequence[int | None] | int | None = None,
-                      partition: int | None = None,
-                      partitions: Sequence[int | None] | None = None,
-                      compression: str | None = None) -> list[tuple[int, int]]:
-        """Columnar produce: the fast path behind ``produce`` (no Record objects needed)."""
-        self._writable()
-        if not len(values):
-            return []
-        calls, errors = self._counts_of(topic)
-        calls.inc()
-        try:
-            acks = self._producer.produce(ProduceRequest.of(
-                topic, values, keys, headers, timestamps, partition, partitions, compression))
-        except RivvenError:
-            errors.inc()
-            raise
-        self._wal.maybe_checkpoint()
-        return acks
-
-    def produce_arrow(self, topic: str, table: Any, partition: int | None = None,
-                      compression: str | None = None) -> list[tuple[int, int, int]]:
-        """Append the rows of a pyarrow Table or RecordBatch: columns ``value`` (binary or
-        string) and optionally ``key``, ``timestamp``, ``headers``, ``partition``, as
-        engine.client.produce_arrow describes; keyed rows go where ``produce`` puts them.
-        Returns ``(partition, base offset, records)`` per batch stored once durable: the
-        rows of each partition, in table order, hold consecutive offsets."""
-        self._writable()
-        calls, errors = self._counts_of(topic)
-        calls.inc()
-        try:
-            out = self._producer.produce_arrow(topic, table, partition, compression)
-        except RivvenError:
-            errors.inc()
-            raise
-        self._wal.maybe_checkpoint()
-        return out
 
     def _txn_log(self, part: TxnPartition) -> PartitionLog | None:
         """The writable log of a transaction's partition, or None when its topic is gone

@@ -22,7 +22,8 @@ from .budget import FileBudget
 from .catalog import TopicMeta
 from .holds import FlockHolds
 from .locks import DEFAULT_WAIT, LockWait
-from .log import PartitionCounts, PartitionLog, ProducerHook
+from .log import PartitionLog
+from .ports import PartitionCounts, ProducerHook
 
 
 @contextlib.contextmanager
