@@ -263,7 +263,7 @@ class AppendPipeline:
                 b = e.batch
                 try:
                     self.write(e.buf, e.base, b.count, b.last_offset_delta, b.max_timestamp,
-                               sync=wal is None and always)
+                               sync=wal is None and always, owned=e.buf is b.buf)
                 except Exception as err:  # noqa: BLE001
                     e.error = err
                 else:
@@ -405,8 +405,9 @@ class AppendPipeline:
 
     # ---------------------------------------------------------------- the segment
     def write(self, buf: bytes | bytearray, base: int, count: int, last_delta: int,
-              max_ts: int, sync: bool) -> None:
-        """(Lock held.) Write one batch (offsets assigned) at the end of the log."""
+              max_ts: int, sync: bool, owned: bool = False) -> None:
+        """(Lock held.) Write one batch (offsets assigned) at the end of the log; ``owned``:
+        ``buf`` is the produce's own, never changed again (the hot cache keeps it, no copy)."""
         log = self.log
         seg = self._maybe_roll(len(buf), count)
         if base != seg.next_offset:
@@ -422,7 +423,7 @@ class AppendPipeline:
             raise
         seg.appended(pos, base, len(buf), base + last_delta + 1, max_ts)
         if log.hot is not None:
-            log.hot.add(log, base, base + last_delta + 1, pos, buf)
+            log.hot.add(log, base, base + last_delta + 1, pos, buf, owned=owned)
 
     @staticmethod
     def _undo(seg: Segment, pos: int) -> None:
