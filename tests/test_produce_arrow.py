@@ -92,6 +92,31 @@ def test_batches_are_cut_at_max_message_bytes(data_dir):
         assert eng.end_offsets("t") == {0: 1000}  # nothing of the refused call stored
 
 
+def test_a_call_cut_into_many_batches_costs_one_wal_fsync(data_dir, monkeypatch):
+    """Every batch of a call (produce_arrow's, produce's when cut at max.message.bytes) is
+    logged before any is waited for: one WAL fdatasync for all of them, not one each."""
+    import os
+
+    synced = []
+    real = os.fdatasync
+
+    def recording(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    with Engine.open(data_dir, settings={"checkpoint.interval.bytes": str(1 << 30)}) as eng:
+        eng.create_topic("t", partitions=1, config={"max.message.bytes": "10000"})
+        eng.produce_arrow("t", pa.table({"value": [b"w"]}))  # (the WAL file prepared)
+        monkeypatch.setattr(os, "fdatasync", recording)
+        out = eng.produce_arrow("t", pa.table({"value": [b"x" * 100] * 1000}))
+        assert len(out) > 10 and [f[-4:] for f in synced] == [".wal"]
+        synced.clear()
+        acks = eng.produce("t", [Record(value=b"y" * 100)] * 1000)
+        assert len({o for _, o in acks}) == 1000 and [f[-4:] for f in synced] == [".wal"]
+        monkeypatch.undo()
+        assert [r.value[:1] for r in eng.read("t", 0, 1, 3000)] == [b"x"] * 1000 + [b"y"] * 1000
+
+
 @pytest.mark.parametrize("table, match", [
     (pa.table({"key": [b"k"]}), "needs a 'value' column"),
     (pa.table({"value": [b"v"], "extra": [1]}), "takes only key, value"),

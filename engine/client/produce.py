@@ -174,8 +174,8 @@ class Producer:
             log = self.log_for(meta, p)
             if log.wal is None:
                 self.attach_wal(log)
-            for enc in encoded:
-                out.append((p, log.append(enc), enc.count))
+            bases = log.append_all(encoded)  # (one WAL fsync for the partition's batches)
+            out.extend((p, base, enc.count) for base, enc in zip(bases, encoded))
         return out
 
     def topic_meta(self, topic: str, fresh: bool = False) -> tuple[TopicMeta, bool]:
@@ -282,10 +282,18 @@ class Producer:
             f = stamp.fields(log)
             producer = (f["producer_id"], f["producer_epoch"], f["base_sequence"])
             flags = f["flags"]
+        encoded = encode(log.topic, keys, values, headers, ts, codec, cfg, producer, flags)
+        if stamp is None:  # every batch logged, then one WAL fsync for all
+            batches = [enc for _, enc in encoded]
+            bases: list[int] = []
+            try:
+                log.append_all(batches, bases)
+            finally:
+                req.stored += len(bases)
+            return [(base, enc.count) for base, enc in zip(bases, batches)]
         out = []
-        for _, enc in encode(log.topic, keys, values, headers, ts, codec, cfg, producer, flags):
-            if stamp is not None:
-                stamp.appending(log, enc.count)
+        for _, enc in encoded:
+            stamp.appending(log, enc.count)
             out.append((log.append(enc), enc.count))
             req.stored += 1
         return out

@@ -376,6 +376,13 @@ class PartitionLog:
         (engine.storage.pipeline)."""
         return self.pipeline.append(batch)
 
+    def append_all(self, batches: list[EncodedBatch], bases: list[int] | None = None
+                   ) -> list[int]:
+        """``append`` of several batches, one WAL fsync for all; their base offsets (also
+        put in ``bases`` as they are stored: what a failure part of the way left stored)."""
+        bases = [] if bases is None else bases
+        return self.pipeline.append_all(batches, bases)
+
     def roll(self) -> Segment:
         """(Lock held.) Seal the active segment (fsynced) and start a new one at the end."""
         if self.hot is not None:
