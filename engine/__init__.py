@@ -5,6 +5,7 @@
 
 from .client.producer import Producer
 from .client.read import Position
+from .client.txn_producer import PreparedTransaction, TransactionalProducer
 from .engine import Engine
 from .errors import (
     ColdObjectError,
@@ -34,8 +35,9 @@ __all__ = [
     "ColdObjectError", "ConsumerFenced", "CorruptRecordError", "DataDirError", "Engine",
     "InvalidArgument", "InvalidConfig",
     "InvalidTopicName", "InvalidTxnState", "OffsetOutOfRange", "OutOfOrderSequence",
-    "ProducerFenced", "Position", "Producer", "ReadOnlyError", "Record",
+    "PreparedTransaction", "ProducerFenced", "Position", "Producer", "ReadOnlyError", "Record",
     "ColumnBatch", "RecordTooLarge",
-    "RivvenError", "StorageError", "TopicExists", "UnknownPartition", "UnknownTopic",
+    "RivvenError", "StorageError", "TopicExists", "TransactionalProducer", "UnknownPartition",
+    "UnknownTopic",
     "__version__",
 ]

@@ -11,8 +11,8 @@ from . import clock
 from .client import producer as idempotent
 from .client import read
 from .client.produce import Producer
-from .client.txn_producer import TransactionalProducer
-from .errors import InvalidArgument
+from .client.txn_producer import PreparedTransaction, TransactionalProducer
+from .errors import InvalidArgument, ProducerFenced
 from .storage.catalog import TopicMeta
 from .storage.locks import LockWait
 from .storage.log import PartitionLog
@@ -74,6 +74,26 @@ class TransactionsApi:
             resume = True
         return idempotent.Producer(self._producer, producer_id, epoch, sequences, resume,
                                    after=self._wal.maybe_checkpoint)
+
+    def complete_transaction(self, prepared: PreparedTransaction | Sequence[Any],
+                             commit: bool = True) -> None:
+        """Phase two of a two-phase commit: commit (or abort) a transaction its producer
+        prepared (``TransactionalProducer.prepare``), in this process or any other; durable
+        when this returns. Idempotent: completing it again the same way is a no-op. A
+        commit raises ProducerFenced when the transaction is gone (aborted, or its id taken
+        over by a newer producer, which aborts it); an abort of such a one is a no-op."""
+        self._writable()
+        tid, pid, epoch = PreparedTransaction(*prepared)
+        if type(tid) is not str or type(pid) is not int or type(epoch) is not int:
+            raise InvalidArgument(f"a prepared transaction is (transactional_id, producer_id, "
+                                  f"epoch), not {tuple(prepared)!r}")
+        try:
+            self._txn.end(tid, pid, epoch, commit, retry=True)
+        except ProducerFenced:
+            if commit:
+                raise
+        finally:
+            self._wal.maybe_checkpoint()
 
     def transactions(self, all: bool = False, recover: bool = False) -> list[dict[str, Any]]:
         """The transactional ids with an open or prepared transaction (``all``: every id):

@@ -38,7 +38,7 @@ def list_(
         cols = ["TRANSACTIONAL-ID", "PRODUCER-ID", "EPOCH", "STATE", "PARTITIONS", "AGE",
                 "TIMEOUT", "STARTED"]
         print_table(cols, [(r["transactional_id"], r.get("producer_id"), r.get("epoch"),
-                            r["state"], len(r["partitions"]) if "partitions" in r else None,
+                            _state(r), len(r["partitions"]) if "partitions" in r else None,
                             human_ms(r.get("age_ms")), human_ms(r.get("timeout_ms")),
                             utc(r.get("started_ms") or None)) for r in rows],
                     right=("PRODUCER-ID", "EPOCH", "PARTITIONS", "AGE", "TIMEOUT"),
@@ -47,9 +47,18 @@ def list_(
     _damaged(rows)
 
 
+def _state(r: dict[str, Any]) -> str:
+    """A held transaction (prepared for a two-phase commit) shows as such."""
+    return r["state"] + " (prepared)" if r.get("prepared") else r["state"]
+
+
 def _timed_out(rows: list[dict[str, Any]]) -> None:
     for r in rows:
-        if r["state"] == "Ongoing" and (r.get("age_ms") or 0) > r["timeout_ms"]:
+        if r.get("prepared"):
+            info(printable(f"note: the transaction of {r['transactional_id']} is prepared (a "
+                           "two-phase commit): it never times out; its coordinator completes "
+                           f"it, or: rivven txn abort {r['transactional_id']}"))
+        elif r["state"] == "Ongoing" and (r.get("age_ms") or 0) > r["timeout_ms"]:
             info(printable(f"note: the transaction of {r['transactional_id']} is open past its "
                            f"timeout ({human_ms(r['timeout_ms'])}): the next writable open "
                            f"aborts it, or now: rivven txn abort {r['transactional_id']}"))
@@ -76,7 +85,7 @@ def describe(transactional_id: TidArg, json: JsonOpt = False) -> None:
         print_json(d)
         return
     typer.echo(printable(f"transactional id: {d['transactional_id']}  producer id: "
-                         f"{d['producer_id']}  epoch: {d['epoch']}  state: {d['state']}"))
+                         f"{d['producer_id']}  epoch: {d['epoch']}  state: {_state(d)}"))
     typer.echo(f"timeout: {human_ms(d['timeout_ms'])}  started: {utc(d['started_ms'] or None) or '-'}"
                f"  age: {human_ms(d['age_ms']) or '-'}  updated: {utc(d['updated_ms']) or '-'}")
     if d["partitions"]:

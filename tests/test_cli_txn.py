@@ -453,7 +453,7 @@ def test_txn_list_shows_open_transactions_and_all_with_all(txns):
         ("billing-1", "Ongoing", [["t", 0], ["u", 0]])]
     assert set(rows[0]) == {"transactional_id", "producer_id", "epoch", "state", "partitions",
                             "offsets", "fences", "timeout_ms", "started_ms", "age_ms",
-                            "updated_ms"}
+                            "updated_ms", "prepared"}
     r = ok(cli(d, "txn", "list"))
     head, row = r.stdout.splitlines()
     assert head.split() == ["TRANSACTIONAL-ID", "PRODUCER-ID", "EPOCH", "STATE", "PARTITIONS",

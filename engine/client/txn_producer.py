@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import ConsumerFenced, InvalidArgument, InvalidTxnState, ProducerFenced
 from ..format.records import ATTR_TRANSACTIONAL, SEQ_MASK, Record
@@ -38,8 +38,18 @@ if TYPE_CHECKING:
 
 READY, IN_TXN, ABORTABLE, COMMIT_FAILED, ABORT_FAILED, FENCED, CLOSED = (
     "ready", "in transaction", "abortable", "commit failed", "abort failed", "fenced", "closed")
+PREPARED = "prepared"  # phase one of a two-phase commit done: the end is another's
 
 TopicPartition = tuple[str, int]
+
+
+class PreparedTransaction(NamedTuple):
+    """A transaction its producer wrote and prepared (``TransactionalProducer.prepare``):
+    what ``Engine.complete_transaction`` needs, in any process (picklable, JSON-able)."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
 
 
 class TransactionalProducer:
@@ -158,8 +168,26 @@ class TransactionalProducer:
                 self._expect(IN_TXN, "abort")
             self._end(False, self.state == ABORT_FAILED)
 
+    def prepare(self) -> PreparedTransaction:
+        """Phase one of a two-phase commit: the transaction's records are all written and
+        durable; it now waits, never timed out, for ``eng.complete_transaction(prepared,
+        commit)`` in this or any process (a coordinator of several writers decides), or
+        for an abort (``rivven txn abort``, a new producer of the id). This producer is done
+        with it: closing it does not abort it. Consumer-fenced offsets cannot be prepared
+        (their fence is checked at the commit, by the producer that holds the consumer)."""
+        with self._mutex:
+            self._expect(IN_TXN, "prepare")
+            if self._fences:
+                raise InvalidArgument("a transaction with consumer-fenced offsets cannot be "
+                                      "prepared: send them without the consumer, or commit()")
+            self._call(lambda: self.coordinator.hold(self.transactional_id, self.producer_id,
+                                                     self.epoch), ABORTABLE)
+            self.state = PREPARED
+            return PreparedTransaction(self.transactional_id, self.producer_id, self.epoch)
+
     def close(self) -> None:
-        """Abort an open transaction (best effort: else it times out) and let go."""
+        """Abort an open transaction (best effort: else it times out) and let go; a
+        prepared one stays prepared."""
         with self._mutex:
             if self.state == CLOSED:
                 return
@@ -272,5 +300,7 @@ class TransactionalProducer:
                            "finish it, or abort()",
             ABORT_FAILED: f"its abort failed ({self._failure}): call abort() again",
             CLOSED: "this producer is closed; create a new one",
+            PREPARED: "its transaction is prepared: eng.complete_transaction() ends it; "
+                      "create a new producer for the next",
         }[self.state]
         raise InvalidTxnState(f"cannot {doing} now: {hint}")

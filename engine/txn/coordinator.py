@@ -110,7 +110,7 @@ class Coordinator:
         """Make ``parts`` durably part of the instance's transaction (starting one) before
         any data is written there."""
         with self.store.locked(tid):
-            st = self._live(tid, pid, epoch)
+            st = self._not_held(self._live(tid, pid, epoch))
             have = {(p.topic, p.partition, p.topic_id) for p in st.partitions}
             new = [p for p in parts if (p.topic, p.partition, p.topic_id) not in have]
             if not new and st.state == ONGOING:
@@ -124,7 +124,7 @@ class Coordinator:
         """Store group offsets to commit with the transaction (durably; later ones of the
         same partition win); ``member``: the consumer fencing them (KIP-447)."""
         with self.store.locked(tid):
-            st = self._live(tid, pid, epoch)
+            st = self._not_held(self._live(tid, pid, epoch))
             self._start(st)
             st.offsets.setdefault(group, {}).update(offsets)
             if member is not None:
@@ -166,6 +166,20 @@ class Coordinator:
             self._prepare(st, commit, sync=commit and any(st.offsets.values()))
             return self._complete(st, fresh=True)
 
+    def hold(self, tid: str, pid: int, epoch: int) -> bool:
+        """Phase one of a two-phase commit: the instance's transaction, every record of it
+        written, waits (durably, never timed out) for ``end`` by whoever holds its
+        ``(pid, epoch)`` — any process — or for an abort. False when it has nothing to
+        hold (nothing was written in it: ending it is a no-op)."""
+        with self.store.locked(tid):
+            st = self._live(tid, pid, epoch)
+            if st.state != ONGOING:
+                return False
+            st.held = True
+            st.updated_ms = clock.now_ms()
+            self.store.write(st)  # (fdatasynced: a lost hold could time the data out)
+            return True
+
     # ---------------------------------------------------------------- the state machine
     def _live(self, tid: str, pid: int, epoch: int, st: TxnState | None = None) -> TxnState:
         """(Lock held.) The id's state, if ``(pid, epoch)`` is still its instance and its
@@ -188,8 +202,16 @@ class Coordinator:
         return st
 
     @staticmethod
+    def _not_held(st: TxnState) -> TxnState:
+        if st.held:
+            raise InvalidTxnState(f"the transaction of transactional id "
+                                  f"{st.transactional_id!r} is prepared: nothing more joins "
+                                  "it; complete or abort it")
+        return st
+
+    @staticmethod
     def _expired(st: TxnState, now: int) -> bool:
-        return st.state == ONGOING and now - st.started_ms > st.timeout_ms
+        return st.state == ONGOING and not st.held and now - st.started_ms > st.timeout_ms
 
     @staticmethod
     def _start(st: TxnState) -> None:
@@ -221,6 +243,7 @@ class Coordinator:
         ended. A commit's offsets are in the state alone: they must be durable before a
         marker can decide it."""
         st.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        st.held = False
         st.epoch += 1
         st.updated_ms = clock.now_ms()
         self.store.write(st, sync=sync)
@@ -388,14 +411,15 @@ class Coordinator:
 
 
 def _reset(st: TxnState) -> None:
-    st.partitions, st.offsets, st.fences = [], {}, {}
+    st.partitions, st.offsets, st.fences, st.held = [], {}, {}, False
 
 
 def row(st: TxnState, now: int) -> dict[str, Any]:
     """A transactional id as data: ``transactional_id, producer_id, epoch, state,
     partitions`` ([[topic, partition], ...]), ``offsets`` ({group: [[topic, partition,
     offset], ...]}), ``fences`` ({group: member id}), ``timeout_ms, started_ms`` (0: no
-    transaction), ``age_ms`` (None: no transaction), ``updated_ms``."""
+    transaction), ``age_ms`` (None: no transaction), ``updated_ms``, ``prepared`` (held for
+    a two-phase commit: never timed out)."""
     return {"transactional_id": st.transactional_id, "producer_id": st.producer_id,
             "epoch": st.epoch, "state": st.state,
             "partitions": [[p.topic, p.partition] for p in st.partitions],
@@ -404,4 +428,4 @@ def row(st: TxnState, now: int) -> dict[str, Any]:
             "fences": dict(st.fences), "timeout_ms": st.timeout_ms,
             "started_ms": st.started_ms,
             "age_ms": max(0, now - st.started_ms) if st.started_ms else None,
-            "updated_ms": st.updated_ms}
+            "updated_ms": st.updated_ms, "prepared": st.held}

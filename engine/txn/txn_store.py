@@ -96,6 +96,9 @@ class TxnState:
     # Complete*: the (producer id, markers' epoch) of the transaction it completed, so that
     # the producer retrying an end a recovery finished meanwhile knows it is done
     completed: tuple[int, int] | None = None
+    # (Ongoing.) prepared by its producer for a two-phase commit (``prepare()``): it waits
+    # for ``complete_transaction``, an abort, or a new instance of the id; never timed out
+    held: bool = False
     # where in its log this state was read or written: (inode, end of its frame, file size)
     at: tuple[int, int, int] | None = field(default=None, repr=False, compare=False)
 
@@ -105,7 +108,7 @@ class TxnState:
                         list(self.partitions),
                         {g: dict(offs) for g, offs in self.offsets.items()},
                         dict(self.fences), self.timeout_ms, self.started_ms, self.updated_ms,
-                        self.completed, at)
+                        self.completed, self.held, at)
 
     def to_doc(self) -> dict[str, Any]:
         return {"version": VERSION, "transactional_id": self.transactional_id,
@@ -117,7 +120,8 @@ class TxnState:
                 "fences": dict(sorted(self.fences.items())),
                 "timeout_ms": self.timeout_ms, "started_ms": self.started_ms,
                 "updated_ms": self.updated_ms,
-                "completed": list(self.completed) if self.completed is not None else None}
+                "completed": list(self.completed) if self.completed is not None else None,
+                **({"held": True} if self.held else {})}  # (absent: False, as before it)
 
     @classmethod
     def from_doc(cls, doc: Any, path: str, tid: str) -> TxnState:
@@ -176,10 +180,14 @@ class TxnState:
                                  or not _is_int(done[0]) or type(done[1]) is not int
                                  or not 0 <= done[1] <= MAX_EPOCH):
             raise bad(f"completed is {jsondoc.shown(done)}, not null or [producer id, epoch]")
+        held = doc.get("held", False)
+        if type(held) is not bool or (held and state != ONGOING):
+            raise bad(f"held is {jsondoc.shown(held)} in state {state}: only an Ongoing "
+                      "transaction is held")
         return cls(tid, num("producer_id"), num("epoch", 0, MAX_EPOCH), state, partitions,
                    offsets, dict(fences), num("timeout_ms", 1, MAX_TIMEOUT_MS),
                    num("started_ms"), num("updated_ms"),
-                   None if done is None else (done[0], done[1]))
+                   None if done is None else (done[0], done[1]), held)
 
 
 def _is_int(v: object) -> bool:

@@ -1,0 +1,157 @@
+"""Two-phase commit: a transaction its producer prepares (``tp.prepare()``) waits, durably
+and never timed out, for ``eng.complete_transaction`` in any process — the Spark sink's
+coordinator decides for many writers — or for an abort; a new producer of the id aborts it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from engine import Engine, InvalidTxnState, PreparedTransaction, ProducerFenced, Record
+from engine import clock as clock_mod
+from engine.errors import DamagedMetadata, InvalidArgument
+from engine.txn.txn_store import TxnStore
+
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+
+PREPARE = """
+import json, os, sys
+from engine import Engine, Record
+d, tid = sys.argv[1], sys.argv[2]
+eng = Engine.open(d)
+tp = eng.producer(transactional_id=tid, transaction_timeout_ms=1000)
+tp.begin()
+tp.produce("out", [Record(value=b"a%d" % i) for i in range(3)], partition=0)
+tp.produce("out", [Record(value=b"b")], partition=1)
+print(json.dumps(tp.prepare()), flush=True)
+os.kill(os.getpid(), 9)  # the writer is gone: another process decides
+"""
+
+
+def committed(eng, partition):
+    return [r.value for r in eng.read("out", partition, 0, 100, isolation_level="read_committed")]
+
+
+def prepared_elsewhere(data_dir, tid="w-1"):
+    proc = subprocess.run([sys.executable, "-c", PREPARE, data_dir, tid], env=ENV, cwd=ROOT,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    return PreparedTransaction(*json.loads(proc.stdout))
+
+
+@pytest.fixture
+def topics(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("out", partitions=2)
+    return data_dir
+
+
+def test_prepared_by_a_killed_writer_committed_by_another_process(topics, monkeypatch):
+    prepared = prepared_elsewhere(topics)
+    now = clock_mod.now_ms()
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 3_600_000)  # an hour past timeout
+    with Engine.open(topics) as eng:
+        assert eng.last_recovery["transactions"] == []  # held: never timed out
+        row = eng.describe_transaction("w-1")
+        assert row["state"] == "Ongoing" and row["prepared"] is True
+        assert committed(eng, 0) == [] and committed(eng, 1) == []
+        eng.complete_transaction(prepared)
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] and committed(eng, 1) == [b"b"]
+        eng.complete_transaction(prepared)  # again: a no-op
+        eng.complete_transaction(list(prepared))  # (a JSON round trip gives a list)
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"]
+        assert eng.describe_transaction("w-1")["state"] == "CompleteCommit"
+
+
+def test_an_unprepared_transaction_still_times_out(topics, monkeypatch):
+    with Engine.open(topics) as eng:
+        tp = eng.producer(transactional_id="w-2", transaction_timeout_ms=1000)
+        tp.begin()
+        tp.produce("out", [Record(value=b"x")], partition=0)
+        held = eng.producer(transactional_id="w-3", transaction_timeout_ms=1000)
+        held.begin()
+        held.produce("out", [Record(value=b"y")], partition=1)
+        prepared = held.prepare()
+        now = clock_mod.now_ms()
+        monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 5000)
+        assert [(r["transactional_id"], r["action"]) for r in
+                eng.recover_transactions()] == [("w-2", "aborted")]
+        eng.complete_transaction(prepared)
+        assert committed(eng, 0) == [] and committed(eng, 1) == [b"y"]
+
+
+def test_abort_and_what_a_new_producer_of_the_id_does(topics):
+    prepared = prepared_elsewhere(topics, "w-4")
+    with Engine.open(topics) as eng:
+        eng.complete_transaction(prepared, commit=False)
+        eng.complete_transaction(prepared, commit=False)  # again: a no-op
+        with pytest.raises(ProducerFenced):
+            eng.complete_transaction(prepared)  # aborted: it can never commit
+        assert committed(eng, 0) == []
+    prepared = prepared_elsewhere(topics, "w-5")
+    with Engine.open(topics) as eng:
+        eng.producer(transactional_id="w-5").close()  # a new instance aborts the held one
+        with pytest.raises(ProducerFenced, match="taken over"):
+            eng.complete_transaction(prepared)
+        eng.complete_transaction(prepared, commit=False)  # (gone already: nothing to do)
+        assert committed(eng, 0) == [] and committed(eng, 1) == []
+
+
+def test_a_prepared_producer_is_done_with_its_transaction(topics):
+    with Engine.open(topics) as eng:
+        tp = eng.producer(transactional_id="w-6")
+        tp.begin()
+        tp.produce("out", [Record(value=b"z")], partition=0)
+        prepared = tp.prepare()
+        for call in (lambda: tp.produce("out", [Record(value=b"more")], partition=0),
+                     tp.commit, tp.prepare, tp.begin):
+            with pytest.raises(InvalidTxnState, match="prepared"):
+                call()
+        tp.close()  # does not abort it
+        assert eng.describe_transaction("w-6")["prepared"] is True
+        eng.complete_transaction(prepared)
+        assert committed(eng, 0) == [b"z"]
+        empty = eng.producer(transactional_id="w-7")
+        empty.begin()
+        nothing = empty.prepare()  # nothing written: completing it is a no-op
+        eng.complete_transaction(nothing)
+        with pytest.raises(InvalidArgument, match="prepared transaction is"):
+            eng.complete_transaction(("w-7", "0", 0))
+
+
+def test_the_held_flag_is_stored_and_checked(topics):
+    with Engine.open(topics) as eng:
+        tp = eng.producer(transactional_id="w-8")
+        tp.begin()
+        tp.produce("out", [Record(value=b"q")], partition=0)
+        tp.prepare()
+    store = TxnStore(topics)
+    st = store.read("w-8")
+    assert st.held and st.to_doc()["held"] is True
+    doc = st.to_doc()
+    doc["state"] = "Empty"  # only an Ongoing transaction is held
+    with pytest.raises(DamagedMetadata, match="only an Ongoing transaction is held"):
+        type(st).from_doc(doc, "x", "w-8")
+    doc["state"], doc["held"] = "Ongoing", "yes"
+    with pytest.raises(DamagedMetadata, match="held is"):
+        type(st).from_doc(doc, "x", "w-8")
+    del doc["held"]
+    assert type(st).from_doc(doc, "x", "w-8").held is False  # (files from before it)
+
+
+def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
+    from conftest import run_rivven
+
+    prepared_elsewhere(topics, "w-9")
+    r = run_rivven(topics, "txn", "list")
+    assert r.returncode == 0 and "Ongoing (prepared)" in r.stdout
+    assert "is prepared (a two-phase commit): it never times out" in r.stderr
+    r = run_rivven(topics, "txn", "abort", "w-9")
+    assert r.returncode == 0, r.stderr
+    with Engine.open(topics) as eng:
+        assert eng.describe_transaction("w-9")["state"] == "CompleteAbort"
+        assert committed(eng, 0) == [] and committed(eng, 1) == []
