@@ -148,8 +148,8 @@ def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
 
     prepared_elsewhere(topics, "w-9")
     r = run_rivven(topics, "txn", "list")
-    assert r.returncode == 0 and "Ongoing (prepared)" in r.stdout
-    assert "is prepared (a two-phase commit): it never times out" in r.stderr
+    assert r.returncode == 0 and b"Ongoing (prepared)" in r.stdout
+    assert b"is prepared (a two-phase commit): it never times out" in r.stderr
     r = run_rivven(topics, "txn", "abort", "w-9")
     assert r.returncode == 0, r.stderr
     with Engine.open(topics) as eng:
