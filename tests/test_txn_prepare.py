@@ -150,7 +150,7 @@ def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
     r = run_rivven(topics, "txn", "list")
     assert r.returncode == 0 and b"Ongoing (prepared)" in r.stdout
     assert b"is prepared (a two-phase commit): it never times out" in r.stderr
-    r = run_rivven(topics, "txn", "abort", "w-9")
+    r = run_rivven(topics, "txn", "abort", "w-9", "--yes")
     assert r.returncode == 0, r.stderr
     with Engine.open(topics) as eng:
         assert eng.describe_transaction("w-9")["state"] == "CompleteAbort"
