@@ -19,6 +19,7 @@ from .storage.log import PartitionLog
 from .txn import admin as txn_admin
 from .txn import pids
 from .txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
+from .txn.decisions import Decisions
 from .wal.owner import WalOwner
 
 
@@ -28,6 +29,7 @@ class TransactionsApi:
     path: str
     lock_wait: LockWait
     _txn: Coordinator
+    _decisions: Decisions
     _producer: Producer
     _wal: WalOwner
     _txn_producers: set[TransactionalProducer]
@@ -40,7 +42,8 @@ class TransactionsApi:
     def producer(self, transactional_id: str | None = None, *,
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  producer_id: int | None = None, epoch: int = 0,
-                 sequences: Mapping[tuple[str, int], int] | None = None
+                 sequences: Mapping[tuple[str, int], int] | None = None,
+                 decision_key: str | None = None
                  ) -> idempotent.Producer | TransactionalProducer:
         """A producer. With ``transactional_id``: a TransactionalProducer (``begin``,
         ``produce``, ``send_offsets``, ``commit``/``abort``), fencing every older producer of
@@ -54,15 +57,29 @@ class TransactionsApi:
         e.g. by a process that died before it saw its answer: each partition's producer state
         says which sequence comes next, or ``sequences`` ``{(topic, partition): next
         sequence}`` says it (to send the very batches again: their records are then stored
-        once)."""
+        once).
+
+        ``decision_key`` (a transactional producer whose prepared transactions are committed
+        with ``commit_prepared`` under that key): the key's pending decision is finished
+        first and the id taken up under its lock, so taking it up (which aborts the
+        transaction it holds) never aborts one a decision is committing."""
         self._writable()
         if transactional_id is not None:
             if producer_id is not None or sequences:
                 raise InvalidArgument("a transactional producer takes its producer id from its "
                                       "transactional id: give one or the other")
-            tp = TransactionalProducer(self._txn, self._producer, self._log, transactional_id,
-                                       transaction_timeout_ms, self._wal.maybe_checkpoint,
-                                       self._txn_producers.discard)
+
+            def make() -> TransactionalProducer:
+                return TransactionalProducer(
+                    self._txn, self._producer, self._log, transactional_id,
+                    transaction_timeout_ms, self._wal.maybe_checkpoint,
+                    self._txn_producers.discard)
+
+            if decision_key is None:
+                tp = make()
+            else:
+                with self._decisions.holding(decision_key):
+                    tp = make()
             self._txn_producers.add(tp)
             return tp
         if producer_id is None:
@@ -94,6 +111,32 @@ class TransactionsApi:
                 raise
         finally:
             self._wal.maybe_checkpoint()
+
+    def commit_prepared(self, key: str, prepared: Sequence[Any],
+                        sequence: int | None = None) -> bool:
+        """Commit several prepared transactions (``TransactionalProducer.prepare``, any
+        processes) as one, under the decision ``key``: all of their records become visible,
+        durably when this returns; a crash part way is finished by the next producer of the
+        key, commit under it, or writable open (engine.txn.decisions). With ``sequence`` (a
+        batch number): when it is not above the last committed under the key, this is a
+        replay and the transactions are aborted instead; returns False then."""
+        self._writable()
+        try:
+            with self._decisions.holding(key) as d:
+                return d.commit(prepared, sequence)  # type: ignore[union-attr]
+        finally:
+            self._wal.maybe_checkpoint()
+
+    def abort_prepared(self, key: str, prepared: Sequence[Any]) -> None:
+        """Abort prepared transactions (a failed batch of writers), under the key's lock."""
+        self._writable()
+        with self._decisions.holding(key) as d:
+            d.abort(prepared)  # type: ignore[union-attr]
+
+    def decision(self, key: str) -> dict[str, Any]:
+        """A decision key's state: ``key, committed`` (the last sequence committed, or
+        None) and ``pending`` (None, or the decision a crash left unfinished)."""
+        return self._decisions.read(self._decisions.check_key(key))
 
     def transactions(self, all: bool = False, recover: bool = False) -> list[dict[str, Any]]:
         """The transactional ids with an open or prepared transaction (``all``: every id):

@@ -52,6 +52,7 @@ from .tiering.hot import HotCache
 from .tools import inspect
 from .txn import isolation
 from .txn.coordinator import Coordinator
+from .txn.decisions import Decisions
 from .txn.hook import PartitionProducers
 from .txn.isolation import READ_UNCOMMITTED
 from .txn.txn_store import TxnPartition
@@ -133,6 +134,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
                                   self.offset_for_time, lock_wait=lw, metadata=self._metadata)
         self._consumers: set[Consumer] = set()
         self._txn = Coordinator(self.path, self._txn_log, st.wal_sync != "none", lw, m)
+        self._decisions = Decisions(self.path, self._txn, lw)
         self._txn_producers: set[TransactionalProducer] = set()
         if not read_only:
             datadir.empty_trash(self.path)
@@ -255,6 +257,9 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
                 f"({e}); free space (rivven delete-records, retention apply or topic delete), "
                 "then open the data dir again")
             return
+        decided = self._decisions.recover()  # (two-phase commits a crash cut short)
+        if decided:
+            self.last_recovery["decisions"] = decided
         self.last_recovery["transactions"] = self._txn.recover()
     def checkpoint(self) -> list[dict[str, Any]]:
         """fsync every partition this process wrote, record recovery points, and delete the

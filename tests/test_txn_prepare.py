@@ -155,3 +155,93 @@ def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
     with Engine.open(topics) as eng:
         assert eng.describe_transaction("w-9")["state"] == "CompleteAbort"
         assert committed(eng, 0) == [] and committed(eng, 1) == []
+
+
+# ------------------------------------------------------------------ decisions: many as one
+COORDINATE = """
+import json, sys
+from engine import Engine
+d, key, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
+prepared = json.loads(sys.stdin.read())
+with Engine.open(d) as eng:
+    print(eng.commit_prepared(key, prepared, seq), flush=True)
+"""
+
+
+def coordinate(data_dir, key, prepared, seq, failpoint=None):
+    env = dict(ENV, RIVVEN_FAILPOINT=failpoint) if failpoint else ENV
+    return subprocess.run([sys.executable, "-c", COORDINATE, data_dir, key, str(seq)],
+                          input=json.dumps(prepared).encode(), env=env, cwd=ROOT,
+                          capture_output=True, timeout=60)
+
+
+def writers(data_dir, n, tag):
+    return [prepared_elsewhere(data_dir, f"{tag}-{i}") for i in range(n)]
+
+
+def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_no_op(topics):
+    batch = writers(topics, 3, "b7")
+    r = coordinate(topics, "sink-q1", batch, 7)
+    assert r.returncode == 0 and r.stdout == b"True\n", r.stderr
+    with Engine.open(topics) as eng:
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
+        assert eng.decision("sink-q1") == {"key": "sink-q1", "committed": 7, "pending": None}
+    again = writers(topics, 3, "b7-again")  # the same batch written once more (a replay)
+    r = coordinate(topics, "sink-q1", again, 7)
+    assert r.returncode == 0 and r.stdout == b"False\n", r.stderr
+    with Engine.open(topics) as eng:
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3  # not twice
+        assert {eng.describe_transaction(t)["state"] for t, _, _ in again} == {"CompleteAbort"}
+        assert eng.transactions() == []  # nothing left open to hold back read_committed
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("point", ["decision.after_decide", "decision.after_complete_one"])
+def test_a_coordinator_killed_mid_commit_leaves_a_decision_the_next_open_finishes(topics, point):
+    batch = writers(topics, 3, "c")
+    r = coordinate(topics, "sink-q2", batch, 0, failpoint=point)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    with Engine.open(topics, recover=False) as eng:  # (no recovery yet: the state as left)
+        assert eng.decision("sink-q2")["pending"]["sequence"] == 0
+        assert len(committed(eng, 1)) < 3  # not all visible yet
+    with Engine.open(topics) as eng:
+        assert eng.last_recovery["decisions"] == [
+            {"key": "sink-q2", "action": "committed", "error": None}]
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
+        assert eng.decision("sink-q2") == {"key": "sink-q2", "committed": 0, "pending": None}
+
+
+@pytest.mark.crash
+def test_a_producer_of_the_key_finishes_the_pending_decision_before_taking_up_its_id(topics):
+    """The next batch's writer of an id must not abort the transaction a decision commits:
+    taking up its id under the key's lock finishes the decision first."""
+    batch = writers(topics, 2, "d")
+    r = coordinate(topics, "sink-q3", batch, 4, failpoint="decision.after_decide")
+    assert r.returncode == -signal.SIGKILL
+    with Engine.open(topics, recover=False) as eng:
+        tp = eng.producer(transactional_id="d-0", decision_key="sink-q3")
+        tp.close()
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 2
+        assert eng.decision("sink-q3")["committed"] == 4
+        abort_me = writers(topics, 1, "e")
+        eng.abort_prepared("sink-q3", abort_me)
+        assert eng.describe_transaction("e-0")["state"] == "CompleteAbort"
+        with pytest.raises(InvalidArgument, match="decision key"):
+            eng.commit_prepared("", abort_me)
+
+
+def test_a_damaged_decision_file_is_reported_not_acted_on(topics):
+    with Engine.open(topics) as eng:
+        assert eng.commit_prepared("sink-q4", [], 1) is True
+        path = eng._decisions.path("sink-q4")
+    raw = open(path, "rb").read()
+    open(path, "wb").write(raw.replace(b'"committed": 1', b'"committed": 9'))
+    with Engine.open(topics) as eng:
+        with pytest.raises(DamagedMetadata, match="checksum mismatch"):
+            eng.decision("sink-q4")
+        with pytest.raises(DamagedMetadata):
+            eng.commit_prepared("sink-q4", [], 2)
+    open(path, "wb").write(b"{}")
+    with Engine.open(topics) as eng:
+        [row] = eng.last_recovery["decisions"]  # reported; the open goes on
+        assert row["action"] == "failed" and "transaction decision" in row["error"]

@@ -1,0 +1,297 @@
+"""Topics as a Structured Streaming source (``spark.readStream.format("rivven")``).
+
+Offsets are Kafka's JSON form, ``{"topic": {"0": 120, "1": 98}}`` (the next offset to read per
+partition), kept in the query's checkpoint by Spark: the source commits nothing anywhere.
+Options, named as Kafka's source names them:
+
+  path                 the data dir (required; reachable at this path from every executor)
+  topic | topics | topicPattern   one topic, "a,b", or a regular expression matched whole
+  startingOffsets      earliest | latest (default) | JSON (-2: earliest, -1: latest); a
+                       partition that appears later starts at its earliest, as in Kafka
+  maxOffsetsPerTrigger records per micro-batch at most, shared by partitions in proportion
+                       to how far each lags
+  isolationLevel       read_committed (default) | read_uncommitted
+  failOnDataLoss       true (default): offsets that retention or delete-records removed
+                       before they were read fail the query; false: skip to the log start
+  keyring              an encrypted topic's keyring file (where the executors run)
+
+A micro-batch reads each partition from its start offset to its end offset with the engine's
+own reader (every tier; read_committed leaves out aborted transactions and markers), one Spark
+task per partition, as Arrow record batches of the batch source's schema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+EARLIEST, LATEST = -2, -1
+ROWS_PER_READ = 65536
+
+Offsets = dict[str, dict[str, int]]
+
+
+class DataLoss(RuntimeError):
+    """Offsets to read are gone (retention, delete-records) and failOnDataLoss is on."""
+
+
+class Range(InputPartition):
+    """One task: ``[start, end)`` of one partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+def _bool(options: dict[str, str], key: str, default: bool) -> bool:
+    v = options.get(key.lower())
+    if v is None:
+        return default
+    if v.lower() not in ("true", "false"):
+        raise ValueError(f"{key} is {v!r}: use true or false")
+    return v.lower() == "true"
+
+
+class Subscription:
+    """Which topics a query reads: ``topic``, ``topics`` or ``topicPattern`` (one of them)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        given = [k for k in ("topic", "topics", "topicpattern") if options.get(k)]
+        if len(given) != 1:
+            raise ValueError("the rivven stream source needs exactly one of .option('topic', "
+                             "T), .option('topics', 'a,b') or .option('topicPattern', REGEX)")
+        self.names: list[str] | None = None
+        self.pattern: re.Pattern[str] | None = None
+        if given[0] == "topicpattern":
+            try:
+                self.pattern = re.compile(options["topicpattern"])
+            except re.error as e:
+                raise ValueError(f"topicPattern {options['topicpattern']!r}: {e}") from None
+        else:
+            self.names = [n.strip() for n in options[given[0]].split(",") if n.strip()]
+
+    def topics(self, eng: Any) -> list[Any]:
+        """The topics' metadata now (a named topic that does not exist is an error)."""
+        if self.pattern is not None:
+            return [t for t in eng.topics() if self.pattern.fullmatch(t.name)]
+        return [eng.topic(n) for n in self.names or ()]
+
+
+def parse_offsets(raw: str) -> Offsets | str:
+    """``startingOffsets``: "earliest", "latest" or Kafka's JSON ``{"t": {"0": 5}}``."""
+    if raw in ("earliest", "latest"):
+        return raw
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not all(
+            isinstance(t, str) and isinstance(ps, dict) and all(
+                isinstance(p, str) and p.isdigit() and type(o) is int and o >= EARLIEST
+                for p, o in ps.items()) for t, ps in doc.items()):
+        raise ValueError(f"startingOffsets {raw!r}: use earliest, latest or JSON such as "
+                         '{"orders": {"0": 23, "1": -2}} (-2: earliest, -1: latest)')
+    return doc
+
+
+class Bounds:
+    """Each partition's (log start, readable end) as the driver sees them now."""
+
+    def __init__(self, eng: Any, sub: Subscription, committed: bool) -> None:
+        level = "read_committed" if committed else "read_uncommitted"
+        self.parts: dict[str, dict[int, tuple[int, int]]] = {}
+        for meta in sub.topics(eng):
+            starts = eng.start_offsets(meta.name)
+            ends = eng.end_offsets(meta.name, isolation_level=level)
+            self.parts[meta.name] = {p: (starts[p], ends[p]) for p in sorted(ends)}
+
+
+def prorate(lags: dict[tuple[str, int], int], limit: int) -> dict[tuple[str, int], int]:
+    """Up to ``limit`` records shared in proportion to each partition's lag (largest
+    remainders first), never more than a partition's lag."""
+    total = sum(lags.values())
+    if total <= limit:
+        return dict(lags)
+    share = {k: lag * limit // total for k, lag in lags.items()}
+    left = limit - sum(share.values())
+    for k in sorted(lags, key=lambda k: (-(lags[k] * limit % total), k))[:left]:
+        share[k] += 1
+    return share
+
+
+class RivvenStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        o = {k.lower(): v for k, v in options.items()}
+        if not o.get("path"):
+            raise ValueError("the rivven stream source needs .option('path', DATA_DIR)")
+        self.path = o["path"]
+        self.sub = Subscription(o)
+        self.starting = parse_offsets(o.get("startingoffsets", "latest"))
+        level = o.get("isolationlevel", "read_committed")
+        if level not in ("read_committed", "read_uncommitted"):
+            raise ValueError(f"isolationLevel {level!r}: use read_committed or read_uncommitted")
+        self.committed = level == "read_committed"
+        self.fail_on_loss = _bool(o, "failOnDataLoss", True)
+        raw = o.get("maxoffsetspertrigger")
+        self.max_per_trigger = None
+        if raw is not None:
+            if not raw.isdigit() or int(raw) < 1:
+                raise ValueError(f"maxOffsetsPerTrigger {raw!r}: a positive number of records")
+            self.max_per_trigger = int(raw)
+        self.keyring = o.get("keyring")
+        self.latest: Offsets | None = None
+
+    # ---------------------------------------------------------------- the driver
+    def _bounds(self) -> Bounds:
+        from engine import Engine
+
+        with Engine.open(self.path, read_only=True, keyring=self.keyring) as eng:
+            return Bounds(eng, self.sub, self.committed)
+
+    def initialOffset(self) -> dict:
+        b = self._bounds()
+        out: Offsets = {}
+        for topic, parts in b.parts.items():
+            given = self.starting if isinstance(self.starting, dict) else None
+            if given is not None and topic not in given:
+                if self.sub.pattern is None:
+                    raise ValueError(f"startingOffsets names no offsets for topic {topic!r}: "
+                                     'add it, e.g. {"%s": {"0": -2}}' % topic)
+            for p, (start, end) in parts.items():
+                if given is None:
+                    o = start if self.starting == "earliest" else end
+                else:
+                    want = given.get(topic, {}).get(str(p), EARLIEST if topic not in given
+                                                    else None)
+                    if want is None:
+                        raise ValueError(f"startingOffsets names no offset for {topic}-{p}: "
+                                         "add it (-2: earliest, -1: latest)")
+                    o = start if want == EARLIEST else end if want == LATEST else want
+                    if o > end:
+                        raise ValueError(f"startingOffsets {topic}-{p} {o} lies past its end "
+                                         f"{end}")
+                    if o < start:
+                        o = self._lost(topic, p, o, start)
+                out.setdefault(topic, {})[str(p)] = o
+        return out
+
+    def _lost(self, topic: str, p: int, offset: int, start: int) -> int:
+        """Offsets below the log start were asked for: fail, or skip to the start."""
+        if self.fail_on_loss:
+            raise DataLoss(
+                f"{topic}-{p}: offsets {offset}..{start - 1} were removed (retention or "
+                "delete-records) before this query read them; some data may have been "
+                "lost. Set .option('failOnDataLoss', 'false') to skip to the log start")
+        return start
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.max_per_trigger)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        b = self._bounds()
+        begin: dict[tuple[str, int], int] = {}
+        ends: dict[tuple[str, int], int] = {}
+        for topic, parts in b.parts.items():
+            for p, (low, end) in parts.items():
+                at = start.get(topic, {}).get(str(p))
+                if at is None:
+                    at = low  # a partition (or topic) new since: from its earliest
+                elif at < low:
+                    at = self._lost(topic, p, at, low)
+                elif at > end:
+                    raise DataLoss(f"{topic}-{p}: the query is at offset {at}, past the log "
+                                   f"end {end}: was the topic deleted and created again?")
+                begin[(topic, p)], ends[(topic, p)] = at, end
+        if isinstance(limit, ReadMaxRows):
+            share = prorate({k: ends[k] - begin[k] for k in begin}, limit.max_rows)
+            ends = {k: begin[k] + share[k] for k in begin}
+        out: Offsets = {}
+        for (topic, p), e in sorted(ends.items()):
+            out.setdefault(topic, {})[str(p)] = e
+        self.latest = out
+        return out
+
+    def reportLatestOffset(self) -> dict | None:
+        return self.latest
+
+    def partitions(self, start: dict, end: dict) -> list[Range]:
+        out = []
+        for topic, parts in end.items():
+            for p, e in parts.items():
+                s = start.get(topic, {}).get(p)
+                if s is None:
+                    s = 0  # (new since the last batch: latestOffset began it at its start)
+                if e > s:
+                    out.append(Range(topic, int(p), s, e))
+        return out
+
+    def commit(self, end: dict) -> None:
+        pass  # offsets live in the query's checkpoint
+
+    # ---------------------------------------------------------------- the executors
+    def read(self, partition: Range) -> Iterator[Any]:  # type: ignore[override]
+        return read_range(self.path, partition, self.committed, self.fail_on_loss, self.keyring)
+
+
+_engines: dict[tuple[int, str, str | None], Any] = {}
+
+
+def _engine(path: str, keyring: str | None) -> Any:
+    """A read-only engine per Python worker (workers are reused across tasks)."""
+    from engine import Engine
+
+    key = (os.getpid(), path, keyring)
+    eng = _engines.get(key)
+    if eng is None or eng.closed:
+        eng = _engines[key] = Engine.open(path, read_only=True, keyring=keyring)
+    return eng
+
+
+def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
+               keyring: str | None) -> Iterator[Any]:
+    """Arrow record batches of ``[r.start, r.end)`` of one partition."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from engine.errors import OffsetOutOfRange
+
+    eng = _engine(path, keyring)
+    level = "read_committed" if committed else "read_uncommitted"
+    offset = r.start
+    while offset < r.end:
+        try:
+            t = eng.read_arrow(r.topic, r.partition, offset, min(ROWS_PER_READ, r.end - offset),
+                               isolation_level=level)
+        except OffsetOutOfRange:
+            start = eng.start_offsets(r.topic)[r.partition]
+            if offset >= start:
+                raise
+            if fail_on_loss:
+                raise DataLoss(f"{r.topic}-{r.partition}: offsets {offset}..{start - 1} were "
+                               "removed before this query read them; set .option("
+                               "'failOnDataLoss', 'false') to skip them") from None
+            offset = start
+            continue
+        if t.num_rows == 0:
+            break  # only markers or aborted records left below the end
+        offsets = t.column("offset")
+        if pc.max(offsets).as_py() >= r.end:
+            t = t.filter(pc.less(offsets, r.end))
+        n = t.num_rows
+        if n:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([r.topic] * n, pa.string()), pa.array([r.partition] * n, pa.int32()),
+                 t.column("offset").combine_chunks(),
+                 t.column("timestamp").combine_chunks().cast(pa.int64()),
+                 t.column("key").combine_chunks(), t.column("value").combine_chunks(),
+                 t.column("headers").combine_chunks()],
+                names=["topic", "partition", "offset", "timestamp", "key", "value", "headers"])
+        offset = pc.max(t.column("offset")).as_py() + 1 if n else r.end

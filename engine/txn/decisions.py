@@ -1,0 +1,216 @@
+"""Several prepared transactions committed as one: the coordinator side of a two-phase commit.
+
+A writer of many transactions — the Spark sink, one per task — prepares each
+(``TransactionalProducer.prepare``); the coordinator then commits them together under a
+*decision key*. It first writes the decision to the key's file (which transactions, under
+which sequence number), fdatasynced, and only then completes each transaction. A crash part
+way leaves the decision on disk, and whoever next takes the key — a producer of the key, the
+coordinator, a writable ``Engine.open`` — completes it before anything else: all of the
+transactions become visible, never some.
+
+With a sequence number (the Spark sink's micro-batch id), a commit not above the last one
+committed under the key is a replay: its transactions are aborted instead, so a batch that
+runs again after a crash becomes visible once.
+
+A producer of the key takes up its transactional id under the key's lock, after finishing a
+pending decision (``Engine.producer(..., decision_key=K)``): taking up an id aborts the
+transaction it holds, and under the lock that can never be one a decision is committing.
+
+File ``txn/decisions/<encoded key>.json`` (sealed JSON, written atomically):
+``{"key": K, "committed": N or null, "pending": null or {"sequence": N or null,
+"transactions": [[transactional id, producer id, epoch], ...]}}``; lock: the same name with
+``.lock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..errors import DamagedMetadata, InvalidArgument, ProducerFenced, RivvenError
+from ..failpoint import failpoint
+from ..storage import files, guard, jsondoc
+from ..storage.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
+from .coordinator import Coordinator
+from .txn_store import TXN_DIR, check_id
+
+DIR = "decisions"
+WHAT = "transaction decision"
+FIX = ("restore it from a backup, or end its transactions by hand: rivven txn list shows "
+       "them prepared, rivven txn abort ends one")
+MAX_KEY_BYTES = 180
+Prepared = tuple[str, int, int]
+
+
+def _prepared(items: Sequence[Any]) -> list[Prepared]:
+    out = []
+    for p in items:
+        t = tuple(p)
+        if len(t) != 3 or type(t[0]) is not str or type(t[1]) is not int or type(t[2]) is not int:
+            raise InvalidArgument(f"a prepared transaction is (transactional_id, producer_id, "
+                                  f"epoch), not {t!r}")
+        check_id(t[0])
+        out.append((t[0], t[1], t[2]))
+    return out
+
+
+class Decision:
+    """One key, its lock held (``Decisions.holding``)."""
+
+    def __init__(self, owner: Decisions, key: str, doc: dict[str, Any]) -> None:
+        self.owner, self.key, self.doc = owner, key, doc
+
+    @property
+    def committed(self) -> int | None:
+        """The sequence number of the last commit under the key (None: none had one)."""
+        return self.doc["committed"]
+
+    def commit(self, prepared: Sequence[Any], sequence: int | None = None) -> bool:
+        """Commit ``prepared`` as one, durably when this returns; False (and every one of
+        them aborted) when ``sequence`` is not above the last committed under the key."""
+        txns = _prepared(prepared)
+        if sequence is not None:
+            if type(sequence) is not int or sequence < 0:
+                raise InvalidArgument(f"sequence must be a non-negative integer, not "
+                                      f"{sequence!r}")
+            if self.committed is not None and sequence <= self.committed:
+                self.abort(txns)
+                return False
+        self.doc["pending"] = {"sequence": sequence, "transactions": [list(t) for t in txns]}
+        self.owner.write(self.key, self.doc)  # the decision: from here on it commits
+        failpoint("decision.after_decide")
+        self.owner.finish(self.key, self.doc)
+        return True
+
+    def abort(self, prepared: Sequence[Any]) -> None:
+        """Abort ``prepared`` (one already gone is skipped)."""
+        for tid, pid, epoch in _prepared(prepared):
+            try:
+                self.owner.coordinator.end(tid, pid, epoch, False, retry=True)
+            except ProducerFenced:
+                pass  # aborted already, or its id taken over (which aborted it)
+
+
+class Decisions:
+    """The decision keys of one data dir."""
+
+    def __init__(self, data_dir: str, coordinator: Coordinator,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+        self.dir = os.path.join(data_dir, TXN_DIR, DIR)
+        self.coordinator = coordinator
+        self.lock_wait = lock_wait
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.dir, urllib.parse.quote(key, safe="") + ".json")
+
+    @staticmethod
+    def check_key(key: Any) -> str:
+        if type(key) is not str or not key or len(urllib.parse.quote(key, safe="")) > \
+                MAX_KEY_BYTES or not key.isprintable():
+            raise InvalidArgument(f"a decision key is a printable string of at most "
+                                  f"{MAX_KEY_BYTES} bytes once encoded, not {key!r}")
+        return key
+
+    @contextlib.contextmanager
+    def holding(self, key: str, wait: bool = True) -> Iterator[Decision | None]:
+        """The key, its lock held for the block and its pending decision finished first
+        (None, nothing done, with ``wait=False`` when another holds it)."""
+        self.check_key(key)
+        for d in (os.path.dirname(self.dir), self.dir):
+            if guard.make_dir(d):
+                files.fsync_dir(os.path.dirname(d))
+        lock = self.path(key)[:-len(".json")] + ".lock"
+        fd = open_lock_file(lock)
+        try:
+            if wait:
+                acquire(fd, lock, self.lock_wait)
+            elif not try_lock(fd):
+                yield None
+                return
+            doc = self.read(key)
+            if doc["pending"] is not None:
+                self.finish(key, doc)
+            yield Decision(self, key, doc)
+        finally:
+            os.close(fd)
+
+    def read(self, key: str) -> dict[str, Any]:
+        path = self.path(key)
+        raw = jsondoc.read(path, WHAT, limit=64 << 20, fix=FIX)
+        if raw is None:
+            return {"key": key, "committed": None, "pending": None}
+        doc = jsondoc.unseal(raw, path, WHAT, FIX)
+        self._check(doc, key, path)
+        return doc
+
+    def write(self, key: str, doc: dict[str, Any]) -> None:
+        files.write_atomic(self.path(key), jsondoc.seal(doc))
+
+    def finish(self, key: str, doc: dict[str, Any]) -> None:
+        """(Lock held.) Complete every transaction of the pending decision (each idempotent),
+        then record it committed."""
+        pending = doc["pending"]
+        for tid, pid, epoch in pending["transactions"]:
+            try:
+                self.coordinator.end(tid, pid, epoch, True, retry=True)
+            except ProducerFenced as e:
+                raise RivvenError(
+                    f"decision {key!r}: transaction {tid!r} (producer id {pid}, epoch {epoch}) "
+                    f"was to commit but is gone ({e}); something aborted a prepared "
+                    "transaction of a decision (rivven txn abort?): its records are lost, the "
+                    "others of the decision committed") from None
+            failpoint("decision.after_complete_one")
+        if pending["sequence"] is not None:
+            doc["committed"] = pending["sequence"]
+        doc["pending"] = None
+        self.write(key, doc)
+
+    def recover(self) -> list[dict[str, Any]]:
+        """Finish every pending decision no other process is working on: one row per key
+        acted on (``key, action`` committed, busy or failed, ``error``)."""
+        try:
+            names = sorted(n for n in os.listdir(self.dir) if n.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        rows = []
+        for n in names:
+            key = urllib.parse.unquote(n[:-len(".json")])
+            try:
+                if self.read(key)["pending"] is None:
+                    continue  # (a look without the lock: most keys are settled)
+                with self.holding(key, wait=False) as got:
+                    rows.append({"key": key, "action": "committed" if got else "busy",
+                                 "error": None})
+            except (RivvenError, OSError) as e:
+                rows.append({"key": key, "action": "failed", "error": str(e)})
+        return rows
+
+    @staticmethod
+    def _check(doc: Any, key: str, path: str) -> None:
+        def bad(reason: str) -> DamagedMetadata:
+            return jsondoc.damaged(path, WHAT, reason, FIX)
+
+        if set(doc) != {"key", "committed", "pending"} or doc["key"] != key:
+            raise bad(f"keys {sorted(doc)} / key {jsondoc.shown(doc.get('key'))}, expected "
+                      f"key, committed, pending of {key!r}")
+        c = doc["committed"]
+        if c is not None and (type(c) is not int or not 0 <= c <= jsondoc.MAX_INT):
+            raise bad(f"committed is {jsondoc.shown(c)}")
+        p = doc["pending"]
+        if p is None:
+            return
+        if type(p) is not dict or set(p) != {"sequence", "transactions"}:
+            raise bad(f"pending is {jsondoc.shown(p)}")
+        s = p["sequence"]
+        if s is not None and (type(s) is not int or not 0 <= s <= jsondoc.MAX_INT):
+            raise bad(f"pending sequence is {jsondoc.shown(s)}")
+        t = p["transactions"]
+        if type(t) is not list or len(t) > 1_000_000:
+            raise bad("pending transactions is not a list")
+        try:
+            _prepared(t)
+        except InvalidArgument as e:
+            raise bad(str(e)) from None
