@@ -297,7 +297,30 @@ class RivvenDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> RivvenReader:
+        """``spark.read.format("rivven")``: a topic as a batch DataFrame."""
         for k in ("path", "topic"):
             if k not in self.options:
                 raise ValueError(f"the rivven source needs .option({k!r}, ...)")
         return RivvenReader(dict(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        """``df.write.format("rivven")...save()``: all rows visible at once, or none
+        (engine.spark.sink)."""
+        if overwrite:
+            raise ValueError("the rivven sink appends: use .mode('append') (a topic is a log; "
+                             "rivven delete-records or topic delete remove records)")
+        from .sink import RivvenBatchWriter
+
+        return RivvenBatchWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802
+        """``df.writeStream.format("rivven")``: each micro-batch visible once, exactly."""
+        from .sink import RivvenStreamWriter
+
+        return RivvenStreamWriter(dict(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> Any:  # noqa: N802
+        """``spark.readStream.format("rivven")`` (engine.spark.stream_source)."""
+        from .stream_source import RivvenStreamReader
+
+        return RivvenStreamReader(dict(self.options))

@@ -29,7 +29,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 EARLIEST, LATEST = -2, -1
 ROWS_PER_READ = 65536
@@ -125,7 +130,7 @@ def prorate(lags: dict[tuple[str, int], int], limit: int) -> dict[tuple[str, int
     return share
 
 
-class RivvenStreamReader(DataSourceStreamReader):
+class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
         o = {k.lower(): v for k, v in options.items()}
         if not o.get("path"):
@@ -146,6 +151,7 @@ class RivvenStreamReader(DataSourceStreamReader):
             self.max_per_trigger = int(raw)
         self.keyring = o.get("keyring")
         self.latest: Offsets | None = None
+        self.target: Offsets | None = None  # Trigger.AvailableNow: read up to here, no further
 
     # ---------------------------------------------------------------- the driver
     def _bounds(self) -> Bounds:
@@ -190,6 +196,13 @@ class RivvenStreamReader(DataSourceStreamReader):
                 "lost. Set .option('failOnDataLoss', 'false') to skip to the log start")
         return start
 
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        """Trigger.AvailableNow: what is there now is the end (in as many micro-batches as
+        maxOffsetsPerTrigger makes it), records appended later wait for the next run."""
+        b = self._bounds()
+        self.target = {t: {str(p): end for p, (_, end) in parts.items()}
+                       for t, parts in b.parts.items()}
+
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.max_per_trigger is None:
             return ReadAllAvailable()
@@ -209,6 +222,11 @@ class RivvenStreamReader(DataSourceStreamReader):
                 elif at > end:
                     raise DataLoss(f"{topic}-{p}: the query is at offset {at}, past the log "
                                    f"end {end}: was the topic deleted and created again?")
+                if self.target is not None:
+                    cap = self.target.get(topic, {}).get(str(p))
+                    if cap is None:
+                        continue  # (new since the run began: the next run reads it)
+                    end = max(at, min(end, cap))
                 begin[(topic, p)], ends[(topic, p)] = at, end
         if isinstance(limit, ReadMaxRows):
             share = prorate({k: ends[k] - begin[k] for k in begin}, limit.max_rows)

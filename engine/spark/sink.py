@@ -1,0 +1,280 @@
+"""Topics as a Spark sink, exactly once: ``df.write.format("rivven")`` and
+``df.writeStream.format("rivven")``.
+
+Input columns as Kafka's sink takes them: ``value`` (binary or string; null: a tombstone),
+and optionally ``key`` (binary or string), ``headers`` (array<struct<key string, value
+binary>>), ``partition`` (int; null: where ``eng.produce`` puts the row), ``timestamp``
+(timestamp or long milliseconds; null: now) and ``topic`` (string; null: the ``topic``
+option). Other columns are ignored, as Kafka's sink ignores them. Keyed rows go where
+``eng.produce`` puts them (murmur2 of the key).
+
+Exactly once, a two-phase commit (engine.txn.decisions):
+- every task writes its rows in a transaction of its own and *prepares* it (durable, never
+  timed out) — nothing is visible yet — and sends the prepared transaction to the driver;
+- the driver's commit commits all of them as one under a decision key: the decision is
+  written first, so a driver killed part way is finished by the next writer of the key or
+  the next writable open of the data dir;
+- a streaming sink's decision key is the query's (from its checkpoint location, or the
+  ``transactionalIdPrefix`` option) and its sequence the micro-batch id: a batch that runs
+  again after a restart (the same id) is a replay, its transactions aborted, so each batch
+  is visible once; task ``p`` of every micro-batch uses one transactional id, so a retried
+  or restarted task fences and aborts what an earlier attempt left;
+- a batch write (``save()``) has a decision key of its own: all of it becomes visible or,
+  when a task fails, nothing (its transactions and those of failed attempts are aborted).
+Readers with read_uncommitted see prepared rows before the commit, and rows of aborted
+attempts (as Kafka's read_uncommitted does).
+
+Options: ``path`` (required; the same data dir at this path on every executor), ``topic``
+(unless every row has a ``topic``), ``transactionalIdPrefix`` (a streaming query's decision
+key; default: from ``checkpointLocation``), ``transactionTimeoutMs`` (a task's transaction
+before it is prepared; default 900000), ``keyring`` (an encrypted topic's keyring file,
+where the executors run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+COLUMNS = ("value", "key", "headers", "partition", "timestamp", "topic")
+
+
+@dataclass
+class Written(WriterCommitMessage):
+    """A task's answer: its prepared transaction and what it wrote."""
+
+    prepared: tuple[str, int, int]
+    rows: int
+
+
+class SinkOptions:
+    def __init__(self, options: dict[str, str], schema: Any) -> None:
+        o = {k.lower(): v for k, v in options.items()}
+        if not o.get("path"):
+            raise ValueError("the rivven sink needs .option('path', DATA_DIR)")
+        self.path = o["path"]
+        self.topic = o.get("topic") or None
+        names = {f.name for f in schema.fields}
+        if "value" not in names:
+            raise ValueError("the rivven sink needs a 'value' column (binary or string); "
+                             "key, headers, partition, timestamp and topic are optional")
+        if self.topic is None and "topic" not in names:
+            raise ValueError("the rivven sink needs .option('topic', T) or a 'topic' column")
+        self.keyring = o.get("keyring")
+        raw = o.get("transactiontimeoutms", str(TIMEOUT_MS))
+        if not raw.isdigit() or not 1 <= int(raw) < 1 << 31:
+            raise ValueError(f"transactionTimeoutMs {raw!r}: milliseconds, 1 to 2147483647")
+        self.timeout_ms = int(raw)
+        self.prefix = o.get("transactionalidprefix")
+        self.checkpoint = o.get("checkpointlocation")
+
+    def check_topic(self) -> None:
+        """(The driver.) The ``topic`` option names a topic that exists."""
+        if self.topic is None:
+            return
+        from engine import Engine
+
+        with Engine.open(self.path, read_only=True, keyring=self.keyring) as eng:
+            eng.topic(self.topic)
+
+
+# ---------------------------------------------------------------- the executors
+_engines: dict[tuple[int, str, str | None], Any] = {}
+
+
+def writable_engine(path: str, keyring: str | None) -> Any:
+    """A writable engine per Python worker (workers are reused across tasks)."""
+    from engine import Engine
+
+    key = (os.getpid(), path, keyring)
+    eng = _engines.get(key)
+    if eng is None or eng.closed:
+        eng = _engines[key] = Engine.open(path, keyring=keyring)
+    return eng
+
+
+def _task() -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, 0
+    return ctx.partitionId(), ctx.attemptNumber()
+
+
+def rows_of(batch: Any, default_topic: str | None) -> dict[str, dict[str, Any]]:
+    """A record batch as ``{topic: produce_batch arguments}``, rows in order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    n = batch.num_rows
+
+    def col(name: str) -> Any:
+        return batch.column(names.index(name)) if name in names else None
+
+    def binary(name: str) -> list | None:
+        c = col(name)
+        if c is None:
+            return None
+        if pa.types.is_string(c.type) or pa.types.is_large_string(c.type):
+            c = c.cast(pa.binary())
+        elif not (pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type)):
+            raise ValueError(f"the rivven sink's {name!r} column is {c.type}: use binary or "
+                             "string")
+        return c.to_pylist()
+
+    values = binary("value")
+    keys = binary("key")
+    parts = col("partition")
+    partitions = None
+    if parts is not None:
+        if not pa.types.is_integer(parts.type):
+            raise ValueError(f"the rivven sink's 'partition' column is {parts.type}: use int")
+        partitions = parts.to_pylist()
+    ts = col("timestamp")
+    timestamps = None
+    if ts is not None:
+        if pa.types.is_timestamp(ts.type):
+            ts = pc.cast(ts, pa.timestamp("ms", tz=ts.type.tz), safe=False).cast(pa.int64())
+        elif not pa.types.is_integer(ts.type):
+            raise ValueError(f"the rivven sink's 'timestamp' column is {ts.type}: use timestamp "
+                             "or long milliseconds")
+        timestamps = ts.to_pylist()
+    hcol = col("headers")
+    headers = None
+    if hcol is not None:
+        headers = [[(h["key"], h["value"]) for h in row] if row else []
+                   for row in hcol.to_pylist()]
+    tcol = col("topic")
+    topics = [default_topic] * n
+    if tcol is not None:
+        topics = [t if t is not None else default_topic for t in tcol.to_pylist()]
+        if None in topics:
+            raise ValueError("a row has a null 'topic' and the sink has no 'topic' option")
+    groups: dict[str, list[int] | None]
+    if len(set(topics)) <= 1:
+        groups = {topics[0]: None} if n else {}
+    else:
+        groups = {}
+        for i, t in enumerate(topics):
+            groups.setdefault(t, []).append(i)  # type: ignore[union-attr]
+    out: dict[str, dict[str, Any]] = {}
+    for topic, ix in groups.items():
+        m = n if ix is None else len(ix)
+        out[topic] = {"values": _pick(values, ix), "keys": _pick(keys, ix) or [None] * m,
+                      "headers": _pick(headers, ix) or [()] * m,
+                      "timestamps": _pick(timestamps, ix) or [None] * m,
+                      "partitions": _pick(partitions, ix) or [None] * m}
+    return out
+
+
+def _pick(xs: list | None, ix: list[int] | None) -> list | None:
+    return xs if xs is None or ix is None else [xs[i] for i in ix]
+
+
+def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any]) -> Written:
+    """(A task.) The rows in one transaction of ``tid``, prepared."""
+    eng = writable_engine(opts.path, opts.keyring)
+    tp = eng.producer(transactional_id=tid, transaction_timeout_ms=opts.timeout_ms,
+                      decision_key=key)
+    rows = 0
+    try:
+        tp.begin()
+        for batch in batches:
+            for topic, a in rows_of(batch, opts.topic).items():
+                tp.produce_batch(topic, a["values"], keys=a["keys"], headers=a["headers"],
+                                 timestamps=a["timestamps"], partitions=a["partitions"])
+                rows += len(a["values"])
+        prepared = tp.prepare()
+    finally:
+        tp.close()  # (aborts the transaction unless it was prepared)
+    return Written(tuple(prepared), rows)  # type: ignore[arg-type]
+
+
+def _prepared(messages: list[Any]) -> list[tuple[str, int, int]]:
+    return [m.prepared for m in messages if m is not None]
+
+
+def _orphans(eng: Any, key: str, keep: set[str]) -> None:
+    """Abort the open transactions of ``key``'s ids that no answer names (attempts that
+    failed before they prepared, or whose answer was lost)."""
+    for row in eng.transactions():
+        tid = row["transactional_id"]
+        if tid.startswith(key + "-") and tid not in keep:
+            eng.abort_transaction(tid)
+
+
+# ---------------------------------------------------------------- df.write
+class RivvenBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, str], schema: Any) -> None:
+        self.opts = SinkOptions(options, schema)
+        self.opts.check_topic()
+        self.key = f"spark-write-{uuid.uuid4().hex[:16]}"
+
+    def write(self, iterator: Iterator[Any]) -> Written:  # type: ignore[override]
+        partition, attempt = _task()
+        return write_rows(self.opts, f"{self.key}-{partition}-{attempt}", self.key, iterator)
+
+    def commit(self, messages: list[Any]) -> None:  # type: ignore[override]
+        from engine import Engine
+
+        prepared = _prepared(messages)
+        with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
+            eng.commit_prepared(self.key, prepared)
+            _orphans(eng, self.key, {p[0] for p in prepared})
+
+    def abort(self, messages: list[Any]) -> None:  # type: ignore[override]
+        from engine import Engine
+
+        with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
+            eng.abort_prepared(self.key, _prepared(messages))
+            _orphans(eng, self.key, set())
+
+
+# ---------------------------------------------------------------- df.writeStream
+def stream_key(opts: SinkOptions) -> str:
+    """A streaming query's decision key: stable across restarts from its checkpoint."""
+    if opts.prefix:
+        return f"spark-stream-{opts.prefix}"
+    if not opts.checkpoint:
+        raise ValueError("the rivven streaming sink needs .option('checkpointLocation', DIR) "
+                         "(its exactly-once state is keyed by it) or "
+                         ".option('transactionalIdPrefix', NAME)")
+    where = os.path.realpath(opts.checkpoint) if "://" not in opts.checkpoint \
+        else opts.checkpoint
+    return "spark-stream-" + hashlib.sha256(where.encode()).hexdigest()[:20]
+
+
+class RivvenStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: dict[str, str], schema: Any) -> None:
+        self.opts = SinkOptions(options, schema)
+        self.opts.check_topic()
+        self.key = stream_key(self.opts)
+
+    def write(self, iterator: Iterator[Any]) -> Written:  # type: ignore[override]
+        partition, _ = _task()
+        return write_rows(self.opts, f"{self.key}-{partition}", self.key, iterator)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        from engine import Engine
+
+        with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
+            eng.commit_prepared(self.key, _prepared(messages), batchId)
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        from engine import Engine
+
+        with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
+            eng.abort_prepared(self.key, _prepared(messages))
