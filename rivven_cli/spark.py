@@ -173,3 +173,52 @@ def reencrypt(
     render_reencrypt(out, json)
     if dry_run and not json and out["command"]:
         typer.echo(shlex.join(out["command"]))
+
+
+@app.command()
+def stream(
+    from_: Annotated[str, typer.Option("--from", help="The topic to read (read_committed).")],
+    to: Annotated[str, typer.Option("--to", help="The topic to write, exactly once.")],
+    transform: Annotated[str | None, typer.Option(
+        "--transform", help="Spark SQL over the view 'input' (columns topic, partition, "
+        "offset, timestamp, key, value, headers) giving value and optionally key, headers, "
+        "partition, timestamp, e.g. \"SELECT key, upper(cast(value AS string)) AS value "
+        "FROM input\". Default: key, value and headers as they are.")] = None,
+    checkpoint: Annotated[str | None, typer.Option(
+        "--checkpoint", help="The query's checkpoint folder (its offsets; a restart resumes "
+        "there). Default: DATA_DIR/.streams/FROM--TO.")] = None,
+    starting_offsets: Annotated[str, typer.Option(
+        "--starting-offsets", help="Where a new query starts: earliest, latest, or Kafka's "
+        "JSON ({\"t\": {\"0\": 23}}); a restart resumes at its checkpoint.")] = "earliest",
+    max_offsets: Annotated[int | None, typer.Option(
+        "--max-offsets-per-trigger", min=1, help="Records per micro-batch at most.")] = None,
+    trigger_ms: Annotated[int, typer.Option(
+        "--trigger-ms", min=0, help="Micro-batch interval (0: as fast as it goes).")] = 1000,
+    available_now: Annotated[bool, typer.Option(
+        "--available-now", help="Copy what is there now, then stop (Trigger.AvailableNow).")
+    ] = False,
+    master: MasterOpt = "local[*]",
+    conf: ConfOpt = None,
+    deploy_mode: DeployModeOpt = None,
+    dry_run: DryRunOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """Copy (and transform) a topic into another with Spark Structured Streaming, exactly
+    once, until Ctrl-C (which stops the query cleanly) or, with --available-now, until it
+    has caught up. Progress shows micro-batches, rows/s and the lag. --dry-run prints the
+    exact spark-submit command."""
+    from engine.spark.submit import stream as run
+
+    out = _with_progress(lambda eng, update: run(
+        eng, from_, to, transform, checkpoint, master, conf or [], deploy_mode, available_now,
+        trigger_ms, starting_offsets, max_offsets, dry_run, update))
+    if json:
+        print_json(out)
+        return
+    if dry_run:
+        typer.echo(shlex.join(out["command"]))
+        return
+    how = "stopped" if out.get("stopped") else "caught up" if available_now else "ended"
+    info(f"stream {from_} -> {to} {how}: {plural(out.get('batches', 0), 'micro-batch', 'micro-batches')}, "
+         f"{plural(out.get('rows', 0), 'record', thousands=True)} copied exactly once in "
+         f"{out['seconds']:.1f} s on {out['master']} (checkpoint {out['checkpoint']})")

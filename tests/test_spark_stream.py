@@ -52,10 +52,12 @@ def test_batch_sink_writes_rows_where_produce_puts_them(spark, data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("out", 3)
         eng.create_topic("side", 1)
-    rows = [(f"k{i}", f"v{i}", "side" if i % 10 == 0 else None) for i in range(200)]
+        eng.create_topic("side2", 1)
+    rows = [(f"k{i}", f"v{i}", "side" if i % 10 == 0 else "out") for i in range(200)]
     df = spark.createDataFrame(rows, "key string, value string, topic string")
-    df.write.format("rivven").option("path", data_dir).option("topic", "out") \
-        .mode("append").save()
+    df.write.format("rivven").option("path", data_dir).mode("append").save()  # per row
+    df.where("topic = 'side'").write.format("rivven").option("path", data_dir) \
+        .option("topic", "side2").mode("append").save()  # the option overrides the column
     with Engine.open(data_dir) as eng:
         got = committed(eng, "out")
         assert sorted(v for rs in got.values() for _, v in rs) == sorted(
@@ -64,6 +66,7 @@ def test_batch_sink_writes_rows_where_produce_puts_them(spark, data_dir):
             for k, _ in rs:
                 assert partition_for_key(k, 3) == p
         assert values(eng, "side") == sorted(f"v{i}".encode() for i in range(0, 200, 10))
+        assert values(eng, "side2") == values(eng, "side")
         assert eng.transactions() == []  # nothing left open
 
 

@@ -4,8 +4,9 @@
 Input columns as Kafka's sink takes them: ``value`` (binary or string; null: a tombstone),
 and optionally ``key`` (binary or string), ``headers`` (array<struct<key string, value
 binary>>), ``partition`` (int; null: where ``eng.produce`` puts the row), ``timestamp``
-(timestamp or long milliseconds; null: now) and ``topic`` (string; null: the ``topic``
-option). Other columns are ignored, as Kafka's sink ignores them. Keyed rows go where
+(timestamp or long milliseconds; null: now) and ``topic`` (string; the ``topic`` option,
+when given, overrides it, as in Kafka's sink). Other columns are ignored, as Kafka's sink
+ignores them. Keyed rows go where
 ``eng.produce`` puts them (murmur2 of the key).
 
 Exactly once, a two-phase commit (engine.txn.decisions):
@@ -114,7 +115,8 @@ def _task() -> tuple[int, int]:
 
 
 def rows_of(batch: Any, default_topic: str | None) -> dict[str, dict[str, Any]]:
-    """A record batch as ``{topic: produce_batch arguments}``, rows in order."""
+    """A record batch as ``{topic: produce_batch arguments}``, rows in order: all to
+    ``default_topic`` (the ``topic`` option) when given, else each to its ``topic``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -159,7 +161,7 @@ def rows_of(batch: Any, default_topic: str | None) -> dict[str, dict[str, Any]]:
                    for row in hcol.to_pylist()]
     tcol = col("topic")
     topics = [default_topic] * n
-    if tcol is not None:
+    if tcol is not None and default_topic is None:  # (the option wins, as in Kafka's sink)
         topics = [t if t is not None else default_topic for t in tcol.to_pylist()]
         if None in topics:
             raise ValueError("a row has a null 'topic' and the sink has no 'topic' option")

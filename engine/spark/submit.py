@@ -158,46 +158,70 @@ def _die_with_parent() -> None:
 
 def run_spark(cmd: list[str], log_path: str, progress: Progress | None,
               python: str = sys.executable, progress_path: str | None = None,
-              env: dict[str, str] | None = None) -> int:
+              env: dict[str, str] | None = None, stop_path: str | None = None) -> int:
     """Run spark-submit, its output to ``log_path``; ``progress(what, tasks, tasks done)``
     as the job's ``progress.json`` (``progress_path``, see job.Watch) says, read every
     0.25 s while the job runs and once at its end. ``env``: more environment for it (an
-    encrypted topic's keys: engine.spark.keys)."""
+    encrypted topic's keys: engine.spark.keys). ``stop_path`` (a job that runs until told):
+    Ctrl-C creates that file, which the job reads as "stop cleanly", and waits for it to
+    exit (a second Ctrl-C kills it); the job runs in a session of its own so the terminal's
+    interrupt reaches this process alone."""
     with open(log_path, "wb", opener=guard.opener) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env={**environment(python), **(env or {})},
-                                preexec_fn=_die_with_parent, bufsize=0)
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        tail = b""
-        started = False
-        shown: dict[str, Any] | None = None
-        looked = 0.0  # when progress.json was last read
+                                preexec_fn=_die_with_parent, bufsize=0,
+                                start_new_session=stop_path is not None)
+        try:
+            return _follow(proc, log, progress, progress_path)
+        except KeyboardInterrupt:
+            if stop_path is None:
+                raise
+            with open(stop_path, "w", opener=guard.opener):
+                pass
+            if progress is not None:
+                progress("stopping the query (Ctrl-C again kills it)", 0, 0)
+            try:
+                return _follow(proc, log, progress, progress_path)
+            except KeyboardInterrupt:
+                proc.kill()
+                proc.wait()
+                raise
 
-        def look() -> None:
-            nonlocal shown, looked
-            looked = time.monotonic()
-            state = read_progress(progress_path) if progress_path is not None else None
-            if state is not None and state != shown and progress is not None:
-                shown = state
-                progress(*describe_progress(state))
 
-        while True:
-            if select.select([fd], [], [], 0.25)[0]:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                log.write(chunk)
-                if not started:
-                    tail = (tail + chunk)[-4096:]
-                    if STARTED.encode() in tail:
-                        started = True
-                        failpoint("spark-job-running")  # tests kill the launcher while the job runs
-            if progress is not None and time.monotonic() - looked >= 0.25:
-                look()  # (at most every 0.25 s, not once per chunk of output)
-        if progress is not None:
-            look()  # the final counts
-        return proc.wait()
+def _follow(proc: subprocess.Popen, log: Any, progress: Progress | None,
+            progress_path: str | None) -> int:
+    """Copy the job's output to ``log`` and show its progress until it exits."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    tail = b""
+    started = False
+    shown: dict[str, Any] | None = None
+    looked = 0.0  # when progress.json was last read
+
+    def look() -> None:
+        nonlocal shown, looked
+        looked = time.monotonic()
+        state = read_progress(progress_path) if progress_path is not None else None
+        if state is not None and state != shown and progress is not None:
+            shown = state
+            progress(*describe_progress(state))
+
+    while True:
+        if select.select([fd], [], [], 0.25)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            log.write(chunk)
+            if not started:
+                tail = (tail + chunk)[-4096:]
+                if STARTED.encode() in tail:
+                    started = True
+                    failpoint("spark-job-running")  # tests kill the launcher while the job runs
+        if progress is not None and time.monotonic() - looked >= 0.25:
+            look()  # (at most every 0.25 s, not once per chunk of output)
+    if progress is not None:
+        look()  # the final counts
+    return proc.wait()
 
 
 def read_progress(path: str) -> dict[str, Any] | None:
@@ -213,7 +237,13 @@ def read_progress(path: str) -> dict[str, Any] | None:
 def describe_progress(state: dict[str, Any]) -> tuple[str, int, int]:
     """``progress.json`` as a progress call ``(what, tasks, tasks done)``: ``spark: planning``
     (no job yet: counts 0), ``spark: stage 2/3`` (the stages of the jobs so far, the first
-    one not done), ``spark: finishing`` (no job running)."""
+    one not done), ``spark: finishing`` (no job running); a streaming job's micro-batches,
+    rows, rate and lag."""
+    if state.get("phase") == "streaming":
+        lag = state.get("lag")
+        return (f"stream: batch {state.get('batch', -1)}, {int(state.get('rows', 0)):,} rows, "
+                f"{float(state.get('rows_per_s') or 0):,.0f} rows/s, lag "
+                f"{'-' if lag is None else f'{int(lag):,}'}", 0, 0)
     n, k = int(state.get("stages", 0)), int(state.get("stages_done", 0))
     total, done = int(state.get("tasks", 0)), int(state.get("tasks_done", 0))
     phase = state.get("phase")
@@ -355,7 +385,7 @@ def _compact(eng: Engine, topic: str, partitions: list[int] | None, master: str,
 @contextlib.contextmanager
 def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], master: str,
                confs: list[str], deploy_mode: str | None, dry_run: bool,
-               progress: Progress | None, out: dict[str, Any]
+               progress: Progress | None, out: dict[str, Any], stoppable: bool = False
                ) -> Iterator[tuple[dict[str, Any] | None, str]]:
     """Stage ``job`` (plus the engine zip) in DATA/.compaction/<run>/, run ``script`` with
     spark-submit and yield ``(result.json, staging folder)`` for the caller to apply; yields
@@ -391,7 +421,8 @@ def submission(eng: Engine, app_name: str, script: str, job: dict[str, Any], mas
             return
         log_path = os.path.join(eng.path, STAGING, f"{run_id}.spark.log")
         t1 = time.time()
-        rc = run_spark(cmd, log_path, progress, python, os.path.join(staging, PROGRESS), env)
+        rc = run_spark(cmd, log_path, progress, python, os.path.join(staging, PROGRESS), env,
+                       os.path.join(staging, "stop") if stoppable else None)
         out["spark_s"] = time.time() - t1
         out["spark_log"] = log_path
         result_path = os.path.join(staging, "result.json")
@@ -483,3 +514,39 @@ def reencrypt(eng: Engine, topic: str, master: str = "local[*]", confs: list[str
     if dry_run:
         runner([])  # (the exact command the pass would run)
     return {**extra, **out}
+
+
+STREAMS = ".streams"  # default checkpoints of `rivven spark stream`, in the data dir
+
+
+def stream(eng: Engine, source: str, dest: str, transform: str | None = None,
+           checkpoint: str | None = None, master: str = "local[*]",
+           confs: list[str] | None = None, deploy_mode: str | None = None,
+           available_now: bool = False, trigger_ms: int = 1000,
+           starting_offsets: str = "earliest", max_offsets: int | None = None,
+           dry_run: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """A streaming copy ``source`` -> ``dest`` (through ``transform``, SQL over the view
+    ``input``) on Spark, exactly once, until Ctrl-C (or, ``available_now``, until caught
+    up). Its offsets live in ``checkpoint`` (default: DATA/.streams/SOURCE--DEST)."""
+    for t in (source, dest):
+        eng.topic(t)  # (an unknown topic: one line now, not a Spark stack trace later)
+    if checkpoint is None:
+        checkpoint = os.path.join(eng.path, STREAMS, f"{source}--{dest}")
+        guard.make_dirs(eng.path, os.path.dirname(checkpoint))
+    options = {"startingOffsets": starting_offsets}
+    if max_offsets is not None:
+        options["maxOffsetsPerTrigger"] = str(max_offsets)
+    out: dict[str, Any] = {"master": master, "command": None, "checkpoint": checkpoint,
+                           "from": source, "to": dest}
+    if not dry_run:
+        check_java()
+    t0 = time.time()
+    job = {"data_dir": eng.path, "from": source, "to": dest, "transform": transform,
+           "checkpoint": checkpoint, "available_now": available_now, "trigger_ms": trigger_ms,
+           "source_options": options, "app_name": f"rivven-stream-{source}-{dest}"}
+    with submission(eng, job["app_name"], "stream_job.py", job, master, confs or [],
+                    deploy_mode, dry_run, progress, out, stoppable=True) as (result, _):
+        if result is not None:
+            out.update({k: result[k] for k in ("batches", "rows", "last_batch", "stopped")})
+    out["seconds"] = time.time() - t0
+    return out

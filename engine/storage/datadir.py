@@ -22,7 +22,8 @@ FORMAT_VERSION = 1
 MARKER = "rivven.json"
 TRASH = "trash"
 # what the engine keeps in the data dir root: never followed when one of them is a link
-OWN_DIRS = ("topics", "wal", TRASH, "groups", "txn", ".compaction", ".tier-cache", ".stats")
+OWN_DIRS = ("topics", "wal", TRASH, "groups", "txn", ".compaction", ".tier-cache", ".stats",
+            ".streams")
 TRASH_NAME_CHARS = 40  # of a topic's name kept in its trash entry's name (for people)
 
 
