@@ -214,3 +214,63 @@ def test_offsets_removed_before_they_were_read_fail_the_query_unless_told(spark,
     run_stream(spark, data_dir, ckpt, failOnDataLoss="false")
     with Engine.open(data_dir) as eng:
         assert values(eng, "out") == sorted(b"%d" % i for i in [*range(10), *range(20, 30)])
+
+
+# ------------------------------------------------------------------ rivven spark stream
+def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_dir):
+    import signal
+    import subprocess
+    import time
+
+    from conftest import RIVVEN, ROOT, run_rivven
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("in", 2)
+        eng.create_topic("out", 1)
+        eng.produce_batch("in", [b"a%d" % i for i in range(300)])
+    cmd = [*RIVVEN, "--data-dir", data_dir, "spark", "stream", "--from", "in", "--to", "out",
+           "--transform", "SELECT key, concat('x', cast(value AS string)) AS value FROM input",
+           "--master", "local[2]", "--trigger-ms", "200"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            with Engine.open(data_dir, read_only=True) as eng:
+                if len(values(eng, "out")) == 300:
+                    break
+            time.sleep(1)
+        with Engine.open(data_dir) as eng:
+            eng.produce_batch("in", [b"b%d" % i for i in range(200)])
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the query stops between micro-batches
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert b"stream in -> out stopped:" in err and b"Traceback" not in err
+    with Engine.open(data_dir) as eng:
+        eng.produce_batch("in", [b"c%d" % i for i in range(100)])
+    r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--transform",
+                   "SELECT key, concat('x', cast(value AS string)) AS value FROM input",
+                   "--available-now", "--master", "local[2]", "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["checkpoint"].endswith(".streams/in--out")
+    with Engine.open(data_dir) as eng:  # resumed at its checkpoint: every record once
+        assert values(eng, "out") == sorted(
+            b"x" + v for v in [b"a%d" % i for i in range(300)] + [b"b%d" % i for i in range(200)]
+            + [b"c%d" % i for i in range(100)])
+
+
+def test_rivven_spark_stream_refuses_unknown_topics_before_spark_starts(data_dir):
+    from conftest import run_rivven
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("in", 1)
+        eng.create_topic("out", 1)
+    r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "nope")
+    assert r.returncode == 1 and b"nope" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "in")
+    assert r.returncode == 1 and b"never catches up" in r.stderr
+    r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--dry-run")
+    assert r.returncode == 0 and b"spark-submit" in r.stdout and b"stream_job.py" in r.stdout

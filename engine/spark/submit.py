@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
-from ..errors import RivvenError, plural
+from ..errors import InvalidArgument, RivvenError, plural
 from ..failpoint import failpoint
 from ..maintenance import compaction
 from ..progress import Progress
@@ -530,6 +530,9 @@ def stream(eng: Engine, source: str, dest: str, transform: str | None = None,
     up). Its offsets live in ``checkpoint`` (default: DATA/.streams/SOURCE--DEST)."""
     for t in (source, dest):
         eng.topic(t)  # (an unknown topic: one line now, not a Spark stack trace later)
+    if source == dest:
+        raise InvalidArgument(f"--from and --to are both {source!r}: a stream into the topic "
+                              "it reads never catches up; write to another topic")
     if checkpoint is None:
         checkpoint = os.path.join(eng.path, STREAMS, f"{source}--{dest}")
         guard.make_dirs(eng.path, os.path.dirname(checkpoint))
