@@ -27,9 +27,10 @@ attempts (as Kafka's read_uncommitted does).
 
 Options: ``path`` (required; the same data dir at this path on every executor), ``topic``
 (unless every row has a ``topic``), ``transactionalIdPrefix`` (a streaming query's decision
-key; default: from ``checkpointLocation``), ``transactionTimeoutMs`` (a task's transaction
-before it is prepared; default 900000), ``keyring`` (an encrypted topic's keyring file,
-where the executors run).
+key; default: from ``checkpointLocation``), ``batchId`` (a batch write inside
+``foreachBatch``: with ``transactionalIdPrefix``, a batch id written before is a no-op),
+``transactionTimeoutMs`` (a task's transaction before it is prepared; default 900000),
+``keyring`` (an encrypted topic's keyring file, where the executors run).
 """
 
 from __future__ import annotations
@@ -220,22 +221,41 @@ def _orphans(eng: Any, key: str, keep: set[str]) -> None:
 
 # ---------------------------------------------------------------- df.write
 class RivvenBatchWriter(DataSourceArrowWriter):
+    """``save()``: all or nothing. With ``batchId`` and ``transactionalIdPrefix`` (a
+    ``foreachBatch`` function's write: ``.option("batchId", batch_id)``), a batch id not above
+    the last one committed under the prefix is a replay and writes nothing: exactly once for
+    output modes the streaming sink cannot take (update, complete)."""
+
     def __init__(self, options: dict[str, str], schema: Any) -> None:
         self.opts = SinkOptions(options, schema)
         self.opts.check_topic()
-        self.key = f"spark-write-{uuid.uuid4().hex[:16]}"
+        raw = {k.lower(): v for k, v in options.items()}.get("batchid")
+        self.batch: int | None = None
+        if raw is not None:
+            if not raw.isdigit():
+                raise ValueError(f"batchId {raw!r}: the micro-batch id foreachBatch gives")
+            if not self.opts.prefix:
+                raise ValueError("batchId needs .option('transactionalIdPrefix', NAME): the "
+                                 "name under which the batch ids are counted")
+            self.batch = int(raw)
+            self.key = f"spark-batch-{self.opts.prefix}"
+        else:
+            self.key = f"spark-write-{uuid.uuid4().hex[:16]}"
 
     def write(self, iterator: Iterator[Any]) -> Written:  # type: ignore[override]
         partition, attempt = _task()
-        return write_rows(self.opts, f"{self.key}-{partition}-{attempt}", self.key, iterator)
+        tid = f"{self.key}-{partition}" if self.batch is not None else \
+            f"{self.key}-{partition}-{attempt}"
+        return write_rows(self.opts, tid, self.key, iterator)
 
     def commit(self, messages: list[Any]) -> None:  # type: ignore[override]
         from engine import Engine
 
         prepared = _prepared(messages)
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.commit_prepared(self.key, prepared)
-            _orphans(eng, self.key, {p[0] for p in prepared})
+            eng.commit_prepared(self.key, prepared, self.batch)
+            if self.batch is None:
+                _orphans(eng, self.key, {p[0] for p in prepared})
 
     def abort(self, messages: list[Any]) -> None:  # type: ignore[override]
         from engine import Engine
