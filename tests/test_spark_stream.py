@@ -274,3 +274,25 @@ def test_rivven_spark_stream_refuses_unknown_topics_before_spark_starts(data_dir
     assert r.returncode == 1 and b"never catches up" in r.stderr
     r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--dry-run")
     assert r.returncode == 0 and b"spark-submit" in r.stdout and b"stream_job.py" in r.stdout
+
+
+def test_a_foreach_batch_write_with_a_batch_id_written_before_is_a_no_op(spark, data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("totals", 2, {"cleanup.policy": "compact"})
+    df = spark.createDataFrame([("c1", "10"), ("c2", "20")], "key string, value string")
+
+    def write(frame, batch_id):
+        (frame.write.format("rivven").option("path", data_dir).option("topic", "totals")
+         .option("transactionalIdPrefix", "totals-q").option("batchId", batch_id)
+         .mode("append").save())
+
+    write(df, 0)
+    write(df, 0)  # a replay of batch 0 (the query restarted before its commit was noted)
+    write(df.selectExpr("key", "'11' as value").where("key = 'c1'"), 1)
+    with Engine.open(data_dir) as eng:
+        assert values(eng, "totals") == [b"10", b"11", b"20"]
+        assert eng.decision("spark-batch-totals-q")["committed"] == 1
+        assert eng.transactions() == []
+    with pytest.raises(Exception, match="batchId needs .option\\('transactionalIdPrefix'"):
+        df.write.format("rivven").option("path", data_dir).option("topic", "totals") \
+            .option("batchId", 3).mode("append").save()
