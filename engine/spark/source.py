@@ -323,4 +323,4 @@ class RivvenDataSource(DataSource):
         """``spark.readStream.format("rivven")`` (engine.spark.stream_source)."""
         from .stream_source import RivvenStreamReader
 
-        return RivvenStreamReader(dict(self.options))
+        return RivvenStreamReader(dict(self.options), [f.name for f in schema.fields])

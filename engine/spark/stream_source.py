@@ -15,9 +15,11 @@ Options, named as Kafka's source names them:
                        before they were read fail the query; false: skip to the log start
   keyring              an encrypted topic's keyring file (where the executors run)
 
-A micro-batch reads each partition from its start offset to its end offset with the engine's
-own reader (every tier; read_committed leaves out aborted transactions and markers), one Spark
-task per partition, as Arrow record batches of the batch source's schema.
+A user schema with a subset of the columns (``readStream.schema("key binary, value
+binary")``) reads only those. A micro-batch reads each partition from its start offset to its
+end offset with the engine's own reader (every tier; read_committed leaves out aborted
+transactions and markers), one Spark task per partition, as Arrow record batches of the
+batch source's schema.
 """
 
 from __future__ import annotations
@@ -130,9 +132,16 @@ def prorate(lags: dict[tuple[str, int], int], limit: int) -> dict[tuple[str, int
     return share
 
 
+COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+
 class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], columns: list[str] | None = None) -> None:
         o = {k.lower(): v for k, v in options.items()}
+        self.columns = list(columns or COLUMNS)
+        unknown = [c for c in self.columns if c not in COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown rivven column(s) {unknown}: use {', '.join(COLUMNS)}")
         if not o.get("path"):
             raise ValueError("the rivven stream source needs .option('path', DATA_DIR)")
         self.path = o["path"]
@@ -256,7 +265,8 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ---------------------------------------------------------------- the executors
     def read(self, partition: Range) -> Iterator[Any]:  # type: ignore[override]
-        return read_range(self.path, partition, self.committed, self.fail_on_loss, self.keyring)
+        return read_range(self.path, partition, self.committed, self.fail_on_loss, self.keyring,
+                          self.columns)
 
 
 _engines: dict[tuple[int, str, str | None], Any] = {}
@@ -274,8 +284,9 @@ def _engine(path: str, keyring: str | None) -> Any:
 
 
 def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
-               keyring: str | None) -> Iterator[Any]:
-    """Arrow record batches of ``[r.start, r.end)`` of one partition."""
+               keyring: str | None, columns: list[str] | tuple[str, ...] = COLUMNS
+               ) -> Iterator[Any]:
+    """Arrow record batches (``columns`` only) of ``[r.start, r.end)`` of one partition."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -305,11 +316,15 @@ def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
             t = t.filter(pc.less(offsets, r.end))
         n = t.num_rows
         if n:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([r.topic] * n, pa.string()), pa.array([r.partition] * n, pa.int32()),
-                 t.column("offset").combine_chunks(),
-                 t.column("timestamp").combine_chunks().cast(pa.int64()),
-                 t.column("key").combine_chunks(), t.column("value").combine_chunks(),
-                 t.column("headers").combine_chunks()],
-                names=["topic", "partition", "offset", "timestamp", "key", "value", "headers"])
+            arrays = []
+            for c in columns:
+                if c == "topic":
+                    arrays.append(pa.array([r.topic] * n, pa.string()))
+                elif c == "partition":
+                    arrays.append(pa.array([r.partition] * n, pa.int32()))
+                elif c == "timestamp":
+                    arrays.append(t.column(c).combine_chunks().cast(pa.int64()))
+                else:
+                    arrays.append(t.column(c).combine_chunks())
+            yield pa.RecordBatch.from_arrays(arrays, names=list(columns))
         offset = pc.max(t.column("offset")).as_py() + 1 if n else r.end
