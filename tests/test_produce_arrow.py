@@ -232,3 +232,40 @@ def test_rows_with_big_headers_are_split_until_their_batches_fit(data_dir):
         out = eng.produce_arrow("t", t)
         assert len(out) >= 4 and sum(n for _, _, n in out) == 40  # (one batch: 37 KB)
         assert [len(r.headers[0][1]) for r in eng.read("t", 0, 0, 100)] == [900] * 40
+
+
+def test_a_transactional_producer_writes_tables_in_its_transaction(data_dir):
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", partitions=2, config={"max.message.bytes": "20000"})
+        tp = eng.producer(transactional_id="tx")
+        tp.begin()
+        table = pa.table({"key": [b"k%d" % (i % 5) for i in range(1000)],
+                          "value": [b"x" * 50 + b"%d" % i for i in range(1000)]})
+        out = tp.produce_arrow("t", table)
+        tp.produce("t", [Record(key=b"k1", value=b"mixed")])  # sequences go on after it
+        tp.produce_arrow("t", pa.table({"value": [b"h"], "headers": [[("a", b"1")]]}),
+                         partition=0)
+        assert len(out) > 2 and sum(n for _, _, n in out) == 1000
+        seen = [r.value for p in (0, 1) for r in eng.read("t", p, 0, 5000,
+                                                            isolation_level="read_committed")]
+        assert seen == []  # not before the commit
+        tp.commit()
+        got = {p: [r for r in eng.read("t", p, 0, 5000, isolation_level="read_committed")]
+               for p in (0, 1)}
+        assert sum(len(v) for v in got.values()) == 1002
+        want = [produce_key_partition(eng, b"k%d" % (i % 5)) for i in range(1000)]
+        assert sorted(r.value for rs in got.values() for r in rs) == sorted(
+            [b"x" * 50 + b"%d" % i for i in range(1000)] + [b"mixed", b"h"])
+        for p, rs in got.items():  # keyed rows where produce puts them
+            assert all(want[int(r.value[50:])] == p for r in rs if r.value.startswith(b"x"))
+        tp.begin()
+        tp.produce_arrow("t", pa.table({"value": [b"gone"]}), partition=1)
+        tp.abort()
+        assert b"gone" not in [r.value for r in eng.read("t", 1, 0, 5000,
+                                                          isolation_level="read_committed")]
+
+
+def produce_key_partition(eng, key):
+    from engine.client.partitioner import partition_for_key
+
+    return partition_for_key(key, 2)

@@ -148,9 +148,10 @@ class Producer:
             return self._produce_to(fresh, req)
 
     def produce_arrow(self, topic: str, table: Any, partition: int | None,
-                      compression: str | None) -> list[tuple[int, int, int]]:
+                      compression: str | None, stamp: Any = None) -> list[tuple[int, int, int]]:
         """A pyarrow Table's rows (engine.client.produce_arrow); ``(partition, base offset,
-        records)`` per batch stored, each partition's in row order."""
+        records)`` per batch stored, each partition's in row order. ``stamp``: a
+        transactional producer's (its batches are format 2, its partitions join first)."""
         from . import produce_arrow as arrow_rows
 
         key, value, ts, headers, part_col = arrow_rows.columns(table)
@@ -164,16 +165,27 @@ class Producer:
                 f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
                 "every row needs a key")
         parts = arrow_rows.assign(meta, key, part_col, partition, self._sticky[meta.name])
+        grouped = arrow_rows.groups(parts)
+        if stamp is not None:
+            stamp.joining(meta, [p for p, _ in grouped])
         planned = []  # every batch encoded before the first is stored
-        for p, idx in arrow_rows.groups(parts):
+        for p, idx in grouped:
             cols = [c.take(idx) if c is not None and idx is not None else c
                     for c in (key, value, ts, headers)]
-            planned.append((p, arrow_rows.batches(*cols, codec, cfg.max_message_bytes, topic)))
+            fields = None
+            if stamp is not None:
+                f = stamp.fields(self.log_for(meta, p))
+                fields = (f["producer_id"], f["producer_epoch"], f["base_sequence"], f["flags"])
+            planned.append((p, arrow_rows.batches(*cols, codec, cfg.max_message_bytes, topic,
+                                                  fields)))
         out = []
         for p, encoded in planned:
             log = self.log_for(meta, p)
             if log.wal is None:
                 self.attach_wal(log)
+            if stamp is not None:
+                for enc in encoded:
+                    stamp.appending(log, enc.count)
             bases = log.append_all(encoded)  # (one WAL fsync for the partition's batches)
             out.extend((p, base, enc.count) for base, enc in zip(bases, encoded))
         return out

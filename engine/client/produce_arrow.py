@@ -24,9 +24,11 @@ from ..format.encode import encode_batch, finish_batch
 from ..format.records import (
     ATTR_CODEC,
     ATTR_KEY_NULLS,
+    ATTR_TRANSACTIONAL,
     ATTR_UNIFORM_TIMESTAMP,
     ATTR_VALUE_NULLS,
     HEADER_SIZE,
+    SEQ_MASK,
     EncodedBatch,
     arrow,
 )
@@ -173,9 +175,13 @@ def groups(parts: Any) -> list[tuple[int, Any]]:
     return out
 
 
-def batches(key: Any, value: Any, ts: Any, headers: Any, codec: int, limit: int, topic: str
-            ) -> list[EncodedBatch]:
-    """One partition's rows as batches of at most ``limit`` bytes, in row order."""
+Stamp = tuple[int, int, int, int]  # producer id, epoch, first sequence, attribute flags
+
+
+def batches(key: Any, value: Any, ts: Any, headers: Any, codec: int, limit: int, topic: str,
+            stamp: Stamp | None = None) -> list[EncodedBatch]:
+    """One partition's rows as batches of at most ``limit`` bytes, in row order; with
+    ``stamp`` format 2 (a transaction's), each batch's sequence its first row's."""
     n = len(value)
     koffs = _offsets(key) if key is not None else None
     voffs = _offsets(value)
@@ -195,7 +201,7 @@ def batches(key: Any, value: Any, ts: Any, headers: Any, codec: int, limit: int,
             b = bisect_right(range(a + 1, hi + 1), limit, key=lambda x: size(a, x)) + a
             if b == a:
                 raise _too_large(a, size(a, a + 1), limit, topic)
-        out.extend(_encode_fitting(key, value, ts, headers, a, b, codec, limit, topic))
+        out.extend(_encode_fitting(key, value, ts, headers, a, b, codec, limit, topic, stamp))
         a = b
     return out
 
@@ -207,21 +213,29 @@ def _offsets(arr: Any) -> memoryview:
 
 
 def _encode_fitting(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: int,
-                    limit: int, topic: str) -> list[EncodedBatch]:
+                    limit: int, topic: str, stamp: Stamp | None = None) -> list[EncodedBatch]:
     """Rows a..b as batches under ``limit``: halved until they fit (headers are not in the
     estimate), a single row over it refused."""
-    enc = _encode(key, value, ts, headers, a, b, codec)
+    enc = _encode(key, value, ts, headers, a, b, codec, stamp)
     if len(enc) <= limit:
         return [enc]
     if b - a == 1:
         raise _too_large(a, len(enc), limit, topic)
     mid = (a + b) // 2
-    return (_encode_fitting(key, value, ts, headers, a, mid, codec, limit, topic)
-            + _encode_fitting(key, value, ts, headers, mid, b, codec, limit, topic))
+    return (_encode_fitting(key, value, ts, headers, a, mid, codec, limit, topic, stamp)
+            + _encode_fitting(key, value, ts, headers, mid, b, codec, limit, topic, stamp))
 
 
-def _encode(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: int
-            ) -> EncodedBatch:
+def _fields(stamp: Stamp | None, a: int) -> tuple[int, int, int, int]:
+    """``(producer id, epoch, sequence, flags)`` of the batch whose first row is ``a``."""
+    if stamp is None:
+        return -1, -1, -1, 0
+    pid, epoch, seq, flags = stamp
+    return pid, epoch, (seq + a) & SEQ_MASK, flags
+
+
+def _encode(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: int,
+            stamp: Stamp | None = None) -> EncodedBatch:
     pc = _compute()
     n = b - a
     if ts is not None:
@@ -231,16 +245,18 @@ def _encode(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: 
     else:
         first = max_ts = clock.now_ms()
         uniform = True
+    fields = _fields(stamp, a)
     if headers is not None and headers.slice(a, n).null_count != n:
-        enc = _with_headers(key, value, ts, headers, a, b, codec, first)
+        enc = _with_headers(key, value, ts, headers, a, b, codec, first, fields)
     else:
-        enc = _plain(key, value, ts if not uniform else None, a, n, codec, first, max_ts)
+        enc = _plain(key, value, ts if not uniform else None, a, n, codec, first, max_ts, fields)
     return enc
 
 
 def _plain(key: Any, value: Any, ts: Any, a: int, n: int, codec: int, first: int,
-           max_ts: int) -> EncodedBatch:
-    attrs = codec & ATTR_CODEC
+           max_ts: int, fields: tuple[int, int, int, int] = (-1, -1, -1, 0)) -> EncodedBatch:
+    pid, epoch, seq, flags = fields
+    attrs = (codec & ATTR_CODEC) | (flags & ATTR_TRANSACTIONAL)
     specs: list = []
     if ts is None:
         attrs |= ATTR_UNIFORM_TIMESTAMP
@@ -260,7 +276,7 @@ def _plain(key: Any, value: Any, ts: Any, a: int, n: int, codec: int, first: int
     if buf is None:
         raise InvalidArgument("an Arrow column could not be read (damaged buffers?)")
     return finish_batch(buf, memoryview(buf)[HEADER_SIZE:], attrs, n, n - 1, first, max_ts,
-                        codec)
+                        codec, pid, epoch, seq)
 
 
 def _spec(arr: Any, a: int, n: int) -> tuple:
@@ -270,7 +286,8 @@ def _spec(arr: Any, a: int, n: int) -> tuple:
 
 
 def _with_headers(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: int,
-                  first: int) -> EncodedBatch:
+                  first: int, fields: tuple[int, int, int, int] = (-1, -1, -1, 0)
+                  ) -> EncodedBatch:
     """Rows with headers: the general encoder (headers are lists of pairs in Python)."""
     n = b - a
     hs = []
@@ -288,7 +305,9 @@ def _with_headers(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, c
     keys = key.slice(a, n).to_pylist() if key is not None else [None] * n
     values = value.slice(a, n).to_pylist()
     stamps: Any = ts.slice(a, n).to_pylist() if ts is not None else first
-    return encode_batch(keys, values, stamps, hs, codec)
+    pid, epoch, seq, flags = fields
+    return encode_batch(keys, values, stamps, hs, codec, producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, flags=flags)
 
 
 def _too_large(row: int, size: int, limit: int, topic: str) -> RecordTooLarge:

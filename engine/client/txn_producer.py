@@ -119,6 +119,20 @@ class TransactionalProducer:
             return self._produce(ProduceRequest.of(topic, values, keys, headers, timestamps,
                                                    partition, partitions, compression))
 
+    def produce_arrow(self, topic: str, table: Any, partition: int | None = None,
+                      compression: str | None = None) -> list[tuple[int, int, int]]:
+        """``eng.produce_arrow`` (a pyarrow Table, no Python step per row) inside the
+        transaction: ``(partition, base offset, records)`` per batch."""
+        with self._mutex:
+            self._expect(IN_TXN, "produce")
+            self._writing = False
+            out = self._call(lambda: self._producer.produce_arrow(topic, table, partition,
+                                                                  compression, stamp=self),
+                             lambda: ABORTABLE if self._writing else None)
+            if self._after_produce is not None:
+                self._after_produce()
+            return out
+
     def send_offsets(self, group: str, offsets: dict[TopicPartition, int],
                      consumer: Consumer | None = None) -> None:
         """Commit ``offsets`` (``{(topic, partition): next offset to read}``) for ``group``

@@ -115,76 +115,29 @@ def _task() -> tuple[int, int]:
     return ctx.partitionId(), ctx.attemptNumber()
 
 
-def rows_of(batch: Any, default_topic: str | None) -> dict[str, dict[str, Any]]:
-    """A record batch as ``{topic: produce_batch arguments}``, rows in order: all to
-    ``default_topic`` (the ``topic`` option) when given, else each to its ``topic``."""
+def tables_of(batch: Any, default_topic: str | None) -> list[tuple[str, Any]]:
+    """A record batch as ``[(topic, table of its rows)]`` for ``produce_arrow``, rows in
+    order: all to ``default_topic`` (the ``topic`` option) when given, else each row to its
+    ``topic`` (null: refused)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     names = batch.schema.names
-    n = batch.num_rows
-
-    def col(name: str) -> Any:
-        return batch.column(names.index(name)) if name in names else None
-
-    def binary(name: str) -> list | None:
-        c = col(name)
-        if c is None:
-            return None
-        if pa.types.is_string(c.type) or pa.types.is_large_string(c.type):
-            c = c.cast(pa.binary())
-        elif not (pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type)):
-            raise ValueError(f"the rivven sink's {name!r} column is {c.type}: use binary or "
-                             "string")
-        return c.to_pylist()
-
-    values = binary("value")
-    keys = binary("key")
-    parts = col("partition")
-    partitions = None
-    if parts is not None:
-        if not pa.types.is_integer(parts.type):
-            raise ValueError(f"the rivven sink's 'partition' column is {parts.type}: use int")
-        partitions = parts.to_pylist()
-    ts = col("timestamp")
-    timestamps = None
-    if ts is not None:
-        if pa.types.is_timestamp(ts.type):
-            ts = pc.cast(ts, pa.timestamp("ms", tz=ts.type.tz), safe=False).cast(pa.int64())
-        elif not pa.types.is_integer(ts.type):
-            raise ValueError(f"the rivven sink's 'timestamp' column is {ts.type}: use timestamp "
-                             "or long milliseconds")
-        timestamps = ts.to_pylist()
-    hcol = col("headers")
-    headers = None
-    if hcol is not None:
-        headers = [[(h["key"], h["value"]) for h in row] if row else []
-                   for row in hcol.to_pylist()]
-    tcol = col("topic")
-    topics = [default_topic] * n
-    if tcol is not None and default_topic is None:  # (the option wins, as in Kafka's sink)
-        topics = [t if t is not None else default_topic for t in tcol.to_pylist()]
-        if None in topics:
-            raise ValueError("a row has a null 'topic' and the sink has no 'topic' option")
-    groups: dict[str, list[int] | None]
-    if len(set(topics)) <= 1:
-        groups = {topics[0]: None} if n else {}
-    else:
-        groups = {}
-        for i, t in enumerate(topics):
-            groups.setdefault(t, []).append(i)  # type: ignore[union-attr]
-    out: dict[str, dict[str, Any]] = {}
-    for topic, ix in groups.items():
-        m = n if ix is None else len(ix)
-        out[topic] = {"values": _pick(values, ix), "keys": _pick(keys, ix) or [None] * m,
-                      "headers": _pick(headers, ix) or [()] * m,
-                      "timestamps": _pick(timestamps, ix) or [None] * m,
-                      "partitions": _pick(partitions, ix) or [None] * m}
-    return out
-
-
-def _pick(xs: list | None, ix: list[int] | None) -> list | None:
-    return xs if xs is None or ix is None else [xs[i] for i in ix]
+    keep = [c for c in ("value", "key", "headers", "partition", "timestamp") if c in names]
+    table = pa.Table.from_batches([batch]).select(keep)
+    if "key" in keep and pa.types.is_null(table.schema.field("key").type):
+        table = table.drop_columns(["key"])
+    if default_topic is not None or "topic" not in names:
+        if default_topic is None:
+            raise ValueError("the rivven sink has no 'topic' option and no 'topic' column")
+        return [(default_topic, table)] if table.num_rows else []
+    topics = batch.column(names.index("topic"))
+    if topics.null_count:
+        raise ValueError("a row has a null 'topic' and the sink has no 'topic' option")
+    distinct = pc.unique(topics).to_pylist()
+    if len(distinct) == 1:
+        return [(distinct[0], table)]
+    return [(t, table.filter(pc.equal(topics, t))) for t in distinct]
 
 
 def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any]) -> Written:
@@ -196,10 +149,9 @@ def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any]) ->
     try:
         tp.begin()
         for batch in batches:
-            for topic, a in rows_of(batch, opts.topic).items():
-                tp.produce_batch(topic, a["values"], keys=a["keys"], headers=a["headers"],
-                                 timestamps=a["timestamps"], partitions=a["partitions"])
-                rows += len(a["values"])
+            for topic, table in tables_of(batch, opts.topic):
+                tp.produce_arrow(topic, table)  # (the Arrow buffers go into batches as they are)
+                rows += table.num_rows
         prepared = tp.prepare()
     finally:
         tp.close()  # (aborts the transaction unless it was prepared)
