@@ -12,7 +12,7 @@
 
 Records: 10-byte keys, 100-byte values.
 
-Usage: python tests/bench/bench_stream.py [--records 1000000] [--latency-s 30] [--json]
+Usage: python tests/bench/bench_stream.py [--records 1200000] [--latency-s 30] [--json]
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def latency(spark: Any, d: str, seconds: float) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--records", type=int, default=1_200_000)
     ap.add_argument("--latency-s", type=float, default=30)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
