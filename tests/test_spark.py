@@ -202,6 +202,21 @@ def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
         assert rc == 0, "\n".join(frames[-30:])
         assert any("on spark://127.0.0.1:" in f and "size reduction" in f for f in frames)
         assert_progress_moved(frames, between=False)
+        # a streaming copy on the same cluster, exactly once (issue 19)
+        with Engine.open(data_dir) as eng:
+            eng.create_topic("s-in", 2)
+            eng.create_topic("s-out", 1)
+            eng.produce_batch("s-in", [b"v%d" % i for i in range(500)],
+                              keys=[b"k%d" % (i % 13) for i in range(500)])
+        r = run_rivven(data_dir, "spark", "stream", "--from", "s-in", "--to", "s-out",
+                       "--available-now", "--master", f"spark://127.0.0.1:{port}",
+                       "--conf", "spark.executor.memory=512m", timeout=900)
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        assert b"500 records copied exactly once" in r.stderr
+        with Engine.open(data_dir, read_only=True) as eng:
+            assert sorted(r.value for r in eng.read("s-out", 0, 0, 10**6,
+                                                    isolation_level="read_committed")) == \
+                sorted(b"v%d" % i for i in range(500))
     finally:
         for proc in (worker, master):
             proc.send_signal(signal.SIGKILL)

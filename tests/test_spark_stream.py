@@ -299,3 +299,29 @@ def test_a_foreach_batch_write_with_a_batch_id_written_before_is_a_no_op(spark, 
     with pytest.raises(Exception, match="batchId needs .option\\('transactionalIdPrefix'"):
         df.write.format("rivven").option("path", data_dir).option("topic", "totals") \
             .option("batchId", 3).mode("append").save()
+
+
+def test_offsets_rates_and_progress_without_spark():
+    """The pieces the driver runs: Kafka's offsets JSON, the per-partition share of
+    maxOffsetsPerTrigger, the progress line and its lag."""
+    from engine.spark import stream_job, submit
+    from engine.spark.stream_source import parse_offsets, prorate
+
+    assert parse_offsets("earliest") == "earliest"
+    assert parse_offsets('{"t": {"0": 5, "1": -2}}') == {"t": {"0": 5, "1": -2}}
+    for bad in ('{"t": {"0": -3}}', '{"t": [1]}', "[]", "soon"):
+        with pytest.raises(ValueError, match="startingOffsets"):
+            parse_offsets(bad)
+    lags = {("t", 0): 900, ("t", 1): 100, ("u", 0): 0}
+    assert prorate(lags, 5000) == lags  # under the limit: all of it
+    share = prorate(lags, 100)
+    assert share == {("t", 0): 90, ("t", 1): 10, ("u", 0): 0} and sum(share.values()) == 100
+    share = prorate({("t", 0): 1, ("t", 1): 1, ("t", 2): 1}, 2)
+    assert sum(share.values()) == 2 and max(share.values()) == 1
+    progress = {"sources": [{"endOffset": '{"t": {"0": 10, "1": 5}}',
+                             "latestOffset": {"t": {"0": 15, "1": 5, "2": 3}}}]}
+    assert stream_job.lag_of(progress) == 8
+    assert stream_job.lag_of({"sources": []}) is None
+    what, _, _ = submit.describe_progress({"phase": "streaming", "batch": 7, "rows": 12345,
+                                           "rows_per_s": 2000.4, "lag": 8})
+    assert what == "stream: batch 7, 12,345 rows, 2,000 rows/s, lag 8"
