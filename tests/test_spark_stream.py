@@ -136,12 +136,16 @@ def test_a_streaming_copy_runs_again_from_its_checkpoint_without_duplicates(spar
         tp.produce("in", [Record(key=b"k1", value=b"aborted")])
         tp.abort()
     run_stream(spark, data_dir, ckpt,
-               transform=["key", "upper(cast(value as string)) as value"])
+               transform=["key", "upper(cast(value as string)) as value"],
+               commitToGroup="copier")
     run_stream(spark, data_dir, ckpt,  # nothing new: nothing written
-               transform=["key", "upper(cast(value as string)) as value"])
+               transform=["key", "upper(cast(value as string)) as value"],
+               commitToGroup="copier")
     with Engine.open(data_dir) as eng:
         want = sorted([b"A%d" % i for i in range(500)] + [b"B%d" % i for i in range(300)])
         assert values(eng, "out") == want
+        assert eng.committed_offsets("copier") == {  # (asked for: the offsets in a group too)
+            ("in", p): o for p, o in eng.end_offsets("in").items()}
         for rows in committed(eng, "out").values():  # per key, the input's order
             per_key = {}
             for k, v in rows:

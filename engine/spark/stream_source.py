@@ -14,6 +14,8 @@ Options, named as Kafka's source names them:
   failOnDataLoss       true (default): offsets that retention or delete-records removed
                        before they were read fail the query; false: skip to the log start
   keyring              an encrypted topic's keyring file (where the executors run)
+  commitToGroup        also commit each processed micro-batch's end offsets for this
+                       consumer group (for monitoring its lag; the query never reads them)
 
 A user schema with a subset of the columns (``readStream.schema("key binary, value
 binary")``) reads only those. A micro-batch reads each partition from its start offset to its
@@ -159,6 +161,8 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise ValueError(f"maxOffsetsPerTrigger {raw!r}: a positive number of records")
             self.max_per_trigger = int(raw)
         self.keyring = o.get("keyring")
+        self.group = o.get("committogroup") or None  # offsets also committed for this group
+        self._grouped: dict | None = None
         self.latest: Offsets | None = None
         self.target: Offsets | None = None  # Trigger.AvailableNow: read up to here, no further
 
@@ -218,6 +222,7 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_per_trigger)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._commit_group(start)
         b = self._bounds()
         begin: dict[tuple[str, int], int] = {}
         ends: dict[tuple[str, int], int] = {}
@@ -261,7 +266,24 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def commit(self, end: dict) -> None:
-        pass  # offsets live in the query's checkpoint
+        """Spark has processed everything below ``end``. The offsets live in the query's
+        checkpoint; with ``commitToGroup`` they are also committed for that consumer group
+        (monitoring: ``rivven group describe`` shows the query's lag), never read back."""
+        self._commit_group(end)
+
+    def _commit_group(self, done: dict) -> None:
+        """(``commitToGroup``.) ``done``: offsets below which every micro-batch finished —
+        what ``commit`` gets, and the start ``latestOffset`` gets (Spark calls ``commit`` for
+        a batch only once the next one starts, and not at all for a query's last)."""
+        if self.group is None or not done or done == self._grouped:
+            return
+        from engine import Engine
+
+        plan = {(t, int(p)): o for t, parts in done.items() for p, o in parts.items()}
+        with Engine.open(self.path, keyring=self.keyring) as eng:
+            eng.reset_group_offsets(self.group, None, "from-file", plan, execute=True,
+                                    force=True)
+        self._grouped = done
 
     # ---------------------------------------------------------------- the executors
     def read(self, partition: Range) -> Iterator[Any]:  # type: ignore[override]
