@@ -30,7 +30,7 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import DamagedMetadata, InvalidArgument, ProducerFenced, RivvenError
+from ..errors import DamagedMetadata, InvalidArgument, ProducerFenced, RivvenError, plural
 from ..failpoint import failpoint
 from ..storage import files, guard, jsondoc
 from ..storage.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
@@ -111,7 +111,7 @@ class Decisions:
         if type(key) is not str or not key or len(urllib.parse.quote(key, safe="")) > \
                 MAX_KEY_BYTES or not key.isprintable():
             raise InvalidArgument(f"a decision key is a printable string of at most "
-                                  f"{MAX_KEY_BYTES} bytes once encoded, not {key!r}")
+                                  f"{plural(MAX_KEY_BYTES, 'byte')} once encoded, not {key!r}")
         return key
 
     @contextlib.contextmanager
