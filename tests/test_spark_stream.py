@@ -329,3 +329,19 @@ def test_offsets_rates_and_progress_without_spark():
     what, _, _ = submit.describe_progress({"phase": "streaming", "batch": 7, "rows": 12345,
                                            "rows_per_s": 2000.4, "lag": 8})
     assert what == "stream: batch 7, 12,345 rows, 2,000 rows/s, lag 8"
+
+
+@pytest.mark.slow
+def test_the_streaming_example_runs_and_checks_itself(tmp_path):
+    """examples/stream_totals.py as a user runs it: its own check (every customer's total
+    equals the orders', across restarts) must pass."""
+    import subprocess
+
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "stream_totals.py"),
+                        "--data-dir", str(tmp_path / "data"), "--orders", "3000"],
+                       cwd=ROOT, capture_output=True, timeout=900,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    assert b"every customer's total matches the orders" in r.stdout
