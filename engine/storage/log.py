@@ -378,10 +378,10 @@ class PartitionLog:
 
     def append_all(self, batches: list[EncodedBatch], bases: list[int] | None = None
                    ) -> list[int]:
-        """``append`` of several batches, one WAL fsync for all; their base offsets (also
-        put in ``bases`` as they are stored: what a failure part of the way left stored)."""
-        bases = [] if bases is None else bases
-        return self.pipeline.append_all(batches, bases)
+        """``append`` of several batches, one WAL fsync for all (``append_each``); their base
+        offsets (also put in ``bases`` as they are stored: what a failure part of the way
+        left stored)."""
+        return append_each([(self, b) for b in batches], done=bases)
 
     def roll(self) -> Segment:
         """(Lock held.) Seal the active segment (fsynced) and start a new one at the end."""
@@ -565,12 +565,13 @@ class PartitionLog:
                                           tier_manifest.document(entries, self.tier_home())})
 
 
-def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: bool = False
-                ) -> list[int]:
+def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: bool = False,
+                done: list[int] | None = None) -> list[int]:
     """Append one batch to each of several partitions, durably when this returns, sharing
     the WAL fsync (one for all when their logs share a stream): every batch is logged first,
     then each is waited for. ``durable``: fsync the WAL whatever the partitions' ``wal.sync``
-    says (a transaction's markers). Returns the base offsets, in the order given.
+    says (a transaction's markers). Returns the base offsets, in the order given (``done``
+    gets each as its batch is stored: what a failure part of the way left stored).
 
     The partitions are taken in (topic, partition) order, whatever the order given: a batch
     logged keeps its partition's flock until it reaches the segment, so two callers taking
@@ -599,6 +600,8 @@ def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: boo
             log = items[i][0]
             try:
                 bases[i] = log.pipeline.finish(entry, leave=False)  # (one fsync: all)
+                if done is not None:
+                    done.append(bases[i])
             except BaseException as e:  # noqa: BLE001 - the first error is raised below
                 error = error or e
     finally:

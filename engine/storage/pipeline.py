@@ -75,28 +75,6 @@ class AppendPipeline:
         """Assign offsets to ``batch`` and store it durably; returns its base offset."""
         return self.finish(self.start(batch))
 
-    def append_all(self, batches: list[EncodedBatch], bases: list[int]) -> list[int]:
-        """Append several batches in order, all logged before any is waited for: one WAL
-        fsync for all (a call cut at max.message.bytes); their base offsets go to ``bases``
-        as they are stored. When one fails, the ones logged before it are still finished,
-        then the error is raised."""
-        entries: list[_Entry] = []
-        error: BaseException | None = None
-        for b in batches:
-            try:
-                entries.append(self.start(b))
-            except BaseException as e:  # noqa: BLE001 - raised once the others are finished
-                error = e
-                break
-        for e in entries:
-            try:
-                bases.append(self.finish(e))
-            except BaseException as err:  # noqa: BLE001 - the first error is raised below
-                error = error or err
-        if error is not None:
-            raise error
-        return bases
-
     def start(self, batch: EncodedBatch, enter: bool = True, durable: bool = False) -> _Entry:
         """The first half of ``append``: offsets assigned, the WAL record written. Every
         entry started must be given to ``finish`` (engine.storage.log.append_each starts the
