@@ -170,17 +170,17 @@ class Producer:
             stamp.joining(meta, [p for p, _ in grouped])
         planned = []  # every batch encoded before the first is stored
         for p, idx in grouped:
+            log = self.log_for(meta, p)
             cols = [c.take(idx) if c is not None and idx is not None else c
                     for c in (key, value, ts, headers)]
             fields = None
             if stamp is not None:
-                f = stamp.fields(self.log_for(meta, p))
+                f = stamp.fields(log)
                 fields = (f["producer_id"], f["producer_epoch"], f["base_sequence"], f["flags"])
-            planned.append((p, arrow_rows.batches(*cols, codec, cfg.max_message_bytes, topic,
-                                                  fields)))
+            planned.append((p, log, arrow_rows.batches(*cols, codec, cfg.max_message_bytes,
+                                                       topic, fields)))
         out = []
-        for p, encoded in planned:
-            log = self.log_for(meta, p)
+        for p, log, encoded in planned:
             if log.wal is None:
                 self.attach_wal(log)
             if stamp is not None:

@@ -125,13 +125,8 @@ class TransactionalProducer:
         transaction: ``(partition, base offset, records)`` per batch."""
         with self._mutex:
             self._expect(IN_TXN, "produce")
-            self._writing = False
-            out = self._call(lambda: self._producer.produce_arrow(topic, table, partition,
-                                                                  compression, stamp=self),
-                             lambda: ABORTABLE if self._writing else None)
-            if self._after_produce is not None:
-                self._after_produce()
-            return out
+            return self._write(lambda: self._producer.produce_arrow(
+                topic, table, partition, compression, stamp=self))
 
     def send_offsets(self, group: str, offsets: dict[TopicPartition, int],
                      consumer: Consumer | None = None) -> None:
@@ -255,12 +250,16 @@ class TransactionalProducer:
 
     def _produce(self, req: ProduceRequest) -> list[tuple[int, int]]:
         req.stamp = self
+        return self._write(lambda: self._producer.produce(req))
+
+    def _write(self, fn: Callable[[], Any]) -> Any:
+        """A produce of the transaction: once it began writing, a failure makes the
+        transaction abortable (``appending`` says when it began)."""
         self._writing = False
-        acks = self._call(lambda: self._producer.produce(req),
-                          lambda: ABORTABLE if self._writing else None)
+        out = self._call(fn, lambda: ABORTABLE if self._writing else None)
         if self._after_produce is not None:
             self._after_produce()
-        return acks
+        return out
 
     # ---------------------------------------------------------------- states
     def _end(self, commit: bool, retry: bool) -> None:
