@@ -48,8 +48,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from . import worker
+
 TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
-COLUMNS = ("value", "key", "headers", "partition", "timestamp", "topic")
 
 
 @dataclass
@@ -92,20 +93,6 @@ class SinkOptions:
 
 
 # ---------------------------------------------------------------- the executors
-_engines: dict[tuple[int, str, str | None], Any] = {}
-
-
-def writable_engine(path: str, keyring: str | None) -> Any:
-    """A writable engine per Python worker (workers are reused across tasks)."""
-    from engine import Engine
-
-    key = (os.getpid(), path, keyring)
-    eng = _engines.get(key)
-    if eng is None or eng.closed:
-        eng = _engines[key] = Engine.open(path, keyring=keyring)
-    return eng
-
-
 def _task() -> tuple[int, int]:
     from pyspark import TaskContext
 
@@ -142,7 +129,7 @@ def tables_of(batch: Any, default_topic: str | None) -> list[tuple[str, Any]]:
 
 def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any]) -> Written:
     """(A task.) The rows in one transaction of ``tid``, prepared."""
-    eng = writable_engine(opts.path, opts.keyring)
+    eng = worker.engine(opts.path, opts.keyring, read_only=False)
     tp = eng.producer(transactional_id=tid, transaction_timeout_ms=opts.timeout_ms,
                       decision_key=key)
     rows = 0

@@ -37,6 +37,16 @@ def lag_of(progress: dict[str, Any]) -> int | None:
     return total
 
 
+def tally(q: Any, seen: int, batches: int, rows: int) -> tuple[int, int, int]:
+    """Micro-batches past ``seen`` in the query's recent progress, counted in."""
+    for p in q.recentProgress:
+        if p["batchId"] > seen:
+            seen = p["batchId"]
+            batches += 1
+            rows += p["numInputRows"]
+    return seen, batches, rows
+
+
 def write_json(path: str, doc: dict[str, Any]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -83,11 +93,7 @@ def main(plan_path: str) -> None:
             q.stop()  # (between micro-batches: the one running finishes or is replayed)
             stopped = True
             break
-        for p in q.recentProgress:
-            if p["batchId"] > seen:
-                seen = p["batchId"]
-                batches += 1
-                rows += p["numInputRows"]
+        seen, batches, rows = tally(q, seen, batches, rows)
         last = q.lastProgress or {}
         write_json(os.path.join(here, PROGRESS), {
             "phase": "streaming", "batch": seen, "batches": batches, "rows": rows,
@@ -98,11 +104,7 @@ def main(plan_path: str) -> None:
     error = q.exception()
     if error is not None:
         raise RuntimeError(f"the streaming query failed: {error}")
-    for p in q.recentProgress:
-        if p["batchId"] > seen:
-            seen = p["batchId"]
-            batches += 1
-            rows += p["numInputRows"]
+    seen, batches, rows = tally(q, seen, batches, rows)
     write_json(os.path.join(here, "result.json"), {
         "batches": batches, "rows": rows, "last_batch": seen, "stopped": stopped,
         "startup_s": started - t0, "exec_s": time.time() - started, "plan_s": 0.0,

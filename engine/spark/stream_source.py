@@ -27,7 +27,6 @@ batch source's schema.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +38,8 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+
+from . import worker
 
 EARLIEST, LATEST = -2, -1
 ROWS_PER_READ = 65536
@@ -291,20 +292,6 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                           self.columns)
 
 
-_engines: dict[tuple[int, str, str | None], Any] = {}
-
-
-def _engine(path: str, keyring: str | None) -> Any:
-    """A read-only engine per Python worker (workers are reused across tasks)."""
-    from engine import Engine
-
-    key = (os.getpid(), path, keyring)
-    eng = _engines.get(key)
-    if eng is None or eng.closed:
-        eng = _engines[key] = Engine.open(path, read_only=True, keyring=keyring)
-    return eng
-
-
 def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
                keyring: str | None, columns: list[str] | tuple[str, ...] = COLUMNS
                ) -> Iterator[Any]:
@@ -314,7 +301,7 @@ def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
 
     from engine.errors import OffsetOutOfRange
 
-    eng = _engine(path, keyring)
+    eng = worker.engine(path, keyring, read_only=True)
     level = "read_committed" if committed else "read_uncommitted"
     offset = r.start
     while offset < r.end:
