@@ -196,6 +196,8 @@ def test_topic_patterns_and_a_partition_added_mid_run(spark, data_dir, tmp_path)
     with Engine.open(data_dir) as eng:
         assert values(eng, "out") == [b"ev-a:0:ev-a", b"ev-b:0:ev-b"]
         eng.add_partitions("ev-b", 2)
+        eng.produce("ev-b", [Record(value=b"gone")], partition=1)
+        eng.delete_records("ev-b", {1: 1})  # (the new partition's log starts past 0)
         eng.produce("ev-b", [Record(value=b"new")], partition=1)
         eng.create_topic("ev-c", 1)
         eng.produce("ev-c", [Record(value=b"c")])

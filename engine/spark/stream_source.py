@@ -259,9 +259,9 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out = []
         for topic, parts in end.items():
             for p, e in parts.items():
-                s = start.get(topic, {}).get(p)
-                if s is None:
-                    s = 0  # (new since the last batch: latestOffset began it at its start)
+                # (new since the last batch: from its log start, as latestOffset took it,
+                # resolved where it is read; 0 could lie below a start retention moved)
+                s = start.get(topic, {}).get(p, EARLIEST)
                 if e > s:
                     out.append(Range(topic, int(p), s, e))
         return out
@@ -303,7 +303,7 @@ def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
 
     eng = worker.engine(path, keyring, read_only=True)
     level = "read_committed" if committed else "read_uncommitted"
-    offset = r.start
+    offset = r.start if r.start != EARLIEST else eng.start_offsets(r.topic)[r.partition]
     while offset < r.end:
         try:
             t = eng.read_arrow(r.topic, r.partition, offset, min(ROWS_PER_READ, r.end - offset),
