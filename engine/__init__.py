@@ -3,9 +3,6 @@
 ``import engine`` is light: pyarrow is imported on the first read, pyspark never.
 """
 
-from .client.producer import Producer
-from .client.read import Position
-from .client.txn_producer import PreparedTransaction, TransactionalProducer
 from .engine import Engine
 from .errors import (
     ColdObjectError,
@@ -27,17 +24,20 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
+from .fetch.positions import Position
 from .format.records import ColumnBatch, Record
+from .produce.idempotent import IdempotentProducer
+from .produce.transactional import PreparedTransaction, TransactionalProducer
+
+Producer = IdempotentProducer  # (``engine.Producer``: the name earlier releases exported)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ColdObjectError", "ConsumerFenced", "CorruptRecordError", "DataDirError", "Engine",
-    "InvalidArgument", "InvalidConfig",
-    "InvalidTopicName", "InvalidTxnState", "OffsetOutOfRange", "OutOfOrderSequence",
-    "PreparedTransaction", "ProducerFenced", "Position", "Producer", "ReadOnlyError", "Record",
-    "ColumnBatch", "RecordTooLarge",
-    "RivvenError", "StorageError", "TopicExists", "TransactionalProducer", "UnknownPartition",
-    "UnknownTopic",
-    "__version__",
+    "ColdObjectError", "ColumnBatch", "ConsumerFenced", "CorruptRecordError", "DataDirError",
+    "Engine", "IdempotentProducer", "InvalidArgument", "InvalidConfig", "InvalidTopicName",
+    "InvalidTxnState", "OffsetOutOfRange", "OutOfOrderSequence", "Position",
+    "PreparedTransaction", "Producer", "ProducerFenced", "ReadOnlyError", "Record",
+    "RecordTooLarge", "RivvenError", "StorageError", "TopicExists", "TransactionalProducer",
+    "UnknownPartition", "UnknownTopic", "__version__",
 ]

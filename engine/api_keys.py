@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from . import clock
 from .crypto.topic import TopicKeys, Vault
 from .errors import InvalidConfig
+from .fs import guard
 from .maintenance import reencrypt as recrypt
-from .storage import guard
 from .storage.catalog import Catalog, TopicMeta
 from .storage.topics import Topics
 from .tiering import tier as tiering

@@ -9,15 +9,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import clock
-from .client import read
-from .client.read import Position
+from .counters.meter import Meter
 from .crypto.topic import Vault
 from .errors import InvalidArgument
+from .fetch import positions
+from .fetch.positions import Position
+from .fs.locks import LockWait
 from .maintenance import compaction, retention
-from .meter.meter import Meter
 from .progress import Progress
 from .storage.catalog import TopicMeta
-from .storage.locks import LockWait
 from .storage.log import PartitionLog
 from .storage.partitions import Partitions
 from .tiering import restore as tier_restore
@@ -62,7 +62,7 @@ class MaintenanceApi:
                               ) -> list[dict[str, Any]]:
         """``delete_records`` up to a position: an ``offset`` (past the end of a partition:
         its end, unless the partitions are named) or the first offset at a ``timestamp``."""
-        target = read.offsets_before(self._logs(topic, partitions), before, partitions is None)
+        target = positions.offsets_before(self._logs(topic, partitions), before, partitions is None)
         return self.delete_records(topic, target, dry_run)
 
     def apply_retention(self, topic: str | None = None, dry_run: bool = False,
@@ -156,7 +156,7 @@ class MaintenanceApi:
         if from_position is None and (from_offset is None or from_offset < 0):
             raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
         at = from_position
-        return [tier_restore.restore(log, read.resolve(log, at) if at else from_offset, dry_run)
+        return [tier_restore.restore(log, positions.resolve(log, at) if at else from_offset, dry_run)
                 for log in self._logs(topic, partitions)]
 
     def verify_cold(self, topic: str | None = None) -> list[dict[str, Any]]:

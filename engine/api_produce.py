@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .client.produce import Producer, ProduceRequest
+from .counters.meter import Meter
 from .errors import RivvenError
 from .format.records import Record
-from .meter.meter import Meter
+from .produce.path import ProducePath, ProduceRequest
 from .wal.owner import WalOwner
 
 
 class ProduceApi:
     meter: Meter
-    _producer: Producer
+    _producer: ProducePath
     _wal: WalOwner
     _produce_counts: dict[str, tuple[Any, Any]]
 
@@ -76,7 +76,7 @@ class ProduceApi:
                       compression: str | None = None) -> list[tuple[int, int, int]]:
         """Append the rows of a pyarrow Table or RecordBatch: columns ``value`` (binary or
         string) and optionally ``key``, ``timestamp``, ``headers``, ``partition``, as
-        engine.client.produce_arrow describes; keyed rows go where ``produce`` puts them.
+        engine.produce.arrow describes; keyed rows go where ``produce`` puts them.
         Returns ``(partition, base offset, records)`` per batch stored once durable: the
         rows of each partition, in table order, hold consecutive offsets."""
         self._writable()

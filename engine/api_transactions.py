@@ -1,6 +1,6 @@
 """``Engine``'s producers and transactions: a part of the façade (engine/engine.py), kept
 apart so each file stays one subject. Each method checks what it must and delegates to
-engine.client (the producers) or engine.txn (the coordinator, the admin tools)."""
+engine.produce (the producers) or engine.txn (the coordinator, the admin tools)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import clock
-from .client import producer as idempotent
-from .client import read
-from .client.produce import Producer
-from .client.txn_producer import PreparedTransaction, TransactionalProducer
 from .errors import InvalidArgument, ProducerFenced
+from .fetch import positions
+from .fs.locks import LockWait
+from .produce import idempotent
+from .produce.path import ProducePath
+from .produce.transactional import PreparedTransaction, TransactionalProducer
 from .storage.catalog import TopicMeta
-from .storage.locks import LockWait
 from .storage.log import PartitionLog
 from .txn import admin as txn_admin
 from .txn import pids
@@ -30,7 +30,7 @@ class TransactionsApi:
     lock_wait: LockWait
     _txn: Coordinator
     _decisions: Decisions
-    _producer: Producer
+    _producer: ProducePath
     _wal: WalOwner
     _txn_producers: set[TransactionalProducer]
     _writable: Callable[[], None]
@@ -44,7 +44,7 @@ class TransactionsApi:
                  producer_id: int | None = None, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None,
                  decision_key: str | None = None
-                 ) -> idempotent.Producer | TransactionalProducer:
+                 ) -> idempotent.IdempotentProducer | TransactionalProducer:
         """A producer. With ``transactional_id``: a TransactionalProducer (``begin``,
         ``produce``, ``send_offsets``, ``commit``/``abort``), fencing every older producer of
         that id in any process; a transaction open longer than ``transaction_timeout_ms`` is
@@ -53,7 +53,7 @@ class TransactionsApi:
         Without: an idempotent producer, a new producer id (never shared by two producers of
         any processes), epoch 0. Its ``produce``/``produce_batch`` answer as this engine's,
         and a call that failed ambiguously is retried with ``retry_last()`` and stored once
-        (engine.client.producer). ``producer_id`` (and ``epoch``) take up an id used before,
+        (engine.produce.idempotent). ``producer_id`` (and ``epoch``) take up an id used before,
         e.g. by a process that died before it saw its answer: each partition's producer state
         says which sequence comes next, or ``sequences`` ``{(topic, partition): next
         sequence}`` says it (to send the very batches again: their records are then stored
@@ -89,7 +89,7 @@ class TransactionsApi:
             resume = False
         else:
             resume = True
-        return idempotent.Producer(self._producer, producer_id, epoch, sequences, resume,
+        return idempotent.IdempotentProducer(self._producer, producer_id, epoch, sequences, resume,
                                    after=self._wal.maybe_checkpoint)
 
     def complete_transaction(self, prepared: PreparedTransaction | Sequence[Any],
@@ -201,7 +201,7 @@ class TransactionsApi:
         ``marker_offset``. A timed-out transaction is aborted through its id
         (``abort_transaction``)."""
         self._writable()
-        read.check_offset(start_offset)
+        positions.check_offset(start_offset)
         log = self._partition(topic, partition)
         if log.wal is None:
             self._wal.attach(log)

@@ -20,30 +20,31 @@ from .api_keys import KeysApi
 from .api_maintenance import MaintenanceApi
 from .api_produce import ProduceApi
 from .api_transactions import TransactionsApi
-from .client import read
-from .client.produce import Producer
-from .client.read import Position
-from .client.txn_producer import TransactionalProducer
+from .counters import gather
+from .counters.meter import Meter
 from .crypto.keyring import check_outside
 from .crypto.keyring import resolve as resolve_keyring
 from .crypto.topic import OffsetMetadata, Vault
 from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic, disk_full
+from .fetch import positions
+from .fetch import records as read
+from .fetch.positions import Position
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
+from .fs.locks import LockWait
 from .groups.admin import GroupAdmin
 from .maintenance import retention
-from .meter import gather
-from .meter.meter import Meter
+from .produce.path import ProducePath
+from .produce.transactional import TransactionalProducer
 from .progress import Progress
+from .settings import Settings
 from .storage import datadir
 from .storage import topics as topics_mod
 from .storage.budget import FileBudget, effective_limit
 from .storage.catalog import TopicMeta
 from .storage.config import validate as validate_config
-from .storage.locks import LockWait
 from .storage.log import PartitionLog
 from .storage.partitions import Partitions
-from .storage.settings import Settings
 from .storage.topics import Topics
 from .tiering import cold, status
 from .tiering import tier as tiering
@@ -56,7 +57,7 @@ from .txn.decisions import Decisions
 from .txn.hook import PartitionProducers
 from .txn.isolation import READ_UNCOMMITTED
 from .txn.txn_store import TxnPartition
-from .wal import streams
+from .wal import inventory as streams
 from .wal.owner import WalOwner
 
 
@@ -127,7 +128,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         self._wal = WalOwner(self.path, st, self._partitions, read_only,
                              after_checkpoint=self._retain,
                              after_checkpoints=self._publish_hot_stats, lock_wait=lw, meter=m)
-        self._producer = Producer(self._topics, self._partitions.get, self._wal.attach)
+        self._producer = ProducePath(self._topics, self._partitions.get, self._wal.attach)
         self._produce_counts: dict[str, tuple[Any, Any]] = {}
         self._metadata = OffsetMetadata(self.metadata_keys)
         self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
@@ -151,7 +152,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
 
         A writable open first replays the WAL streams of processes that died (crash recovery).
         ``sync=False`` (= ``settings={"wal.sync": "none"}``) skips fsyncs (benchmarks, bulk
-        loads): data survives a process crash but not a machine crash. See engine.storage.settings.
+        loads): data survives a process crash but not a machine crash. See engine.settings.
         ``recover=False`` skips the replay (for tools that mend WAL files first).
         ``progress(what, total_bytes, done_bytes)`` is called during long recovery work.
         ``on_lock_wait(message)`` is called once a wait for a lock another process holds has
@@ -383,7 +384,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log).
         ``isolation_level="read_committed"``: only up to the last stable offset, without
         the records of aborted transactions (docs/TRANSACTIONS.md)."""
-        read.check_offset(offset)
+        positions.check_offset(offset)
         committed = isolation.check_level(isolation_level)
         if max_records <= 0:
             return []
@@ -399,7 +400,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         ``engine.storage.reader.Reach``) learns where the scan got to past transaction markers
         and aborted batches, which hold no records: a consumer's position steps over them.
         """
-        read.check_offset(offset)
+        positions.check_offset(offset)
         committed = isolation.check_level(isolation_level)
         if max_records > 0:
             yield from read.read_columns(self._partition(topic, partition), offset, max_records,
@@ -408,7 +409,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
     def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62,
                    isolation_level: str = READ_UNCOMMITTED) -> Any:
         """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
-        read.check_offset(offset)
+        positions.check_offset(offset)
         committed = isolation.check_level(isolation_level)
         if max_records <= 0:
             return empty_table()
@@ -434,8 +435,8 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         committed = isolation.check_level(isolation_level)
         metas = [self.topic(n) for n in names]
         logs = [self._log(m, p) for m in metas for p in (partitions or range(m.partitions))]
-        starts = [read.resolve(log, start, committed) for log in logs]
-        stops = None if end is None else [read.resolve(log, end, committed) for log in logs]
+        starts = [positions.resolve(log, start, committed) for log in logs]
+        stops = None if end is None else [positions.resolve(log, end, committed) for log in logs]
         return read.stream(logs, starts, max_records, follow, on_idle=on_idle,
                            idle_timeout_s=None if idle_timeout_ms is None
                            else idle_timeout_ms / 1000, stops=stops, committed=committed)
@@ -490,19 +491,19 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         """The first offset whose record timestamp is >= ``timestamp`` (None if none is),
         cold segments included (read_committed: below the last stable offset only)."""
         committed = isolation.check_level(isolation_level)
-        return read.offset_for_time(self._partition(topic, partition), timestamp, committed)
+        return positions.offset_for_time(self._partition(topic, partition), timestamp, committed)
 
     def resolve_offset(self, topic: str, partition: int, position: Position) -> int:
         """The offset a ``Position`` (beginning, end, offset N, from_end N, timestamp T) names
         in a partition, inside its [log start, log end]."""
-        return read.resolve(self._partition(topic, partition), position)
+        return positions.resolve(self._partition(topic, partition), position)
 
     def list_offsets(self, topic: str, at: Position | None = None,
                      isolation_level: str = READ_UNCOMMITTED) -> list[dict[str, Any]]:
         """Per partition: start and end offset (read_committed: the last stable offset is the
         end), and with ``at`` the offset it names."""
         committed = isolation.check_level(isolation_level)
-        return read.list_offsets(self._logs(topic), at, committed)
+        return positions.list_offsets(self._logs(topic), at, committed)
 
     def _own_hot_stats(self) -> dict[str, dict[str, int]]:
         return status.own_hot_stats(self.hot, [log for _, _, log in self._partitions.open_logs()])

@@ -32,7 +32,7 @@ from typing import Any
 import typer
 
 from engine import clock
-from engine.client.read import Position
+from engine.fetch.positions import Position
 
 from .common import fail
 

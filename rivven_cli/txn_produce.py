@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.client.txn_producer import COMMIT_FAILED
 from engine.errors import ProducerFenced, RivvenError, StorageError, plural
+from engine.produce.transactional import COMMIT_FAILED
 
 from . import interrupts
 from .common import fail

@@ -198,7 +198,7 @@ def fix_offsets(data: bytearray) -> None:
 
 
 def fix_json(data: bytearray) -> bytearray:
-    from engine.storage import jsondoc
+    from engine.fs import jsondoc
 
     try:
         doc = json.loads(bytes(data))

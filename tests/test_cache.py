@@ -10,9 +10,9 @@ from conftest import flip
 from engine.errors import ColdObjectError
 from engine.format import decode_records, encode_batch, read_header
 from engine.format.decode import body_of, layout
-from engine.storage import files
-from engine.storage.segment import Segment
-from engine.storage.tier_manifest import SUFFIXES, ColdSegment
+from engine.segments import filenames
+from engine.segments.segment import Segment
+from engine.segments.tier_manifest import SUFFIXES, ColdSegment
 from engine.tiering import cold
 from engine.tiering.cache import TMP_PREFIX, ColdCache, cache_root, download_segment
 
@@ -37,12 +37,12 @@ def build_segment(directory: str, base: int, batches: int = 4) -> Segment:
 def upload(seg: Segment, store: str, name: str) -> ColdSegment:
     """Copy a segment's three files to the cold store; its manifest entry."""
     obj = f"{store}/{name}"
-    got = {s: cold.put(files.path(seg.directory, seg.base, s), obj + s) for s in SUFFIXES}
+    got = {s: cold.put(filenames.path(seg.directory, seg.base, s), obj + s) for s in SUFFIXES}
     return ColdSegment(
-        base_offset=seg.base, next_offset=seg.next_offset, bytes=got[files.LOG][0],
-        crc32c=got[files.LOG][1], max_timestamp=seg.max_timestamp,
-        index_bytes=got[files.INDEX][0], index_crc32c=got[files.INDEX][1],
-        timeindex_bytes=got[files.TIMEINDEX][0], timeindex_crc32c=got[files.TIMEINDEX][1],
+        base_offset=seg.base, next_offset=seg.next_offset, bytes=got[filenames.LOG][0],
+        crc32c=got[filenames.LOG][1], max_timestamp=seg.max_timestamp,
+        index_bytes=got[filenames.INDEX][0], index_crc32c=got[filenames.INDEX][1],
+        timeindex_bytes=got[filenames.TIMEINDEX][0], timeindex_crc32c=got[filenames.TIMEINDEX][1],
         object=obj, uploaded_ms=TS0)
 
 
@@ -78,7 +78,7 @@ def test_cache_root_of_a_writable_data_dir(data_dir):
 
 def test_the_upload_matches_the_local_files(tmp_path, entry):
     for suffix in SUFFIXES:
-        local = files.path(str(tmp_path / "local"), 100, suffix)
+        local = filenames.path(str(tmp_path / "local"), 100, suffix)
         assert os.path.getsize(local) == entry.expected(suffix)[0] > 0
         assert cold.checksum(entry.url(suffix)) == entry.expected(suffix)
 
@@ -89,8 +89,8 @@ def test_download_segment(tmp_path, entry):
     total = download_segment(entry, str(dest))
     assert total == entry.bytes + entry.index_bytes + entry.timeindex_bytes
     for suffix in SUFFIXES:
-        got = files.path(str(dest), 100, suffix)
-        with open(got, "rb") as a, open(files.path(str(tmp_path / "local"), 100, suffix), "rb") as b:
+        got = filenames.path(str(dest), 100, suffix)
+        with open(got, "rb") as a, open(filenames.path(str(tmp_path / "local"), 100, suffix), "rb") as b:
             assert a.read() == b.read()
 
 
@@ -159,13 +159,13 @@ def test_a_damaged_object_is_refused(tmp_path, entry, suffix):
 
 
 def test_a_truncated_object_is_refused(tmp_path, entry):
-    os.truncate(cold_file(entry, files.LOG), entry.bytes - 8)
+    os.truncate(cold_file(entry, filenames.LOG), entry.bytes - 8)
     with pytest.raises(ColdObjectError, match=f"holds {entry.bytes - 8} bytes"):
         download_segment(entry, str(tmp_path))
 
 
 def test_a_missing_object(tmp_path, entry):
-    os.unlink(cold_file(entry, files.TIMEINDEX))
+    os.unlink(cold_file(entry, filenames.TIMEINDEX))
     cache = ColdCache(str(tmp_path / "cache"), 1 << 30)
     with pytest.raises(ColdObjectError, match="is missing"):
         cache.segment(entry)

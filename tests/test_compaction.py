@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, run_rivven
 
 from engine import Engine, Record
-from engine.storage.swap import MANIFEST
+from engine.segments.swap import MANIFEST
 
 CFG = {"cleanup.policy": "compact", "segment.bytes": "3000", "delete.retention.ms": "0",
        "min.cleanable.dirty.ratio": "0.01"}

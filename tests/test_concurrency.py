@@ -176,9 +176,9 @@ def test_writer_killed_holding_the_lock(data_dir):
 def _flock_free(data_dir: str, topic: str, partition: int) -> bool:
     import fcntl
 
-    from engine.storage import files
+    from engine.segments import filenames
 
-    fd = os.open(os.path.join(files.partition_dir(data_dir, topic, partition), files.LOCK_FILE),
+    fd = os.open(os.path.join(filenames.partition_dir(data_dir, topic, partition), filenames.LOCK_FILE),
                  os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

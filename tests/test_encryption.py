@@ -15,11 +15,11 @@ import pytest
 from conftest import new_key, write_keyring
 
 from engine import Engine, Record
-from engine.client.read import Position
 from engine.errors import CorruptRecordError, InvalidConfig, KeyUnavailable, WrongKey
+from engine.fetch.positions import Position
 from engine.format import sealed
 from engine.format.records import HEADER_SIZE, read_header
-from engine.storage import files
+from engine.segments import filenames
 
 ENC = {"encryption.enable": "true", "encryption.key.id": "k1"}
 
@@ -53,8 +53,8 @@ def rows(eng: Engine, topic: str, **kw) -> list[tuple]:
 
 
 def segment_files(data_dir: str, topic: str, partition: int = 0) -> list[str]:
-    d = files.partition_dir(data_dir, topic, partition)
-    return [files.path(d, b, files.LOG) for b in files.segment_bases(d)]
+    d = filenames.partition_dir(data_dir, topic, partition)
+    return [filenames.path(d, b, filenames.LOG) for b in filenames.segment_bases(d)]
 
 
 def batches_of(path: str) -> list[tuple[int, object]]:
@@ -264,7 +264,7 @@ def test_a_writer_never_seals_with_a_version_dropped_in_another_engine(
     partition's lock, so it seals with version 2, and everything stays readable."""
     # A's produce path would otherwise look at the catalog itself (every 10 ms): keep its
     # cached entry, as a produce that started just before B's drop has
-    monkeypatch.setattr("engine.client.produce.CATALOG_RECHECK_S", 3600)
+    monkeypatch.setattr("engine.produce.path.CATALOG_RECHECK_S", 3600)
     a = Engine.open(data_dir, keyring=keyring)
     a.create_topic("t", 1, ENC)
     a.produce("t", [Record(value=marker(1))])

@@ -16,7 +16,7 @@ from engine import (
     UnknownPartition,
     UnknownTopic,
 )
-from engine.client.partitioner import partition_for_key
+from engine.produce.partitioner import partition_for_key
 
 
 def test_contract_example(data_dir):
@@ -186,7 +186,7 @@ def test_data_dir_checks(tmp_path):
 def test_produce_notices_topic_recreated_by_another_process(data_dir, monkeypatch):
     # a produce looks at topics.json at most every CATALOG_RECHECK_S; make the cache always
     # hit, so that only the failure paths can notice what the other "process" did
-    import engine.client.produce as produce_mod
+    import engine.produce.path as produce_mod
     monkeypatch.setattr(produce_mod, "CATALOG_RECHECK_S", 3600.0)
     with Engine.open(data_dir) as a, Engine.open(data_dir) as b:
         a.create_topic("t", 1)
@@ -211,7 +211,7 @@ def test_produce_notices_topic_recreated_by_another_process(data_dir, monkeypatc
 def test_produce_sees_config_changed_by_another_process(data_dir):
     import time
 
-    import engine.client.produce as produce_mod
+    import engine.produce.path as produce_mod
     with Engine.open(data_dir) as a, Engine.open(data_dir) as b:
         a.create_topic("t", 1)
         a.produce_batch("t", [b"x" * 500], partition=0)

@@ -18,7 +18,8 @@ from conftest import ROOT, run_rivven
 
 from engine import Engine, Record
 from engine.errors import CorruptRecordError, LockTimeout
-from engine.storage import files, guard, locks, reserve
+from engine.fs import durable, guard, locks, reserve
+from engine.segments import filenames
 
 IS_ROOT = os.geteuid() == 0
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -128,7 +129,7 @@ def test_segment_log_symlink_is_never_truncated_or_written(data_dir, tmp_path):
     assert produce(data_dir, "t", ["a"]).returncode == 0
     outside = tmp_path / "outside.bin"
     outside.write_bytes(b"someone else's bytes\n" * 50)
-    log = os.path.join(data_dir, "topics", "t", "partition-0", files.name(0, files.LOG))
+    log = os.path.join(data_dir, "topics", "t", "partition-0", filenames.name(0, filenames.LOG))
     os.unlink(log)
     os.symlink(outside, log)
     r = produce(data_dir, "t", ["b"])
@@ -358,7 +359,7 @@ def test_every_file_and_dir_is_private_whatever_the_umask(data_dir):
     names = {os.path.basename(p) for p in during}
     for kind in (".lock", "catalog.lock", "topics.json", ".checkpoint", "tier.json",
                  ".cleaner", "offsets.log", "offsets.lock", "t@0", "stream.lock",
-                 files.name(0, files.LOG), files.name(0, files.INDEX), reserve.RESERVE):
+                 filenames.name(0, filenames.LOG), filenames.name(0, filenames.INDEX), reserve.RESERVE):
         assert kind in names, kind
     assert any(p.endswith(".wal") for p in during)
     assert any(".tier-cache" in p for p in during) and any("/cold/" in p for p in during)
@@ -387,7 +388,7 @@ def test_a_group_shared_data_dir_shares_with_its_group(tmp_path):
 @pytest.mark.skipif(not IS_ROOT, reason="needs root to run a process as nobody")
 def test_other_users_cannot_open_a_lock_file(data_dir):
     run_rivven(data_dir, "topic", "create", "t", check=True)
-    lock = os.path.join(data_dir, "topics", "t", "partition-0", files.LOCK_FILE)
+    lock = os.path.join(data_dir, "topics", "t", "partition-0", filenames.LOCK_FILE)
     r = subprocess.run([*NOBODY, "/usr/bin/python3", "-c", f"open({lock!r}, 'rb')"],
                        capture_output=True)
     assert r.returncode != 0 and b"PermissionError" in r.stderr
@@ -424,7 +425,7 @@ def holder(path: str, prefix: list[str] = (), python: str = sys.executable):
 def test_a_stopped_lock_holder_is_named_and_the_wait_gives_up(data_dir, monkeypatch):
     """A SIGSTOPped process holding a partition's flock hung every producer for ever."""
     run_rivven(data_dir, "topic", "create", "t", check=True)
-    lock = os.path.join(data_dir, "topics", "t", "partition-0", files.LOCK_FILE)
+    lock = os.path.join(data_dir, "topics", "t", "partition-0", filenames.LOCK_FILE)
     monkeypatch.setenv("RIVVEN_LOCK_TIMEOUT_MS", "2500")  # (= rivven --lock-timeout-ms 2500)
     with holder(lock) as h:
         os.kill(h.pid, signal.SIGSTOP)
@@ -453,7 +454,7 @@ def test_a_read_only_flock_of_another_user_is_named(tmp_path):
         os.chmod(base, 0o755)
         data = os.path.join(base, "data")
         run_rivven(data, "topic", "create", "t", check=True)
-        lock = os.path.join(data, "topics", "t", "partition-0", files.LOCK_FILE)
+        lock = os.path.join(data, "topics", "t", "partition-0", filenames.LOCK_FILE)
         for d in (data, os.path.join(data, "topics"), os.path.join(data, "topics", "t"),
                   os.path.dirname(lock)):
             os.chmod(d, 0o711)
@@ -542,7 +543,7 @@ def test_a_contended_lock_is_handed_over_when_released(tmp_path):
 
 def test_lock_timeout_setting_is_checked():
     from engine.errors import InvalidConfig
-    from engine.storage.settings import Settings
+    from engine.settings import Settings
 
     assert Settings.parse({}).lock_timeout_ms == 30000
     assert Settings.parse({"lock.timeout.ms": "-1"}).lock_timeout_ms == -1
@@ -697,7 +698,7 @@ def test_a_full_disk_is_a_clean_error_and_can_be_freed(small_disk):
     f.check("t")
     # segment recover: a sealed segment with a torn tail (half a MB of zeros), then full
     pdir = os.path.join(data, "topics", "t", "partition-0")
-    sealed = files.path(pdir, files.segment_bases(pdir)[-2], files.LOG)
+    sealed = filenames.path(pdir, filenames.segment_bases(pdir)[-2], filenames.LOG)
     with open(sealed, "ab") as out:
         out.write(bytes(512 << 10))
     f.fill("t")
@@ -764,13 +765,13 @@ def test_write_atomic_gives_up_the_reserve_then_says_disk_full(tmp_path, monkeyp
         return real(fd, b)
 
     monkeypatch.setattr(os, "write", enospc_once)
-    files.write_atomic(os.path.join(d, "x.json"), b"{}")  # the reserve makes room
+    durable.write_atomic(os.path.join(d, "x.json"), b"{}")  # the reserve makes room
     assert not os.path.exists(os.path.join(d, reserve.RESERVE))
     full["left"] = 1
     from engine.errors import StorageError
 
     with pytest.raises(StorageError, match=r"x\.json: disk full"):
-        files.write_atomic(os.path.join(d, "x.json"), b"{}")  # no reserve left
+        durable.write_atomic(os.path.join(d, "x.json"), b"{}")  # no reserve left
     monkeypatch.setattr(os, "write", real)
     assert [n for n in os.listdir(d) if ".tmp." in n] == []  # (no temp file left behind)
 
@@ -787,7 +788,7 @@ def test_without_space_deletes_come_before_the_metadata_write(tmp_path, monkeypa
     os.unlink(os.path.join(d, reserve.RESERVE))
     monkeypatch.setattr(reserve, "keep_reserve", lambda data_dir: None)
     state = {"freed": False}
-    real_write, real_delete, real_remove = files._write_atomic, files.delete_segment, \
+    real_write, real_delete, real_remove = durable._write_atomic, filenames.delete_segment, \
         guard.remove_tree
 
     def write(target, data, sync_dir=True):
@@ -804,8 +805,8 @@ def test_without_space_deletes_come_before_the_metadata_write(tmp_path, monkeypa
         return real_remove(root, path)
 
     with Engine.open(d) as eng:
-        monkeypatch.setattr(files, "_write_atomic", write)
-        monkeypatch.setattr(files, "delete_segment", delete)
+        monkeypatch.setattr(durable, "_write_atomic", write)
+        monkeypatch.setattr(filenames, "delete_segment", delete)
         monkeypatch.setattr(guard, "remove_tree", remove)
         if what == "delete-records":
             eng.delete_records("t", {0: 20})

@@ -20,7 +20,9 @@ from conftest import ROOT, flip, run_rivven
 
 from engine import Engine, Record
 from engine.errors import DamagedMetadata
-from engine.storage import jsondoc, tier_manifest
+from engine.fs import jsondoc
+from engine.segments import tier_manifest
+from engine.storage.catalog import home_of
 
 TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
           "segment.bytes": "1500"}
@@ -543,7 +545,7 @@ def test_a_shared_temp_root_that_is_not_private_is_replaced_for_the_engine(tmp_p
     root.mkdir()
     os.chmod(root, 0o777)
     (root / "planted").write_text("x")
-    entry = tier_manifest.load(pdir(data_dir))[0]
+    entry = tier_manifest.load(pdir(data_dir), home_of(pdir(data_dir)))[0]
     cache = ColdCache(str(root), 1 << 30, fallback=True)
     seg = cache.segment(entry)
     mine = cache.root

@@ -16,7 +16,7 @@ from engine import Engine, Record
 from engine.errors import CorruptRecordError
 from engine.format.encode import encode_batch
 from engine.format.records import HEADER, batch_crc, read_header
-from engine.storage import checkpoint
+from engine.segments import checkpoint
 from engine.tools.verify import scan_segment
 
 MAX_BASE_OFFSET = (1 << 63) - (1 << 31)  # (engine.format.records.MAX_BASE_OFFSET)

@@ -26,7 +26,7 @@ from engine import (
     StorageError,
 )
 from engine.errors import DamagedMetadata
-from engine.storage import files
+from engine.segments import filenames
 from engine.txn import pids
 
 
@@ -225,9 +225,9 @@ def test_a_restarted_process_resending_the_same_sequences_stores_nothing_twice(d
             assert again.produce("t", recs(b"b", 5)) == acks
             assert values(eng) == [b"a%d" % i for i in range(5)] + [b"b%d" % i for i in range(5)]
             if not checkpointed:
-                for f in os.listdir(files.partition_dir(data_dir, "t", 0)):
+                for f in os.listdir(filenames.partition_dir(data_dir, "t", 0)):
                     if f.endswith(".snapshot"):
-                        os.unlink(os.path.join(files.partition_dir(data_dir, "t", 0), f))
+                        os.unlink(os.path.join(filenames.partition_dir(data_dir, "t", 0), f))
 
 
 PRODUCER = r"""

@@ -1,11 +1,11 @@
-"""engine.storage.index: the sparse offset and time indexes of a segment (real files only)."""
+"""engine.segments.index: the sparse offset and time indexes of a segment (real files only)."""
 
 import os
 import struct
 
 import pytest
 
-from engine.storage.index import OffsetIndex, TimeIndex
+from engine.segments.index import OffsetIndex, TimeIndex
 
 
 @pytest.fixture

@@ -18,19 +18,19 @@ from conftest import ROOT
 # A module may import its own package and packages of a lower rank, nothing else.
 RANKS = {
     "engine.errors": 0, "engine.clock": 0, "engine.failpoint": 0, "engine.progress": 0,  # base
-    "engine.format": 1,
-    "engine.crypto": 1.5,  # keyring, data keys, sealing batches: below storage, over format
-    "engine.storage": 2,
-    "engine.meter": 2.5,  # this process's counters (in .stats/): over storage's file rules
-    "engine.wal": 3, "engine.groups": 3,
-    "engine.txn": 3.5,  # producer state, transactions: above wal/groups, below tiering
-    "engine.tiering": 4,
-    "engine.maintenance": 5, "engine.tools": 5,
-    "engine.client": 6,
-    "engine.metrics": 6.5,  # the exposition: counters of every process + the data dir's state
-    "engine": 7,  # the façade: engine/__init__.py and engine/engine.py
-    "engine.spark": 8,
-    "rivven_cli": 9,
+    "engine.format": 1,  # bytes in, bytes out
+    "engine.fs": 2,  # the file-system rules: guards, durable writes, sealed JSON, locks
+    "engine.crypto": 3, "engine.counters": 3,  # keys and ciphers | this process's counters
+    "engine.segments": 4,  # a partition directory's files, each on its own
+    "engine.storage": 5,  # the data dir's metadata and the partition object
+    "engine.wal": 6, "engine.groups": 6,
+    "engine.txn": 7,  # producer state, transactions
+    "engine.tiering": 8, "engine.fetch": 8, "engine.produce": 8,
+    "engine.maintenance": 9, "engine.tools": 9,
+    "engine.metrics": 10,  # the exposition: counters of every process + the data dir's state
+    "engine": 11,  # the façade: engine/__init__.py, engine/engine.py, engine/settings.py
+    "engine.spark": 12,
+    "rivven_cli": 13,
 }
 # narrower than its rank allows: the format is bytes in, bytes out
 ONLY = {"engine.format": {"engine.errors"}}
@@ -173,9 +173,9 @@ def test_an_upward_import_is_caught(path, line, expect):
 
 
 @pytest.mark.parametrize("path,line,expect", [
-    ("engine/maintenance/compaction.py", "log.segs._prefix", "private to engine/storage/"),
+    ("engine/maintenance/compaction.py", "log.segs._prefix", "private to engine/segments/"),
     ("rivven_cli/topic.py", "eng._groups.describe(name)", "private to engine/engine.py"),
-    ("engine/tools/verify.py", "from ..storage.files import _nope", "another library"),
+    ("engine/tools/verify.py", "from ..fs.durable import _nope", "another library"),
 ])
 def test_a_private_access_is_caught(path, line, expect):
     tree = sources()

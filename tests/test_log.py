@@ -3,7 +3,7 @@ import os
 import pytest
 
 from engine import CorruptRecordError, Engine, OffsetOutOfRange, Record
-from engine.storage.files import segment_bases
+from engine.segments.filenames import segment_bases
 
 SMALL = {"segment.bytes": "4096", "index.interval.bytes": "512"}
 

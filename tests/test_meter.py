@@ -1,4 +1,4 @@
-"""engine.meter: each process's counters in .stats/, summed over processes, each counted
+"""engine.counters: each process's counters in .stats/, summed over processes, each counted
 exactly once: live ones read, dead ones (exited or killed -9) merged once into retired.json."""
 
 import json
@@ -14,10 +14,10 @@ import pytest
 from conftest import ROOT
 
 from engine import Engine, Record
+from engine.counters import gather, slots
+from engine.counters.meter import STATS_DIR, Meter
+from engine.counters.names import FSYNC_BUCKETS, SERIES, all_metrics
 from engine.errors import InvalidConfig, UnknownPartition
-from engine.meter import gather, slots
-from engine.meter.meter import STATS_DIR, Meter
-from engine.meter.names import FSYNC_BUCKETS, SERIES, all_metrics
 
 APPENDED = "rivven_records_appended_total"
 
@@ -284,7 +284,7 @@ def test_what_cannot_be_trusted_in_stats_is_skipped_or_refused(topic_dir):
     doc.pop("crc32c")
     doc["series"] = [[APPENDED, {"topic": "t", "partition": "0"}, [10 ** 400]],
                      [APPENDED, {"topic": "t", "partition": "1"}, [3]]]
-    from engine.storage import jsondoc
+    from engine.fs import jsondoc
     with open(path, "wb") as f:
         f.write(jsondoc.seal(doc))
     assert appended(topic_dir) == {1: 3}

@@ -286,7 +286,7 @@ def test_prometheus_scrapes_serve_while_producers_run_and_one_is_killed(data_dir
 
 
 def test_metrics_md_lists_every_metric_with_its_type_and_labels():
-    from engine.meter.names import all_metrics
+    from engine.counters.names import all_metrics
 
     text = (ROOT / "docs" / "METRICS.md").read_text()
     readme = (ROOT / "README.md").read_text()

@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Engine, Record
-from engine.client import partitioner
 from engine.format import encode, native
 from engine.format.decode import body_of, decode_records, layout
 from engine.format.records import HEADER_SIZE, read_header
+from engine.produce import partitioner
 
 keys_values = st.integers(1, 300).flatmap(lambda n: st.tuples(
     st.lists(st.one_of(st.none(), st.binary(max_size=40)), min_size=n, max_size=n),

@@ -1,4 +1,4 @@
-from engine.client.partitioner import StickyPartitioner, murmur2, partition_for_key
+from engine.produce.partitioner import StickyPartitioner, murmur2, partition_for_key
 
 
 def test_murmur2_matches_kafka_published_vectors():

@@ -266,6 +266,6 @@ def test_a_transactional_producer_writes_tables_in_its_transaction(data_dir):
 
 
 def produce_key_partition(eng, key):
-    from engine.client.partitioner import partition_for_key
+    from engine.produce.partitioner import partition_for_key
 
     return partition_for_key(key, 2)

@@ -20,7 +20,7 @@ from engine.errors import DamagedMetadata
 from engine.format import control
 from engine.format.encode import encode_batch
 from engine.format.records import ATTR_TRANSACTIONAL
-from engine.storage import files
+from engine.segments import filenames
 from engine.storage.log import PartitionLog
 from engine.storage.topics import Topics
 from engine.txn import snapshot
@@ -186,7 +186,7 @@ def test_a_log_without_producer_state_refuses_format_2(eng, data_dir):
     eng.close()
     topics = Topics(data_dir)
     meta = topics.get("t")
-    log = PartitionLog(files.partition_dir(data_dir, "t", 0), "t", 0, meta.typed,
+    log = PartitionLog(filenames.partition_dir(data_dir, "t", 0), "t", 0, meta.typed,
                        writable=True, topic_id=bytes.fromhex(meta.id))
     try:
         with pytest.raises(InvalidArgument, match="without producer state"):
@@ -227,7 +227,7 @@ def test_state_survives_a_restart_with_and_without_a_snapshot(data_dir):
 
 # ---------------------------------------------------------------- snapshots
 def pdir(data_dir):
-    return files.partition_dir(data_dir, "t", 0)
+    return filenames.partition_dir(data_dir, "t", 0)
 
 
 def test_snapshots_are_written_at_checkpoints_and_the_newest_two_kept(data_dir, eng):
@@ -346,7 +346,7 @@ def test_snapshots_below_the_log_start_go_and_producers_there_expire(data_dir, e
     append(eng, data(2, 0, 0))
     eng.checkpoint()
     d = pdir(data_dir)
-    assert len(files.segment_bases(d)) > 2
+    assert len(filenames.segment_bases(d)) > 2
     assert snapshot.offsets(d) == [7]
     eng.delete_records("t", {0: 6})  # producer 1's last batch now lies below the log start
     eng.checkpoint()
@@ -381,7 +381,7 @@ def test_state_follows_rolled_segments(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, {"segment.bytes": "400"})
         bases = [append(eng, data(1, 0, 2 * i, 2)) for i in range(10)]
-        assert len(files.segment_bases(pdir(data_dir))) >= 4
+        assert len(filenames.segment_bases(pdir(data_dir))) >= 4
         assert append(eng, data(1, 0, 16, 2)) == bases[8]
     with Engine.open(data_dir) as eng:  # no snapshot: rebuilt over every segment
         assert append(eng, data(1, 0, 18, 2)) == bases[9]
@@ -491,7 +491,7 @@ def test_a_duplicate_of_a_batch_still_in_flight_waits_for_it(eng, monkeypatch, f
 
 def test_a_repair_cut_removes_the_snapshots_past_it(data_dir):
     d = two_snapshots(data_dir)
-    seg = files.path(d, 0, files.LOG)
+    seg = filenames.path(d, 0, filenames.LOG)
     size = os.path.getsize(seg)
     with open(seg, "r+b") as f:  # damage the last batch (past the first snapshot)
         f.seek(size - 9)
@@ -516,7 +516,7 @@ def test_the_spark_source_never_returns_a_marker(data_dir, eng):
     append(eng, data(4, 0, 0, 2, txn=True))
     append(eng, marker(4, 1, commit=False))
     eng.produce("t", [Record(value=b"b")])
-    seg = files.path(pdir(data_dir), 0, files.LOG)
+    seg = filenames.path(pdir(data_dir), 0, filenames.LOG)
     piece = Piece("t", 0, seg, 0, 0, os.path.getsize(seg), None)
     rows = [row for b in read_piece(piece, ["offset", "value"])
             for row in zip(b.column(0).to_pylist(), b.column(1).to_pylist())]

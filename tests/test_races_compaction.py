@@ -11,7 +11,7 @@ from test_compaction import SWAP_CHILD, everything, random_log, reference
 
 from engine import Engine, Record
 from engine.maintenance.compaction import CompactionError
-from engine.storage.swap import MANIFEST
+from engine.segments.swap import MANIFEST
 
 
 def _pdir(data_dir, p=0):

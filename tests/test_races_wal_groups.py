@@ -255,27 +255,28 @@ def test_checkpoint_never_moves_the_log_start_back(data_dir, monkeypatch):
     rewrites of equal size in one tick look the same. A writer in another process that read
     the old file then checkpoints with its stale log start: the start moves back and records
     deleted by delete-records are readable again."""
-    from engine.storage import files
-    from engine.storage.checkpoint import read_checkpoint
+    from engine.fs import durable
+    from engine.segments import filenames
+    from engine.segments.checkpoint import read_checkpoint
 
-    real = files.write_atomic
+    real = durable.write_atomic
 
     def coarse_write_atomic(target, data, sync_dir=True):  # mtime with one-second granularity
         real(target, data, sync_dir)
         os.utime(target, ns=(1_700_000_000 * 10**9, 1_700_000_000 * 10**9))
 
-    monkeypatch.setattr(files, "write_atomic", coarse_write_atomic)
+    monkeypatch.setattr(durable, "write_atomic", coarse_write_atomic)
     a = Engine.open(data_dir)
     a.create_topic("t", 1)
     a.produce_batch("t", [b"v%d" % i for i in range(100)], partition=0)
     a.delete_records("t", {0: 10})
-    pdir = files.partition_dir(data_dir, "t", 0)
-    ino1 = os.stat(os.path.join(pdir, files.CHECKPOINT)).st_ino
+    pdir = filenames.partition_dir(data_dir, "t", 0)
+    ino1 = os.stat(os.path.join(pdir, filenames.CHECKPOINT)).st_ino
     b = Engine.open(data_dir)  # another process, say
     assert b.partition_offsets("t", 0) == (10, 100)
     a.checkpoint_all()  # .checkpoint rewritten twice, the same size as b saw it
     a.delete_records("t", {0: 50})
-    if os.stat(os.path.join(pdir, files.CHECKPOINT)).st_ino != ino1:
+    if os.stat(os.path.join(pdir, filenames.CHECKPOINT)).st_ino != ino1:
         pytest.skip("the file system did not reuse the inode")
     assert read_checkpoint(pdir)["log_start_offset"] == 50
     b.checkpoint_all()
@@ -331,14 +332,14 @@ def test_checkpoint_racing_a_topic_delete(data_dir, monkeypatch):
     (another thread) has its PartitionLog closed (lock_fd -1). Checkpointing that log must be
     skipped like any deleted partition, not raise OSError(EBADF) out of the checkpoint, and so
     out of an acknowledged produce (_maybe_checkpoint catches only RivvenError) or close()."""
-    from engine.storage import files
+    from engine.fs import durable
 
     eng = Engine.open(data_dir)
     eng.create_topic("u", 1)
     eng.create_topic("t", 1)
     eng.produce_batch("u", [b"u"], partition=0)
     eng.produce_batch("t", [b"t"], partition=0)
-    real = files.write_atomic
+    real = durable.write_atomic
     done = {}
 
     def write_atomic(target, data, sync_dir=True):  # u's checkpoint: meanwhile t is deleted
@@ -349,7 +350,7 @@ def test_checkpoint_racing_a_topic_delete(data_dir, monkeypatch):
             th.start()
             th.join(HANG_S)
 
-    monkeypatch.setattr(files, "write_atomic", write_atomic)
+    monkeypatch.setattr(durable, "write_atomic", write_atomic)
     eng.checkpoint()
     monkeypatch.undo()
     assert done

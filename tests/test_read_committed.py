@@ -14,8 +14,8 @@ from engine import clock as clock_mod
 from engine.format import control
 from engine.format.encode import encode_batch
 from engine.format.records import ATTR_TRANSACTIONAL
-from engine.storage import files
-from engine.storage.txn_index import AbortedTxn, read_entries
+from engine.segments import filenames
+from engine.segments.txn_index import AbortedTxn, read_entries
 
 NOW = clock_mod.now_ms()
 RC, RU = "read_committed", "read_uncommitted"
@@ -135,8 +135,8 @@ def test_aborts_reach_txnindex_files_at_a_checkpoint_and_readers_in_other_proces
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
         interleaved(eng)
-        pdir = files.partition_dir(data_dir, "t", 0)
-        assert read_entries(files.path(pdir, 0, files.TXNINDEX), 0)[0] == []  # not yet
+        pdir = filenames.partition_dir(data_dir, "t", 0)
+        assert read_entries(filenames.path(pdir, 0, filenames.TXNINDEX), 0)[0] == []  # not yet
         assert values(eng, RC) == [b"a", b"c", b"d0"]  # known from the log meanwhile
         code = ("import sys; from engine import Engine\n"
                 "with Engine.open(sys.argv[1], read_only=True) as e:\n"
@@ -146,7 +146,7 @@ def test_aborts_reach_txnindex_files_at_a_checkpoint_and_readers_in_other_proces
                              text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         assert out.stdout.strip() == "[b'a', b'c', b'd0']", out.stderr
         eng.checkpoint()
-        assert read_entries(files.path(pdir, 0, files.TXNINDEX), 0)[0] == \
+        assert read_entries(filenames.path(pdir, 0, filenames.TXNINDEX), 0)[0] == \
             [AbortedTxn(1, 1, 5, 4)]  # (txn 2 still open then: the LSO was 4)
     with Engine.open(data_dir, read_only=True) as eng:  # from the snapshot and the index
         assert values(eng, RC) == [b"a", b"c", b"d0"]
@@ -160,10 +160,10 @@ def test_an_abort_in_a_later_segment_hides_data_in_an_earlier_one(data_dir):
             eng.produce("t", [Record(value=b"p%02d" % i + b"." * 100)], partition=0)
         append(eng, control.encode_marker(9, 1, False, NOW))
         eng.checkpoint()
-        pdir = files.partition_dir(data_dir, "t", 0)
-        bases = files.segment_bases(pdir)
-        assert len(bases) > 3 and not os.path.exists(files.path(pdir, 0, files.TXNINDEX))
-        assert os.path.exists(files.path(pdir, bases[-1], files.TXNINDEX))
+        pdir = filenames.partition_dir(data_dir, "t", 0)
+        bases = filenames.segment_bases(pdir)
+        assert len(bases) > 3 and not os.path.exists(filenames.path(pdir, 0, filenames.TXNINDEX))
+        assert os.path.exists(filenames.path(pdir, bases[-1], filenames.TXNINDEX))
     with Engine.open(data_dir, read_only=True) as eng:
         got = values(eng, RC)
         assert b"x0" not in got and len(got) == 30

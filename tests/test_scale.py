@@ -13,7 +13,8 @@ import pytest
 from conftest import RIVVEN
 
 from engine import Engine, Record
-from engine.storage import files, summary
+from engine.segments import filenames
+from engine.storage import summary
 from engine.storage.partitions import peek
 
 
@@ -104,7 +105,7 @@ def _compare(data_dir: str, eng: Engine, topic: str) -> dict[int, tuple[int, int
     for p in range(meta.partitions):
         with peek(data_dir, meta, p) as log:
             full = log.offsets()
-        q = summary.quick_offsets(files.partition_dir(data_dir, topic, p))
+        q = summary.quick_offsets(filenames.partition_dir(data_dir, topic, p))
         assert q is None or q == full, (p, q, full)
         quick[p] = full
     return quick
@@ -121,7 +122,7 @@ def test_quick_offsets_agree_with_a_full_open(data_dir):
         want = _compare(data_dir, eng, "t")
         assert want[1][0] == 17 and want[0] == (0, 40) and want[3] == (0, 0)
         assert eng.log_offsets("t") == want
-        assert all(summary.quick_offsets(files.partition_dir(data_dir, "t", p)) is not None
+        assert all(summary.quick_offsets(filenames.partition_dir(data_dir, "t", p)) is not None
                    for p in range(4))
 
 
@@ -130,11 +131,11 @@ def test_quick_offsets_never_count_a_torn_or_damaged_tail(data_dir):
         eng.create_topic("t", partitions=1)
         for _ in range(5):
             eng.produce("t", [Record(b"k", b"v" * 50)] * 3)
-    d = files.partition_dir(data_dir, "t", 0)
-    seg = files.path(d, 0, files.LOG)
+    d = filenames.partition_dir(data_dir, "t", 0)
+    seg = filenames.path(d, 0, filenames.LOG)
     with open(seg, "rb") as f:
         whole = f.read()
-    os.remove(os.path.join(d, files.CHECKPOINT))  # (so the tail is read, not vouched for)
+    os.remove(os.path.join(d, filenames.CHECKPOINT))  # (so the tail is read, not vouched for)
     with open(seg, "ab") as f:  # a batch cut short by a crash
         f.write(whole[:100])
     with Engine.open(data_dir, read_only=True) as eng:

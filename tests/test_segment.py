@@ -1,4 +1,4 @@
-"""engine.storage.segment: one .log with its .index and .timeindex, on real files."""
+"""engine.segments.segment: one .log with its .index and .timeindex, on real files."""
 
 import os
 import struct
@@ -9,8 +9,8 @@ from conftest import flip
 from engine.errors import CorruptRecordError, StorageError
 from engine.format import encode_batch, read_header
 from engine.format.records import HEADER_SIZE
-from engine.storage import files
-from engine.storage.segment import Segment, TornTail
+from engine.segments import filenames
+from engine.segments.segment import Segment, TornTail
 
 BASE = 100
 TS0 = 1_700_000_000_000
@@ -46,8 +46,8 @@ def seg(tmp_path):
 
 def test_create_makes_the_three_files(tmp_path):
     s = Segment(str(tmp_path), 42, writable=True, create=True)
-    for suffix in (files.LOG, files.INDEX, files.TIMEINDEX):
-        assert os.path.exists(files.path(str(tmp_path), 42, suffix))
+    for suffix in (filenames.LOG, filenames.INDEX, filenames.TIMEINDEX):
+        assert os.path.exists(filenames.path(str(tmp_path), 42, suffix))
     assert s.path.endswith("00000000000000000042.log")
     assert (s.size, s.next_offset, s.max_timestamp) == (0, 42, -1)
     s.close()
@@ -239,8 +239,8 @@ def test_rebuild_indexes_matches_the_appended_ones(seg, tmp_path):
     end = seg.size
     seg.close()
     # index files that went missing (or were never fsynced)
-    for suffix in (files.INDEX, files.TIMEINDEX):
-        os.truncate(files.path(str(tmp_path), BASE, suffix), 0)
+    for suffix in (filenames.INDEX, filenames.TIMEINDEX):
+        os.truncate(filenames.path(str(tmp_path), BASE, suffix), 0)
     w = Segment(str(tmp_path), BASE, writable=True)
     w.index_interval = 0
     assert w.rebuild_indexes(truncate_torn=False) == end
@@ -280,7 +280,7 @@ def test_load_rebuilds_indexes_that_do_not_fit_the_log(seg, tmp_path):
     end = seg.size
     seg.close()
     # decreasing positions: not an index of this log
-    with open(files.path(str(tmp_path), BASE, files.INDEX), "wb") as f:
+    with open(filenames.path(str(tmp_path), BASE, filenames.INDEX), "wb") as f:
         f.write(struct.pack("<ii", 3, 500) + struct.pack("<ii", 6, 100))
     r = Segment(str(tmp_path), BASE, writable=False)
     r.load(repair=False)
@@ -398,8 +398,8 @@ def test_sync_all_and_reopen(seg, tmp_path):
 
 def test_sync_all_of_a_reader_without_index_files(seg, tmp_path):
     write_batches(seg, 2)
-    for suffix in (files.INDEX, files.TIMEINDEX):
-        os.unlink(files.path(str(tmp_path), BASE, suffix))
+    for suffix in (filenames.INDEX, filenames.TIMEINDEX):
+        os.unlink(filenames.path(str(tmp_path), BASE, suffix))
     r = Segment(str(tmp_path), BASE, writable=False)
     assert r.index.fd == -1 and r.timeindex.fd == -1
     r.sync_all()  # the missing indexes are skipped, not an error

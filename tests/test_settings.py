@@ -1,9 +1,9 @@
-"""engine.storage.settings: per-process engine settings and their checks."""
+"""engine.settings: per-process engine settings and their checks."""
 
 import pytest
 
 from engine.errors import InvalidConfig
-from engine.storage.settings import DEFAULTS, Settings
+from engine.settings import DEFAULTS, Settings
 
 
 def test_defaults():

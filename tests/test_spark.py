@@ -312,10 +312,12 @@ def test_spark_tier_end_to_end_with_kill_9_during_the_job(data_dir):
     assert out["tasks"] >= 10 and out["exec_s"] > 0
     for part in out["partitions"]:
         assert part["uploaded"] or part["already_cold"]
-    from engine.storage import tier_manifest
+    from engine.segments import tier_manifest
+    from engine.storage.catalog import home_of
     named = set()
     for p in (0, 1):
-        entries = tier_manifest.load(os.path.join(data_dir, "topics", "t", f"partition-{p}"))
+        d = os.path.join(data_dir, "topics", "t", f"partition-{p}")
+        entries = tier_manifest.load(d, home_of(d))
         assert entries[0].base_offset == 0
         named |= {e.object + s for e in entries for s in (".log", ".index", ".timeindex")}
     assert {"file://" + o for o in objects()} == named  # the killed run's copies are gone

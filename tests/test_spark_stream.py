@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from engine import Engine, Record
-from engine.client.partitioner import partition_for_key
+from engine.produce.partitioner import partition_for_key
 
 pytestmark = pytest.mark.spark
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

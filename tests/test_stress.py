@@ -28,9 +28,10 @@ from conftest import ROOT
 from engine import Engine, StorageError
 from engine import wal as wal_mod
 from engine.format.records import read_header
-from engine.storage import files
-from engine.storage.checkpoint import read_checkpoint
-from engine.storage.locks import open_lock_file, try_lock
+from engine.fs import durable
+from engine.fs.locks import open_lock_file, try_lock
+from engine.segments import filenames
+from engine.segments.checkpoint import read_checkpoint
 
 SETTINGS = {"wal.segment.bytes": "8192", "checkpoint.interval.bytes": "20000"}
 HANG_S = 30  # a produce call that takes this long is hung
@@ -59,9 +60,9 @@ def wal_batches(data_dir, topic):
 def durable_end(data_dir, topic, p):
     """Offsets below this are in fsynced segment bytes: before the checkpoint's recovery point
     or in a sealed segment (a roll fsyncs the old segment before the new file exists)."""
-    pdir = files.partition_dir(data_dir, topic, p)
+    pdir = filenames.partition_dir(data_dir, topic, p)
     point = read_checkpoint(pdir)
-    bases = files.segment_bases(pdir)
+    bases = filenames.segment_bases(pdir)
     return max(point["recovery_point"] if point else 0, bases[-1] if bases else 0)
 
 
@@ -84,13 +85,13 @@ def crash_image(data_dir, dst):
         for part in os.listdir(tdir):
             pdir = os.path.join(tdir, part)
             point = read_checkpoint(pdir)
-            base = files.segment_bases(pdir)[-1]
+            base = filenames.segment_bases(pdir)[-1]
             keep = 0
             if point is not None and point["segment"] == base:
                 keep = point["position"]
             elif point is not None and point["segment"] > base:
                 continue
-            path = files.path(pdir, base, files.LOG)
+            path = filenames.path(pdir, base, filenames.LOG)
             if os.path.getsize(path) > keep:
                 os.truncate(path, keep)
     return dst
@@ -98,7 +99,7 @@ def crash_image(data_dir, dst):
 
 def flock_free(data_dir, topic, p, wait=2.0):
     """Can another process take the partition flock (within ``wait`` seconds)?"""
-    fd = open_lock_file(os.path.join(files.partition_dir(data_dir, topic, p), files.LOCK_FILE))
+    fd = open_lock_file(os.path.join(filenames.partition_dir(data_dir, topic, p), filenames.LOCK_FILE))
     try:
         deadline = time.monotonic() + wait
         while not try_lock(fd):
@@ -366,7 +367,7 @@ def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, mon
     eng = Engine.open(data_dir)
     eng.create_topic("t", 1)
     eng.produce_batch("t", [b"before"] * 10, partition=0)
-    real = files.write_atomic
+    real = durable.write_atomic
     inside = threading.Event()
     ck = {}
 
@@ -376,7 +377,7 @@ def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, mon
             time.sleep(0.3)
         return real(target, data, sync_dir)
 
-    monkeypatch.setattr(files, "write_atomic", slow_write_atomic)
+    monkeypatch.setattr(durable, "write_atomic", slow_write_atomic)
 
     def checkpoint():
         ck["id"] = threading.get_ident()
@@ -387,7 +388,7 @@ def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, mon
     assert inside.wait(10)
     acks = eng.produce_batch("t", [b"held-up-%d" % i for i in range(5)], partition=0)
     t.join(HANG_S)
-    monkeypatch.setattr(files, "write_atomic", real)
+    monkeypatch.setattr(durable, "write_atomic", real)
     eng.checkpoint()  # the next checkpoint (a timer, the interval, or close)
     assert_batch_survives_a_crash(eng, data_dir, tmp_path, acks, b"held-up-%d")
 
@@ -401,7 +402,7 @@ def test_checkpoint_deletes_only_the_wal_it_covered(data_dir, tmp_path, monkeypa
     eng.create_topic("t", 2)
     for p in (0, 1):
         eng.produce_batch("t", [b"before"], partition=p)
-    real = files.write_atomic
+    real = durable.write_atomic
     inside = threading.Event()
 
     def slow_write_atomic(target, data, sync_dir=True):  # partition 1's .checkpoint, slow disk
@@ -410,7 +411,7 @@ def test_checkpoint_deletes_only_the_wal_it_covered(data_dir, tmp_path, monkeypa
             time.sleep(0.3)
         return real(target, data, sync_dir)
 
-    monkeypatch.setattr(files, "write_atomic", slow_write_atomic)
+    monkeypatch.setattr(durable, "write_atomic", slow_write_atomic)
     t = threading.Thread(target=eng.checkpoint, daemon=True)
     t.start()
     assert inside.wait(10)
@@ -422,7 +423,7 @@ def test_checkpoint_deletes_only_the_wal_it_covered(data_dir, tmp_path, monkeypa
         if eng.wal.file_start != start:
             break
     t.join(HANG_S)
-    monkeypatch.setattr(files, "write_atomic", real)
+    monkeypatch.setattr(durable, "write_atomic", real)
     lost = not_durable(data_dir, "t", batches)
     image = crash_image(data_dir, str(tmp_path / "crashed"))
     eng.close()
@@ -558,7 +559,7 @@ def test_failed_wal_rotation_releases_the_flock(data_dir, monkeypatch):
     eng.create_topic("t", 1)
     acked = {}
     acked.update(zip(eng.produce_batch("t", [b"first"], partition=0), [b"first"]))
-    real = files.fsync_dir
+    real = durable.fsync_dir
     state = {"armed": True}
 
     def flaky(directory):
@@ -567,7 +568,7 @@ def test_failed_wal_rotation_releases_the_flock(data_dir, monkeypatch):
             raise OSError(errno.EIO, "Input/output error")
         return real(directory)
 
-    monkeypatch.setattr(files, "fsync_dir", flaky)
+    monkeypatch.setattr(durable, "fsync_dir", flaky)
     for i in range(40):
         vals = [value(b"r", i, j) for j in range(5)]
         try:
@@ -634,7 +635,7 @@ def test_admin_reindex_while_threads_produce(data_dir):
     eng = Engine.open(data_dir, settings=SETTINGS)
     eng.create_topic("t", 1)
     eng.produce_batch("t", [b"first"], partition=0)
-    seg = files.path(files.partition_dir(data_dir, "t", 0), 0, files.LOG)
+    seg = filenames.path(filenames.partition_dir(data_dir, "t", 0), 0, filenames.LOG)
     acked = {}
     lock = threading.Lock()
     stop = threading.Event()

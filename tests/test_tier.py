@@ -14,11 +14,16 @@ from conftest import ROOT, run_rivven
 
 from engine import Engine, Record
 from engine.errors import ColdObjectError, InvalidConfig, OffsetOutOfRange
-from engine.storage import tier_manifest
+from engine.segments import tier_manifest
+from engine.storage.catalog import home_of
 
 DAY = 86_400_000
 TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
           "segment.bytes": "1500"}
+
+
+def load_manifest(d: str) -> list:
+    return tier_manifest.load(d, home_of(d))
 
 
 def pdir(data_dir, p=0, topic="t"):
@@ -110,7 +115,7 @@ def test_tier_then_read_everything_back_across_tiers(data_dir):
                    for b in locals_)
         assert st["local_bytes"] == size and size - os.path.getsize(
             os.path.join(pdir(data_dir, p), f"{locals_[-1]:020d}.log")) <= 3000
-        entries = tier_manifest.load(pdir(data_dir, p))
+        entries = load_manifest(pdir(data_dir, p))
         assert [e.base_offset for e in entries][0] == 0
         assert all(a.next_offset == b.base_offset for a, b in zip(entries, entries[1:]))
     # another process reads it all, cold then warm (CLI), and so does a fresh engine
@@ -155,7 +160,7 @@ def test_damaged_and_missing_cold_objects(data_dir):
     make(data_dir, n=300)
     with Engine.open(data_dir) as eng:
         eng.tier("t")
-    entries = tier_manifest.load(pdir(data_dir))
+    entries = load_manifest(pdir(data_dir))
     victim = entries[1].url(".log")[len("file://"):]
     with open(victim, "r+b") as f:
         f.seek(80)
@@ -191,7 +196,7 @@ def test_restore_brings_segments_back(data_dir):
     make(data_dir, n=400)
     with Engine.open(data_dir) as eng:
         eng.tier("t")
-    entries = tier_manifest.load(pdir(data_dir))
+    entries = load_manifest(pdir(data_dir))
     cut = entries[len(entries) // 2]
     before_local = local_bases(data_dir)
     r = run_rivven(data_dir, "tier", "restore", "t", "--from", str(cut.base_offset + 3),
@@ -205,7 +210,7 @@ def test_restore_brings_segments_back(data_dir):
     assert b"restored" in r.stderr and b"remote.storage.enable=true" in r.stderr
     now_local = local_bases(data_dir)
     assert now_local[0] == cut.base_offset and now_local[-len(before_local):] == before_local
-    left = tier_manifest.load(pdir(data_dir))
+    left = load_manifest(pdir(data_dir))
     assert left == [e for e in entries if e.base_offset < cut.base_offset]
     assert len(cold_objects(data_dir)) == 3 * len(left)
     with Engine.open(data_dir) as eng:
@@ -222,14 +227,14 @@ def test_retention_deletes_from_the_cold_store(data_dir):
          cfg={"retention.ms": str(7 * DAY)})
     with Engine.open(data_dir) as eng:
         eng.tier("t")
-        entries = tier_manifest.load(pdir(data_dir))
+        entries = load_manifest(pdir(data_dir))
         assert entries and len(cold_objects(data_dir)) == 3 * len(entries)
         eng.alter_topic_config("t", {"retention.ms": str(DAY), "local.retention.ms": "-2"})
         rows = eng.apply_retention("t")
     assert rows and all(r["tier"] == "cold" and r["reason"] == "time" for r in rows)
     new_start = rows[-1]["new_log_start_offset"]
     assert 150 <= new_start <= 200
-    left = tier_manifest.load(pdir(data_dir))
+    left = load_manifest(pdir(data_dir))
     assert all(e.next_offset > new_start for e in left)
     assert len(cold_objects(data_dir)) == 3 * len(left)
     with Engine.open(data_dir) as eng:
@@ -241,7 +246,7 @@ def test_retention_deletes_from_the_cold_store(data_dir):
     with Engine.open(data_dir) as eng:
         rows = eng.delete_records("t", {0: 300})
         assert eng.start_offsets("t") == {0: 300}
-    assert all(e.next_offset > 300 for e in tier_manifest.load(pdir(data_dir)))
+    assert all(e.next_offset > 300 for e in load_manifest(pdir(data_dir)))
 
 
 def test_unreferenced_objects_are_collected_and_topic_delete_removes_cold_data(data_dir):
@@ -300,17 +305,17 @@ def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
             eng.tier("t")
             assert len(local_bases(data_dir)) <= 3
             # the dead run's copies are collected (its first step left an empty manifest)
-            assert len(cold_objects(data_dir)) == 3 * len(tier_manifest.load(pdir(data_dir)))
+            assert len(cold_objects(data_dir)) == 3 * len(load_manifest(pdir(data_dir)))
         else:
             eng.tier_restore("t", from_offset=0)
-            assert local_bases(data_dir)[0] == 0 and tier_manifest.load(pdir(data_dir)) == []
+            assert local_bases(data_dir)[0] == 0 and load_manifest(pdir(data_dir)) == []
     _consistent(data_dir, 300)
 
 
 def _consistent(data_dir, n):
     """Every offset is local or in the manifest, every record reads back, the objects the
     manifest names are intact, and only they remain after the next collection."""
-    entries = tier_manifest.load(pdir(data_dir))
+    entries = load_manifest(pdir(data_dir))
     bases = local_bases(data_dir)
     covered = entries[-1].next_offset if entries else 0
     assert bases[0] <= covered or bases[0] == 0
@@ -349,7 +354,7 @@ def test_the_cold_cache_is_bounded(data_dir):
     make(data_dir, n=600)
     with Engine.open(data_dir) as eng:
         eng.tier("t")
-    entries = tier_manifest.load(pdir(data_dir))
+    entries = load_manifest(pdir(data_dir))
     biggest = max(e.bytes + e.index_bytes + e.timeindex_bytes for e in entries)
     bound = 3 * biggest
     cache = os.path.join(data_dir, ".tier-cache")
@@ -417,7 +422,7 @@ def test_any_fsspec_store_works_memory_uri(data_dir):
         out = eng.tier("t")
         assert out["partitions"][0]["uploaded"] and not os.path.exists(
             os.path.join(data_dir, "cold"))
-        entries = tier_manifest.load(pdir(data_dir))
+        entries = load_manifest(pdir(data_dir))
         assert all(e.object.startswith("memory://rivven-cold/t-") for e in entries)
         assert everything(eng) == expected(300)
         assert eng.verify_cold("t")[0]["findings"] == []
@@ -439,13 +444,13 @@ def test_a_changed_store_uri_keeps_old_copies_readable_and_delete_removes_both(d
     other = tmp_path / "elsewhere"
     with Engine.open(data_dir) as eng:
         eng.tier("t")
-        first = len(tier_manifest.load(pdir(data_dir)))
+        first = len(load_manifest(pdir(data_dir)))
         eng.alter_topic_config("t", {"remote.storage.uri": f"file://{other}"})
         for i in range(300, 500, 10):
             eng.produce("t", [Record(key=b"k%d" % ((i + j) % 7), value=b"p0-v%05d" % (i + j))
                               for j in range(10)])
         eng.tier("t")
-        entries = tier_manifest.load(pdir(data_dir))
+        entries = load_manifest(pdir(data_dir))
         assert entries[0].object.startswith(f"file://{data_dir}/cold/")
         assert entries[-1].object.startswith(f"file://{other}/") and len(entries) > first
         assert everything(eng) == expected(500)
@@ -513,8 +518,8 @@ def test_a_txnindex_is_tiered_restored_and_removed_with_its_segment(data_dir):
     """A segment's aborted-transaction index travels with it: copied and recorded in the
     manifest, checked, brought back by a restore, fetched into the cold cache, and removed
     with the segment's other objects."""
-    from engine.storage import files
-    from engine.storage.txn_index import AbortedTxn, TxnIndex, read_entries
+    from engine.segments import filenames
+    from engine.segments.txn_index import AbortedTxn, TxnIndex, read_entries
     from engine.tiering.cache import download_segment
 
     make(data_dir)
@@ -527,11 +532,11 @@ def test_a_txnindex_is_tiered_restored_and_removed_with_its_segment(data_dir):
         ix_first_byte = f.read(1)
     with Engine.open(data_dir) as eng:
         eng.tier("t")
-        (entry,) = [e for e in tier_manifest.load(pdir(data_dir)) if e.base_offset == base]
+        (entry,) = [e for e in load_manifest(pdir(data_dir)) if e.base_offset == base]
         assert entry.txnindex_bytes == 40 and entry.suffixes()[-1] == ".txnindex"
         assert [c for c in cold_objects(data_dir) if c.endswith(".txnindex")] == \
             [entry.url(".txnindex").removeprefix("file://")]
-        others = [e for e in tier_manifest.load(pdir(data_dir)) if e.base_offset != base]
+        others = [e for e in load_manifest(pdir(data_dir)) if e.base_offset != base]
         assert others and all(e.txnindex_bytes == 0 and len(e.suffixes()) == 3 for e in others)
         (row,) = eng.verify_cold("t")
         assert row["findings"] == [] and row["bytes"] == sum(
@@ -545,7 +550,7 @@ def test_a_txnindex_is_tiered_restored_and_removed_with_its_segment(data_dir):
         dest = os.path.join(data_dir, "fetched")
         os.makedirs(dest)
         download_segment(entry, dest)
-        assert read_entries(files.path(dest, base, files.TXNINDEX), base)[0] == \
+        assert read_entries(filenames.path(dest, base, filenames.TXNINDEX), base)[0] == \
             [AbortedTxn(3, base, base + 2, base)]
         raw = json.loads(open(tier_manifest.path(pdir(data_dir))).read())
         assert sum("txnindex_bytes" in s for s in raw["segments"]) == 1  # only where there is one

@@ -315,7 +315,7 @@ def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
 
 
 def test_a_state_that_passes_its_crc_but_not_its_checks_is_damage(eng, data_dir):
-    from engine.storage import framelog
+    from engine.fs import framelog
 
     tp = eng.producer(transactional_id="t")
     path = state_file(data_dir, "t")
@@ -398,7 +398,7 @@ def test_abort_transaction_by_hand_and_a_topic_deleted_meanwhile(eng):
 
 def test_one_producer_call_gives_both_kinds(eng):
     from engine import InvalidArgument
-    from engine.client.producer import Producer
+    from engine.produce.idempotent import IdempotentProducer as Producer
 
     assert isinstance(eng.producer(), Producer)
     with pytest.raises(InvalidArgument, match="transactional id"):

@@ -8,8 +8,8 @@ from engine.errors import DamagedMetadata, InvalidArgument
 from engine.format import control
 from engine.format.encode import encode_batch
 from engine.format.records import ATTR_TRANSACTIONAL, read_header
-from engine.storage import txn_index
-from engine.storage.txn_index import ENTRY_SIZE, AbortedTxn, TxnIndex, read_entries
+from engine.segments import txn_index
+from engine.segments.txn_index import ENTRY_SIZE, AbortedTxn, TxnIndex, read_entries
 from engine.txn import isolation
 
 
@@ -98,23 +98,23 @@ def test_a_txnindex_goes_with_its_segment(tmp_path):
     """Retention (delete-records here) deletes a segment's .txnindex with it, and a writer
     removes one whose segment is gone (a deletion a crash cut short)."""
     from engine import Engine, Record
-    from engine.storage import files
+    from engine.segments import filenames
 
     d = str(tmp_path / "d")
     with Engine.open(d) as eng:
         eng.create_topic("t", 1, {"segment.bytes": "1024"})
         for _ in range(40):
             eng.produce("t", [Record(value=b"x" * 100)])
-        pdir = files.partition_dir(d, "t", 0)
-        bases = files.segment_bases(pdir)
+        pdir = filenames.partition_dir(d, "t", 0)
+        bases = filenames.segment_bases(pdir)
         assert len(bases) > 3
         for b in bases[:2]:
-            TxnIndex(files.path(pdir, b, files.TXNINDEX), b).close()
-        orphan = files.path(pdir, 10**9, files.TXNINDEX)
+            TxnIndex(filenames.path(pdir, b, filenames.TXNINDEX), b).close()
+        orphan = filenames.path(pdir, 10**9, filenames.TXNINDEX)
         TxnIndex(orphan, 10**9).close()
         eng.delete_records("t", {0: bases[2]})
-        assert not os.path.exists(files.path(pdir, bases[0], files.TXNINDEX))
-        assert not os.path.exists(files.path(pdir, bases[1], files.TXNINDEX))
+        assert not os.path.exists(filenames.path(pdir, bases[0], filenames.TXNINDEX))
+        assert not os.path.exists(filenames.path(pdir, bases[1], filenames.TXNINDEX))
     with Engine.open(d) as eng:
         eng.produce("t", [Record(value=b"y")])
     assert not os.path.exists(orphan)
@@ -122,7 +122,7 @@ def test_a_txnindex_goes_with_its_segment(tmp_path):
 
 def test_verify_checks_markers_against_the_txnindex(tmp_path):
     from engine import Engine
-    from engine.storage import files
+    from engine.segments import filenames
     from engine.tools.verify import verify_partition
 
     d = str(tmp_path / "d")
@@ -138,12 +138,12 @@ def test_verify_checks_markers_against_the_txnindex(tmp_path):
         append(control.encode_marker(5, 1, False, 1))  # an ABORT at offset 1
         append(control.encode_marker(6, 1, True, 1))  # a COMMIT at offset 2 (a no-op)
         append(control.encode_marker(7, 1, False, 1))  # an ABORT ending nothing: no entry
-    pdir = files.partition_dir(d, "t", 0)
+    pdir = filenames.partition_dir(d, "t", 0)
 
     def findings():
         return [f.message for r in verify_partition(pdir) for f in r.findings]
 
-    ix = files.path(pdir, 0, files.TXNINDEX)
+    ix = filenames.path(pdir, 0, filenames.TXNINDEX)
     assert read_entries(ix, 0)[0] == [AbortedTxn(5, 0, 1, 2)]  # written at the close's snapshot
     assert findings() == []
     os.unlink(ix)
@@ -152,7 +152,7 @@ def test_verify_checks_markers_against_the_txnindex(tmp_path):
     from engine.txn.state import ProducerState
 
     for off in snapshot.offsets(pdir):
-        os.unlink(files.path(pdir, off, ".snapshot"))
+        os.unlink(filenames.path(pdir, off, ".snapshot"))
     assert findings() == []  # no snapshot vouches for the entry: known from the log
     ix_ = TxnIndex(ix, 0)
     ix_.append(AbortedTxn(5, 0, 1, 0))

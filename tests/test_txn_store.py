@@ -10,7 +10,7 @@ import txn_view
 from conftest import flip
 
 from engine.errors import DamagedMetadata
-from engine.storage import framelog
+from engine.fs import framelog
 from engine.txn import txn_store
 from engine.txn.txn_store import TxnPartition, TxnState, TxnStore
 

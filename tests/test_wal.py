@@ -79,7 +79,7 @@ def check_all_acked(data_dir, acks):
 def lose_unsynced_segment_tail(data_dir):
     """What a machine crash does to segment bytes written after the last checkpoint: the active
     segment loses its unsynced tail (sealed segments were fsynced when they rolled)."""
-    from engine.storage.checkpoint import read_checkpoint
+    from engine.segments.checkpoint import read_checkpoint
 
     pdir = os.path.join(data_dir, "topics", "t", "partition-0")
     point = read_checkpoint(pdir)
@@ -526,7 +526,7 @@ def test_active_segment_cut_at_every_byte_of_the_last_batch(data_dir, tmp_path):
 
 @pytest.mark.crash
 def test_replayed_partitions_are_checkpointed_before_the_stream_goes(data_dir, tmp_path):
-    from engine.storage.checkpoint import read_checkpoint
+    from engine.segments.checkpoint import read_checkpoint
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -631,7 +631,7 @@ def test_cut_tails_are_reported(data_dir, tmp_path):
 
 
 def test_a_long_scan_without_checkpoint_reports_progress(data_dir, monkeypatch):
-    import engine.storage.segment as segmod
+    import engine.segments.segment as segmod
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)

@@ -114,7 +114,7 @@ class Opener:
 
     def _aead(self, version: int, salt: bytes) -> Any:
         k = (version, salt)
-        with self._mutex:  # (readers open batches on several threads: engine.client.ahead)
+        with self._mutex:  # (readers open batches on several threads: engine.produce.ahead)
             a = self._sessions.get(k)
             if a is not None:
                 self._sessions.move_to_end(k)  # (least recently used goes first)

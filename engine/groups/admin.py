@@ -20,8 +20,8 @@ from typing import Any
 
 from ..crypto.topic import OffsetMetadata
 from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
-from ..storage import guard
-from ..storage.locks import DEFAULT_WAIT, LockWait
+from ..fs import guard
+from ..fs.locks import DEFAULT_WAIT, LockWait
 from . import membership
 from .offset_store import Committed, OffsetStore
 

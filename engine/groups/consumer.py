@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice, repeat
 from typing import Any, NamedTuple, Protocol
 
+from ..counters.meter import Meter
 from ..crypto.topic import OffsetMetadata
 from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
 from ..format.records import ColumnBatch
-from ..meter.meter import Meter
-from ..storage.locks import DEFAULT_WAIT, LockWait
+from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..storage.reader import Reach
 from . import membership
 from .offset_store import OffsetStore

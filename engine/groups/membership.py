@@ -21,8 +21,8 @@ from urllib.parse import quote, unquote
 
 from .. import clock
 from ..errors import DamagedMetadata, InvalidArgument, os_error, plural
-from ..storage import guard, jsondoc
-from ..storage.locks import acquire, open_lock_file, try_lock
+from ..fs import guard, jsondoc
+from ..fs.locks import acquire, open_lock_file, try_lock
 
 GROUPS = "groups"
 MEMBERS = "members"

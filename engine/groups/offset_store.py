@@ -1,6 +1,6 @@
 """Committed offsets of one consumer group: ``groups/<group>/offsets.log``, append-only.
 
-Each commit is one frame (engine.storage.framelog: ``<I length><I crc32c(payload)>``) + a
+Each commit is one frame (engine.fs.framelog: ``<I length><I crc32c(payload)>``) + a
 UTF-8 JSON payload ``{"ts": ms, "set": [[topic, partition, offset, metadata], ...], "del":
 [[topic, partition]]}``, appended and fdatasynced under ``offsets.lock`` (so a commit
 survives kill -9 and a machine crash once ``commit`` returns). When the file grows well
@@ -29,8 +29,8 @@ from urllib.parse import unquote
 
 from .. import clock
 from ..errors import DamagedMetadata, InvalidArgument
-from ..storage import files, framelog, guard, jsondoc
-from ..storage.locks import DEFAULT_WAIT, LockWait, flocked, open_lock_file
+from ..fs import durable, framelog, guard, jsondoc
+from ..fs.locks import DEFAULT_WAIT, LockWait, flocked, open_lock_file
 
 LOG = "offsets.log"
 LOCK = "offsets.lock"
@@ -249,7 +249,7 @@ class OffsetStore:
         if created and self.sync:  # a new file in a (maybe new) group dir: make both durable
             groups = os.path.dirname(self.dir)
             for d in (self.dir, groups, os.path.dirname(groups)):
-                files.fsync_dir(d)  # the group dir, groups/, and the data dir
+                durable.fsync_dir(d)  # the group dir, groups/, and the data dir
 
     def _live_size(self) -> int:
         return sum(len(t) + 40 + len(str(c.metadata)) for (t, _), c in self.offsets.items())
@@ -262,7 +262,7 @@ class OffsetStore:
         for ts, rows in sorted(by_ts.items()):  # keep each commit's time
             for payload in _payloads(ts, rows):
                 out += framelog.frame(payload)
-        files.write_atomic(self.path, bytes(out))
+        durable.write_atomic(self.path, bytes(out))
         self._good = len(out)
         st = os.stat(self.path)
         self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)

@@ -20,8 +20,9 @@ from ..format.arrow import batch_columns
 from ..format.decode import Opener, body_of, decode_columns, layout
 from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
-from ..storage import files, guard
-from ..storage.segment import Segment
+from ..fs import guard
+from ..segments import filenames
+from ..segments.segment import Segment
 from ..txn.isolation import Aborted, hidden
 
 
@@ -136,10 +137,10 @@ def work_dir(out_dir: str) -> str:
 def publish(work: str, out_dir: str, base: int) -> None:
     """Move the segment at ``base`` written (and fsynced) in ``work`` into ``out_dir``, its
     ``.log`` last, and remove ``work``."""
-    for suffix in files.INSTALL_ORDER:
-        if suffix in files.OPTIONAL_FILES and not os.path.exists(files.path(work, base, suffix)):
+    for suffix in filenames.INSTALL_ORDER:
+        if suffix in filenames.OPTIONAL_FILES and not os.path.exists(filenames.path(work, base, suffix)):
             continue
-        os.replace(files.path(work, base, suffix), files.path(out_dir, base, suffix))
+        os.replace(filenames.path(work, base, suffix), filenames.path(out_dir, base, suffix))
     os.rmdir(work)
 
 

@@ -11,7 +11,7 @@ Source segments are cleaned in groups of consecutive segments holding at most
 ``segment.bytes`` (so the small survivors of earlier passes merge), each group into one new
 segment named after its first source segment (engine.maintenance.cleaner). The cleaned
 segments go in with one call, ``PartitionLog.replace_segments``, whose swap is crash-safe and
-finished by whoever finds it half-done (engine.storage.swap); the new ``.cleaner`` state is
+finished by whoever finds it half-done (engine.segments.swap); the new ``.cleaner`` state is
 written in the same swap.
 """
 
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from .. import clock
 from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
-from ..storage import guard
-from ..storage.swap import SwapRefused
+from ..fs import guard
+from ..segments.swap import SwapRefused
 from ..txn import isolation
 from ..txn.isolation import Aborted
 from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group

@@ -38,11 +38,12 @@ from ..errors import RivvenError, plural
 from ..failpoint import failpoint
 from ..format.decode import Opener
 from ..format.sealed import plain_batch
-from ..storage import files, guard, tier_manifest
+from ..fs import guard
+from ..segments import filenames, tier_manifest
+from ..segments.segment import Segment
+from ..segments.swap import SwapRefused
+from ..segments.tier_manifest import ColdSegment
 from ..storage.log import PartitionLog
-from ..storage.segment import Segment
-from ..storage.swap import SwapRefused
-from ..storage.tier_manifest import ColdSegment
 from ..tiering import cold
 from ..tiering.cache import download_segment
 from ..tiering.tier import copy_segment, key_bytes
@@ -87,7 +88,7 @@ def tasks_for(log: PartitionLog, plan: dict[str, Any], staging: str) -> list[dic
     base_task = {"topic": log.topic, "partition": log.partition, "target": plan["target"],
                  "out_dir": out_dir}
     for r in plan["local"]:
-        st = os.stat(files.path(log.dir, r["base_offset"], files.LOG))
+        st = os.stat(filenames.path(log.dir, r["base_offset"], filenames.LOG))
         r["expect"] = {"bytes": st.st_size, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
         tasks.append({**base_task, "kind": "local", "dir": log.dir,
                       "base_offset": r["base_offset"], "bytes": st.st_size})
@@ -155,9 +156,9 @@ def rewrite_segment(src_dir: str, base: int, out_dir: str, target: int,
     finally:
         out.close()
         src.close()
-    txn = files.path(src_dir, base, files.TXNINDEX)
+    txn = filenames.path(src_dir, base, filenames.TXNINDEX)
     if os.path.exists(txn):  # (the same offsets: its aborted transactions still hold)
-        with open(txn, "rb") as fin, open(files.path(work, base, files.TXNINDEX), "wb",
+        with open(txn, "rb") as fin, open(filenames.path(work, base, filenames.TXNINDEX), "wb",
                                           opener=guard.opener) as fout:
             shutil.copyfileobj(fin, fout)
             fout.flush()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidArgument, OffsetOutOfRange, plural
-from ..storage import files
+from ..segments import filenames
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
 from ..tiering.tier import drop_below
@@ -32,7 +32,7 @@ def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any
     start = log.start_offset()
     colds = log.cold_entries()
     pieces: list[tuple[int, int, int, Any, str, str]] = [
-        (e.base_offset, e.next_offset, e.bytes, e.max_timestamp, e.url(files.LOG), "cold")
+        (e.base_offset, e.next_offset, e.bytes, e.max_timestamp, e.url(filenames.LOG), "cold")
         for e in colds]
     pieces += [(seg.base, segs[i + 1].base, seg.size, seg, seg.path, "local")
                for i, seg in enumerate(segs[:-1])]

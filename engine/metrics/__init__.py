@@ -1,8 +1,8 @@
 """Layer 6.5 — metrics as Prometheus sees them (docs/METRICS.md): every process's counters
-(engine.meter) and the data dir's state, gathered at each scrape; the text format, a
+(engine.counters) and the data dir's state, gathered at each scrape; the text format, a
 node_exporter textfile and an HTTP endpoint, all through ``prometheus_client``.
 
-May import: everything below the façade (``engine.client`` and lower). It is handed the
+May import: everything below the façade (``engine.produce`` and lower). It is handed the
 ``Engine`` whose data dir it describes; ``import engine`` never imports this package (nor
 ``prometheus_client``): ``Engine.metrics()`` does on first use.
 

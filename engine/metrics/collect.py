@@ -2,7 +2,7 @@
 
 A sample is ``{"labels": {...}, "value": v}``, or for a histogram ``{"labels": {...},
 "buckets": {"<le>": cumulative count, ..., "+Inf": count}, "count": n, "sum": s}``. Every
-metric of engine.meter.names is present; one without labels always has its sample (zero
+metric of engine.counters.names is present; one without labels always has its sample (zero
 before anything was counted), one with labels has a sample per series seen.
 """
 
@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from .. import clock
-from ..meter import gather
-from ..meter.names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUN_PARTS, RUNS, SERIES, all_metrics
+from ..counters import gather
+from ..counters.names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUN_PARTS, RUNS, SERIES, all_metrics
 from ..storage.log import PartitionLog
 from . import state
 
@@ -59,7 +59,7 @@ class Document:
 
 
 def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> dict[str, Any]:
-    """The metrics of ``eng``'s data dir: every process's series (engine.meter.gather), every
+    """The metrics of ``eng``'s data dir: every process's series (engine.counters.gather), every
     partition of every topic (through ``open_logs``, those the engine has open), groups,
     WAL, transactions."""
     t0 = time.monotonic()

@@ -11,7 +11,7 @@ from ..errors import RivvenError
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..storage.partitions import peek
-from ..wal import streams
+from ..wal import inventory as streams
 from ..wal.stream import stream_files
 
 

@@ -319,7 +319,7 @@ def write_result(plan_path: str, result: dict[str, Any]) -> None:
 
 def write_json(path: str, obj: Any) -> None:
     """``path`` whole or not at all (written aside, then renamed over)."""
-    from engine.storage import guard  # (this file runs as a script: no relative imports)
+    from engine.fs import guard
 
     tmp = path + ".tmp"
     with open(tmp, "w", opener=guard.opener) as f:

@@ -63,8 +63,8 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
     splits of about ``split_bytes`` each, or into about ``splits`` equal splits; the records
     of the ``aborted`` transactions of a partition are left out of its pieces; ``keys`` open
     an encrypted topic's batches."""
-    from ..storage import files
-    from ..storage.index import OffsetIndex, max_entries
+    from ..segments import filenames
+    from ..segments.index import OffsetIndex, max_entries
 
     tdir = os.path.join(data_dir, "topics", topic)
     if not os.path.isdir(tdir):
@@ -74,16 +74,16 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
                             if d.startswith("partition-"))
     out = []
     for p in partitions:
-        pdir = files.partition_dir(data_dir, topic, p)
+        pdir = filenames.partition_dir(data_dir, topic, p)
         end = end_offsets.get(p)
-        for base in files.segment_bases(pdir):
+        for base in filenames.segment_bases(pdir):
             if end is not None and base >= end:
                 break
-            path = files.path(pdir, base, files.LOG)
+            path = filenames.path(pdir, base, filenames.LOG)
             size = os.path.getsize(path)
             cuts = [0]
             if size > split_bytes:  # cut at index entries (batch starts) near each split_bytes
-                idx = OffsetIndex(files.path(pdir, base, files.INDEX), writable=False,
+                idx = OffsetIndex(filenames.path(pdir, base, filenames.INDEX), writable=False,
                                   max_entries=max_entries(size))
                 try:
                     for pos in idx.values:
@@ -166,7 +166,7 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
 
     from ..format.arrow import batch_columns, offsets_column
     from ..format.decode import body_of, layout
-    from ..storage.segment import Segment
+    from ..segments.segment import Segment
     from ..txn.isolation import Aborted, hidden
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)

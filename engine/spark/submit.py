@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 from .. import clock
 from ..errors import InvalidArgument, RivvenError, plural
 from ..failpoint import failpoint
+from ..fs import guard
+from ..fs.locks import acquire, open_lock_file, try_lock
 from ..maintenance import compaction
 from ..progress import Progress
-from ..storage import guard
-from ..storage.locks import acquire, open_lock_file, try_lock
 from . import java
 from .job import PROGRESS, STARTED
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 from .. import clock
 from ..crypto.keyset import KeySet
-from ..errors import DataDirError, InvalidConfig, InvalidTopicName
-from . import files, jsondoc
+from ..errors import DataDirError, InvalidConfig, InvalidTopicName, RivvenError
+from ..fs import durable, jsondoc
+from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
+from ..segments import tier_manifest
 from .config import TopicConfig, validate
-from .locks import DEFAULT_WAIT, LockWait, lock_path
 
 CATALOG = "topics.json"
 CATALOG_LOCK = "catalog.lock"
@@ -125,7 +126,7 @@ class Catalog:
     def write(self, topics: dict[str, TopicMeta]) -> None:
         """Replace the catalog atomically (the caller holds ``locked()``)."""
         doc = {"format": FORMAT, "topics": {n: t.to_json() for n, t in sorted(topics.items())}}
-        files.write_atomic(self.path, jsondoc.seal(doc, indent=1))
+        durable.write_atomic(self.path, jsondoc.seal(doc, indent=1))
         self._stamp = None
         self.refresh()
 
@@ -190,3 +191,17 @@ def _is_int(v: object) -> bool:
 
 def _kind(v: object) -> str:
     return "missing" if v is None else f"a JSON {type(v).__name__}"
+
+
+def home_of(pdir: str) -> tier_manifest.Home:
+    """The Home of a partition directory ``DATA_DIR/topics/<topic>/partition-<p>``, from the
+    topic catalog."""
+    pdir = os.path.abspath(pdir)
+    tdir = os.path.dirname(pdir)
+    data_dir = os.path.dirname(os.path.dirname(tdir))
+    topic, name = os.path.basename(tdir), os.path.basename(pdir)
+    meta = Catalog(data_dir).get(topic)
+    if meta is None or not name.startswith("partition-") or not name[10:].isdigit():
+        raise RivvenError(f"{pdir} is not a partition of a topic in {data_dir}")
+    return tier_manifest.home(data_dir, topic, meta.id, int(name[10:]),
+                              meta.typed.remote_storage_uri)

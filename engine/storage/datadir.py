@@ -1,7 +1,7 @@
 """The data dir itself: its marker and format version, partition dirs, and the trash.
 
 ``rivven.json`` marks a data dir and holds its format version; a writable open of an empty or
-new directory makes one (mode 0700: see engine.storage.files for the mode policy). Directories
+new directory makes one (mode 0700: see engine.fs.guard for the mode policy). Directories
 that go away (a deleted topic, the debris of a create cut short) are first renamed into
 ``trash/`` — one atomic step — under a short name of their own (whatever the topic's name:
 a name may be 249 characters), then removed; a writable open empties whatever a crash left
@@ -15,8 +15,9 @@ import os
 import time
 
 from ..errors import DataDirError, os_error
-from . import files, guard, jsondoc, reserve
-from .locks import open_lock_file
+from ..fs import durable, guard, jsondoc, reserve
+from ..fs.locks import open_lock_file
+from ..segments import filenames
 
 FORMAT_VERSION = 1
 MARKER = "rivven.json"
@@ -74,7 +75,7 @@ def _make_writable(path: str, marker: str) -> None:
                     f"{path} is not a rivven data dir (it has files but no {MARKER}); "
                     "pass an empty or new directory with --data-dir")
             guard.make_dir(os.path.join(path, "topics"))
-            files.write_atomic(marker, json.dumps({"format": FORMAT_VERSION}).encode())
+            durable.write_atomic(marker, json.dumps({"format": FORMAT_VERSION}).encode())
         probe = os.path.join(path, ".write-probe")
         os.close(guard.open_file(probe, os.O_WRONLY | os.O_CREAT))
         reserve.keep_reserve(path)
@@ -87,14 +88,14 @@ def _make_writable(path: str, marker: str) -> None:
 
 def make_partition(data_dir: str, topic: str, p: int) -> None:
     """A partition's directory with its lock file and an empty first segment, durable."""
-    d = files.partition_dir(data_dir, topic, p)
+    d = filenames.partition_dir(data_dir, topic, p)
     try:
         guard.make_dirs(data_dir, d)
-        os.close(open_lock_file(os.path.join(d, files.LOCK_FILE)))
-        for suffix in files.SEGMENT_FILES:
-            os.close(guard.open_file(files.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT))
-        files.fsync_dir(d)
-        files.fsync_dir(os.path.dirname(d))
+        os.close(open_lock_file(os.path.join(d, filenames.LOCK_FILE)))
+        for suffix in filenames.SEGMENT_FILES:
+            os.close(guard.open_file(filenames.path(d, 0, suffix), os.O_WRONLY | os.O_CREAT))
+        durable.fsync_dir(d)
+        durable.fsync_dir(os.path.dirname(d))
     except OSError as e:
         raise os_error(e, "create", d) from e
 

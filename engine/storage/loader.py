@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import files, swap
+from ..fs import durable
+from ..segments import swap
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -24,7 +25,7 @@ def load(log: PartitionLog) -> None:
     with log.lock.exclusive():
         log.lock.check_alive()
         # 1. temp files of an atomic write (checkpoint, manifests) cut short by a crash
-        files.remove_write_debris(log.dir)
+        durable.remove_write_debris(log.dir)
         # 2. a swap (compaction, restore): finished when committed, else its debris removed
         swap.roll_forward(log.dir)
         # 3. the segments as they are now; indexes whose .log a deletion already removed

@@ -1,6 +1,6 @@
 """``PartitionLog``: one partition, the only object that changes its files.
 
-It composes the parts that each do one job: the segment set (engine.storage.segment_set),
+It composes the parts that each do one job: the segment set (engine.segments.segment_set),
 the loader that mends what a crash left (loader), the append pipeline (pipeline), reads
 (reader), the view of the tier manifest (tier_view), the log start offset and checkpoints
 (checkpoint), and the one segment-replacement protocol (swap). Maintenance and tiering change
@@ -25,19 +25,21 @@ from ..crypto.topic import TopicKeys
 from ..errors import DamagedMetadata, KeyUnavailable, OffsetOutOfRange, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
+from ..fs import guard
+from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..progress import Progress
-from . import checkpoint, files, guard, loader, reader, swap, tier_manifest, txn_index
+from ..segments import checkpoint, filenames, swap, tier_manifest, txn_index
+from ..segments.segment import BatchRef, Segment
+from ..segments.segment_set import SegmentSet
+from ..segments.swap import SwapRefused
+from ..segments.tier_manifest import ColdSegment, Home
+from . import loader, reader
 from .budget import FileBudget
 from .config import TopicConfig
 from .holds import FlockHolds
-from .locks import DEFAULT_WAIT, LockWait
 from .partition_lock import PartitionLock
 from .pipeline import AppendPipeline
 from .ports import UNCOUNTED, ColdSegments, HotCache, PartitionCounts, ProducerHook
-from .segment import BatchRef, Segment
-from .segment_set import SegmentSet
-from .swap import SwapRefused
-from .tier_manifest import ColdSegment, Home
 from .tier_view import TierView
 
 _STAMP_FIELDS = {"bytes": "st_size", "ino": "st_ino", "mtime_ns": "st_mtime_ns"}
@@ -138,7 +140,7 @@ class PartitionLog:
 
     def tier_home(self) -> Home:
         """Where this partition's cold objects may lie (its configured cold prefix, and the
-        rule for prefixes its manifest recorded): engine.storage.tier_manifest."""
+        rule for prefixes its manifest recorded): engine.segments.tier_manifest."""
         data_dir = os.path.dirname(os.path.dirname(os.path.dirname(self.dir)))
         return tier_manifest.home(data_dir, self.topic, self.topic_id.hex(), self.partition,
                                   self.config.remote_storage_uri)
@@ -211,7 +213,7 @@ class PartitionLog:
 
     def _checked_checkpoint(self) -> dict | None:
         """``.checkpoint`` when it is intact and agrees with the log, else None (the segment set
-        notes why: engine.storage.checkpoint). Never acted on unchecked: a log start past the
+        notes why: engine.segments.checkpoint). Never acted on unchecked: a log start past the
         log end would delete every sealed segment."""
         segs = self.segs
         try:
@@ -510,7 +512,7 @@ class PartitionLog:
                          expect: Mapping[int, Mapping[str, int]] | None = None,
                          side_files: Mapping[str, Any] | None = None) -> None:
         """The one way to change which segments the partition holds (Kafka's
-        ``replaceSegments``), as one crash-safe swap (engine.storage.swap): the segments
+        ``replaceSegments``), as one crash-safe swap (engine.segments.swap): the segments
         staged in ``staged_dir`` at bases ``install`` (indexes built, fsynced) go in, those at
         ``remove`` go out, and ``side_files`` (name -> JSON document) are written.
 
@@ -533,7 +535,7 @@ class PartitionLog:
                 raise SwapRefused(f"{name}: the active segment changed under the pass; nothing "
                                   "was swapped")
             for base, want in (expect or {}).items():
-                p = files.path(self.dir, base, files.LOG)
+                p = filenames.path(self.dir, base, filenames.LOG)
                 try:
                     st = os.stat(p)
                 except FileNotFoundError:

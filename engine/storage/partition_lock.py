@@ -20,8 +20,8 @@ import time
 from collections.abc import Iterator
 
 from ..errors import UnknownTopic
-from . import files
-from .locks import DEFAULT_WAIT, LockWait, acquire, flocked, open_lock_file
+from ..fs.locks import DEFAULT_WAIT, LockWait, acquire, flocked, open_lock_file
+from ..segments import filenames
 
 
 class PartitionLock:
@@ -34,7 +34,7 @@ class PartitionLock:
         self.fd = -1
         self.held = False  # the flock, kept by the append pipeline
         self.since = 0.0  # monotonic time the pipeline took it
-        self.path = os.path.join(directory, files.LOCK_FILE)
+        self.path = os.path.join(directory, filenames.LOCK_FILE)
         self.wait = wait  # how long a flock held elsewhere is waited for (lock.timeout.ms)
         self.ino = 0
         self.released = False  # fd closed by the file budget: reopened on the next use

@@ -16,12 +16,13 @@ from typing import Any
 
 from ..crypto.topic import Vault
 from ..errors import InvalidArgument, UnknownPartition, UnknownTopic
+from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..progress import Progress
-from . import files, summary
+from ..segments import filenames
+from . import summary
 from .budget import FileBudget
 from .catalog import TopicMeta
 from .holds import FlockHolds
-from .locks import DEFAULT_WAIT, LockWait
 from .log import PartitionLog
 from .ports import PartitionCounts, ProducerHook
 
@@ -31,7 +32,7 @@ def peek(data_dir: str, meta: TopicMeta, partition: int) -> Iterator[PartitionLo
     """A read-only look at a partition that no engine keeps open: its files are closed after
     the block (a scrape of a thousand partitions holds the descriptors of one at a time).
     UnknownTopic when it is gone."""
-    d = files.partition_dir(data_dir, meta.name, partition)
+    d = filenames.partition_dir(data_dir, meta.name, partition)
     log = PartitionLog(d, meta.name, partition, meta.typed, writable=False,
                        topic_id=bytes.fromhex(meta.id))
     try:
@@ -58,7 +59,7 @@ class Partitions:
                  budget: FileBudget | None = None) -> None:
         self.data_dir = data_dir
         self.budget = budget  # open descriptors bounded (files.max.open): engine.storage.budget
-        self.counts = counts  # a log's counters (engine.meter), by topic and partition
+        self.counts = counts  # a log's counters (engine.counters), by topic and partition
         self.vault = vault if vault is not None else Vault(None)  # the topics' data keys
         self.lock_wait = lock_wait
         self.writable = writable
@@ -96,7 +97,7 @@ class Partitions:
                 return entry[1]
             if entry is not None:
                 self._close(entry[1])
-            d = files.partition_dir(self.data_dir, meta.name, partition)
+            d = filenames.partition_dir(self.data_dir, meta.name, partition)
             if not os.path.isdir(d):  # create/add-partitions make dirs before the catalog names them
                 raise UnknownTopic(f"topic {meta.name!r} has no files for partition {partition} "
                                    "(deleted meanwhile?)")
@@ -126,7 +127,7 @@ class Partitions:
         without opening the partition (engine.storage.summary; a full read-only look when
         that cannot tell)."""
         out = {}
-        topic_dir = os.path.dirname(files.partition_dir(self.data_dir, meta.name, 0))
+        topic_dir = os.path.dirname(filenames.partition_dir(self.data_dir, meta.name, 0))
         for p in range(meta.partitions):
             entry = self._logs.get((meta.name, p))
             if entry is not None and entry[0] == meta.id:

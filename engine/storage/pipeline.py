@@ -25,8 +25,8 @@ from .. import clock
 from ..errors import InvalidArgument, KeyUnavailable, RivvenError, StorageError
 from ..failpoint import failpoint
 from ..format.records import ATTR_CONTROL, MAGIC_PRODUCER, EncodedBatch, read_header
+from ..segments.segment import Segment
 from .holds import HOLD_S
-from .segment import Segment
 
 if TYPE_CHECKING:
     from .log import PartitionLog

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..format.records import BatchHeader
-from .segment import BatchRef, Segment
-from .tier_manifest import ColdSegment
+from ..segments.segment import BatchRef, Segment
+from ..segments.tier_manifest import ColdSegment
 
 
 class HotCache(Protocol):
@@ -58,7 +58,7 @@ class Count(Protocol):
 
 
 class PartitionCounts(Protocol):
-    """What a log counts as it works (engine.meter.meter.PartitionMeter): handed in, as
+    """What a log counts as it works (engine.counters.meter.PartitionMeter): handed in, as
     storage never imports the meter."""
 
     rolls: Count

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import ColdObjectError, CorruptRecordError
 from ..format.records import BatchHeader, check_crc
-from .segment import PLAIN_ONLY, BatchRef, Segment, TornTail
-from .segment_set import SegmentGone
+from ..segments.segment import PLAIN_ONLY, BatchRef, Segment, TornTail
+from ..segments.segment_set import SegmentGone
 from .tier_view import cold_entry
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ import struct
 
 from ..errors import CorruptRecordError, DamagedMetadata, UnknownTopic
 from ..format.records import HEADER_SIZE, check_crc, read_header
-from . import checkpoint, files, swap
-from .tier_manifest import MANIFEST
+from ..segments import checkpoint, filenames, swap
+from ..segments.tier_manifest import MANIFEST
 
 CHUNK = 64 << 10
 _ENTRY = struct.Struct("<ii")  # OffsetIndex: relative offset, position
@@ -34,15 +34,15 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
             ".tmp." in n or n.endswith((".cleaned", ".swap")) for n in names):
         return None  # tiered, or a write or a swap to finish: the full open knows
     bases = sorted([int(n[:20]) for n in names
-                    if len(n) == 24 and n[20:] == files.LOG and n[:20].isdigit()])
+                    if len(n) == 24 and n[20:] == filenames.LOG and n[:20].isdigit()])
     if not bases:
         return None
     try:
-        point = checkpoint.read_checkpoint(directory) if files.CHECKPOINT in names else None
+        point = checkpoint.read_checkpoint(directory) if filenames.CHECKPOINT in names else None
     except DamagedMetadata:
         return None
     active = bases[-1]
-    path = f"{directory}/{active:020d}{files.LOG}"
+    path = f"{directory}/{active:020d}{filenames.LOG}"
     try:
         size = os.stat(path).st_size
     except OSError:
@@ -75,7 +75,7 @@ def _resume(directory: str, active: int, point: dict | None, size: int) -> tuple
     if point is not None and point["segment"] == active and point["position"] <= size:
         return point["position"], point["recovery_point"]
     try:  # the last offset index entry (a header that does not parse there: slow path)
-        with open(files.path(directory, active, files.INDEX), "rb") as f:
+        with open(filenames.path(directory, active, filenames.INDEX), "rb") as f:
             n = os.fstat(f.fileno()).st_size // _ENTRY.size
             if n:
                 f.seek((n - 1) * _ENTRY.size)

@@ -3,7 +3,7 @@
 Read without a lock (the manifest is replaced atomically), picked up again whenever the
 file's identity (or the topic's ``remote.storage.uri``) changes: one ``stat`` when it did not.
 Loading checks the seal and that every entry lies in the partition's own cold prefix
-(engine.storage.tier_manifest), so the entries a reader or a deleter gets are checked once per
+(engine.segments.tier_manifest), so the entries a reader or a deleter gets are checked once per
 change, not per read. A damaged manifest is kept as ``error`` and raised to whoever needs the
 cold offsets; local reads go on.
 """
@@ -14,8 +14,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from ..errors import RivvenError
-from . import tier_manifest
-from .tier_manifest import ColdSegment, Home
+from ..segments import tier_manifest
+from ..segments.tier_manifest import ColdSegment, Home
 
 
 class TierView:

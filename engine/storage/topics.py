@@ -24,10 +24,12 @@ from ..errors import (
     disk_full,
     plural,
 )
-from . import datadir, files, guard, tier_manifest
+from ..fs import durable, guard
+from ..fs.locks import DEFAULT_WAIT, LockWait, flocked
+from ..segments import filenames, tier_manifest
+from . import datadir
 from .catalog import Catalog, TopicMeta, check_topic_name
 from .config import KEYS, TopicConfig, check_combination, validate
-from .locks import DEFAULT_WAIT, LockWait, flocked
 
 MAX_PARTITIONS = 10_000
 
@@ -98,7 +100,7 @@ class Topics:
                 datadir.trash(self.data_dir, tdir, name)
             for p in range(partitions):
                 datadir.make_partition(self.data_dir, name, p)
-            files.fsync_dir(os.path.join(self.data_dir, "topics"))
+            durable.fsync_dir(os.path.join(self.data_dir, "topics"))
             topics[name] = meta
         return meta, True
 
@@ -131,7 +133,7 @@ class Topics:
         while held: an append in flight finishes first), then trash the topic's files."""
         name = meta.name
         for p in range(meta.partitions):
-            lock = os.path.join(files.partition_dir(self.data_dir, name, p), files.LOCK_FILE)
+            lock = os.path.join(filenames.partition_dir(self.data_dir, name, p), filenames.LOCK_FILE)
             try:
                 fd = guard.open_file(lock, os.O_RDWR)
             except FileNotFoundError:
@@ -162,7 +164,7 @@ class Topics:
             check_combination(cfg)
             if TopicConfig.from_overrides(cfg).compacted:
                 cold = sum(len(tier_manifest.load(
-                    files.partition_dir(self.data_dir, name, p),
+                    filenames.partition_dir(self.data_dir, name, p),
                     tier_manifest.home(self.data_dir, name, meta.id, p,
                                        meta.typed.remote_storage_uri)))
                     for p in range(meta.partitions))

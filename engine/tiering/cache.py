@@ -34,12 +34,13 @@ import threading
 import time
 import uuid
 
+from ..counters.meter import Meter
 from ..errors import ColdObjectError, DataDirError, RivvenError, plural
 from ..format.crc import crc32c
-from ..meter.meter import Meter
-from ..storage import files, guard
-from ..storage.segment import Segment
-from ..storage.tier_manifest import ColdSegment
+from ..fs import guard
+from ..segments import filenames
+from ..segments.segment import Segment
+from ..segments.tier_manifest import ColdSegment
 from . import cold
 
 TMP_PREFIX = ".tmp-"
@@ -127,7 +128,7 @@ def copy_problem(entry: ColdSegment, d: str) -> str | None:
     """None when the cached copy in ``d`` matches the manifest (size and CRC32C of all three
     files), else what differs (a missing file raises FileNotFoundError)."""
     for suffix in entry.suffixes():
-        p = files.path(d, entry.base_offset, suffix)
+        p = filenames.path(d, entry.base_offset, suffix)
         want = entry.expected(suffix)
         if os.lstat(p).st_size != want[0]:
             return f"{p} holds {plural(os.lstat(p).st_size, 'byte')}, the manifest records {want[0]}"
@@ -223,7 +224,7 @@ class ColdCache:
         if intact:
             self.hits += 1
             self.m_hits.inc()
-            os.utime(files.path(d, entry.base_offset, files.LOG), follow_symlinks=False)
+            os.utime(filenames.path(d, entry.base_offset, filenames.LOG), follow_symlinks=False)
         else:
             guard.remove_tree(self.root, d)  # (an incomplete or altered copy)
             if not self._download(entry, d) and copy_problem(entry, d) is not None:
@@ -308,7 +309,7 @@ def download_segment(entry: ColdSegment, dest_dir: str) -> int:
     total = 0
     for suffix in entry.suffixes():
         url = entry.url(suffix)
-        got = cold.fetch(url, files.path(dest_dir, entry.base_offset, suffix))
+        got = cold.fetch(url, filenames.path(dest_dir, entry.base_offset, suffix))
         want = entry.expected(suffix)
         if got != want:
             raise ColdObjectError(

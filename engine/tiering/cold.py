@@ -17,7 +17,8 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import ColdObjectError, InvalidConfig, RivvenError, StorageError
 from ..format import crc
-from ..storage import files, guard, tier_manifest
+from ..fs import durable, guard
+from ..segments import tier_manifest
 
 CHUNK = 8 << 20
 
@@ -162,7 +163,7 @@ def _put_local(fin: Any, dest: str) -> tuple[int, int]:
         raise
     os.close(fd)
     os.rename(tmp, dest)
-    files.fsync_dir(os.path.dirname(dest))
+    durable.fsync_dir(os.path.dirname(dest))
     return size, value
 
 

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Hashable
 
 from ..format.records import read_header
-from ..storage.segment import BatchRef
+from ..segments.segment import BatchRef
 
 
 class _Run:
@@ -55,7 +55,7 @@ class HotCache:
     def add(self, key: Hashable, base: int, next_offset: int, position: int,
             buf: bytes | bytearray, owned: bool = False) -> None:
         """Keep a batch just written. ``owned``: ``buf`` is the produce's own buffer, never
-        changed again (a retry encodes into a copy: engine.client.producer), kept as is; any
+        changed again (a retry encodes into a copy: engine.produce.idempotent), kept as is; any
         other buffer (a WAL replay's reused read buffer) is copied."""
         n = len(buf)
         if n > self.max_bytes:

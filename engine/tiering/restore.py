@@ -14,9 +14,10 @@ import uuid
 from typing import Any
 
 from ..failpoint import failpoint
-from ..storage import files, guard, tier_manifest
+from ..fs import guard
+from ..segments import filenames, tier_manifest
+from ..segments.tier_manifest import ColdSegment
 from ..storage.log import PartitionLog
-from ..storage.tier_manifest import ColdSegment
 from . import cold
 from .cache import download_segment
 from .tier import locked, manifest_row
@@ -65,6 +66,6 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
 
 def _is_local(log: PartitionLog, e: ColdSegment) -> bool:
     try:
-        return os.path.getsize(files.path(log.dir, e.base_offset, files.LOG)) == e.bytes
+        return os.path.getsize(filenames.path(log.dir, e.base_offset, filenames.LOG)) == e.bytes
     except FileNotFoundError:
         return False

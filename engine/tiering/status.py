@@ -16,10 +16,12 @@ from typing import Any
 
 from .. import clock
 from ..errors import ColdObjectError, RivvenError, plural
+from ..fs import guard
 from ..progress import Progress, counter
-from ..storage import guard, tier_manifest
+from ..segments import tier_manifest
+from ..segments.tier_manifest import ColdSegment
+from ..storage.catalog import home_of
 from ..storage.log import PartitionLog
-from ..storage.tier_manifest import ColdSegment
 from . import cold
 from .cache import ColdCache, cache_root, copy_problem, not_private, trusted_group
 
@@ -85,7 +87,7 @@ def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[s
     findings: list[dict[str, Any]] = []
     for d in dirs:
         try:
-            loaded.append(tier_manifest.load(d))
+            loaded.append(tier_manifest.load(d, home_of(d)))
         except RivvenError as e:  # (damaged, or naming objects outside the partition)
             findings.append({"object": tier_manifest.path(d), "base_offset": None,
                              "problem": str(e)})

@@ -21,14 +21,14 @@ from typing import Any
 from .. import clock
 from ..errors import ColdObjectError, RivvenError, plural
 from ..failpoint import failpoint
-from ..storage import files, tier_manifest
+from ..fs.locks import open_lock_file, try_lock
+from ..segments import filenames, tier_manifest
+from ..segments.segment import Segment
+from ..segments.swap import SwapRefused
+from ..segments.tier_manifest import ALL_SUFFIXES, ColdSegment
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
-from ..storage.locks import open_lock_file, try_lock
 from ..storage.log import PartitionLog
-from ..storage.segment import Segment
-from ..storage.swap import SwapRefused
-from ..storage.tier_manifest import ALL_SUFFIXES, ColdSegment
 from . import cold
 
 LogFor = Callable[[TopicMeta, int], PartitionLog]
@@ -64,7 +64,7 @@ def topic_prefixes(data_dir: str, meta: TopicMeta) -> tuple[set[str], list[str]]
     for p in range(meta.partitions):
         try:
             where = home(data_dir, meta, p)
-            found = tier_manifest.read(files.partition_dir(data_dir, meta.name, p), where)
+            found = tier_manifest.read(filenames.partition_dir(data_dir, meta.name, p), where)
         except (RivvenError, OSError) as e:
             problems.append(str(e))
             continue
@@ -136,11 +136,11 @@ def copy_segment(task: dict[str, Any]) -> dict[str, Any]:
     """Copy one local segment's three files to the cold store and verify each copy by reading
     it back whole (size and CRC32C). Runs in a Spark executor (or in process)."""
     out = {"partition": task["partition"], "base_offset": task["base_offset"]}
-    names = {files.LOG: "", files.INDEX: "index_", files.TIMEINDEX: "timeindex_",
-             files.TXNINDEX: "txnindex_"}
+    names = {filenames.LOG: "", filenames.INDEX: "index_", filenames.TIMEINDEX: "timeindex_",
+             filenames.TXNINDEX: "txnindex_"}
     for suffix in ALL_SUFFIXES:
-        src = files.path(task["dir"], task["base_offset"], suffix)
-        if suffix in files.OPTIONAL_FILES and not os.path.exists(src):
+        src = filenames.path(task["dir"], task["base_offset"], suffix)
+        if suffix in filenames.OPTIONAL_FILES and not os.path.exists(src):
             continue
         url = task["object"] + suffix
         size, crc = cold.put(src, url)
@@ -219,7 +219,7 @@ def _held_locally(log: PartitionLog, entries: list[ColdSegment], keep_from: int
 
 def manifest_row(e: ColdSegment) -> dict[str, Any]:
     return {"base_offset": e.base_offset, "next_offset": e.next_offset, "bytes": e.bytes,
-            "crc32c": e.crc32c, "object": e.object + files.LOG}
+            "crc32c": e.crc32c, "object": e.object + filenames.LOG}
 
 
 def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:

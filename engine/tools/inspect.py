@@ -14,13 +14,13 @@ from ..errors import CorruptRecordError, DataDirError, plural
 from ..format.codecs import IDS
 from ..format.decode import Opener, body_of, decode_records, layout
 from ..format.records import HEADER_SIZE, check_crc, read_header
-from ..storage import files
+from ..segments import filenames
+from ..segments.filenames import parse
+from ..segments.index import OffsetIndex, TimeIndex
+from ..segments.segment import TornTail
 from ..storage.catalog import TopicMeta
 from ..storage.config import effective
-from ..storage.files import parse
-from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.log import PartitionLog
-from ..storage.segment import TornTail
 
 
 def inspect_segment(path: str, records: bool = False, opener: Opener | None = None
@@ -86,17 +86,17 @@ def inspect_index(path: str) -> Iterator[dict[str, Any]]:
     ``TimeIndex`` requires. None where the ``.log`` cannot be read. Entries are read a chunk at
     a time; a partial entry at the end is a row with ``error``."""
     name = parse(os.path.basename(path))
-    if name is None or name[1] not in (files.INDEX, files.TIMEINDEX):
+    if name is None or name[1] not in (filenames.INDEX, filenames.TIMEINDEX):
         raise DataDirError(f"{path} is not a segment index (20-digit base offset + .index or "
                            ".timeindex)")
     base, suffix = name
-    entry = (OffsetIndex if suffix == files.INDEX else TimeIndex).ENTRY
+    entry = (OffsetIndex if suffix == filenames.INDEX else TimeIndex).ENTRY
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as e:
         raise DataDirError(f"cannot read {path}: {e.strerror}") from None
     try:
-        scanned = _batches(files.path(os.path.dirname(path), base, files.LOG))
+        scanned = _batches(filenames.path(os.path.dirname(path), base, filenames.LOG))
         starts = None if scanned is None else scanned[0]
         if scanned is not None:
             bases = list(scanned[0].values())
@@ -109,7 +109,7 @@ def inspect_index(path: str) -> Iterator[dict[str, Any]]:
             if not data:
                 break
             for a, b in entry.iter_unpack(data):
-                if suffix == files.INDEX:
+                if suffix == filenames.INDEX:
                     row: dict[str, Any] = {"entry": n, "relative_offset": a, "offset": base + a,
                                            "position": b,
                                            "points_at_batch": None if starts is None

@@ -19,9 +19,10 @@ from typing import Any
 
 from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, RivvenError
 from ..format.records import HEADER_SIZE, read_header
-from ..storage import checkpoint, files, guard
-from ..storage.locks import DEFAULT_WAIT, LockWait, flocked
-from ..storage.segment import Segment
+from ..fs import guard
+from ..fs.locks import DEFAULT_WAIT, LockWait, flocked
+from ..segments import checkpoint, filenames
+from ..segments.segment import Segment
 from ..txn import snapshot
 from .verify import (
     CUTTABLE,
@@ -35,7 +36,7 @@ from .verify import (
 @contextlib.contextmanager
 def _partition_locked(pdir: str, wait: LockWait) -> Iterator[None]:
     """The partition's flock when it has a lock file (a topic's partition); else nothing."""
-    lock = os.path.join(pdir, files.LOCK_FILE)
+    lock = os.path.join(pdir, filenames.LOCK_FILE)
     if not os.path.lexists(lock):
         yield
         return
@@ -204,8 +205,8 @@ def reindex(path: str, wait: LockWait = DEFAULT_WAIT) -> dict[str, Any]:
     """Rebuild one segment's ``.index`` and ``.timeindex`` from its log, under its partition's
     lock."""
     d = os.path.dirname(os.path.abspath(path))
-    parsed = files.parse(os.path.basename(path))
-    if parsed is None or parsed[1] != files.LOG:
+    parsed = filenames.parse(os.path.basename(path))
+    if parsed is None or parsed[1] != filenames.LOG:
         raise InvalidArgument(f"{path} is not a segment .log file")
     with _partition_locked(d, wait):
         seg = Segment(d, parsed[0], writable=True)

@@ -33,9 +33,11 @@ from ..format.records import (
     crc_intact,
     read_header,
 )
+from ..fs import jsondoc
 from ..progress import Progress, counter
-from ..storage import checkpoint, files, jsondoc, tier_manifest, txn_index
-from ..storage.index import OffsetIndex, TimeIndex, max_entries
+from ..segments import checkpoint, filenames, tier_manifest, txn_index
+from ..segments.index import OffsetIndex, TimeIndex, max_entries
+from ..storage.catalog import home_of
 from ..tiering.status import check_manifests
 from ..txn import snapshot
 
@@ -270,7 +272,7 @@ def _account(rep: SegmentReport, h: BatchHeader, at: int,
 def check_indexes(rep: SegmentReport, directory: str) -> None:
     """Every index entry must point at a batch start with the offset (and time) it claims."""
     base = rep.base_offset
-    ipath = files.path(directory, base, files.INDEX)
+    ipath = filenames.path(directory, base, filenames.INDEX)
     limit = max_entries(rep.bytes)  # (a bigger index is not read: see Index.oversized)
     if os.path.exists(ipath):
         idx = OffsetIndex(ipath, writable=False, max_entries=limit)
@@ -295,7 +297,7 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
                 prev = rel
         finally:
             idx.close()
-    tpath = files.path(directory, base, files.TIMEINDEX)
+    tpath = filenames.path(directory, base, filenames.TIMEINDEX)
     if os.path.exists(tpath):
         tidx = TimeIndex(tpath, writable=False, max_entries=limit)
         before = list(accumulate(rep.batch_max_ts, max, initial=-1))  # max ts before batch i
@@ -322,7 +324,7 @@ def check_txn_index(rep: SegmentReport, directory: str, vouched: int) -> None:
     ``vouched`` (the newest producer-state snapshot: entries are written before it; markers
     after it are known from the log), each naming that marker's producer id and offset, and
     nothing that is not such a marker."""
-    tpath = files.path(directory, rep.base_offset, files.TXNINDEX)
+    tpath = filenames.path(directory, rep.base_offset, filenames.TXNINDEX)
     try:
         entries, _ = txn_index.read_entries(tpath, rep.base_offset)
     except DamagedMetadata as e:
@@ -347,14 +349,14 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
     """Reports for every segment of one partition directory, in offset order; findings about
     the partition as a whole (gaps between segments, ``.checkpoint``) go to the report of the
     segment they follow. ``opener``: open encrypted batches and check their tags too."""
-    bases = files.segment_bases(directory)
+    bases = filenames.segment_bases(directory)
     point, point_problem = _checkpoint(directory)
     gaps_below = _cleaned_end(directory, bases)  # (the log start is applied once checked)
     vouched = max(snapshot.offsets(directory), default=0)
     reports = []
     for i, base in enumerate(bases):
         nxt = bases[i + 1] if i + 1 < len(bases) else None
-        path = files.path(directory, base, files.LOG)
+        path = filenames.path(directory, base, filenames.LOG)
         rep = scan_segment(path, base, nxt, progress, gaps_below=gaps_below, opener=opener)
         for _ in range(5):  # a torn tail of the active segment may be a write in flight
             if nxt is not None or not any(f.kind == "torn-tail" for f in rep.findings):
@@ -442,7 +444,7 @@ def _check_start(directory: str, start: int, reports: list[SegmentReport],
     (a tiered partition) or compacted away."""
     first = reports[0].base_offset
     try:
-        entries = tier_manifest.load(directory)
+        entries = tier_manifest.load(directory, home_of(directory))
     except CorruptRecordError:
         return  # (segment verify --cold reports a damaged manifest)
     covered = start
@@ -480,7 +482,7 @@ def verify(data_dir: str, targets: list[str], cold: bool = False,
     their tags (``segment verify --decrypt``); without it they are checked without keys."""
     parts = resolve_targets(data_dir, targets)
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _ in parts for f in os.listdir(d)
-                if f.endswith(files.LOG))
+                if f.endswith(filenames.LOG))
     advance = counter(progress, "verifying", total)
     reports = []
     for d, only in parts:
@@ -514,14 +516,14 @@ def resolve_targets(data_dir: str, targets: list[str]) -> list[tuple[str, list[s
         topic_dir = os.path.join(data_dir, "topics", t)
         if os.path.sep not in t and os.path.isdir(topic_dir):
             add_partitions(topic_dir)
-        elif os.path.isfile(t) and t.endswith(files.LOG):
+        elif os.path.isfile(t) and t.endswith(filenames.LOG):
             d = os.path.dirname(os.path.abspath(t))
             if out.get(d) != []:
                 out.setdefault(d, []).append(os.path.abspath(t))
         elif os.path.isdir(os.path.join(t, "topics")):
             for name in sorted(os.listdir(os.path.join(t, "topics"))):
                 add_partitions(os.path.join(t, "topics", name))
-        elif os.path.isdir(t) and files.segment_bases(t):
+        elif os.path.isdir(t) and filenames.segment_bases(t):
             out[os.path.abspath(t)] = []
         elif os.path.isdir(t) and any(n.startswith("partition-") for n in os.listdir(t)):
             add_partitions(t)

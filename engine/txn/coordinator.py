@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import clock
+from ..counters.meter import Meter
 from ..errors import (
     DamagedMetadata,
     InvalidArgument,
@@ -32,10 +33,9 @@ from ..errors import (
 from ..failpoint import failpoint
 from ..format.control import COMMIT
 from ..format.records import MAX_EPOCH
+from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..groups import membership
 from ..groups.offset_store import OffsetStore
-from ..meter.meter import Meter
-from ..storage.locks import DEFAULT_WAIT, LockWait
 from ..storage.log import PartitionLog
 from . import markers, pids
 from .txn_store import (

@@ -32,8 +32,8 @@ from typing import Any
 
 from ..errors import DamagedMetadata, InvalidArgument, ProducerFenced, RivvenError, plural
 from ..failpoint import failpoint
-from ..storage import files, guard, jsondoc
-from ..storage.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
+from ..fs import durable, guard, jsondoc
+from ..fs.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
 from .coordinator import Coordinator
 from .txn_store import TXN_DIR, check_id
 
@@ -121,7 +121,7 @@ class Decisions:
         self.check_key(key)
         for d in (os.path.dirname(self.dir), self.dir):
             if guard.make_dir(d):
-                files.fsync_dir(os.path.dirname(d))
+                durable.fsync_dir(os.path.dirname(d))
         lock = self.path(key)[:-len(".json")] + ".lock"
         fd = open_lock_file(lock)
         try:
@@ -147,7 +147,7 @@ class Decisions:
         return doc
 
     def write(self, key: str, doc: dict[str, Any]) -> None:
-        files.write_atomic(self.path(key), jsondoc.seal(doc))
+        durable.write_atomic(self.path(key), jsondoc.seal(doc))
 
     def finish(self, key: str, doc: dict[str, Any]) -> None:
         """(Lock held.) Complete every transaction of the pending decision (each idempotent),

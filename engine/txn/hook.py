@@ -28,10 +28,10 @@ from .. import clock
 from ..errors import DamagedMetadata, StorageError
 from ..format.control import marker_type
 from ..format.records import MAGIC_PRODUCER, BatchHeader
-from ..storage import files
+from ..segments import filenames
+from ..segments.segment_set import SegmentGone
+from ..segments.txn_index import AbortedTxn, TxnIndex
 from ..storage.log import PartitionLog
-from ..storage.segment_set import SegmentGone
-from ..storage.txn_index import AbortedTxn, TxnIndex
 from . import snapshot
 from .state import ProducerState
 
@@ -121,7 +121,7 @@ class PartitionProducers:
             if start <= a.last_offset < end:
                 by_segment.setdefault(bases[bisect_right(bases, a.last_offset) - 1], []).append(a)
         for base, aborts in by_segment.items():  # one open and one fsync per segment
-            ix = TxnIndex(files.path(self.log.dir, base, files.TXNINDEX), base)
+            ix = TxnIndex(filenames.path(self.log.dir, base, filenames.TXNINDEX), base)
             try:
                 for a in aborts:
                     ix.append(a)

@@ -3,7 +3,7 @@
 A read_committed read stops before the last stable offset (LSO: the first offset of the oldest
 open transaction) and leaves out every batch of an aborted transaction: a batch of producer
 ``P`` whose base offset lies in ``[first_offset, last_offset]`` of an aborted entry of ``P``
-(engine/storage/txn_index.py). Control batches are never returned, at any isolation level.
+(engine/segments/txn_index.py). Control batches are never returned, at any isolation level.
 Pure functions over batch headers: the read path feeds them what it read.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
-from ..storage import files
+from ..segments import filenames
+from ..segments.txn_index import AbortedTxn, overlapping, read_entries
 from ..storage.log import PartitionLog
-from ..storage.txn_index import AbortedTxn, overlapping, read_entries
 from .hook import producers_of
 
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
@@ -110,7 +110,7 @@ def indexed(log: PartitionLog, start: int, upper: int) -> Iterator[AbortedTxn]:
         if entry.next_offset <= start or not entry.txnindex_bytes:
             continue
         seg = log.cold_segment(entry)  # (the cold cache's: it stays open)
-        found, _ = read_entries(files.path(seg.directory, seg.base, files.TXNINDEX), seg.base,
+        found, _ = read_entries(filenames.path(seg.directory, seg.base, filenames.TXNINDEX), seg.base,
                                 entry.next_offset)
         for e in found:
             yield e
@@ -121,7 +121,7 @@ def indexed(log: PartitionLog, start: int, upper: int) -> Iterator[AbortedTxn]:
     for base in bases[max(0, bisect_right(bases, start) - 1):]:
         if base not in present:
             continue
-        found, _ = read_entries(files.path(log.dir, base, files.TXNINDEX), base)
+        found, _ = read_entries(filenames.path(log.dir, base, filenames.TXNINDEX), base)
         for e in found:
             yield e
             if e.last_stable_offset > upper:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 
 from ..errors import DamagedMetadata, InvalidArgument
-from ..storage import files, guard, jsondoc
-from ..storage.locks import DEFAULT_WAIT, LockWait, lock_path
+from ..fs import durable, guard, jsondoc
+from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
 
 DIR = "txn"
 FILE = "producer-ids"
@@ -53,7 +53,7 @@ def allocate(data_dir: str, lock_wait: LockWait = DEFAULT_WAIT, count: int = 1) 
         raise InvalidArgument(f"count must be 1..{1 << 20}, not {count}")
     d = os.path.join(data_dir, DIR)
     if not guard.real_dir(d) and guard.make_dir(d):
-        files.fsync_dir(data_dir)  # (the file in it must not vanish with it in a crash)
+        durable.fsync_dir(data_dir)  # (the file in it must not vanish with it in a crash)
     p = path(data_dir)
     with lock_path(os.path.join(d, LOCK), lock_wait):
         for f in os.listdir(d):  # a write a crash cut short (we hold the lock)
@@ -63,5 +63,5 @@ def allocate(data_dir: str, lock_wait: LockWait = DEFAULT_WAIT, count: int = 1) 
         if first + count > MAX_ID:
             raise DamagedMetadata(f"{WHAT} {p} says the next id is {first}: producer ids are "
                                   "used up", p)
-        files.write_atomic(p, jsondoc.seal({"next": first + count}))
+        durable.write_atomic(p, jsondoc.seal({"next": first + count}))
     return first

@@ -34,7 +34,8 @@ import struct
 from ..errors import DamagedMetadata, plural
 from ..format.crc import crc32c
 from ..format.records import MAX_EPOCH
-from ..storage import files
+from ..fs import durable
+from ..segments import filenames
 from .state import MAX_BATCHES, NONE, SEQ_MASK, BatchMeta, ProducerEntry, ProducerState
 
 SUFFIX = ".snapshot"
@@ -51,14 +52,14 @@ FIX = "it is ignored: the producer state is rebuilt from an older snapshot or th
 
 
 def path(directory: str, offset: int) -> str:
-    return files.path(directory, offset, SUFFIX)
+    return filenames.path(directory, offset, SUFFIX)
 
 
 def offsets(directory: str) -> list[int]:
     """The offsets of the snapshots in a partition directory, oldest first."""
     out = []
     for f in os.listdir(directory):
-        p = files.parse(f)
+        p = filenames.parse(f)
         if p is not None and p[1] == SUFFIX:
             out.append(p[0])
     out.sort()
@@ -166,7 +167,7 @@ def read(directory: str, offset: int, name: str = "") -> ProducerState:
 def write(directory: str, state: ProducerState) -> str:
     """Write ``state`` as the snapshot at its end offset (atomically); returns its path."""
     p = path(directory, state.end)
-    files.write_atomic(p, encode(state))
+    durable.write_atomic(p, encode(state))
     return p
 
 
@@ -180,4 +181,4 @@ def remove(directory: str, offsets_: list[int]) -> None:
         except FileNotFoundError:
             pass
     if gone:
-        files.fsync_dir(directory)
+        durable.fsync_dir(directory)

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from ..errors import InvalidTxnState, OutOfOrderSequence, ProducerFenced
 from ..format.control import ABORT
 from ..format.records import SEQ_MASK, BatchHeader
-from ..storage.txn_index import AbortedTxn
+from ..segments.txn_index import AbortedTxn
 
 MAX_BATCHES = 5  # batches per producer remembered for duplicates (Kafka's too)
 NONE = -1  # no open transaction (txn_first_offset, txn_epoch)

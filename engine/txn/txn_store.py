@@ -1,6 +1,6 @@
 """The durable state of each transactional id: ``<data>/txn/ids/<percent-encoded id>.log``.
 
-An append-only log of CRC-framed records (engine.storage.framelog, the framing of a group's
+An append-only log of CRC-framed records (engine.fs.framelog, the framing of a group's
 offsets.log), each a JSON document holding the id's whole state (key by key in
 docs/FORMAT.md): the state is the last intact frame. A change appends its state twice (two
 identical frames, so that a frame damaged later, the last one included, never brings back
@@ -36,16 +36,16 @@ from urllib.parse import unquote
 
 from ..errors import DamagedMetadata, InvalidArgument
 from ..format.records import MAX_EPOCH
+from ..fs import durable, framelog, guard, jsondoc
+from ..fs.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
 from ..groups import membership
 from ..groups.offset_store import is_tp
-from ..storage import files, framelog, guard, jsondoc
-from ..storage.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
 
 TXN_DIR = "txn"
 IDS_DIR = "ids"
 VERSION = 1
 SUFFIX, LOCK_SUFFIX = ".log", ".lock"
-# a file name is one path component: "<id>.log.tmp.<pid>" (storage.files.write_atomic) fits
+# a file name is one path component: "<id>.log.tmp.<pid>" (fs.durable.write_atomic) fits
 # with a byte to spare (the limit ids had when the state was "<id>.json": kept)
 MAX_ID_BYTES = membership.MAX_NAME_BYTES - len(".json.tmp.") - 7
 MAX_TIMEOUT_MS = (1 << 31) - 1  # Kafka's transaction.timeout.ms is an int32 too
@@ -350,7 +350,7 @@ class TxnStore:
             s = os.stat(path, follow_symlinks=False)
             good = 0
         elif new:  # its entry in txn/ids/ must survive a crash too
-            files.fsync_dir(self.dir)
+            durable.fsync_dir(self.dir)
         st.at = (s.st_ino, good + len(data), s.st_size)
         self._keep(tid, _Seen(s.st_ino, good + len(data), one, st.copy(None)))
 
@@ -366,7 +366,7 @@ class TxnStore:
             if n.startswith(prefix) and n[len(prefix):].isdigit():
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.dir, n))
-        files.write_atomic(path, data)
+        durable.write_atomic(path, data)
 
     def _make_dirs(self) -> None:
         if self._made:
@@ -374,7 +374,7 @@ class TxnStore:
         root = os.path.dirname(self.dir)
         for d in (root, self.dir):
             if guard.make_dir(d):  # a new directory: its entry must survive a crash too
-                files.fsync_dir(os.path.dirname(d))
+                durable.fsync_dir(os.path.dirname(d))
         self._made = True
 
     @contextlib.contextmanager

@@ -9,18 +9,18 @@ May import: ``engine.storage``, ``engine.format`` and the base modules.
 - ``owner``: an engine's stream, interval syncer and checkpoints (``WalOwner``)
 """
 
+from .inventory import (
+           all_streams,
+           dead_streams,
+           inspect_file,
+           stream_info,
+           torn_tail,
+           truncate_torn_tail,
+           verify_stream,
+)
 from .records import FRAME, FRAME_SIZE, SUFFIX, WalRecord, WalTail, encode_batch_record, scan_file
 from .replay import merge_by_offset
 from .stream import RECOVERY_LOCK, WalStream, stream_files
-from .streams import (
-    all_streams,
-    dead_streams,
-    inspect_file,
-    stream_info,
-    torn_tail,
-    truncate_torn_tail,
-    verify_stream,
-)
 
 __all__ = ["FRAME", "FRAME_SIZE", "RECOVERY_LOCK", "SUFFIX", "WalRecord", "WalStream", "WalTail",
            "all_streams", "dead_streams", "encode_batch_record", "inspect_file",

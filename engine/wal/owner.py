@@ -16,17 +16,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
+from ..counters.meter import Meter
 from ..errors import RivvenError, UnknownTopic
-from ..meter.meter import Meter
+from ..fs import guard
+from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
 from ..progress import Progress
-from ..storage import guard
 from ..storage.catalog import TopicMeta
-from ..storage.locks import DEFAULT_WAIT, LockWait, lock_path
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from ..storage.partitions import Partitions
-from ..storage.settings import Settings
 from . import replay
 from .stream import RECOVERY_LOCK, WalStream
 
@@ -34,8 +33,23 @@ CHECKPOINT_THREADS = 16  # partitions fsynced at once by a checkpoint
 PER_PARTITION_BYTES = 256 << 10  # WAL bytes a checkpoint waits for per partition it syncs
 
 
+class WalSettings(Protocol):
+    """What the WAL's owner reads of the engine's settings (engine.settings.Settings)."""
+
+    @property
+    def wal_sync(self) -> str: ...
+    @property
+    def wal_sync_interval_ms(self) -> int: ...
+    @property
+    def wal_segment_bytes(self) -> int: ...
+    @property
+    def checkpoint_bytes(self) -> int: ...
+    @property
+    def checkpoint_ms(self) -> int: ...
+
+
 class WalOwner:
-    def __init__(self, data_dir: str, settings: Settings, partitions: Partitions,
+    def __init__(self, data_dir: str, settings: WalSettings, partitions: Partitions,
                  read_only: bool,
                  after_checkpoint: Callable[[PartitionLog], None] | None = None,
                  after_checkpoints: Callable[[], None] | None = None,

@@ -13,11 +13,11 @@ from typing import Any
 
 from ..errors import CorruptRecordError, StorageError, disk_full
 from ..format.records import check_crc, read_header
+from ..fs import guard
 from ..progress import Progress
-from ..storage import guard
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
-from . import streams
+from . import inventory as streams
 from .records import WalTail, scan_file
 from .stream import stream_files
 

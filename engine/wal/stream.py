@@ -16,10 +16,10 @@ import os
 import threading
 import time
 
+from ..counters.meter import Meter
 from ..errors import StorageError, os_error
-from ..meter.meter import Meter
-from ..storage import files, guard
-from ..storage.locks import open_lock_file, try_lock
+from ..fs import durable, guard
+from ..fs.locks import open_lock_file, try_lock
 from .records import SUFFIX, batch_record_parts
 
 LOCK = "stream.lock"
@@ -69,14 +69,14 @@ class WalStream:
         self.dir = os.path.join(self.root, self.id)
         try:
             if guard.make_dir(self.root):  # (a link there: UnexpectedLink, never followed)
-                files.fsync_dir(data_dir)
+                durable.fsync_dir(data_dir)
             guard.make_dir(self.dir)
             self.lock_fd = open_lock_file(os.path.join(self.dir, LOCK))
         except OSError as e:
             raise os_error(e, "create the WAL stream", self.dir) from e
         if not try_lock(self.lock_fd):
             raise StorageError(f"cannot lock new WAL stream {self.dir}")
-        files.fsync_dir(self.root)
+        durable.fsync_dir(self.root)
         self.segment_bytes = segment_bytes
         self.write_mutex = threading.Lock()
         self.sync_cond = threading.Condition(threading.Lock())  # guards the sync state
@@ -123,7 +123,7 @@ class WalStream:
         except OSError as e:
             raise os_error(e, "create the WAL file", path) from e
         try:
-            files.fsync_dir(self.dir)
+            durable.fsync_dir(self.dir)
         except OSError as e:
             os.close(fd)
             os.unlink(path)

@@ -333,7 +333,7 @@ def recover_child(d: str) -> None:
     t = time.perf_counter()
     import engine
     from engine import Engine
-    from engine.storage.segment import Segment
+    from engine.segments.segment import Segment
 
     import_s = time.perf_counter() - t
     from engine.wal import replay as wal_replay
@@ -397,10 +397,10 @@ def recover_child(d: str) -> None:
 def index_position_before(pdir: str, position: int) -> int:
     """Position of the last offset-index entry at or below ``position`` (0 if none): where a
     load that trusts ``position`` starts scanning."""
-    from engine.storage import files
-    from engine.storage.index import OffsetIndex
+    from engine.segments import filenames
+    from engine.segments.index import OffsetIndex
 
-    idx = OffsetIndex(files.path(pdir, 0, files.INDEX), writable=False)
+    idx = OffsetIndex(filenames.path(pdir, 0, filenames.INDEX), writable=False)
     try:
         best = 0
         for v in idx.values:
@@ -424,8 +424,8 @@ def timed_recovery(d: str, pdir: str) -> dict[str, Any]:
 
 
 def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
-    from engine.storage import files
-    from engine.storage.checkpoint import read_checkpoint
+    from engine.segments import filenames
+    from engine.segments.checkpoint import read_checkpoint
 
     d = os.path.join(scratch, "crash")
     log(f"[3] child producing ~{gib:g} GiB (1000-byte values, calls of 1000, WAL always) ...")
@@ -445,7 +445,7 @@ def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
         raise SystemExit(f"crash child exited ({proc.returncode}) before READY")
     log(f"[3] READY after {info['seconds']:.1f} s ({info['mb_per_s']:.0f} MB/s); "
         f"killed with SIGKILL (returncode {proc.returncode})")
-    pdir = files.partition_dir(d, "crash", 0)
+    pdir = filenames.partition_dir(d, "crash", 0)
     ckpt = read_checkpoint(pdir)
     seg_bytes = os.path.getsize(os.path.join(pdir, "00000000000000000000.log"))
     scan_from = index_position_before(pdir, ckpt["position"]) if ckpt else 0
@@ -462,9 +462,9 @@ def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
         for i in range(reps):
             copy = os.path.join(scratch, f"crash-{key}-{i}")
             shutil.copytree(d, copy, symlinks=True)
-            cpdir = files.partition_dir(copy, "crash", 0)
+            cpdir = filenames.partition_dir(copy, "crash", 0)
             if drop and ckpt is not None:
-                os.unlink(os.path.join(cpdir, files.CHECKPOINT))
+                os.unlink(os.path.join(cpdir, filenames.CHECKPOINT))
             os.sync()  # no dirty pages of the copy left to flush during the timed run
             r = timed_recovery(copy, cpdir)
             rs.append(r)
@@ -488,7 +488,7 @@ def step_crash(scratch: str, gib: float, reps: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ 4. verify
 def step_verify(d: str) -> dict[str, Any]:
-    from engine.storage import files
+    from engine.segments import filenames
     from engine.tools.verify import verify_partition
 
     exe = cli_exe()
@@ -515,7 +515,7 @@ def step_verify(d: str) -> dict[str, Any]:
                        check=True)
         base.append(time.perf_counter() - t)
     shutil.rmtree(empty)
-    pdir = files.partition_dir(d, "crash", 0)
+    pdir = filenames.partition_dir(d, "crash", 0)
     inproc = []
     for _ in range(2):
         t = time.perf_counter()
@@ -527,7 +527,7 @@ def step_verify(d: str) -> dict[str, Any]:
             "cli_gbps_minus_startup": log_bytes / max(walls[1] - base[1], 1e-9) / 1e9,
             "inprocess_s": inproc,
             "inprocess_gbps": log_bytes / inproc[1] / 1e9,
-            "log_resident": resident(files.path(pdir, 0, files.LOG))}
+            "log_resident": resident(filenames.path(pdir, 0, filenames.LOG))}
 
 
 # ------------------------------------------------------------------ report

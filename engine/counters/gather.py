@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ..errors import DamagedMetadata, LockTimeout, RivvenError, StorageError
-from ..storage import guard, jsondoc
-from ..storage.locks import DEFAULT_WAIT, LockWait, lock_path
+from ..fs import guard, jsondoc
+from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
 from . import slots
 from .meter import Meter
 from .names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUNS, SERIES

@@ -1,4 +1,4 @@
-"""``Producer``: an idempotent producer (``Engine.producer()``).
+"""``IdempotentProducer``: an idempotent producer (``Engine.producer()``).
 
 It has a producer id of its own (engine.txn.pids: never shared by two producers of any
 processes), epoch 0, and per partition the sequence of the next record. Its batches are
@@ -29,8 +29,7 @@ from ..format.records import MAX_EPOCH, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..txn.hook import producers_of
-from . import produce
-from .produce import ProduceRequest, encode, subset
+from .path import ProducePath, ProduceRequest, encode, subset
 
 
 class _Sent:
@@ -70,12 +69,12 @@ class _Call:
         return acks
 
 
-class Producer:
+class IdempotentProducer:
     """An idempotent producer: ``produce``/``produce_batch`` as ``Engine``'s, stored once
     however often a call is retried (``retry_last``). Thread-safe; calls run one at a time."""
 
 
-    def __init__(self, path: produce.Producer, producer_id: int, epoch: int = 0,
+    def __init__(self, path: ProducePath, producer_id: int, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None, resume: bool = False,
                  after: Callable[[], None] | None = None) -> None:
         if not isinstance(producer_id, int) or producer_id < 0:
@@ -97,7 +96,7 @@ class Producer:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"Producer(producer_id={self.producer_id}, epoch={self.epoch})"
+        return f"IdempotentProducer(producer_id={self.producer_id}, epoch={self.epoch})"
 
     # ---------------------------------------------------------------- the API
     def produce(self, topic: str, records: Iterable[Record], partition: int | None = None,

@@ -121,7 +121,7 @@ def _timestamps(timestamps: Any, n: int) -> int | list[int]:
     return list(timestamps)
 
 
-class Producer:
+class ProducePath:
     """The produce path of one engine (thread-safe)."""
 
     def __init__(self, topics: Topics, log_for: Callable[[TopicMeta, int], PartitionLog],
@@ -149,10 +149,10 @@ class Producer:
 
     def produce_arrow(self, topic: str, table: Any, partition: int | None,
                       compression: str | None, stamp: Any = None) -> list[tuple[int, int, int]]:
-        """A pyarrow Table's rows (engine.client.produce_arrow); ``(partition, base offset,
+        """A pyarrow Table's rows (engine.produce.arrow); ``(partition, base offset,
         records)`` per batch stored, each partition's in row order. ``stamp``: a
         transactional producer's (its batches are format 2, its partitions join first)."""
-        from . import produce_arrow as arrow_rows
+        from . import arrow as arrow_rows
 
         key, value, ts, headers, part_col = arrow_rows.columns(table)
         if not len(value):

@@ -8,7 +8,7 @@ Nothing in it is acted on unchecked: ``read_checkpoint`` refuses a file that is 
 fails its CRC32C seal (files written before seals: exactly the four keys, accepted) or holds
 anything but non-negative integers, and ``check`` refuses one that contradicts the segments on
 disk (a log start past the log end, a segment newer than any on disk ...). The callers
-(engine.storage.segment_set, log) then ignore the file, note why (``Engine.repairs()``), and
+(engine.segments.segment_set, log) then ignore the file, note why (``Engine.repairs()``), and
 act as if there were none: recovery trusts no byte of the active segment it has not checked
 itself, and the log start is the first segment's base offset; nothing is deleted because of
 it. The next checkpoint replaces it.
@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from ..errors import DamagedMetadata, plural
 from ..format.crc import crc32c
-from . import files, jsondoc
+from ..fs import durable, jsondoc
+from . import filenames
 
 _N = rb"(0|[1-9][0-9]{0,18})"
 _WRITTEN = re.compile(rb'\{"segment": %s, "position": %s, "recovery_point": %s, '
@@ -33,7 +34,7 @@ FIX = "it is ignored (nothing is deleted because of it) and the next checkpoint 
 
 
 def path(directory: str) -> str:
-    return os.path.join(directory, files.CHECKPOINT)
+    return os.path.join(directory, filenames.CHECKPOINT)
 
 
 def read_checkpoint(directory: str) -> dict | None:
@@ -101,7 +102,7 @@ def _index(bases: Sequence[int], base: int) -> int | None:
 def write_checkpoint(directory: str, point: dict, sync_dir: bool = True) -> None:
     """``sync_dir=False``: a WAL checkpoint's, whose log start did not move: a crash may leave
     the previous file, which only makes recovery scan further."""
-    files.write_atomic(path(directory), jsondoc.seal({k: point[k] for k in KEYS}), sync_dir)
+    durable.write_atomic(path(directory), jsondoc.seal({k: point[k] for k in KEYS}), sync_dir)
 
 
 def stamp(directory: str) -> tuple[int, int, int] | None:

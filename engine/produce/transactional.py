@@ -31,7 +31,7 @@ from ..storage.log import PartitionLog
 from ..txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
 from ..txn.fences import check_consumer
 from ..txn.txn_store import TxnPartition
-from .produce import Producer, ProduceRequest
+from .path import ProducePath, ProduceRequest
 
 if TYPE_CHECKING:
     from ..groups.consumer import Consumer
@@ -57,7 +57,7 @@ class TransactionalProducer:
     partitions), ``send_offsets``, then ``commit`` or ``abort``. Creating it fences every
     older producer of the same id, in any process."""
 
-    def __init__(self, coordinator: Coordinator, producer: Producer,
+    def __init__(self, coordinator: Coordinator, producer: ProducePath,
                  log_for: Callable[[TopicMeta, int], PartitionLog], transactional_id: str,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  after_produce: Callable[[], None] | None = None,

@@ -25,8 +25,8 @@ import stat
 from typing import Any
 
 from ..errors import RivvenError
-from ..storage import guard
-from ..storage.locks import try_lock
+from ..fs import guard
+from ..fs.locks import try_lock
 from .names import SERIES, Series
 
 CHUNK = 4096  # slots per mapping (32 KiB: a multiple of the page size)

@@ -22,7 +22,7 @@ from bisect import bisect_left, bisect_right
 
 from ..errors import os_error
 from ..format.records import HEADER_SIZE
-from . import guard
+from ..fs import guard
 
 READ_CHUNK = 1 << 20  # index bytes parsed at a time
 SLACK = 1024  # entries a writer may add between a reader's look at the log and at its index

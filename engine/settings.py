@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InvalidConfig
+from .errors import InvalidConfig
 
 DEFAULTS: dict[str, str] = {
     # when a produce call returns: "always" = after its WAL bytes are fdatasync'ed (one fsync

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 
 from ..errors import CorruptRecordError
 from ..format.decode import Opener, body_of, decode_records, layout
-from ..storage import guard
-from ..storage.locks import open_lock_file, try_lock
+from ..fs import guard
+from ..fs.locks import open_lock_file, try_lock
 from .records import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
 from .stream import LOCK, stream_files
 

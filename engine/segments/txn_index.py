@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 from ..errors import DamagedMetadata, os_error, plural
 from ..format.crc import crc32c
-from . import files, guard
+from ..fs import guard
+from . import filenames
 
 ENTRY = struct.Struct("<qqqqII")
 ENTRY_SIZE = ENTRY.size  # 40
@@ -62,8 +63,8 @@ class Present:
         stamp = (st.st_ino, st.st_mtime_ns)
         if stamp == self._stamp:
             return self._bases
-        found = frozenset(p[0] for p in map(files.parse, os.listdir(self.dir))
-                          if p is not None and p[1] == files.TXNINDEX)
+        found = frozenset(p[0] for p in map(filenames.parse, os.listdir(self.dir))
+                          if p is not None and p[1] == filenames.TXNINDEX)
         self._bases = found
         self._stamp = stamp if time.time_ns() - st.st_mtime_ns > RACY_NS else None
         return found

@@ -30,8 +30,9 @@ from ..format.records import (
     crc_intact,
     read_header,
 )
+from ..fs import guard
 from ..progress import Progress
-from . import files, guard
+from . import filenames
 from .index import OffsetIndex, TimeIndex, max_entries
 
 READ_CHUNK = 1 << 18  # a read of one batch should not drag in much more
@@ -69,7 +70,7 @@ class Segment:
         self.directory = directory
         self.base = base_offset
         self.writable = writable
-        self.path = files.path(directory, base_offset, files.LOG)
+        self.path = filenames.path(directory, base_offset, filenames.LOG)
         self.fd = -1
         # never O_CREAT an existing segment: one deleted meanwhile must stay deleted; never
         # write through a link (guard.open_file: UnexpectedLink)
@@ -80,8 +81,8 @@ class Segment:
         st = os.fstat(self.fd)
         self.ino = st.st_ino  # (reopen after release: the same file, or it is gone)
         limit = max_entries(st.st_size)  # (an index bigger is not read)
-        self.index = OffsetIndex(files.path(directory, base_offset, files.INDEX), writable, limit)
-        self.timeindex = TimeIndex(files.path(directory, base_offset, files.TIMEINDEX), writable,
+        self.index = OffsetIndex(filenames.path(directory, base_offset, filenames.INDEX), writable, limit)
+        self.timeindex = TimeIndex(filenames.path(directory, base_offset, filenames.TIMEINDEX), writable,
                                    limit)
         # a sealed segment's indexes were fsynced when it rolled: one that fails is damage,
         # reported (once); the active one's may be a crash's leftovers, which a writer mends

@@ -27,7 +27,8 @@ from typing import Any
 
 from ..errors import RivvenError
 from ..failpoint import failpoint
-from . import files, guard
+from ..fs import durable, guard
+from . import filenames
 
 MANIFEST = "compaction.swap.json"  # (named for its first user; the name is on disk)
 
@@ -43,23 +44,23 @@ def pending(pdir: str) -> bool:
 def stage(pdir: str, staged_dir: str, bases: Sequence[int]) -> None:
     """(Lock held.) Move the staged segments in as ``.cleaned`` files, each fsynced."""
     for b in bases:
-        for suffix in files.INSTALL_ORDER:
-            src = files.path(staged_dir, b, suffix)
+        for suffix in filenames.INSTALL_ORDER:
+            src = filenames.path(staged_dir, b, suffix)
             if os.path.islink(src):  # (a staged file becomes a segment: never a link)
                 raise guard.UnexpectedLink(src)
-            if suffix in files.OPTIONAL_FILES and not os.path.exists(src):
+            if suffix in filenames.OPTIONAL_FILES and not os.path.exists(src):
                 continue
-            dst = files.path(pdir, b, suffix + files.CLEANED)
+            dst = filenames.path(pdir, b, suffix + filenames.CLEANED)
             shutil.move(src, dst)
-            files.fsync_file(dst)
-    files.fsync_dir(pdir)
+            durable.fsync_file(dst)
+    durable.fsync_dir(pdir)
 
 
 def commit(pdir: str, install: Sequence[int], remove: Sequence[int],
            side_files: Mapping[str, Any]) -> None:
     """(Lock held, staged.) The commit point: from here on the swap happens."""
     manifest = {"segments": list(install), "replaces": list(remove), "files": dict(side_files)}
-    files.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
+    durable.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
 
 
 def _read(pdir: str) -> dict[str, Any] | None:
@@ -92,48 +93,48 @@ def roll_forward(pdir: str) -> bool:
     m = _read(pdir)
     if m is None:
         # debris of a swap that never committed (a manifest's temp file is the loader's:
-        # files.remove_write_debris)
+        # durable.remove_write_debris)
         for f in os.listdir(pdir):
-            if f.endswith((files.CLEANED, files.SWAP)):
+            if f.endswith((filenames.CLEANED, filenames.SWAP)):
                 os.unlink(os.path.join(pdir, f))
         return False
     install = m["install"]
     # 1. .cleaned -> .swap: every new file is whole and fsynced under a name of its own
     for b in install:
-        for suffix in files.INSTALL_ORDER:
-            c = files.path(pdir, b, suffix + files.CLEANED)
+        for suffix in filenames.INSTALL_ORDER:
+            c = filenames.path(pdir, b, suffix + filenames.CLEANED)
             if os.path.exists(c):
-                os.replace(c, files.path(pdir, b, suffix + files.SWAP))
+                os.replace(c, filenames.path(pdir, b, suffix + filenames.SWAP))
                 failpoint("swap-renaming")
-    files.fsync_dir(pdir)
+    durable.fsync_dir(pdir)
     failpoint("swap-swapped")
     # 2. .swap -> final name (a replaced segment with the same base goes in this rename),
     #    newest first: segments installed below the local ones (a restore) then always extend
     #    the local log downwards, so a reader never finds a hole between local segments
     for b in sorted(install, reverse=True):
-        for suffix in files.INSTALL_ORDER:
-            s = files.path(pdir, b, suffix + files.SWAP)
+        for suffix in filenames.INSTALL_ORDER:
+            s = filenames.path(pdir, b, suffix + filenames.SWAP)
             if os.path.exists(s):
-                os.replace(s, files.path(pdir, b, suffix))
+                os.replace(s, filenames.path(pdir, b, suffix))
                 failpoint("swap-installing")
         failpoint("swap-installed")
-    files.fsync_dir(pdir)
+    durable.fsync_dir(pdir)
     # 3. side files (the tier manifest must name cold copies before local ones go)
     for name, doc in m["files"].items():
-        files.write_atomic(os.path.join(pdir, name), json.dumps(doc).encode())
+        durable.write_atomic(os.path.join(pdir, name), json.dumps(doc).encode())
     failpoint("swap-files")
     # 4. the replaced segments not overwritten by a new one
     for b in m["remove"]:
         if b in install:
             continue
-        for suffix in files.DELETE_ORDER:
+        for suffix in filenames.DELETE_ORDER:
             try:
-                os.unlink(files.path(pdir, b, suffix))
+                os.unlink(filenames.path(pdir, b, suffix))
                 failpoint("swap-deleting")
             except FileNotFoundError:
                 pass
-    files.fsync_dir(pdir)
+    durable.fsync_dir(pdir)
     failpoint("swap-cleaner")
     os.unlink(os.path.join(pdir, MANIFEST))
-    files.fsync_dir(pdir)
+    durable.fsync_dir(pdir)
     return True

@@ -6,7 +6,7 @@ never a mix). An entry is added only after its cold copy is verified, and a loca
 deleted only after its entry is in the file: a crash never leaves offsets that are neither
 local nor in here.
 
-Nothing read from the file is trusted. Version 2 is sealed with a CRC32C (engine.storage.jsondoc);
+Nothing read from the file is trusted. Version 2 is sealed with a CRC32C (engine.fs.jsondoc);
 version 1 (unsealed, written by older rivvens) is still read. Every entry must name an object
 inside the partition's own cold prefix, ``<store>/<topic>-<topic id>/partition-<p>``, for the
 configured store or one the sealed file recorded when it was written (``prefixes``: stores the
@@ -24,15 +24,15 @@ from typing import Any
 
 from ..errors import DamagedMetadata, RivvenError
 from ..format.crc import crc32c
-from . import files, jsondoc
-from .catalog import Catalog
+from ..fs import jsondoc
+from . import filenames
 
 MANIFEST = "tier.json"
 TIER_LOCK = ".tier.lock"
 VERSION = 2
 LEGACY_KEYS = ("version", "segments")  # version 1: no checksum, no recorded prefixes
-SUFFIXES = files.SEGMENT_FILES  # the files every cold segment is copied as
-ALL_SUFFIXES = SUFFIXES + files.OPTIONAL_FILES  # ... and those some are (ColdSegment.suffixes)
+SUFFIXES = filenames.SEGMENT_FILES  # the files every cold segment is copied as
+ALL_SUFFIXES = SUFFIXES + filenames.OPTIONAL_FILES  # ... and those some are (ColdSegment.suffixes)
 WHAT = "tier manifest"
 FIX = "the cold copies are intact: restore the file from a backup"
 MAX_PREFIXES = 1000
@@ -80,11 +80,11 @@ class ColdSegment:
 
     def expected(self, suffix: str) -> tuple[int, int]:
         """(bytes, crc32c) the manifest records for one of its files."""
-        if suffix == files.LOG:
+        if suffix == filenames.LOG:
             return self.bytes, self.crc32c
-        if suffix == files.INDEX:
+        if suffix == filenames.INDEX:
             return self.index_bytes, self.index_crc32c
-        if suffix == files.TXNINDEX:
+        if suffix == filenames.TXNINDEX:
             return self.txnindex_bytes, self.txnindex_crc32c
         return self.timeindex_bytes, self.timeindex_crc32c
 
@@ -169,19 +169,6 @@ def home(data_dir: str, topic: str, topic_id: str, partition: int, store: str = 
                 f"{store}/{cold_dir_name(topic, topic_id)}/partition-{partition}")
 
 
-def home_of(pdir: str) -> Home:
-    """The Home of a partition directory ``DATA_DIR/topics/<topic>/partition-<p>``, from the
-    topic catalog."""
-    pdir = os.path.abspath(pdir)
-    tdir = os.path.dirname(pdir)
-    data_dir = os.path.dirname(os.path.dirname(tdir))
-    topic, name = os.path.basename(tdir), os.path.basename(pdir)
-    meta = Catalog(data_dir).get(topic)
-    if meta is None or not name.startswith("partition-") or not name[10:].isdigit():
-        raise RivvenError(f"{pdir} is not a partition of a topic in {data_dir}")
-    return home(data_dir, topic, meta.id, int(name[10:]), meta.typed.remote_storage_uri)
-
-
 def path(pdir: str) -> str:
     return os.path.join(pdir, MANIFEST)
 
@@ -200,20 +187,21 @@ class Manifest:
     prefixes: list[str]  # where entries may lie: recorded (v2) or the configured one
 
 
-def load(pdir: str, where: Home | None = None) -> list[ColdSegment]:
-    """The entries, oldest first; [] when there is no manifest. ``where`` defaults to the
-    Home the catalog gives. Raises DamagedMetadata (see ``read``)."""
+def load(pdir: str, where: Home) -> list[ColdSegment]:
+    """The entries, oldest first; [] when there is no manifest. ``where``: the partition's
+    Home (``PartitionLog.tier_home()``, or ``engine.storage.catalog.home_of``). Raises
+    DamagedMetadata (see ``read``)."""
     return read(pdir, where).entries
 
 
-def read(pdir: str, where: Home | None = None) -> Manifest:
+def read(pdir: str, where: Home) -> Manifest:
     """The manifest, checked: its seal (version 2), every value, and every object inside one
     of the partition's prefixes. DamagedMetadata naming the file and the entry otherwise."""
     p = path(pdir)
     raw = jsondoc.read(p, WHAT, fix=FIX)
     if raw is None:
         return Manifest([], [])
-    return parse(raw, p, where if where is not None else home_of(pdir))
+    return parse(raw, p, where)
 
 
 def parse(raw: bytes, p: str, where: Home) -> Manifest:

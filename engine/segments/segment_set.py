@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 from ..errors import DamagedMetadata, UnknownTopic
 from ..failpoint import failpoint
+from ..fs import durable
 from ..progress import Progress
-from . import checkpoint, files
+from . import checkpoint, filenames
 from .segment import Segment
 
 SEALED_KEPT = 4  # sealed segments a partition keeps open (the engine's file budget bounds the rest)
@@ -41,7 +42,7 @@ class SegmentSet:
         self.bases: list[int] = []
         self.active: Segment = None  # type: ignore[assignment]  # set by open_active
         self._ignored: set[tuple] = set()  # (.checkpoint stamp, reason) already noted
-        self._prefix = os.path.join(directory, "")  # + files.name(...): a file's path
+        self._prefix = os.path.join(directory, "")  # + filenames.name(...): a file's path
         self.released = False  # files closed by the file budget (engine.storage.budget)
 
     def close(self) -> None:
@@ -78,7 +79,7 @@ class SegmentSet:
     # ---------------------------------------------------------------- the list
     def relist(self) -> None:
         try:
-            bases = files.segment_bases(self.dir)
+            bases = filenames.segment_bases(self.dir)
         except FileNotFoundError:
             raise UnknownTopic(f"partition {self.partition} of topic {self.topic!r} is gone"
                                ) from None
@@ -127,7 +128,7 @@ class SegmentSet:
     # ---------------------------------------------------------------- the checkpoint
     def checkpoint(self, active: Segment | None = None) -> dict | None:
         """The partition's ``.checkpoint`` when it is intact and agrees with the segments (the
-        last being ``active``); else None, the reason noted once (engine.storage.checkpoint:
+        last being ``active``); else None, the reason noted once (engine.segments.checkpoint:
         a damaged checkpoint is never acted on). The log end is checked once the active
         segment is loaded (PartitionLog.read_log_start); until then a bad position only ever
         keeps bytes from being cut."""
@@ -174,7 +175,7 @@ class SegmentSet:
             act.catch_up(repair)
         # (access, not exists: no exception raised and caught on the common miss)
         while act.next_offset > act.base and os.access(
-                f"{self._prefix}{act.next_offset:020d}{files.LOG}", os.F_OK):
+                f"{self._prefix}{act.next_offset:020d}{filenames.LOG}", os.F_OK):
             self.relist()
             act = self.open(act.next_offset)
             act.load(repair=repair, checkpoint=self.checkpoint(act) if repair else None)
@@ -207,7 +208,7 @@ class SegmentSet:
         new.cuts = self.cuts
         new.next_offset = old.next_offset
         new.loaded = True
-        files.fsync_dir(self.dir)
+        durable.fsync_dir(self.dir)
         self.segments[new.base] = new
         self.bases.append(new.base)
         self.active = new
@@ -217,8 +218,8 @@ class SegmentSet:
         """Index files whose .log is gone: a deletion cut short by a crash."""
         bases = set(self.bases)
         for f in os.listdir(self.dir):
-            parsed = files.parse(f)
-            if parsed and parsed[1] in (files.INDEX, files.TIMEINDEX, files.TXNINDEX) \
+            parsed = filenames.parse(f)
+            if parsed and parsed[1] in (filenames.INDEX, filenames.TIMEINDEX, filenames.TXNINDEX) \
                     and parsed[0] not in bases:
                 os.unlink(os.path.join(self.dir, f))
 
@@ -234,10 +235,10 @@ class SegmentSet:
         gone = []
         for i, base in enumerate(self.bases[:min(n, len(self.bases) - 1)]):
             self.segments.pop(base, None)  # closed when no reader holds it any more
-            size = files.delete_segment(self.dir, base)
+            size = filenames.delete_segment(self.dir, base)
             gone.append({"base_offset": base, "next_offset": self.bases[i + 1], "bytes": size})
             failpoint("segment-deleted")
         if gone:
-            files.fsync_dir(self.dir)
+            durable.fsync_dir(self.dir)
             self.bases = self.bases[len(gone):]
         return gone

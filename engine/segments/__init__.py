@@ -1,0 +1,16 @@
+"""Layer 4 — the files of a partition directory, each on its own: segments and their indexes,
+the recovery point, the replacement protocol, the aborted-transaction index, the tier
+manifest. A file here knows its own bytes and rules, never the partition object that
+composes them (``engine.storage.log``).
+
+May import: ``engine.fs``, ``engine.format`` and the base modules.
+
+- ``filenames``: the names of a partition directory's files, the install and delete order
+- ``index``: ``.index`` and ``.timeindex`` (one ``Index`` class, two entry kinds)
+- ``segment``: one segment: scan, load, repair a torn tail, write, indexes
+- ``segment_set``: a partition's segments in offset order; roll; delete the oldest
+- ``checkpoint``: ``.checkpoint``, the recovery point and log start offset, sealed
+- ``swap``: the one segment-replacement protocol (``.cleaned`` -> ``.swap`` -> final)
+- ``txn_index``: ``.txnindex``, the aborted transactions of a segment
+- ``tier_manifest``: ``tier.json``, which offsets are cold and where
+"""
