@@ -1,84 +1,69 @@
-"""``Engine``: an open data dir and the public API over it.
+"""``Engine``: an open data dir and the public API over it — a façade composed of services.
 
-A façade: each method checks what it must and hands the work to one module; docs/ARCHITECTURE.md
-maps which. It holds the parts an open data dir is made of: the topics (engine.storage.topics),
-the open partitions (storage.partitions), the WAL (wal.owner), the produce path
-(client.produce), the consumer-group admin (groups.admin) and the hot and cold caches. Its
-producers and transactions are in api_transactions.py, its maintenance (retention,
-compaction, tiering, segment tools) in api_maintenance.py: parts of the same class.
+The data path is flat here (topics, produce, read, stream, consumers, producers); each other
+concern is a service constructed with its collaborators and usable alone: ``eng.offsets``
+(engine.fetch.offsets), ``eng.groups`` (groups.admin), ``eng.txn`` (txn.transactions),
+``eng.keys`` (maintenance.keys), ``eng.maintenance`` (maintenance.admin), ``eng.segments``
+(tools.admin), ``eng.recovery`` (wal.recovery). Names earlier releases documented on the
+engine itself (``eng.compact``, ``eng.end_offsets``, ...) are one-line forwards to them.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import clock
-from .api_keys import KeysApi
-from .api_maintenance import MaintenanceApi
-from .api_produce import ProduceApi
-from .api_transactions import TransactionsApi
 from .counters import gather
 from .counters.meter import Meter
 from .crypto.keyring import check_outside
 from .crypto.keyring import resolve as resolve_keyring
 from .crypto.topic import OffsetMetadata, Vault
-from .errors import InvalidArgument, ReadOnlyError, RivvenError, StorageError, UnknownTopic, disk_full
-from .fetch import positions
-from .fetch import records as read
+from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
+from .fetch import records
+from .fetch.offsets import Offsets
 from .fetch.positions import Position
 from .format.arrow import empty_table
 from .format.records import ColumnBatch, Record
+from .forward import Forward
 from .fs.locks import LockWait
 from .groups.admin import GroupAdmin
 from .maintenance import retention
-from .produce.path import ProducePath
+from .maintenance.admin import Maintenance
+from .maintenance.keys import Keys
+from .produce.factory import Producers
+from .produce.idempotent import IdempotentProducer
+from .produce.path import ProducePath, ProduceRequest
 from .produce.transactional import TransactionalProducer
 from .progress import Progress
+from .results import RecoveryReport, TopicDeleted
 from .settings import Settings
 from .storage import datadir
-from .storage import topics as topics_mod
 from .storage.budget import FileBudget, effective_limit
 from .storage.catalog import TopicMeta
-from .storage.config import validate as validate_config
-from .storage.log import PartitionLog
+from .storage.finder import LogFinder
 from .storage.partitions import Partitions
 from .storage.topics import Topics
 from .tiering import cold, status
-from .tiering import tier as tiering
 from .tiering.cache import ColdCache
 from .tiering.hot import HotCache
-from .tools import inspect
-from .txn import isolation
-from .txn.coordinator import Coordinator
+from .tiering.tier_pass import topic_prefixes
+from .tools.admin import Segments
+from .tools.inspect import describe_topic
+from .tools.results import TopicDescription
+from .txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
 from .txn.decisions import Decisions
 from .txn.hook import PartitionProducers
 from .txn.isolation import READ_UNCOMMITTED
-from .txn.txn_store import TxnPartition
-from .wal import inventory as streams
+from .txn.transactions import Transactions
 from .wal.owner import WalOwner
-
-
-def check_store(config: dict[str, str]) -> None:
-    """A ``remote.storage.uri`` being set is checked now, not when tiering first runs: its
-    form (storage.config), then the cold store's (tiering.cold: plain form, a backend
-    installed for its scheme). Raises InvalidConfig."""
-    uri = config.get("remote.storage.uri")
-    if uri and uri.strip():
-        cold.check_store(validate_config({"remote.storage.uri": uri})["remote.storage.uri"])
-
-
-# the reset mode of each kind of Position (engine.groups.admin.RESET_MODES)
-RESET_MODE_OF = {"beginning": "to-earliest", "end": "to-latest", "offset": "to-offset",
-                 "timestamp": "to-datetime", "from_start": "from-start", "from_end": "from-end"}
+from .wal.recovery import Recovery
 
 if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs start-up)
     from .groups.consumer import Consumer
 
 
-class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
+class Engine:
     """An open data dir. Thread-safe; many processes may open the same dir at once.
 
     >>> import tempfile
@@ -107,40 +92,57 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
                                        else st.lock_timeout_ms / 1000, on_lock_wait)
         datadir.check(self.path, read_only)
         self.closed = False
-        self.last_recovery: dict[str, Any] = {}
+        self.last_recovery: RecoveryReport = {}
         # master keys (outside the data dir) and the topics' data keys (docs/ENCRYPTION.md)
         self.keyring = resolve_keyring(keyring)
         check_outside(self.keyring, self.path)
-        self._vault = Vault(self.keyring)
-        self._topics = Topics(self.path, lw, self._vault)
+        self._vault = vault = Vault(self.keyring)
+        self._topics = Topics(self.path, lw, vault)
         self.catalog = self._topics.catalog
-        self._vault.lookup = self.catalog.get
+        vault.lookup = self.catalog.get
         # this process's counters, in .stats/ for `rivven metrics` (docs/METRICS.md)
         self.meter = m = Meter(self.path, st.metrics_enabled)
         self.hot = HotCache(st.hot_max_bytes) if st.hot_max_bytes > 0 else None
         self.cold_cache = ColdCache.for_data_dir(self.path, st.tier_cache_max_bytes, m)
+        self._hot_stats = status.HotStats(self.path, self.hot, lambda: [
+            log for _, _, log in self._partitions.open_logs()], m, not read_only)
         self._partitions = Partitions(self.path, not read_only, st.wal_sync, progress,
-                                      self.cold_cache, self.hot, on_open=self._retain,
-                                      lock_wait=lw, producers=PartitionProducers,
-                                      vault=self._vault,
+                                      self.cold_cache, self.hot, on_open=retention.retain,
+                                      lock_wait=lw, producers=PartitionProducers, vault=vault,
                                       counts=m.partition if m.enabled else None,
                                       budget=FileBudget(effective_limit(st.files_max_open)))
-        self._wal = WalOwner(self.path, st, self._partitions, read_only,
-                             after_checkpoint=self._retain,
-                             after_checkpoints=self._publish_hot_stats, lock_wait=lw, meter=m)
-        self._producer = ProducePath(self._topics, self._partitions.get, self._wal.attach)
-        self._produce_counts: dict[str, tuple[Any, Any]] = {}
-        self._metadata = OffsetMetadata(self.metadata_keys)
-        self._groups = GroupAdmin(self.path, st.wal_sync != "none", self._topic_offsets,
-                                  self.offset_for_time, lock_wait=lw, metadata=self._metadata)
+        self._wal = wal = WalOwner(self.path, st, self._partitions, read_only,
+                                   after_checkpoint=retention.retain,
+                                   after_checkpoints=self._hot_stats.publish, lock_wait=lw,
+                                   meter=m)
+        self._find = find = LogFinder(self._topics, self._partitions, wal.attach)
+        self._path = ProducePath(self._topics, self._partitions.get, wal.attach, m,
+                                 wal.maybe_checkpoint)
+        self._metadata = OffsetMetadata(vault.metadata_keys)
+        sync_commits = st.wal_sync != "none"
         self._consumers: set[Consumer] = set()
-        self._txn = Coordinator(self.path, self._txn_log, st.wal_sync != "none", lw, m)
-        self._decisions = Decisions(self.path, self._txn, lw)
-        self._txn_producers: set[TransactionalProducer] = set()
+        self._coordinator = Coordinator(self.path, find.txn_log_of, sync_commits, lw, m)
+        self._decisions = Decisions(self.path, self._coordinator, lw)
+        self._producers = Producers(self.path, self._coordinator, self._decisions, self._path,
+                                    find.log, lw, wal.maybe_checkpoint)
+        # the services (each usable alone: see the module docstring)
+        self.offsets = Offsets(find)
+        self.groups = GroupAdmin(self.path, sync_commits, self.offsets.of_topic,
+                                 self.offsets.for_time, lw, self._metadata, self._writable)
+        self.txn = Transactions(self._coordinator, self._decisions, find, self._writable,
+                                wal.maybe_checkpoint)
+        self.maintenance = Maintenance(self.path, find, m, self._writable, self._hot_stats.own)
+        self.keys = Keys(self.path, self._topics, vault, find, self.groups, self._writable,
+                         self.checkpoint)
+        self.recovery = Recovery(self.path, wal, find, progress, self._writable)
+        self.segments = Segments(self.path, find, vault, lw, self._writable,
+                                 wal.reopen_partitions)
         if not read_only:
             datadir.empty_trash(self.path)
-            if recover:
-                self._recover()
+            if recover:  # dead WAL streams replayed, then what a crash left of transactions
+                self.last_recovery = rec = self.recovery.at_open(m)  # type: ignore[assignment]
+                if "deferred" not in rec:
+                    rec.update(self.txn.after_crash())
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
@@ -178,11 +180,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
             return
         for c in list(self._consumers):
             c.close()
-        for tp in list(self._txn_producers):
-            try:
-                tp.close()  # an open transaction is aborted rather than left to time out
-            except RivvenError:
-                pass  # (it times out, or the next open's recovery aborts it)
+        self._producers.close_all()  # (open transactions aborted rather than left to time out)
         # refuse new appends first: one that got in after the checkpoint below passed its
         # partition would be acknowledged, and its WAL deleted, with its segment bytes unsynced
         self._partitions.stop()
@@ -194,8 +192,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
                 clean = False  # keep the WAL: the next open replays it
         self._partitions.forget_all()
         self._wal.close(delete=clean)
-        if self.hot is not None and not self.read_only:
-            status.unpublish_hot_stats(self.path)
+        self._hot_stats.unpublish()
         self.cold_cache.close()
         gather.retire(self.meter, self.lock_wait)  # its counts join the retired ones
         self.closed = True
@@ -213,55 +210,7 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         if self.read_only:
             raise ReadOnlyError("this engine was opened read-only; open it without read_only")
 
-    def _log(self, meta: TopicMeta, partition: int, retain: bool = True) -> PartitionLog:
-        return self._partitions.get(meta, partition, retain)
-
-    def _partition(self, topic: str, partition: int) -> PartitionLog:
-        return self._log(self.topic(topic), partition)
-
-    def _logs(self, topic: str | None, partitions: Iterable[int] | None = None,
-              retain: bool = True) -> list[PartitionLog]:
-        """The logs of ``topic`` (every topic when None), or of its ``partitions``."""
-        metas = [self.topic(topic)] if topic is not None else self.topics()
-        return [self._log(m, p, retain) for m in metas
-                for p in (partitions if partitions is not None else range(m.partitions))]
-
-    def _retain(self, log: PartitionLog, meta: TopicMeta | None = None) -> None:
-        try:  # retention runs when a writer opens a partition, and after its checkpoints
-            retention.apply(log, meta.typed if meta is not None else log.config,
-                            clock.now_ms())
-        except (RivvenError, OSError):
-            pass  # the next checkpoint or 'rivven retention apply' tries again
-
     # ---------------------------------------------------------------- WAL and recovery
-    def _recover(self) -> None:
-        """Replay dead WAL streams at open, then finish the transactions a crash left
-        prepared and abort the timed-out ones. On a full disk a batch that must go back into
-        its segment cannot: the engine opens anyway — the commands that free space need it —
-        but refuses appends (their offsets are the replay's) until an open replays the
-        streams."""
-        t0 = time.monotonic()
-        try:
-            self.last_recovery = report = self.wal_replay()
-            if report.get("streams"):
-                m = self.meter
-                m.get("rivven_recovery_duration_seconds").observe(time.monotonic() - t0)
-                m.get("rivven_recovery_batches_replayed_total").inc(report.get("applied", 0))
-                m.get("rivven_recovery_bytes_cut_total").inc(
-                    sum(t.get("bytes", 0) for t in report.get("torn_tails", [])))
-        except StorageError as e:
-            if not disk_full(e):
-                raise
-            self.last_recovery = {"deferred": str(e)}
-            self._wal.replay_pending = StorageError(
-                f"the WAL of a crashed writer still has to be replayed, and the disk is full "
-                f"({e}); free space (rivven delete-records, retention apply or topic delete), "
-                "then open the data dir again")
-            return
-        decided = self._decisions.recover()  # (two-phase commits a crash cut short)
-        if decided:
-            self.last_recovery["decisions"] = decided
-        self.last_recovery["transactions"] = self._txn.recover()
     def checkpoint(self) -> list[dict[str, Any]]:
         """fsync every partition this process wrote, record recovery points, and delete the
         WAL files wholly below them."""
@@ -269,35 +218,6 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         if self.closed:
             raise InvalidArgument("this engine is closed; open it again")
         return self._wal.checkpoint()
-
-    def checkpoint_all(self) -> dict[str, Any]:
-        """Replay dead WAL streams, then checkpoint every partition of every topic."""
-        self._writable()
-        replay = self.wal_replay()
-        return {"replayed": replay, "checkpoints": self._wal.checkpoint_logs(self._logs(None))}
-
-    def wal_replay(self, dry_run: bool = False) -> dict[str, Any]:
-        """Replay the WAL streams whose process is gone (``rivven wal replay``): batches past a
-        partition's log end go back into its segments (merged across streams by offset,
-        idempotent), then those partitions are checkpointed and the streams deleted."""
-        return self._wal.replay(self.topics, self._log, self.progress, dry_run)
-
-    recover_wal = wal_replay  # (its name before 0.2)
-
-    def wal_recover(self, dry_run: bool = False) -> list[dict[str, Any]]:
-        """Cut torn tails of dead streams' WAL files (``rivven wal recover``; no replay)."""
-        return self._wal.recover_tails(dry_run)
-
-    def wal_streams(self) -> list[dict[str, Any]]:
-        return [streams.stream_info(d) for d in streams.all_streams(self.path)]
-
-    def repairs(self) -> list[dict[str, Any]]:
-        """What this engine mended or set aside while opening partitions: ``action`` "cut", a
-        damaged segment tail it cut (past the checkpoint, with no intact batch after it; WAL
-        replay restores what it held: file, position, bytes, reason), or "ignored", a damaged
-        metadata file it did not act on (a ``.checkpoint`` that fails its seal or disagrees
-        with the log: file, reason)."""
-        return list(self._partitions.cuts)
 
     # ---------------------------------------------------------------- topics
     def topic(self, name: str, create_hint: bool = False) -> TopicMeta:
@@ -308,27 +228,25 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
     def topics(self, names: Sequence[str] | None = None, regex: bool = False
                ) -> list[TopicMeta]:
         """Every topic, by name; with ``names`` only those (that exist), or with ``regex``
-        those one of the expressions matches whole."""
+        those one of the expressions matches whole (Kafka's ``subscribe(Pattern)``)."""
         if names is None:
             return self._topics.all()
         return self._topics.matching(names, regex)
 
+    def match_topics(self, patterns: Sequence[str]) -> list[str]:
+        """Names of the topics a regular expression of ``patterns`` matches whole."""
+        return sorted(m.name for m in self.topics(patterns, regex=True))
+
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
                      if_not_exists: bool = False) -> TopicMeta:
-        return self.ensure_topic(name, partitions, config, if_not_exists)[0]
-
-    def ensure_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
-                     exists_ok: bool = True) -> tuple[TopicMeta, dict[str, Any]]:
-        """``create_topic`` (``exists_ok``: no error when the topic exists), with what it
-        did: ``created``, and ``not_applied``, what the call asked that the existing topic
-        does not have (``partitions``, ``config``: neither is changed)."""
+        """A new topic: TopicExists when one of that name exists, unless ``if_not_exists``
+        (the existing one is returned then, unchanged: ``engine.storage.topics.not_applied``
+        says what of the call it does not have)."""
         self._writable()
-        check_store(config or {})
-        meta, created = self._topics.ensure(name, partitions, config or {}, exists_ok)
-        return meta, {"created": created, "not_applied": [] if created else
-                      topics_mod.not_applied(meta, partitions, config or {})}
+        cold.check_config_store(config or {})  # (now, not when tiering first runs)
+        return self._topics.ensure(name, partitions, config or {}, if_not_exists)[0]
 
-    def delete_topic(self, name: str, if_exists: bool = False) -> dict[str, Any]:
+    def delete_topic(self, name: str, if_exists: bool = False) -> TopicDeleted:
         """Remove a topic and all its files; producers to it get UnknownTopic from then on.
         Returns ``deleted`` (False: there was no such topic, with ``if_exists``),
         ``cold_prefixes`` (the cold-store prefixes removed: the configured one, and those its
@@ -336,47 +254,83 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         outside the configured prefix are left in place (never acted on)."""
         self._writable()
         try:
-            prefixes, problems = self._topics.delete(
-                name, lambda m: tiering.topic_prefixes(self.path, m))
+            prefixes, problems = self._topics.delete(name,
+                                                     lambda m: topic_prefixes(self.path, m))
         except UnknownTopic:
             if not if_exists:
                 raise
             return {"topic": name, "deleted": False, "cold_prefixes": [], "problems": []}
         self._partitions.forget(name)
-        for prefix in sorted(prefixes):  # its cold objects too (the topic id keeps a new
-            try:                         # topic of this name apart)
-                cold.remove_tree(prefix)
-            except (RivvenError, OSError):
-                pass  # best effort: the manifests that named them are gone with the topic
+        cold.remove_trees(prefixes)  # its cold objects (the topic id keeps a new one apart)
         return {"topic": name, "deleted": True, "cold_prefixes": sorted(prefixes),
                 "problems": problems}
 
     def alter_topic_config(self, name: str, set: dict[str, str] | None = None,
                            delete: Sequence[str] = ()) -> TopicMeta:
         self._writable()
-        check_store(set or {})
+        cold.check_config_store(set or {})
         return self._topics.alter_config(name, set or {}, delete)
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
         self._writable()
         return self._topics.add_partitions(name, total)
 
-    def describe_topic(self, name: str) -> dict[str, Any]:
-        return inspect.describe_topic(self.topic(name), self._logs(name))
+    def describe_topic(self, name: str) -> TopicDescription:
+        """Its configs (with their source) and per partition: offsets, segments, bytes."""
+        return describe_topic(self.topic(name), self._find.logs(name))
 
-    def _txn_log(self, part: TxnPartition) -> PartitionLog | None:
-        """The writable log of a transaction's partition, or None when its topic is gone
-        (deleted, or created again under its name)."""
-        try:
-            meta = self.topic(part.topic)
-        except UnknownTopic:
-            return None
-        if meta.id != part.topic_id or part.partition >= meta.partitions:
-            return None
-        log = self._log(meta, part.partition)
-        if log.wal is None:
-            self._wal.attach(log)
-        return log
+    # ---------------------------------------------------------------- produce
+    def produce(self, topic: str, records: Iterable[Record], partition: int | None = None,
+                compression: str | None = None) -> list[tuple[int, int]]:
+        """Append records; returns one ``(partition, offset)`` per record once durable."""
+        recs = records if isinstance(records, list) else list(records)
+        if not recs:
+            return []
+        self._writable()
+        with self._path.call(topic):
+            return self._path.produce(ProduceRequest.of_records(topic, recs, partition,
+                                                                compression))
+
+    def produce_batch(self, topic: str, values: Sequence[bytes | None],
+                      keys: Sequence[bytes | None] | None = None,
+                      headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+                      timestamps: Sequence[int | None] | int | None = None,
+                      partition: int | None = None,
+                      partitions: Sequence[int | None] | None = None,
+                      compression: str | None = None) -> list[tuple[int, int]]:
+        """Columnar produce: the fast path behind ``produce`` (no Record objects needed)."""
+        self._writable()
+        if not len(values):
+            return []
+        with self._path.call(topic):
+            return self._path.produce(ProduceRequest.of(
+                topic, values, keys, headers, timestamps, partition, partitions, compression))
+
+    def produce_arrow(self, topic: str, table: Any, partition: int | None = None,
+                      compression: str | None = None) -> list[tuple[int, int, int]]:
+        """Append the rows of a pyarrow Table or RecordBatch: columns ``value`` (binary or
+        string) and optionally ``key``, ``timestamp``, ``headers``, ``partition``, as
+        engine.produce.arrow describes; keyed rows go where ``produce`` puts them. Returns
+        ``(partition, base offset, records)`` per batch stored once durable: the rows of
+        each partition, in table order, hold consecutive offsets."""
+        self._writable()
+        with self._path.call(topic):
+            return self._path.produce_arrow(topic, table, partition, compression)
+
+    def producer(self, transactional_id: str | None = None, *,
+                 transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 producer_id: int | None = None, epoch: int = 0,
+                 sequences: Mapping[tuple[str, int], int] | None = None,
+                 decision_key: str | None = None
+                 ) -> IdempotentProducer | TransactionalProducer:
+        """A producer: with ``transactional_id`` a TransactionalProducer (``begin``,
+        ``produce``, ``send_offsets``, ``commit``/``abort``), fencing every older producer of
+        that id in any process; without, an IdempotentProducer (a new producer id, or
+        ``producer_id``/``epoch``/``sequences`` taken up). engine.produce.factory has the
+        whole story (``decision_key``, timeouts, taking an id up)."""
+        self._writable()
+        return self._producers.make(transactional_id, transaction_timeout_ms, producer_id,
+                                    epoch, sequences, decision_key)
 
     # ---------------------------------------------------------------- read
     def read(self, topic: str, partition: int, offset: int, max_records: int = 1000,
@@ -384,14 +338,14 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log).
         ``isolation_level="read_committed"``: only up to the last stable offset, without
         the records of aborted transactions (docs/TRANSACTIONS.md)."""
-        positions.check_offset(offset)
-        committed = isolation.check_level(isolation_level)
+        committed = records.checked(offset, isolation_level)
         if max_records <= 0:
             return []
-        return read.read(self._partition(topic, partition), offset, max_records, committed)
+        return records.read(self._find.partition(topic, partition), offset, max_records,
+                            committed)
 
     def read_columns(self, topic: str, partition: int, offset: int, max_records: int = 1000,
-                     isolation_level: str = READ_UNCOMMITTED, reach: read.Reach | None = None
+                     isolation_level: str = READ_UNCOMMITTED, reach: Any = None
                      ) -> Iterator[tuple[Any, Any, list, list, Any]]:
         """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``.
 
@@ -400,20 +354,19 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         ``engine.storage.reader.Reach``) learns where the scan got to past transaction markers
         and aborted batches, which hold no records: a consumer's position steps over them.
         """
-        positions.check_offset(offset)
-        committed = isolation.check_level(isolation_level)
+        committed = records.checked(offset, isolation_level)
         if max_records > 0:
-            yield from read.read_columns(self._partition(topic, partition), offset, max_records,
-                                         committed, reach)
+            yield from records.read_columns(self._find.partition(topic, partition), offset,
+                                            max_records, committed, reach)
 
     def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62,
                    isolation_level: str = READ_UNCOMMITTED) -> Any:
         """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
-        positions.check_offset(offset)
-        committed = isolation.check_level(isolation_level)
+        committed = records.checked(offset, isolation_level)
         if max_records <= 0:
             return empty_table()
-        return read.read_arrow(self._partition(topic, partition), offset, max_records, committed)
+        return records.read_arrow(self._find.partition(topic, partition), offset, max_records,
+                                  committed)
 
     def stream(self, topic: str | Sequence[str], partitions: Sequence[int] | None = None,
                start: Position = Position("beginning"), max_records: int | None = None,
@@ -427,94 +380,24 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
         ``follow`` on as records arrive (``on_idle`` called before each wait, until
         ``idle_timeout_ms`` pass without a record), at most ``max_records`` in all
         (``rivven consume``)."""
-        names = [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
-        if not names:
-            raise InvalidArgument("no topic to read: name at least one")
-        if idle_timeout_ms is not None and idle_timeout_ms < 0:
-            raise InvalidArgument(f"idle_timeout_ms must be >= 0, not {idle_timeout_ms}")
-        committed = isolation.check_level(isolation_level)
-        metas = [self.topic(n) for n in names]
-        logs = [self._log(m, p) for m in metas for p in (partitions or range(m.partitions))]
-        starts = [positions.resolve(log, start, committed) for log in logs]
-        stops = None if end is None else [positions.resolve(log, end, committed) for log in logs]
-        return read.stream(logs, starts, max_records, follow, on_idle=on_idle,
-                           idle_timeout_s=None if idle_timeout_ms is None
-                           else idle_timeout_ms / 1000, stops=stops, committed=committed)
+        return records.stream_topics(self._find, topic, partitions, start, max_records, follow,
+                                     on_idle, idle_timeout_ms, end, isolation_level)
 
-    def match_topics(self, patterns: Sequence[str]) -> list[str]:
-        """Names of the topics that a regular expression of ``patterns`` matches whole
-        (Kafka's ``subscribe(Pattern)``), in name order."""
-        return sorted(m.name for m in self.topics(patterns, regex=True))
+    # ---------------------------------------------------------------- consumers, metrics
+    def consumer(self, group: str, topics: str | Iterable[str],
+                 auto_offset_reset: str = "earliest", **options: Any) -> Consumer:
+        """A group member reading ``topics`` from the group's committed offsets; see
+        engine.groups.consumer.Consumer for ``options`` (enable_auto_commit, member_id, ...)."""
+        from .groups.consumer import Consumer
 
-    # ---------------------------------------------------------------- offsets
-    def end_offsets(self, topic: str, isolation_level: str = READ_UNCOMMITTED) -> dict[int, int]:
-        """Per partition, the log end offset (the next offset written); with
-        ``isolation_level="read_committed"`` the last stable offset."""
-        committed = isolation.check_level(isolation_level)
-        return {log.partition: read.offsets(log, committed)[1] for log in self._logs(topic)}
+        c = Consumer(self, group, topics, auto_offset_reset=auto_offset_reset,
+                     sync_commits=self.settings.wal_sync != "none",
+                     on_close=self._consumers.discard, lock_wait=self.lock_wait,
+                     settle=self._coordinator.settle_group, metadata=self._metadata,
+                     meter=self.meter, **options)
+        self._consumers.add(c)
+        return c
 
-    def log_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
-        """Per partition ``(log start offset, log end offset)``, read cheaply: the partitions
-        this engine has open as they are, the others from their files without opening them
-        (``rivven topic list`` on 10,000 partitions)."""
-        return self._partitions.offsets(self.topic(topic))
-
-    def start_offsets(self, topic: str) -> dict[int, int]:
-        return {log.partition: log.offsets()[0] for log in self._logs(topic)}
-
-    def partition_offsets(self, topic: str, partition: int,
-                          isolation_level: str = READ_UNCOMMITTED) -> tuple[int, int]:
-        """(log start offset, log end offset) of one partition (read_committed: the end is
-        the last stable offset)."""
-        committed = isolation.check_level(isolation_level)
-        return read.offsets(self._partition(topic, partition), committed)
-
-    def _topic_offsets(self, topic: str) -> dict[int, tuple[int, int]] | None:
-        try:
-            return {log.partition: log.offsets() for log in self._logs(topic)}
-        except UnknownTopic:
-            return None
-
-    def stable_view(self, topic: str, partitions: Sequence[int] | None = None
-                    ) -> dict[int, dict[str, Any]]:
-        """Per partition what read_committed sees: ``last_stable_offset`` and ``aborted``, the
-        aborted transactions with data between the log start and it, as ``[[producer id,
-        first offset, last offset]...]`` (the Spark reader's filter)."""
-        out = {}
-        for log in self._logs(topic, partitions):
-            lso, aborted = isolation.view(log, log.offsets()[0])
-            out[log.partition] = {"last_stable_offset": lso, "aborted": aborted.ranges()}
-        return out
-
-    def offset_for_time(self, topic: str, partition: int, timestamp: int,
-                        isolation_level: str = READ_UNCOMMITTED) -> int | None:
-        """The first offset whose record timestamp is >= ``timestamp`` (None if none is),
-        cold segments included (read_committed: below the last stable offset only)."""
-        committed = isolation.check_level(isolation_level)
-        return positions.offset_for_time(self._partition(topic, partition), timestamp, committed)
-
-    def resolve_offset(self, topic: str, partition: int, position: Position) -> int:
-        """The offset a ``Position`` (beginning, end, offset N, from_end N, timestamp T) names
-        in a partition, inside its [log start, log end]."""
-        return positions.resolve(self._partition(topic, partition), position)
-
-    def list_offsets(self, topic: str, at: Position | None = None,
-                     isolation_level: str = READ_UNCOMMITTED) -> list[dict[str, Any]]:
-        """Per partition: start and end offset (read_committed: the last stable offset is the
-        end), and with ``at`` the offset it names."""
-        committed = isolation.check_level(isolation_level)
-        return positions.list_offsets(self._logs(topic), at, committed)
-
-    def _own_hot_stats(self) -> dict[str, dict[str, int]]:
-        return status.own_hot_stats(self.hot, [log for _, _, log in self._partitions.open_logs()])
-
-    def _publish_hot_stats(self) -> None:
-        if self.hot is not None and not self.read_only:
-            own = self._own_hot_stats()
-            status.publish_hot_stats(self.path, own)
-            self.meter.get("rivven_hot_cache_bytes").set(sum(v["bytes"] for v in own.values()))
-
-    # ---------------------------------------------------------------- metrics
     def metrics(self) -> dict[str, Any]:
         """Every metric of the data dir (docs/METRICS.md), as ``{name: {"type", "help",
         "labels", "samples"}}``: the counters of every process that wrote to it, summed
@@ -525,82 +408,70 @@ class Engine(ProduceApi, TransactionsApi, MaintenanceApi, KeysApi):
 
         return collect.collect(self, {(t, p): log for t, p, log in self._partitions.open_logs()})
 
-    # ---------------------------------------------------------------- consumer groups
-    def consumer(self, group: str, topics: str | Iterable[str],
-                 auto_offset_reset: str = "earliest", **options: Any) -> Consumer:
-        """A group member reading ``topics`` from the group's committed offsets; see
-        engine.groups.consumer.Consumer for ``options`` (enable_auto_commit, member_id, ...)."""
-        from .groups.consumer import Consumer
+    # ---------------------------------------------------------------- offsets (flat names)
+    list_offsets = Forward("offsets", "list")
+    end_offsets = Forward("offsets", "end")
+    start_offsets = Forward("offsets", "start")
+    partition_offsets = Forward("offsets", "of_partition")
+    log_offsets = Forward("offsets", "unopened")
+    offset_for_time = Forward("offsets", "for_time")
+    resolve_offset = Forward("offsets", "resolve")
+    stable_view = Forward("offsets", "stable_view")
 
-        c = Consumer(self, group, topics, auto_offset_reset=auto_offset_reset,
-                     sync_commits=self.settings.wal_sync != "none",
-                     on_close=self._consumers.discard, lock_wait=self.lock_wait,
-                     settle=self._txn.settle_group, metadata=self._metadata,
-                     meter=self.meter, **options)
-        self._consumers.add(c)
-        return c
+    # ---------------------------------------------------------------- names of earlier releases
+    wal_replay = Forward("recovery", "replay")
+    wal_recover = Forward("recovery", "cut_tails")
+    wal_streams = Forward("recovery", "streams")
+    checkpoint_all = Forward("recovery")
+    repairs = Forward("recovery")
+    committed_offsets = Forward("groups", "committed")
+    transactions = Forward("txn", "list")
+    transactional_ids = Forward("txn", "ids")
+    describe_transaction = Forward("txn", "describe")
+    recover_transactions = Forward("txn", "recover")
+    abort_transaction = Forward("txn", "abort")
+    complete_transaction = Forward("txn", "complete")
+    commit_prepared = Forward("txn", "commit_prepared")
+    abort_prepared = Forward("txn", "abort_prepared")
+    decision = Forward("txn", "decision")
+    delete_records = Forward("maintenance")
+    delete_records_before = Forward("maintenance")
+    compaction_plan = Forward("maintenance")
+    explain_compaction = Forward("maintenance")
+    compact = Forward("maintenance")
+    apply_compaction = Forward("maintenance")
+    tier = Forward("maintenance")
+    verify_cold = Forward("maintenance")
+    reencrypt = Forward("keys")
+    topic_keys = Forward("keys")
+    verify = Forward("segments")
+    segment_recover = Forward("segments", "recover")
+    reindex = Forward("segments")
 
-    def reseal_metadata(self, topic: str) -> int:
-        """Seal the groups' committed metadata of ``topic`` anew with its current data key
-        (back to text when it no longer encrypts): part of a re-encryption."""
-        resealed = self._metadata.resealed
-        return self._groups.reseal_metadata(
-            topic, lambda group, p, offset, stored: resealed(group, topic, p, offset, stored))
+    # ---------------------------------------------------------------- TEMPORARY (the CLI's)
+    list_groups = Forward("groups", "list")
+    group_names = Forward("groups", "names")
+    describe_group = Forward("groups", "describe")
+    group_state = Forward("groups", "state")
+    reset_group_offsets = Forward("groups", "reset_offsets")
+    delete_group = Forward("groups", "delete")
+    delete_group_offsets = Forward("groups", "delete_offsets")
+    key_status = Forward("keys", "status")
+    rotate_key = Forward("keys", "rotate")
+    rewrap_keys = Forward("keys", "rewrap")
+    segment_list = Forward("segments", "list")
+    tier_status = Forward("maintenance")
+    tier_restore = Forward("maintenance")
+    apply_retention = Forward("maintenance")
+    describe_producers = Forward("txn", "producers")
+    find_hanging_transactions = Forward("txn", "find_hanging")
+    abort_hanging_transaction = Forward("txn", "abort_hanging")
 
-    def metadata_versions(self, topic: str) -> set[int]:
-        """The data key versions that groups' committed metadata of ``topic`` is sealed with
-        (an encrypted topic's: docs/ENCRYPTION.md)."""
-        return self._groups.sealed_versions(topic)
-
-    def list_groups(self) -> list[dict[str, Any]]:
-        return self._groups.list_groups()
-
-    def group_names(self) -> list[str]:
-        """The groups' names alone: no offsets read, nothing changed."""
-        return self._groups.group_names()
-
-    def describe_group(self, group: str) -> dict[str, Any]:
-        """Per partition: committed offset, log start/end, lag, owner; the live members with
-        the partitions each holds (``assignment``)."""
-        return self._groups.describe(group)
-
-    def group_state(self, group: str) -> dict[str, Any]:
-        """group, state (Active / Empty), assignment_strategy, members (a count), topics,
-        total_lag: a row of ``list_groups``."""
-        return self._groups.state(group)
-
-    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
-        return self._groups.committed(group)
-
-    def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
-                      mode: str | Position, value: Any = None, execute: bool = False,
-                      force: bool = False) -> list[dict[str, Any]]:
-        """Plan (and with ``execute`` apply) a reset of the group's committed offsets; see
-        engine.groups.admin.GroupAdmin.reset. ``mode`` is one of its modes, or a
-        ``Position`` (``value`` then unused). Refused while the group has live consumers
-        unless ``force``."""
-        return self.reset_group_offsets(group, targets, mode, value, execute, force)["partitions"]
-
-    def reset_group_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
-                            mode: str | Position, value: Any = None, execute: bool = False,
-                            force: bool = False, new_topics: bool = True) -> dict[str, Any]:
-        """``reset_offsets`` with the whole plan: ``group, mode, executed, new_group,
-        active_members, skipped_topics, partitions`` (``rivven group reset-offsets --json``).
-        Modes also ``to-current`` and ``from-file`` (``value``: a plan file's path, or a
-        mapping ``{(topic, partition): offset}``), or a ``Position``. A group that does not
-        exist yet is set up by ``execute``. ``new_topics=False`` leaves out the topics the
-        group has no committed offset for (``rivven group seek`` without
-        ``--allow-new-topics``). See engine.groups.admin.GroupAdmin.reset."""
-        if isinstance(mode, Position):
-            mode, value = RESET_MODE_OF[mode.kind], mode.value
-        if execute:
-            self._writable()
-        return self._groups.reset(group, targets, mode, value, execute, force, new_topics)
-
-    def delete_group(self, group: str) -> dict[str, Any]:
+    def ensure_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                     exists_ok: bool = True) -> tuple[TopicMeta, dict[str, Any]]:
+        from .storage.topics import not_applied
         self._writable()
-        return self._groups.delete_group(group)
-
-    def delete_group_offsets(self, group: str, topic: str) -> dict[str, Any]:
-        self._writable()
-        return self._groups.delete_offsets(group, topic)
+        cold.check_config_store(config or {})
+        meta, created = self._topics.ensure(name, partitions, config or {}, exists_ok)
+        return meta, {"created": created, "not_applied": [] if created else
+                      not_applied(meta, partitions, config or {})}

@@ -131,7 +131,7 @@ def main() -> None:
     print(rivven(data, "segment", "verify", "--cold", TIERED))
     back: dict[str, list[str]] = {}
     with Engine.open(data, read_only=True) as ro:  # cold segments come back through the cache
-        status = ro.tier_status(TIERED)
+        status = ro.maintenance.tier_status(TIERED)
         for p in range(2):
             table = ro.read_arrow(TIERED, p, 0)
             for k, v in zip(table.column("key").to_pylist(), table.column("value").to_pylist()):
@@ -163,7 +163,7 @@ def encrypted(data: str, keyring: str, evs: list[dict], sent: dict[str, list[str
     with Engine.open(data, keyring=keyring) as eng:
         eng.produce_batch(ENCRYPTED, [e["value"].encode() for e in evs],
                           keys=[e["key"].encode() for e in evs])
-        eng.rotate_key(ENCRYPTED)  # a new data key for what comes next
+        eng.keys.rotate(ENCRYPTED)  # a new data key for what comes next
         eng.produce_batch(ENCRYPTED, [e["value"].encode() for e in evs[:1000]],
                           keys=[e["key"].encode() for e in evs[:1000]])
     print(rivven(data, "key", "status", ENCRYPTED))
@@ -181,7 +181,7 @@ def encrypted(data: str, keyring: str, evs: list[dict], sent: dict[str, list[str
             table = ro.read_arrow(ENCRYPTED, p, 0)
             for k, v in zip(table.column("key").to_pylist(), table.column("value").to_pylist()):
                 back.setdefault(k.decode(), []).append(v.decode())
-        st = ro.key_status(ENCRYPTED)[0]
+        st = ro.keys.status(ENCRYPTED)[0]
     assert st["plaintext"]["bytes"] == 0 and [k["version"] for k in st["keys"]] == [2]
     again = {k: list(v) for k, v in sent.items()}
     for e in evs[:1000]:

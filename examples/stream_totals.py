@@ -105,7 +105,7 @@ def main() -> None:
             for rec in eng.read("customer-totals", p, 0, 10**9,
                                 isolation_level="read_committed"):
                 got[rec.key.decode()] = int(rec.value)  # the last per key is the total
-        eng.compact("customer-totals")
+        eng.maintenance.compact("customer-totals")
         kept = sum(len(eng.read("customer-totals", p, eng.start_offsets("customer-totals")[p],
                                 10**9)) for p in range(2))
     bad = {c: (got.get(c), t) for c, t in want.items() if got.get(c) != t}

@@ -102,13 +102,13 @@ def build(path: str) -> dict[str, str]:
                                      value=None if j == 7 else b"v%d-%d" % (i, j) * 3,
                                      headers=[("h", b"x"), ("n", None)] if j % 2 else ())
                               for j in range(10)])
-        eng.tier(now=None)
+        eng.maintenance.tier(now=None)
         for i in range(6):
             eng.produce("t", [Record(key=b"k%d" % j, value=b"late%d" % i) for j in range(10)])
         for i in range(30):
             eng.produce("c", [Record(key=b"k%d" % (j % 4), value=None if (i + j) % 9 == 0
                                      else b"c%d" % i) for j in range(8)])
-        eng.compact("c", force=True)
+        eng.maintenance.compact("c", force=True)
         c = eng.consumer("g", ["t", "c"])
         for _ in range(3):
             c.poll(50)

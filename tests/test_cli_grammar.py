@@ -225,11 +225,11 @@ def test_engine_positions(g):
         got = [(b.partition, list(b.offsets)) for b in eng.stream(
             "g", None, Position("offset", 4), end=Position("from_start", 6), follow=True)]
         assert got == [(0, [4, 5]), (1, [4, 5])]  # (a stop ends even a follow)
-        rows = eng.reset_offsets("gg", {"g": None}, Position("from_end", 3))
+        rows = eng.groups.reset_offsets("gg", {"g": None}, Position("from_end", 3))["partitions"]
         assert [r["new"] for r in rows] == [17, 7]
-        rows = eng.reset_offsets("gg", {"g": [1]}, "from-start", 30)
+        rows = eng.groups.reset_offsets("gg", {"g": [1]}, "from-start", 30)["partitions"]
         assert (rows[0]["new"], rows[0]["clamped"]) == (10, True)
-        plan = eng.delete_records_before("g", Position("from_end", 4), dry_run=True)
+        plan = eng.maintenance.delete_records_before("g", Position("from_end", 4), dry_run=True)
         assert [r["new_log_start_offset"] for r in plan] == [16, 6]
 
 

@@ -37,7 +37,7 @@ def error(r, text):
 
 def committed(data_dir, group):
     with Engine.open(data_dir, read_only=True) as eng:
-        return eng.committed_offsets(group)
+        return eng.groups.committed(group)
 
 
 def produce(data_dir, partition, *values):
@@ -73,19 +73,19 @@ def test_the_python_api_commits_where_a_new_group_starts(data_dir):
     fill(data_dir, partitions=2, n=10)
     with Engine.open(data_dir) as eng:  # no auto-commit, nothing read, nothing committed by hand
         eng.consumer("g", "t", auto_offset_reset="latest", enable_auto_commit=False).close()
-        assert eng.committed_offsets("g") == {("t", 0): 10, ("t", 1): 10}
+        assert eng.groups.committed("g") == {("t", 0): 10, ("t", 1): 10}
         eng.produce("t", [Record(value=b"after")], partition=0)
         with eng.consumer("g", "t", enable_auto_commit=False) as c:  # (earliest: not used)
             assert [(r.partition, r.offset, r.value) for r in c.poll(timeout_ms=100)] == \
                 [(0, 10, b"after")]
         with eng.consumer("h", "t", enable_auto_commit=False) as c:
             c.commit({("t", 1): 3})
-        eng.delete_records("t", {1: 10})  # retention passed the offset: the reset position is
+        eng.maintenance.delete_records("t", {1: 10})  # retention passed the offset: the reset position is
         events = []                       # committed too
         with eng.consumer("h", "t", auto_offset_reset="latest", enable_auto_commit=False,
                           on_reset=events.append):
             pass
-        assert eng.committed_offsets("h") == {("t", 0): 0, ("t", 1): 10}
+        assert eng.groups.committed("h") == {("t", 0): 0, ("t", 1): 10}
         assert [(e["partition"], e["reason"]) for e in events] == [(1, "out-of-range")]
 
 
@@ -127,7 +127,7 @@ def test_a_new_groups_name_is_checked_by_the_dry_run_too(rivven, data_dir):
 def test_to_current_export_and_from_file_round_trip(rivven, data_dir, tmp_path):
     fill(data_dir, partitions=3, n=10)
     with Engine.open(data_dir) as eng:  # (a plan as a mapping, in the API)
-        out = eng.reset_group_offsets("g", None, "from-file", {("t", 0): 3, ("t", 2): 7},
+        out = eng.groups.reset_offsets("g", None, "from-file", {("t", 0): 3, ("t", 2): 7},
                                       execute=True)
         assert out["new_group"] and [r["new"] for r in out["partitions"]] == [3, 7]
     r = ok(rivven("group", "reset-offsets", "g", "--all-topics", "--to-current", "--export"))

@@ -54,7 +54,7 @@ def data(tmp_path_factory):
                 eng.produce(LONG, [Record(key=b"k%d" % j, value=b"order %05d" % j,
                                           timestamp=old + j if i < 100 else None)
                                    for j in range(i, i + 10)], partition=p)
-        assert eng.tier(LONG)["partitions"]
+        assert eng.maintenance.tier(LONG)["partitions"]
         with eng.consumer(GROUP, ["clicks", LONG]) as c:
             got = 0
             while got < 30:

@@ -87,7 +87,7 @@ def test_produce_idempotent_writes_as_one_producer(t):
     assert r.returncode == 0, r.err
     assert kinds(t, "t") == ["idempotent"] * 3
     with Engine.open(t, read_only=True) as eng:
-        (row,) = eng.describe_producers("t")
+        (row,) = eng.txn.producers("t")
     assert (row["last_sequence"], row["last_offset"]) == (9, 9)
     assert f"as idempotent producer {row['producer_id']}" in r.err
     r = produce(t, "t", "--idempotent", "--json", input=lines(2))
@@ -144,7 +144,7 @@ def test_one_transaction_per_chunk_or_per_txn_size_records(t):
     assert kinds(t, "t")[6:] == ["data", "COMMIT"] * 3
     with Engine.open(t, read_only=True) as eng:
         sizes = [b[4] - b[3] + 1 for b in txn_view.batches(eng, "t", 0)[6:] if b[0] == "data"]
-        assert eng.transactions() == []
+        assert eng.txn.list() == []
     assert sizes == [3, 3, 1]
     assert values(t, "t") == [b"v%d" % i for i in range(10)] + [b"w%d" % i for i in range(7)]
 
@@ -286,7 +286,7 @@ def test_a_signal_aborts_the_open_transaction_and_says_what_was_committed(t, sig
     assert values(t, "t") == [b"a", b"b"]
     assert kinds(t, "t") == ["data", "COMMIT", "data", "ABORT"]
     with Engine.open(t, read_only=True) as eng:
-        assert eng.transactions() == []
+        assert eng.txn.list() == []
 
 
 def test_a_stopped_transactional_produce_reports_as_json(t):
@@ -318,7 +318,7 @@ def test_a_closed_pipe_leaves_only_what_was_printed_and_committed(t):
     assert n > 0 and n % 1000 == 0, err  # whole transactions only
     assert values(t, "t") == [b"%d" % i for i in range(1, n + 1)]
     with Engine.open(t, read_only=True) as eng:
-        assert eng.transactions() == [] and txn_view.batches(eng, "t", 0)[-1][0] in (
+        assert eng.txn.list() == [] and txn_view.batches(eng, "t", 0)[-1][0] in (
             "COMMIT", "ABORT")
 
 
@@ -385,12 +385,12 @@ def test_a_group_consumer_reads_committed_and_commits_up_to_the_lso(mixed):
     r = ok(cli(d, "consume", "t", "-g", "g", "--isolation", "read_committed"))
     assert sorted(r.stdout.split()) == ["c1", "c2", "p1"]
     # t-0: past c2 (3) and its COMMIT marker (4), up to the open transaction (the LSO, 5)
-    assert eng.committed_offsets("g") == {("t", 0): 5, ("t", 1): 1}
+    assert eng.groups.committed("g") == {("t", 0): 5, ("t", 1): 1}
     tp.commit()
     r = ok(cli(d, "consume", "t", "-g", "g", "--isolation", "read_committed"))
     assert r.stdout.split() == ["open", "plain"]
     # past the last COMMIT marker (7): no lag is left
-    assert eng.committed_offsets("g") == {("t", 0): 8, ("t", 1): 1}
+    assert eng.groups.committed("g") == {("t", 0): 8, ("t", 1): 1}
     row = [x for x in json.loads(ok(cli(d, "group", "describe", "g", "--json")).stdout)
            ["partitions"] if x["topic"] == "t" and x["partition"] == 0]
     assert row[0]["lag"] == 0
@@ -448,7 +448,7 @@ def txns(data_dir):
 def test_txn_list_shows_open_transactions_and_all_with_all(txns):
     d, eng, tp = txns
     rows = json.loads(ok(cli(d, "txn", "list", "--json")).stdout)
-    assert [r | {"age_ms": 0} for r in rows] == [r | {"age_ms": 0} for r in eng.transactions()]
+    assert [r | {"age_ms": 0} for r in rows] == [r | {"age_ms": 0} for r in eng.txn.list()]
     assert [(r["transactional_id"], r["state"], r["partitions"]) for r in rows] == [
         ("billing-1", "Ongoing", [["t", 0], ["u", 0]])]
     assert set(rows[0]) == {"transactional_id", "producer_id", "epoch", "state", "partitions",
@@ -472,7 +472,7 @@ def test_txn_list_shows_open_transactions_and_all_with_all(txns):
 def test_txn_describe(txns):
     d, eng, tp = txns
     doc = json.loads(ok(cli(d, "txn", "describe", "billing-1", "--json")).stdout)
-    assert doc == eng.describe_transaction("billing-1") | {"age_ms": doc["age_ms"]}
+    assert doc == eng.txn.describe("billing-1") | {"age_ms": doc["age_ms"]}
     assert doc["offsets"] == {"g": [["u", 0, 7]]}
     out = ok(cli(d, "txn", "describe", "billing-1")).stdout.splitlines()
     assert out[0] == f"transactional id: billing-1  producer id: {tp.producer_id}  epoch: " \
@@ -490,7 +490,7 @@ def test_txn_producers(txns):
     rows = json.loads(ok(cli(d, "txn", "producers", "t", "--json")).stdout)
     assert [{k: v for k, v in r.items() if k != "last_seen_ms"} for r in rows] == \
            [{k: v for k, v in r.items() if k != "last_seen_ms"}
-            for r in eng.describe_producers("t")]
+            for r in eng.txn.producers("t")]
     assert [(r["partition"], r["producer_id"], r["txn_start_offset"]) for r in rows] == [
         (0, tp.producer_id, 0), (1, 0, None)]
     assert set(rows[0]) == {"topic", "partition", "producer_id", "epoch", "last_sequence",
@@ -542,11 +542,11 @@ def test_txn_abort_an_id_asks_first(txns):
     d, eng, tp = txns
     r = cli(d, "txn", "abort", "billing-1")  # (CliRunner's stdin is not a terminal)
     assert r.exit_code == 1 and "pass --yes" in r.stderr
-    assert eng.transactions()[0]["state"] == "Ongoing"
+    assert eng.txn.list()[0]["state"] == "Ongoing"
     r = ok(cli(d, "txn", "abort", "billing-1", "--yes", "--json"))
     assert json.loads(r.stdout) == {"transactional_id": "billing-1", "state": "Ongoing",
                                     "action": "aborted"}
-    assert eng.transactions() == []
+    assert eng.txn.list() == []
     assert txn_view.markers(eng, "u", 0) == [("ABORT", tp.producer_id, tp.epoch + 1)]
     r = ok(cli(d, "txn", "abort", "billing-1", "--yes"))
     assert "billing-1 has no open transaction (state CompleteAbort): nothing was aborted" \
@@ -621,7 +621,7 @@ def test_txn_abort_a_hanging_transaction_by_its_partition(txns):
         lost.producer_id, "unknown-producer", 3)
     assert eng.end_offsets("t", "read_committed")[1] == 4
     assert values(d, "t", partitions=(1,)) == [b"d"]
-    assert eng.find_hanging_transactions() == []
+    assert eng.txn.find_hanging() == []
 
 
 def test_a_damaged_state_file_is_reported_with_exit_3(txns):

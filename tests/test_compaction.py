@@ -48,8 +48,8 @@ def test_compaction_keeps_the_last_record_per_key(data_dir):
     random_log(data_dir)
     with Engine.open(data_dir) as eng:
         before = everything(eng)
-        plans = eng.compaction_plan("c")
-        out = eng.compact("c")
+        plans = eng.maintenance.compaction_plan("c")
+        out = eng.maintenance.compact("c")
         after = everything(eng)
     for p, plan in enumerate(plans):
         assert not plan["skip"] and out[p]["records_out"] < out[p]["records_in"]
@@ -71,17 +71,17 @@ def test_tombstones_survive_one_pass_then_go_after_the_horizon(data_dir):
         eng.produce("c", [Record(key=b"k0", value=None)])
         for _ in range(60):  # push k0's tombstone out of the active segment
             eng.produce("c", [Record(key=b"z", value=b"roll")])
-        eng.compact("c")
+        eng.maintenance.compact("c")
         tomb = [r for r in everything(eng)[0] if r.key == b"k0"]
         assert [r.value for r in tomb] == [None]  # kept by the first pass
-        d = eng.explain_compaction("c")[0]
+        d = eng.maintenance.explain_compaction("c")[0]
         assert d["tombstones"]["count"] == 1 and d["tombstones"]["removable_now"] == 0
         assert d["tombstones"]["next_horizon"] is not None
-        eng.compact("c", force=True)  # horizon not reached: still there
+        eng.maintenance.compact("c", force=True)  # horizon not reached: still there
         assert [r.value for r in everything(eng)[0] if r.key == b"k0"] == [None]
         eng.alter_topic_config("c", {"delete.retention.ms": "0"})
-        assert eng.explain_compaction("c")[0]["tombstones"]["removable_now"] == 1
-        eng.compact("c", force=True)
+        assert eng.maintenance.explain_compaction("c")[0]["tombstones"]["removable_now"] == 1
+        eng.maintenance.compact("c", force=True)
         assert [r for r in everything(eng)[0] if r.key == b"k0"] == []
 
 
@@ -90,15 +90,15 @@ def test_lag_active_segment_and_small_segments_merge(data_dir):
         eng.create_topic("c", 1, {**CFG, "min.compaction.lag.ms": str(3600_000)})
         for i in range(200):  # all recent: nothing is cleanable because of the lag
             eng.produce("c", [Record(key=b"k%d" % (i % 10), value=b"v%d" % i)])
-        (plan,) = eng.compaction_plan("c")
+        (plan,) = eng.maintenance.compaction_plan("c")
         assert plan["skip"] == "no sealed segment is cleanable yet" and plan["held_by_lag"]
-        segs_before = len(eng.segment_list("c"))
+        segs_before = len(eng.segments.list("c"))
         eng.alter_topic_config("c", {"min.compaction.lag.ms": "0"})
-        eng.compact("c")
-        first = len(eng.segment_list("c"))
+        eng.maintenance.compact("c")
+        first = len(eng.segments.list("c"))
         assert first == segs_before  # one output per full source segment
-        eng.compact("c", force=True)  # the small survivors merge
-        merged = eng.segment_list("c")
+        eng.maintenance.compact("c", force=True)  # the small survivors merge
+        merged = eng.segments.list("c")
         assert len(merged) < first and len(merged) <= 3
         vals = {r.key: r.value for r in everything(eng)[0]}
         assert vals == {b"k%d" % k: b"v%d" % (190 + k) for k in range(10)}
@@ -115,7 +115,7 @@ def test_null_keys_refused(data_dir):
         eng.alter_topic_config("d", {"cleanup.policy": "compact",
                                      "min.cleanable.dirty.ratio": "0.01"})  # ... turned compact
         with pytest.raises(Exception, match="record at offset 3 of d-0 has no key"):
-            eng.compact("d")
+            eng.maintenance.compact("d")
         assert len(eng.read("d", 0, 0, 100)) == 50  # untouched
 
 
@@ -136,7 +136,7 @@ def test_producer_keeps_appending_during_compaction(data_dir):
     try:
         with Engine.open(data_dir) as eng:
             for _ in range(3):
-                eng.compact("c", force=True)
+                eng.maintenance.compact("c", force=True)
     finally:
         stop.set()
         t.join()
@@ -150,7 +150,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from engine import Engine
 with Engine.open(sys.argv[2]) as eng:
-    eng.compact("c")
+    eng.maintenance.compact("c")
 print("DONE")
 """
 
@@ -165,7 +165,7 @@ def test_kill_9_during_the_swap(data_dir, point):
         eng.alter_topic_config("c", {"segment.bytes": "6000"})  # groups of ~3 segments merge
     with Engine.open(data_dir, read_only=True) as eng:
         before = everything(eng)[0]
-        (plan,) = eng.compaction_plan("c")
+        (plan,) = eng.maintenance.compaction_plan("c")
     env = dict(os.environ, RIVVEN_FAILPOINT=point)
     r = subprocess.run([sys.executable, "-c", SWAP_CHILD, str(ROOT), data_dir], env=env,
                        capture_output=True, timeout=120)

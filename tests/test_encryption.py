@@ -93,8 +93,8 @@ def test_no_value_is_in_any_file_the_engine_writes(data_dir, keyring):
     # the WAL holds them before any checkpoint: the very same sealed bytes
     assert os.listdir(os.path.join(data_dir, "wal"))
     assert plaintext_in([data_dir], everything) == []
-    eng.compact("c", force=True)
-    out = eng.tier("t")
+    eng.maintenance.compact("c", force=True)
+    out = eng.maintenance.tier("t")
     assert sum(len(p["uploaded"]) for p in out["partitions"]) > 0
     assert os.listdir(os.path.join(data_dir, "cold"))
     assert plaintext_in([data_dir], everything) == []
@@ -158,7 +158,7 @@ def test_every_read_path_gives_what_an_unencrypted_copy_gives(data_dir, keyring,
             c.close()
             got[t] = sorted(recs)
         assert got["enc"] == got["plain"] and len(got["enc"]) == 2300
-        st = eng.key_status("enc")[0]
+        st = eng.keys.status("enc")[0]
         assert st["plaintext"]["bytes"] == 0 and st["keys"][0]["cipher"] == cipher
 
 
@@ -190,15 +190,15 @@ def test_rotate_rewrap_remove_the_old_master_key_then_reencrypt_drops_old_keys(
     eng.create_topic("t", 2, {**ENC, "segment.bytes": "4096"})
     for i in range(200):
         eng.produce("t", [Record(key=b"k", value=marker(i))], partition=i % 2)
-    assert eng.rotate_key("t") == {"topic": "t", "version": 2, "cipher": "aes-256-gcm",
+    assert eng.keys.rotate("t") == {"topic": "t", "version": 2, "cipher": "aes-256-gcm",
                                    "master_key_id": "k1", "previous_version": 1}
     for i in range(200, 300):
         eng.produce("t", [Record(key=b"k", value=marker(i))], partition=i % 2)
     before = rows(eng, "t")
-    st = eng.key_status("t")[0]
+    st = eng.keys.status("t")[0]
     assert [(k["version"], k["current"], k["bytes"] > 0) for k in st["keys"]] == \
         [(1, False, True), (2, True, True)]
-    out = eng.rewrap_keys("k2")
+    out = eng.keys.rewrap("k2")
     assert out == {"master_key_id": "k2", "topics": [
         {"topic": "t", "versions": 2, "previous_master_key_ids": ["k1"]}]}
     assert eng.topic("t").config["encryption.key.id"] == "k2"
@@ -206,14 +206,14 @@ def test_rotate_rewrap_remove_the_old_master_key_then_reencrypt_drops_old_keys(
     write_keyring(keyring, {"k2": keys["k2"]})  # the old master key leaves the keyring
     eng = Engine.open(data_dir, keyring=keyring)
     assert rows(eng, "t") == before
-    out = eng.reencrypt("t")
+    out = eng.keys.reencrypt("t")
     assert out["dropped_versions"] == [1] and out["kept_versions"] == [2]
     assert sum(p["batches_rewritten"] for p in out["partitions"]) == 200
     assert rows(eng, "t") == before
-    st = eng.key_status("t")[0]
+    st = eng.keys.status("t")[0]
     assert [k["version"] for k in st["keys"]] == [2] and st["plaintext"]["bytes"] == 0
     assert [k.version for k in eng.topic("t").keys.versions] == [2]
-    assert eng.reencrypt("t")["partitions"][0]["local_segments"] == []  # nothing left to do
+    assert eng.keys.reencrypt("t")["partitions"][0]["local_segments"] == []  # nothing left to do
     eng.close()
 
 
@@ -228,17 +228,17 @@ def test_encryption_turned_on_later_then_off_reencrypt_follows_the_config(data_d
         before = rows(eng, "t")
         assert plaintext_in([data_dir], [marker(5)]) != []  # old batches stay as they were
         assert plaintext_in([data_dir], [marker(120)]) == []
-        dry = eng.reencrypt("t", dry_run=True)
+        dry = eng.keys.reencrypt("t", dry_run=True)
         assert dry["target_version"] == 1 and dry["partitions"][0]["local_segments"]
         assert plaintext_in([data_dir], [marker(5)]) != []  # a dry run changes nothing
-        eng.reencrypt("t")
+        eng.keys.reencrypt("t")
         assert plaintext_in([data_dir], [marker(i) for i in range(150)]) == []
         assert rows(eng, "t") == before
         eng.alter_topic_config("t", {"encryption.enable": "false"})
         eng.produce("t", [Record(value=marker(150))])
-        out = eng.reencrypt("t")  # every batch back to plaintext
+        out = eng.keys.reencrypt("t")  # every batch back to plaintext
         assert out["target_version"] is None
-        assert eng.key_status("t")[0]["keys"][0]["bytes"] == 0
+        assert eng.keys.status("t")[0]["keys"][0]["bytes"] == 0
         assert rows(eng, "t")[:150] == before
         assert plaintext_in([data_dir], [marker(3), marker(150)]) != []
 
@@ -269,8 +269,8 @@ def test_a_writer_never_seals_with_a_version_dropped_in_another_engine(
     a.create_topic("t", 1, ENC)
     a.produce("t", [Record(value=marker(1))])
     b = Engine.open(data_dir, keyring=keyring)
-    b.rotate_key("t")
-    assert b.reencrypt("t")["dropped_versions"] == [1]
+    b.keys.rotate("t")
+    assert b.keys.reencrypt("t")["dropped_versions"] == [1]
     a.produce("t", [Record(value=marker(2))])  # A's catalog view is as old as its last produce
     versions = [h.key_version for p in segment_files(data_dir, "t") for _, h in batches_of(p)]
     assert versions == [2, 2]
@@ -308,8 +308,8 @@ def test_a_flipped_ciphertext_bit_with_a_good_crc_is_damage(data_dir, keyring):
     with Engine.open(data_dir, keyring=keyring) as eng:
         with pytest.raises(CorruptRecordError, match=rf"does not decrypt.*{path} at position 0"):
             eng.read("t", 0, 0)
-        assert eng.verify(["t"])["ok"]  # without keys: its CRC and layout are fine
-        found = eng.verify(["t"], decrypt=True)["findings"]
+        assert eng.segments.verify(["t"])["ok"]  # without keys: its CRC and layout are fine
+        found = eng.segments.verify(["t"], decrypt=True)["findings"]
         assert [(f["kind"], f["path"], f["position"]) for f in found] == [("body", path, 0)]
 
 
@@ -335,7 +335,7 @@ def test_a_batch_moved_to_another_offset_or_partition_does_not_decrypt(data_dir,
     with Engine.open(data_dir, keyring=keyring) as eng:
         seg_batch = batches_of(p1)[1][1]
         assert seg_batch.base_offset == 5
-        opener = eng.topic_keys("t").opener_for(1)
+        opener = eng.keys.topic_keys("t").opener_for(1)
         with open(p1, "rb") as f:
             data = f.read()
         with pytest.raises(CorruptRecordError, match="does not decrypt"):
@@ -354,7 +354,7 @@ def test_reads_without_the_key_name_it_and_writes_nothing(data_dir, keyring, key
             eng.read("t", 0, 0)
         with pytest.raises(KeyUnavailable, match="'k1'"):
             eng.produce("t", [Record(value=marker(2))])
-        assert eng.key_status("t")[0]["keys"][0]["bytes"] > 0  # status needs no key
+        assert eng.keys.status("t")[0]["keys"][0]["bytes"] > 0  # status needs no key
     other = write_keyring(str(tmp_path / "other.json"), {"k2": keys["k2"]})
     with Engine.open(data_dir, keyring=other) as eng:
         with pytest.raises(KeyUnavailable, match="master key 'k1' is not in the keyring"):
@@ -413,18 +413,18 @@ def test_committed_metadata_is_sealed_and_reencrypt_reseals_it(data_dir, keyring
         c = eng.consumer("g", "t", enable_auto_commit=False)
         c.commit({("t", 0): 1}, metadata=text)
         c.close()
-        row = eng.describe_group("g")["partitions"][0]
+        row = eng.groups.describe("g")["partitions"][0]
         assert (row["metadata"], row["metadata_encrypted"]) == (text, True)
         when = row["last_commit"]
     assert plaintext_in([data_dir], [text.encode()]) == []
     with Engine.open(data_dir) as eng:  # offsets and lag need no key; the text does
-        row = eng.describe_group("g")["partitions"][0]
+        row = eng.groups.describe("g")["partitions"][0]
         assert (row["current_offset"], row["lag"], row["metadata"]) == (1, 0, None)
     with Engine.open(data_dir, keyring=keyring) as eng:
-        eng.rotate_key("t")
-        out = eng.reencrypt("t")
+        eng.keys.rotate("t")
+        out = eng.keys.reencrypt("t")
         assert out["metadata_resealed"] == 1 and out["dropped_versions"] == [1]
-        row = eng.describe_group("g")["partitions"][0]
+        row = eng.groups.describe("g")["partitions"][0]
         assert (row["metadata"], row["last_commit"]) == (text, when)
     assert plaintext_in([data_dir], [text.encode()]) == []
 
@@ -449,8 +449,8 @@ def test_a_stale_catalog_entry_never_takes_a_writer_back_to_an_older_key(data_di
     with Engine.open(data_dir, keyring=keyring) as eng:
         eng.create_topic("t", 1, ENC)
         stale = eng.topic("t")
-        eng.rotate_key("t")
-        tk = eng.topic_keys("t")
+        eng.keys.rotate("t")
+        tk = eng.keys.topic_keys("t")
         assert tk.sealer().version == 2
         tk.update(stale.keys)
         assert tk.keyset.current == 2 and tk.sealer().version == 2
@@ -478,13 +478,13 @@ def test_compaction_and_tiering_keep_what_an_unencrypted_copy_keeps(data_dir, ke
             for t in ("te", "tp"):
                 eng.produce(t, [Record(key=b"k", value=marker(i), timestamp=1_700_000_000_000 + i)])
         for t in ("ce", "cp"):
-            assert eng.compact(t, force=True)[0]["records_out"] > 0
+            assert eng.maintenance.compact(t, force=True)[0]["records_out"] > 0
         last = {t: {r[3]: r[4] for r in rows(eng, t)} for t in ("ce", "cp")}
         assert last["ce"] == last["cp"] and len(last["ce"]) == 23
         for t in ("te", "tp"):
-            assert sum(len(p["uploaded"]) for p in eng.tier(t)["partitions"]) > 0
+            assert sum(len(p["uploaded"]) for p in eng.maintenance.tier(t)["partitions"]) > 0
         assert [r[1:] for r in rows(eng, "te")] == [r[1:] for r in rows(eng, "tp")]
-        st = eng.key_status("te")[0]
+        st = eng.keys.status("te")[0]
         assert st["plaintext"]["bytes"] == 0
         assert {r["tier"] for r in st["keys"][0]["ranges"]} == {"cold", "local"}
 

@@ -84,7 +84,7 @@ def setup_mixed(data_dir: str, kr: str) -> list[tuple]:
             if phase == 1:
                 eng.alter_topic_config("t", dict(ENC))
             elif phase == 2:
-                eng.rotate_key("t")
+                eng.keys.rotate("t")
             for _ in range(120):
                 eng.produce("t", [Record(key=b"k", value=marker(n))], partition=n % 2)
                 n += 1
@@ -106,7 +106,7 @@ def test_a_reencrypt_killed_at_each_step_leaves_old_or_new_segments(data_dir, kr
             new = all(s <= {2} for s in now)
             assert new or now == old[p], (p, now)  # the old segments, or all rewritten
         assert [k.version for k in eng.topic("t").keys.versions] == [1, 2]  # nothing dropped
-        out = eng.reencrypt("t")
+        out = eng.keys.reencrypt("t")
         assert out["dropped_versions"] == [1]
         assert rows(eng, "t") == before
     assert all(s <= {2} for p in (0, 1) for s in versions_by_segment(data_dir, "t", p))
@@ -121,7 +121,7 @@ def test_a_reencrypt_of_cold_segments_killed_after_the_manifest_leaves_orphans_o
         for i in range(200):
             eng.produce("t", [Record(value=marker(i))])
         eng.alter_topic_config("t", dict(ENC))
-        assert sum(len(p["uploaded"]) for p in eng.tier("t")["partitions"]) > 0
+        assert sum(len(p["uploaded"]) for p in eng.maintenance.tier("t")["partitions"]) > 0
         before = rows(eng, "t")
     cold = os.path.join(data_dir, "cold")
     assert plaintext_in([cold], [marker(0)]) != []
@@ -130,10 +130,10 @@ def test_a_reencrypt_of_cold_segments_killed_after_the_manifest_leaves_orphans_o
     assert r.returncode == -signal.SIGKILL, r.stderr
     with Engine.open(data_dir, keyring=kr) as eng:
         assert rows(eng, "t") == before  # the new manifest names the new objects
-        st = eng.key_status("t")[0]
+        st = eng.keys.status("t")[0]
         assert st["plaintext"]["bytes"] == 0
         # the old objects are orphans now: the next tier run removes them
-        eng.tier("t")
+        eng.maintenance.tier("t")
     time.sleep(0)
     assert plaintext_in([data_dir, cold], [marker(i) for i in range(200)]) == []
     assert run_rivven(data_dir, "segment", "verify", "--cold", "--decrypt",

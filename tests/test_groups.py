@@ -48,7 +48,7 @@ def test_consumer_reads_commits_and_resumes(data_dir):
                 c.seek("t", 1, 51)
             with pytest.raises(InvalidArgument, match="not assigned"):
                 c.position("t", 9)
-        committed = eng.committed_offsets("g")
+        committed = eng.groups.committed("g")
     with Engine.open(data_dir) as eng:  # a new process view: resumes where the group stopped
         with eng.consumer("g", ["t"], consumer_timeout_ms=300) as c:
             rest = list(c)
@@ -56,7 +56,7 @@ def test_consumer_reads_commits_and_resumes(data_dir):
         assert got_all == {(p, o) for p in range(3) for o in range(50)}
         for r in rest:
             assert r.offset >= committed[("t", r.partition)]
-        assert eng.committed_offsets("g") == {("t", p): 50 for p in range(3)}  # closed: commits
+        assert eng.groups.committed("g") == {("t", p): 50 for p in range(3)}  # closed: commits
 
 
 def test_iterator_commits_only_records_it_handed_out(data_dir):
@@ -67,7 +67,7 @@ def test_iterator_commits_only_records_it_handed_out(data_dir):
         first = [next(it) for _ in range(10)]  # the consumer fetched 50, handed out 10
         assert [r.offset for r in first] == list(range(10))
         c.close()
-        assert eng.committed_offsets("g") == {("t", 0): 10}
+        assert eng.groups.committed("g") == {("t", 0): 10}
 
 
 def test_auto_offset_reset_latest_and_none(data_dir):
@@ -87,7 +87,7 @@ def test_committed_offset_below_log_start_resets_and_says_so(data_dir):
     with Engine.open(data_dir) as eng:
         with eng.consumer("g", "t") as c:
             c.poll(max_records=5, timeout_ms=100)
-        eng.delete_records("t", {0: 60})
+        eng.maintenance.delete_records("t", {0: 60})
         events = []
         with eng.consumer("g", "t", on_reset=events.append) as c:
             assert c.position("t", 0) == 60
@@ -96,7 +96,7 @@ def test_committed_offset_below_log_start_resets_and_says_so(data_dir):
     r = run_rivven(data_dir, "consume", "t", "--group", "g2", "-n", "1")
     assert r.returncode == 0
     with Engine.open(data_dir) as eng:  # commit 61 for g2, then move the start past it
-        eng.delete_records("t", {0: 80})
+        eng.maintenance.delete_records("t", {0: 80})
     r = run_rivven(data_dir, "consume", "t", "--group", "g2", "-n", "1", "-f", "%o\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"80\n"
@@ -189,8 +189,8 @@ def test_two_consumer_processes_split_the_partitions(data_dir, tmp_path):
             time.sleep(0.05)
         ends = eng.end_offsets("t")
         deadline = time.time() + 30
-        while eng.describe_group("g")["state"] != "Active" or \
-                len(eng.describe_group("g")["members"]) != 2:
+        while eng.groups.describe("g")["state"] != "Active" or \
+                len(eng.groups.describe("g")["members"]) != 2:
             assert time.time() < deadline
             time.sleep(0.1)
     open(stop, "w").close()
@@ -203,8 +203,8 @@ def test_two_consumer_processes_split_the_partitions(data_dir, tmp_path):
     assert len(every) == len(set(every)), "a record was received twice"
     assert set(every) == {(p, o) for p, end in ends.items() for o in range(end)}
     with Engine.open(data_dir) as eng:
-        assert eng.committed_offsets("g") == {("t", p): e for p, e in ends.items()}
-        assert eng.describe_group("g")["state"] == "Empty"
+        assert eng.groups.committed("g") == {("t", p): e for p, e in ends.items()}
+        assert eng.groups.describe("g")["state"] == "Empty"
 
 
 @pytest.mark.crash
@@ -251,7 +251,7 @@ def test_a_reset_position_is_committed_when_the_member_takes_the_partition(data_
     fill(data_dir, partitions=2, n=10)
     with Engine.open(data_dir) as eng:
         c = eng.consumer("g", "t", auto_offset_reset="latest", enable_auto_commit=False)
-        assert eng.committed_offsets("g") == {("t", 0): 10, ("t", 1): 10}  # before any poll
+        assert eng.groups.committed("g") == {("t", 0): 10, ("t", 1): 10}  # before any poll
         c.commit()  # nothing new to commit
         c.close()
         eng.produce("t", [Record(value=b"x")], partition=1)
@@ -264,29 +264,29 @@ def test_admin_plans_for_new_groups_to_current_and_plan_files(data_dir, tmp_path
 
     fill(data_dir, partitions=2, n=10)
     with Engine.open(data_dir) as eng:
-        plan = eng.reset_group_offsets("new", {"t": None}, "to-current")
+        plan = eng.groups.reset_offsets("new", {"t": None}, "to-current")
         assert (plan["new_group"], plan["executed"], plan["active_members"]) == (True, False, 0)
         assert [(r["prior"], r["new"]) for r in plan["partitions"]] == [(None, 10), (None, 10)]
         assert not os.path.exists(os.path.join(data_dir, "groups"))
         with pytest.raises(InvalidArgument, match="allow new topics"):
-            eng.reset_group_offsets("new", {"t": None}, "to-earliest", new_topics=False)
+            eng.groups.reset_offsets("new", {"t": None}, "to-earliest", new_topics=False)
         with pytest.raises(InvalidArgument, match="control character"):
-            eng.reset_group_offsets("a\nb", {"t": None}, "to-earliest")
-        rows = eng.reset_offsets("new", {"t": [1]}, "to-offset", 4, execute=True)
-        assert eng.committed_offsets("new") == {("t", 1): 4}
-        plan = eng.reset_group_offsets("new", {"t": None}, "to-current", new_topics=False)
+            eng.groups.reset_offsets("a\nb", {"t": None}, "to-earliest")
+        rows = eng.groups.reset_offsets("new", {"t": [1]}, "to-offset", 4, execute=True)["partitions"]
+        assert eng.groups.committed("new") == {("t", 1): 4}
+        plan = eng.groups.reset_offsets("new", {"t": None}, "to-current", new_topics=False)
         assert not plan["new_group"] and [r["new"] for r in plan["partitions"]] == [10, 4]
         f = tmp_path / "plan.csv"
         f.write_text(write_plan(plan["partitions"]))
         assert f.read_text() == "t,0,10\nt,1,4\n"
         assert read_plan(f, "any") == {("t", 0): 10, ("t", 1): 4}
-        plan = eng.reset_group_offsets("copy", {"t": [0]}, "from-file", str(f), execute=True)
+        plan = eng.groups.reset_offsets("copy", {"t": [0]}, "from-file", str(f), execute=True)
         assert [r["new"] for r in plan["partitions"]] == [10] and rows[0]["new"] == 4
-        assert eng.committed_offsets("copy") == {("t", 0): 10}
-        state = eng.group_state("new")
+        assert eng.groups.committed("copy") == {("t", 0): 10}
+        state = eng.groups.state("new")
         assert state == {"group": "new", "state": "Empty", "assignment_strategy": "roundrobin",
                          "members": 0, "topics": ["t"], "total_lag": 6}
-        assert eng.list_groups() == [eng.group_state("copy"), state]
+        assert eng.groups.list() == [eng.groups.state("copy"), state]
 
 
 # ---------------------------------------------------------------- reset-offsets
@@ -303,7 +303,7 @@ def test_reset_offsets_every_target_kind(data_dir):
         for p in range(2):  # offset i has timestamp now - (100 - i) minutes
             eng.produce("t", [Record(key=b"k", value=b"v", timestamp=now - (100 - i) * 60_000)
                               for i in range(100)], partition=p)
-        eng.delete_records("t", {1: 10})
+        eng.maintenance.delete_records("t", {1: 10})
         with eng.consumer("g", "t", enable_auto_commit=False) as c:
             c.commit({("t", 0): 40, ("t", 1): 50})
 
@@ -337,12 +337,12 @@ def test_reset_offsets_every_target_kind(data_dir):
     _, out = reset(data_dir, "--topic", "t:0", "--to-datetime", iso)
     assert out["partitions"][0]["new"] in (80, 81)
     with Engine.open(data_dir) as eng:  # nothing above was executed
-        assert eng.committed_offsets("g") == {("t", 0): 40, ("t", 1): 50}
+        assert eng.groups.committed("g") == {("t", 0): 40, ("t", 1): 50}
 
     r, out = reset(data_dir, "--topic", "t", "--to-offset", "60", "--execute")
     assert r.returncode == 0 and out["executed"] is True
     with Engine.open(data_dir) as eng:
-        assert eng.committed_offsets("g") == {("t", 0): 60, ("t", 1): 60}
+        assert eng.groups.committed("g") == {("t", 0): 60, ("t", 1): 60}
 
     # usage errors: exit 2, one line
     for args in (["--topic", "t"], ["--topic", "t", "--to-earliest", "--to-latest"],

@@ -297,9 +297,9 @@ def workload(data_dir: str) -> None:
             eng.produce("t", [Record(key=b"k%d" % i, value=b"v" * 100)])
             eng.produce("k", [Record(key=b"k%d" % (i % 3), value=b"x" * 100)])
         eng.checkpoint()
-        eng.tier("t")
+        eng.maintenance.tier("t")
         assert eng.read("t", partition=0, offset=0)  # through the cold cache
-        eng.compact("k", force=True)
+        eng.maintenance.compact("k", force=True)
         c = eng.consumer("g", "t")
         c.poll(timeout_ms=500)
         c.commit()
@@ -809,7 +809,7 @@ def test_without_space_deletes_come_before_the_metadata_write(tmp_path, monkeypa
         monkeypatch.setattr(filenames, "delete_segment", delete)
         monkeypatch.setattr(guard, "remove_tree", remove)
         if what == "delete-records":
-            eng.delete_records("t", {0: 20})
+            eng.maintenance.delete_records("t", {0: 20})
             assert eng.start_offsets("t")[0] == 20
         else:
             eng.delete_topic("t")

@@ -44,7 +44,7 @@ def make(data_dir, topic="tt", n=300, letter=b"g", cfg=None):
         for i in range(0, n, 10):
             eng.produce(topic, [Record(key=b"k%d" % (i + j), value=letter * 6 + b"%05d" % (i + j),
                                        timestamp=TS0 + i + j) for j in range(10)], partition=0)
-        eng.tier(topic)
+        eng.maintenance.tier(topic)
         return eng.topic(topic).id
 
 
@@ -343,7 +343,7 @@ def test_a_legacy_manifest_is_read_and_rewritten_sealed(data_dir):
     write_manifest(data_dir, segs, "v1")
     with Engine.open(data_dir) as eng:
         assert [r.value for r in eng.read("tt", 0, 0, 3)] == [b"gggggg%05d" % i for i in range(3)]
-        eng.delete_records("tt", {0: segs[0]["next_offset"]})  # rewrites the manifest
+        eng.maintenance.delete_records("tt", {0: segs[0]["next_offset"]})  # rewrites the manifest
     with open(tier_manifest.path(pdir(data_dir)), "rb") as f:
         doc = json.loads(f.read())
     assert doc["version"] == 2 and "crc32c" in doc and doc["segments"] == segs[1:]
@@ -613,7 +613,7 @@ def test_garbage_collection_deletes_only_names_rivven_gives(data_dir):
             f.write("x")
     os.mkdir(os.path.join(prefix, "00000000000000000099-deadbeef.log"))
     with Engine.open(data_dir) as eng:
-        removed = eng.tier("tt")["partitions"][0]["orphans_removed"]
+        removed = eng.maintenance.tier("tt")["partitions"][0]["orphans_removed"]
     assert [os.path.basename(u) for u in removed] == ["00000000000000000000-dead.log.part-1a2b3c4d"]
     assert os.path.exists(os.path.join(prefix, "notes.txt"))
 

@@ -152,7 +152,7 @@ def test_crafted_checkpoint_is_reported_and_ignored(data_dir, name):
 def test_checkpoint_is_sealed_and_a_flipped_bit_is_found(data_dir):
     pdir = make(data_dir, batches=30)
     with Engine.open(data_dir) as eng:
-        eng.delete_records("t", {0: 95})
+        eng.maintenance.delete_records("t", {0: 95})
     ckpt = os.path.join(pdir, ".checkpoint")
     raw = open(ckpt, "rb").read()
     assert json.loads(raw)["log_start_offset"] == 95 and b'"crc32c"' in raw
@@ -168,7 +168,7 @@ def test_checkpoint_is_sealed_and_a_flipped_bit_is_found(data_dir):
 def test_checkpoint_of_the_old_format_is_still_read(data_dir):
     pdir = make(data_dir, batches=30)
     with Engine.open(data_dir) as eng:
-        eng.delete_records("t", {0: 95})
+        eng.maintenance.delete_records("t", {0: 95})
     point = checkpoint.read_checkpoint(pdir)
     with open(os.path.join(pdir, ".checkpoint"), "w") as f:
         json.dump(point, f)  # exactly the four keys, no seal: what older versions wrote
@@ -405,7 +405,7 @@ def test_documented_gaps_are_not_findings(data_dir):
     """Retention and delete-records (the log start), compaction: no finding."""
     pdir = make(data_dir, batches=40, segment_bytes="4096")
     with Engine.open(data_dir) as eng:
-        eng.delete_records("t", {0: 155})  # inside a segment; whole segments below go
+        eng.maintenance.delete_records("t", {0: 155})  # inside a segment; whole segments below go
     assert run_rivven(data_dir, "segment", "verify").returncode == 0
     assert int(os.path.basename(logs(pdir)[0])[:20]) > 0
     with Engine.open(data_dir) as eng:
@@ -413,7 +413,7 @@ def test_documented_gaps_are_not_findings(data_dir):
                                   "min.cleanable.dirty.ratio": "0.01"})
         for i in range(300):
             eng.produce("c", [Record(key=b"k%d" % (i % 7), value=b"v%d" % i)])
-        eng.compact("c")
+        eng.maintenance.compact("c")
     r = run_rivven(data_dir, "segment", "verify", "c", "--json")
     assert r.returncode == 0, r.stdout
 

@@ -62,7 +62,7 @@ def test_an_idempotent_producer_answers_as_produce_does(data_dir):
         assert [c[0] for c in cols] == [2, 0]
         assert p.produce("t", []) == []
         assert sum(len(values(eng, "t", i)) for i in range(3)) == 52
-        log = eng._producer.log_for(eng.topic("t"), 0)
+        log = eng._path.log_for(eng.topic("t"), 0)
         seg = log.segs.active
         heads = [h for _, h in seg.iter_headers(0, seg.size)]
         assert {(h.magic, h.producer_id) for h in heads} == {(2, p.producer_id)}

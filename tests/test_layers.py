@@ -8,6 +8,7 @@ count too) and are themselves tested on a bad import and a bad access added to t
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,7 +163,7 @@ def test_no_module_touches_another_modules_private_names():
     ("engine/storage/log.py", "from ..maintenance import compaction", "imports engine.maintenance"),
     ("engine/format/encode.py", "from .. import clock", "imports engine.clock"),
     ("engine/wal/owner.py", "from ..groups import membership", "imports engine.groups"),
-    ("engine/tiering/tier.py", "from ..engine import Engine", "imports engine.engine"),
+    ("engine/tiering/tier_pass.py", "from ..engine import Engine", "imports engine.engine"),
     ("engine/groups/consumer.py", "import rivven_cli.common", "imports rivven_cli.common"),
 ])
 def test_an_upward_import_is_caught(path, line, expect):
@@ -174,7 +175,7 @@ def test_an_upward_import_is_caught(path, line, expect):
 
 @pytest.mark.parametrize("path,line,expect", [
     ("engine/maintenance/compaction.py", "log.segs._prefix", "private to engine/segments/"),
-    ("rivven_cli/topic.py", "eng._groups.describe(name)", "private to engine/engine.py"),
+    ("rivven_cli/topic.py", "eng._find.partition(name, 0)", "private to engine/engine.py"),
     ("engine/tools/verify.py", "from ..fs.durable import _nope", "another library"),
 ])
 def test_a_private_access_is_caught(path, line, expect):
@@ -184,11 +185,66 @@ def test_a_private_access_is_caught(path, line, expect):
     assert found.startswith(path) and expect in found
 
 
-def test_every_folder_says_its_layer_and_what_it_may_import():
-    for d in sorted((ROOT / "engine").iterdir()):
-        if d.is_dir() and d.name != "__pycache__":
-            doc = ast.get_docstring(ast.parse((d / "__init__.py").read_text())) or ""
-            assert "Layer" in doc and "import" in doc, f"engine/{d.name}/__init__.py"
+BASE = {u for u, rank in RANKS.items() if rank == 0}
+
+
+def folder_imports(tree: dict[str, str]) -> dict[str, set[str]]:
+    """The layers (RANKS' units) each unit's modules import, other than its own."""
+    known = {module_name(p) for p in tree}
+    out: dict[str, set[str]] = {}
+    for path, source in tree.items():
+        src = unit(module_name(path))
+        for _, target in imports(path, source):
+            while target not in known and "." in target:
+                target = target.rpartition(".")[0]
+            if unit(target) != src:
+                out.setdefault(src, set()).add(unit(target))
+    return out
+
+
+def declared_imports(doc: str) -> tuple[set[str], bool]:
+    """The layers a folder's docstring says it may import (the ``engine.x`` names of its
+    "May import:" paragraph), and whether that names the base modules."""
+    found = re.search(r"May import:(.*?)(?:\n\s*\n|$)", doc, re.S)
+    text = found.group(1) if found else ""
+    names = set(re.findall(r"``(engine(?:\.\w+)?)``", text))
+    return names - BASE, "base" in text or bool(names & BASE)
+
+
+def import_claims(tree: dict[str, str], docs: dict[str, str]) -> list[str]:
+    """Each folder whose "May import:" line is not what its modules really import."""
+    actual = folder_imports(tree)
+    found = []
+    for folder, doc in sorted(docs.items()):
+        names, base = declared_imports(doc)
+        real = actual.get(folder, set())
+        if names != real - BASE or base != bool(real & BASE):
+            found.append(f"{folder}: says it may import {sorted(names)}"
+                         f"{' and the base modules' if base else ''}, imports "
+                         f"{sorted(real - BASE)}{' and the base modules' if real & BASE else ''}")
+    return found
+
+
+def folder_docs() -> dict[str, str]:
+    return {f"engine.{d.name}": ast.get_docstring(ast.parse((d / "__init__.py").read_text()))
+            or "" for d in sorted((ROOT / "engine").iterdir())
+            if d.is_dir() and d.name != "__pycache__"}
+
+
+def test_every_folder_says_its_layer_and_truly_what_it_may_import():
+    docs = folder_docs()
+    for folder, doc in docs.items():
+        assert re.match(rf"Layer {RANKS[folder]} — ", doc), f"{folder}: 'Layer {RANKS[folder]} — '"
+    assert import_claims(sources(), docs) == []
+
+
+def test_a_wrong_import_claim_is_caught():
+    tree, docs = sources(), folder_docs()
+    tree["engine/wal/owner.py"] += "\nfrom ..tiering import cold\n"  # (upward, and unclaimed)
+    (found,) = import_claims(tree, docs)
+    assert found.startswith("engine.wal:") and "engine.tiering" in found
+    docs["engine.fs"] = docs["engine.fs"].replace("``engine.format``", "``engine.crypto``")
+    assert any(f.startswith("engine.fs:") for f in import_claims(sources(), docs))
 
 
 def test_import_engine_is_light():

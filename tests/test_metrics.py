@@ -63,11 +63,11 @@ def everything(data_dir):
         eng.create_topic("archive", 1, TIERED)
         for _ in range(40):
             eng.produce("archive", [Record(key=None, value=b"a" * 100)] * 10)
-        eng.tier()
+        eng.maintenance.tier()
         eng.create_topic("users", 1, COMPACT)
         for i in range(300):
             eng.produce("users", [Record(key=b"u%d" % (i % 20), value=b"x" * 40)])
-        eng.compact("users")
+        eng.maintenance.compact("users")
         tp = eng.producer(transactional_id="t1")
         tp.begin()
         tp.produce("orders", [Record(key=b"k", value=b"in a transaction")], partition=0)
@@ -84,7 +84,7 @@ def test_promtool_passes_on_every_kind_of_data_dir_and_values_are_right(everythi
     got = samples(r.stdout.decode())
     with Engine.open(everything, read_only=True) as eng:
         ends = {t: eng.end_offsets(t) for t in ("orders", "archive", "users")}
-        lag = {row["partition"]: row["lag"] for row in eng.describe_group("billing")["partitions"]}
+        lag = {row["partition"]: row["lag"] for row in eng.groups.describe("billing")["partitions"]}
     for p, end in ends["archive"].items():  # every acknowledged record counted once
         assert value(got, "rivven_records_appended_total", topic="archive", partition=p) == end
         assert value(got, "rivven_log_end_offset", topic="archive", partition=p) == end

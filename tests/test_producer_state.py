@@ -42,12 +42,12 @@ def marker(pid, epoch, commit, ts=NOW):
 
 
 def log_of(eng, topic="t", partition=0):
-    return eng._producer.log_for(eng.topic(topic), partition)
+    return eng._path.log_for(eng.topic(topic), partition)
 
 
 def append(eng, batch, topic="t", partition=0):
     """Append an encoded batch through the real pipeline, as the coordinator appends markers."""
-    return eng._producer.append_encoded(log_of(eng, topic, partition), batch)
+    return eng._path.append_encoded(log_of(eng, topic, partition), batch)
 
 
 def end(eng, topic="t", partition=0):
@@ -284,7 +284,7 @@ def test_a_damaged_snapshot_is_ignored_reported_and_an_older_one_used(data_dir):
     with Engine.open(data_dir) as eng:
         assert append(eng, data(1, 0, 1)) == 1  # rebuilt from the snapshot at 1 and the log
         assert append(eng, data(1, 0, 0)) == 0
-        ignored = [r for r in eng.repairs() if r["action"] == "ignored"]
+        ignored = [r for r in eng.recovery.repairs() if r["action"] == "ignored"]
         assert len(ignored) == 1 and ignored[0]["file"] == snapshot.path(d, 2)
         assert "checksum mismatch" in ignored[0]["reason"]
         eng.checkpoint()
@@ -348,7 +348,7 @@ def test_snapshots_below_the_log_start_go_and_producers_there_expire(data_dir, e
     d = pdir(data_dir)
     assert len(filenames.segment_bases(d)) > 2
     assert snapshot.offsets(d) == [7]
-    eng.delete_records("t", {0: 6})  # producer 1's last batch now lies below the log start
+    eng.maintenance.delete_records("t", {0: 6})  # producer 1's last batch now lies below the log start
     eng.checkpoint()
     st = snapshot.read(d, 7)
     assert set(st.producers) == {2}
@@ -357,7 +357,7 @@ def test_snapshots_below_the_log_start_go_and_producers_there_expire(data_dir, e
         append(eng, data(2, 0, 5))
     assert append(eng, data(1, 0, 5)) == 7  # forgotten: a retry is stored again (as Kafka)
     eng.checkpoint()
-    eng.delete_records("t", {0: 8})
+    eng.maintenance.delete_records("t", {0: 8})
     assert snapshot.offsets(d) == [8]  # those below the new start are removed
 
 
@@ -499,7 +499,7 @@ def test_a_repair_cut_removes_the_snapshots_past_it(data_dir):
         f.seek(size - 9)
         f.write(bytes([b[0] ^ 1]))
     with Engine.open(data_dir) as eng:
-        eng.segment_recover([seg], truncate_corrupt=True)
+        eng.segments.recover([seg], truncate_corrupt=True)
         assert snapshot.offsets(d) == [1]  # the one past the cut would describe batch 1
         assert end(eng) == 1
         eng.produce("t", [Record(value=b"p1"), Record(value=b"p2")])  # the log grows past 2
@@ -536,7 +536,7 @@ def test_the_readers_view_of_the_state(data_dir, eng):
     assert [(r["producer_id"], r["epoch"], r["last_sequence"], r["txn_first_offset"])
             for r in rows] == [(3, 2, 3, None), (5, 0, 0, 4)]
     with Engine.open(data_dir, read_only=True) as ro:  # a reader builds it from the log
-        ro_hook = producers_of(ro._producer.log_for(ro.topic("t"), 0))
+        ro_hook = producers_of(ro._path.log_for(ro.topic("t"), 0))
         assert ro_hook.last_stable_offset() == (4, 5)
         append(eng, marker(5, 1, commit=True))
         assert ro_hook.last_stable_offset() == (6, 6)  # and follows the log

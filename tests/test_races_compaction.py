@@ -35,7 +35,7 @@ def test_compact_in_a_process_that_missed_a_crashed_swap(data_dir):
         eng.alter_topic_config("c", {"segment.bytes": "6000"})  # groups of ~3 segments
     with Engine.open(data_dir, read_only=True) as eng:
         before = everything(eng)[0]
-        (plan,) = eng.compaction_plan("c")
+        (plan,) = eng.maintenance.compaction_plan("c")
     eng = Engine.open(data_dir)
     try:
         eng.produce("c", [Record(key=b"x", value=b"y")])  # this process has it open
@@ -46,7 +46,7 @@ def test_compact_in_a_process_that_missed_a_crashed_swap(data_dir):
         assert os.path.exists(os.path.join(_pdir(data_dir), MANIFEST))
         eng.checkpoint()  # relists: now sees the half-done swap
         try:
-            eng.compact("c", force=True)
+            eng.maintenance.compact("c", force=True)
         except CompactionError:
             pass  # refusing is fine; damaging the log is not
     finally:
@@ -75,7 +75,7 @@ def test_stale_pass_cannot_swap_over_a_segment_rewritten_to_the_same_size(data_d
         eng.produce("c", [Record(key=k, value=b"1") for k in (b"a", b"b", b"c", b"d")])
         eng.produce("c", [Record(key=b"e", value=b"1")])  # rolls: segment 0 is sealed
         # pass B: planned and written now, swapped last (a slow Spark job, say)
-        (plan,) = eng.compaction_plan("c", force=True, now=compaction_now())
+        (plan,) = eng.maintenance.compaction_plan("c", force=True, now=compaction_now())
         assert [s["base_offset"] for s in plan["segments"]] == [0]
         keep, _ = cleaner.survivor_offsets(cleaner.scan_keys(plan["segments"]),
                                            plan["tombstone_bound"])
@@ -84,12 +84,12 @@ def test_stale_pass_cannot_swap_over_a_segment_rewritten_to_the_same_size(data_d
                   for g in plan["groups"]]
         eng.produce("c", [Record(key=b"c", value=None)])  # delete c
         eng.produce("c", [Record(key=b"f", value=b"1")])
-        eng.compact("c", force=True)  # removes c's value (segment 0 keeps its size) ...
-        eng.compact("c", force=True)  # ... then its tombstone
+        eng.maintenance.compact("c", force=True)  # removes c's value (segment 0 keeps its size) ...
+        eng.maintenance.compact("c", force=True)  # ... then its tombstone
         assert [r.key for r in eng.read("c", 0, 0, 100)] == [b"a", b"b", b"d", b"e", b"f"]
         with pytest.raises(CompactionError, match="changed or vanished since the plan"):
             # refused: segment 0 is not the file the plan saw
-            eng.apply_compaction("c", plan, out, compaction_now(),
+            eng.maintenance.apply_compaction("c", plan, out, compaction_now(),
                                  compaction.min_tombstone(writes))
         assert [r.key for r in eng.read("c", 0, 0, 100)] == [b"a", b"b", b"d", b"e", b"f"]
     _verify(data_dir)
@@ -108,7 +108,7 @@ sys.path.insert(0, sys.argv[1])
 from engine import Engine, Record
 with Engine.open(sys.argv[2]) as eng:
     eng.produce("c", [Record(key=b"q%d" % i, value=b"z" * 50) for i in range(100)])
-    eng.compact("c", force=True)
+    eng.maintenance.compact("c", force=True)
 """
 
 
@@ -125,7 +125,7 @@ def test_a_process_open_during_another_pass_can_still_compact(data_dir):
         eng.produce("c", [Record(key=b"q%d" % i, value=b"w" * 50) for i in range(100)])
         with Engine.open(data_dir, read_only=True) as ro:  # (a read here would refresh eng)
             before = everything(ro)[0]
-        (res,) = eng.compact("c", force=True)
+        (res,) = eng.maintenance.compact("c", force=True)
         after = everything(eng)[0]
     plan = res["plan"]
     assert after == reference(before, plan["cleanable_end"], plan["tombstone_bound"])

@@ -269,17 +269,17 @@ def test_checkpoint_never_moves_the_log_start_back(data_dir, monkeypatch):
     a = Engine.open(data_dir)
     a.create_topic("t", 1)
     a.produce_batch("t", [b"v%d" % i for i in range(100)], partition=0)
-    a.delete_records("t", {0: 10})
+    a.maintenance.delete_records("t", {0: 10})
     pdir = filenames.partition_dir(data_dir, "t", 0)
     ino1 = os.stat(os.path.join(pdir, filenames.CHECKPOINT)).st_ino
     b = Engine.open(data_dir)  # another process, say
     assert b.partition_offsets("t", 0) == (10, 100)
-    a.checkpoint_all()  # .checkpoint rewritten twice, the same size as b saw it
-    a.delete_records("t", {0: 50})
+    a.recovery.checkpoint_all()  # .checkpoint rewritten twice, the same size as b saw it
+    a.maintenance.delete_records("t", {0: 50})
     if os.stat(os.path.join(pdir, filenames.CHECKPOINT)).st_ino != ino1:
         pytest.skip("the file system did not reuse the inode")
     assert read_checkpoint(pdir)["log_start_offset"] == 50
-    b.checkpoint_all()
+    b.recovery.checkpoint_all()
     start = read_checkpoint(pdir)["log_start_offset"]
     a.close()
     b.close()

@@ -28,7 +28,7 @@ def data(pid, epoch, seq, tag, n=1):
 
 
 def append(eng, batch, topic="t", partition=0):
-    return eng._producer.append_encoded(eng._producer.log_for(eng.topic(topic), partition), batch)
+    return eng._path.append_encoded(eng._path.log_for(eng.topic(topic), partition), batch)
 
 
 def values(eng, level, topic="t", partition=0, offset=0):
@@ -125,8 +125,8 @@ def test_a_consumer_steps_over_the_markers_after_its_records(eng, level):
         assert c.position("t", 0) == 1  # b is still to come: no step yet
         c.seek("t", 0, 2)  # to the marker: the next look steps over it
         assert [r.value for r in c.poll()] == [b"c"] and c.position("t", 0) == 5
-    assert eng.committed_offsets("g1") == eng.committed_offsets("g3") == {("t", 0): 5}
-    assert [g["lag"] for g in eng.describe_group("g1")["partitions"]] == [0]
+    assert eng.groups.committed("g1") == eng.groups.committed("g3") == {("t", 0): 5}
+    assert [g["lag"] for g in eng.groups.describe("g1")["partitions"]] == [0]
 
 
 def test_aborts_reach_txnindex_files_at_a_checkpoint_and_readers_in_other_processes(data_dir):
@@ -196,7 +196,7 @@ def test_compaction_drops_aborted_records_and_markers_and_stops_at_the_lso(data_
         for i in range(20):
             eng.produce("c", [Record(key=b"g%d" % i, value=b"." * 100)], partition=0)
         eng.checkpoint()
-        out = eng.compact("c", force=True)
+        out = eng.maintenance.compact("c", force=True)
         plan = out[0]["plan"]
         assert plan["held_by_transaction"]["last_stable_offset"] == lso
         assert plan["cleanable_end"] <= lso
@@ -206,7 +206,7 @@ def test_compaction_drops_aborted_records_and_markers_and_stops_at_the_lso(data_
         assert values(eng, RC, "c")[:2] == [b"plain-1", b"committed"]
         assert b"pending" not in values(eng, RC, "c")
         # what was cleaned holds neither markers nor transactional batches any more
-        log = eng._producer.log_for(eng.topic("c"), 0)
+        log = eng._path.log_for(eng.topic("c"), 0)
         cleaned = [h for h, _ in log.headers(0, plan["cleanable_end"], lambda h: False)]
         assert cleaned and not any(h.is_control or h.is_transactional for h in cleaned)
         # the open transaction commits: its record is back for read_committed, all intact

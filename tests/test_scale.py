@@ -117,7 +117,7 @@ def test_quick_offsets_agree_with_a_full_open(data_dir):
         _compare(data_dir, eng, "t")  # empty
         for i in range(60):
             eng.produce("t", [Record(b"k", b"x" * 100)] * 2, partition=i % 3)
-        eng.delete_records("t", {1: 17})  # a log start inside a segment
+        eng.maintenance.delete_records("t", {1: 17})  # a log start inside a segment
     with Engine.open(data_dir, read_only=True) as eng:
         want = _compare(data_dir, eng, "t")
         assert want[1][0] == 17 and want[0] == (0, 40) and want[3] == (0, 0)

@@ -76,9 +76,9 @@ def test_survivors_transform_matches_the_reference(spark, data_dir, seed):
     with Engine.open(data_dir) as eng:
         eng.create_topic("c", 2, CFG)
         produce_random(eng, "c", rng, 400, keys=rng.choice([3, 30, 300]))
-        eng.compact("c")  # offset gaps and earlier passes
+        eng.maintenance.compact("c")  # offset gaps and earlier passes
         produce_random(eng, "c", rng, 400, keys=50)
-        plans = eng.compaction_plan("c", force=True)
+        plans = eng.maintenance.compaction_plan("c", force=True)
         records = read_all(eng, "c")
     bounds = {p["partition"]: rng.choice([0, p["cleanable_end"] // 2]) for p in plans}
     ends = {p["partition"]: p["cleanable_end"] for p in plans}
@@ -126,7 +126,7 @@ def make_topic(data_dir, seed=5, n=3000, partitions=2):
     with Engine.open(data_dir) as eng:
         eng.create_topic("c", partitions, CFG)
         produce_random(eng, "c", rng, n, keys=200)
-        return read_all(eng, "c"), eng.compaction_plan("c")
+        return read_all(eng, "c"), eng.maintenance.compaction_plan("c")
 
 
 def expected(before, plans):
@@ -300,7 +300,7 @@ def test_spark_tier_end_to_end_with_kill_9_during_the_job(data_dir):
     assert objects()  # the killed run's copies, which no manifest names
     with Engine.open(data_dir) as eng:
         assert [[r.value for r in eng.read("t", p, 0, 10_000)] for p in (0, 1)] == before
-        assert all(row["findings"] == [] for row in eng.verify_cold("t"))
+        assert all(row["findings"] == [] for row in eng.maintenance.verify_cold("t"))
 
     producer = subprocess.Popen([*RIVVEN, "produce", "t", "-p", "0"], stdin=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, cwd=ROOT)
@@ -344,8 +344,8 @@ def test_source_honours_read_committed(spark, data_dir):
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("x", 1)
-        log = eng._producer.log_for(eng.topic("x"), 0)
-        put = lambda b: eng._producer.append_encoded(log, b)  # noqa: E731
+        log = eng._path.log_for(eng.topic("x"), 0)
+        put = lambda b: eng._path.append_encoded(log, b)  # noqa: E731
         eng.produce("x", [Record(value=b"a")], partition=0)
         put(txn(1, b"aborted"))
         put(control.encode_marker(1, 1, False, 1))

@@ -120,8 +120,8 @@ def test_source_reads_an_encrypted_topic_as_its_plain_copy(spark, data_dir, keyr
         assert engine_rows(eng, "enc") == want
         committed = engine_rows(eng, "plain", isolation_level="read_committed")
         assert engine_rows(eng, "enc", isolation_level="read_committed") == committed
-        status = eng.key_status("enc")[0]
-        segments = [len(eng.segment_list("enc", p)) for p in (0, 1)]
+        status = eng.keys.status("enc")[0]
+        segments = [len(eng.segments.list("enc", p)) for p in (0, 1)]
     assert len(want) == 3000 + 2 * (7 + 5 + 1)
     assert min(segments) >= 4  # several segments per partition
     assert status["plaintext"]["bytes"] == 0 and status["keys"][0]["bytes"] > 0  # sealed
@@ -214,12 +214,12 @@ def test_spark_compact_of_an_encrypted_topic_leaves_no_plaintext(data_dir, keyri
             eng.create_topic("c", 2, cfg)
             produce_updates(eng, "c", 1200, keys=60, seed=3)
     with Engine.open(plain_dir) as eng:
-        eng.compact("c", force=True)
+        eng.maintenance.compact("c", force=True)
         plain_after = engine_rows(eng, "c")
     with Engine.open(data_dir, keyring=keyring) as eng:
         before = engine_rows(eng, "c")
-        plans = eng.compaction_plan("c")
-        data_key = eng.topic_keys("c").portable().keys[1][1]
+        plans = eng.maintenance.compaction_plan("c")
+        data_key = eng.keys.topic_keys("c").portable().keys[1][1]
     assert all(not p["skip"] for p in plans)
     values = [v for _, _, _, v, _, _ in before if v is not None]
     keys = sorted({k for _, _, k, _, _, _ in before})
@@ -233,7 +233,7 @@ def test_spark_compact_of_an_encrypted_topic_leaves_no_plaintext(data_dir, keyri
                                                                   for p in out["partitions"])
     with Engine.open(data_dir, keyring=keyring) as eng:
         after = engine_rows(eng, "c")
-        status = eng.key_status("c")[0]
+        status = eng.keys.status("c")[0]
     assert after == expected_after(before, plans)
     assert len(after) < len(before) // 3
     # (offsets differ from the plain copy's: sealed batches are larger, segments roll elsewhere)
@@ -272,11 +272,11 @@ def make_mixed_topic(data_dir, keyring) -> list[bytes]:
     with Engine.open(data_dir, keyring=keyring) as eng:
         eng.create_topic("t", 2, TIERED)
         produce(eng, 200)
-        eng.tier("t")
+        eng.maintenance.tier("t")
         eng.alter_topic_config("t", set=ENC)
         produce(eng, 100)
-        eng.tier("t")
-        eng.rotate_key("t")
+        eng.maintenance.tier("t")
+        eng.keys.rotate("t")
         produce(eng, 60)
     return values
 
@@ -308,8 +308,8 @@ def test_spark_reencrypt_rewrites_local_and_cold_segments(data_dir, keyring):
     both = {(p, t) for p in (0, 1) for t in ("local", "cold")}
     with Engine.open(data_dir, keyring=keyring) as eng:
         before = engine_rows(eng, "t")  # (cold segments through the tier cache)
-        status = eng.key_status("t")[0]
-        data_keys = eng.topic_keys("t").portable().keys
+        status = eng.keys.status("t")[0]
+        data_keys = eng.keys.topic_keys("t").portable().keys
     assert [r[3] for r in sorted(before, key=lambda r: r[5])] == values
     assert covered(status) == {"plaintext": {(0, "cold"), (1, "cold")}, 1: both, 2: {(0, "local"),
                                                                                     (1, "local")}}
@@ -327,7 +327,7 @@ def test_spark_reencrypt_rewrites_local_and_cold_segments(data_dir, keyring):
                for p in out["partitions"])
 
     with Engine.open(data_dir, keyring=keyring) as eng:
-        status = eng.key_status("t")[0]
+        status = eng.keys.status("t")[0]
         assert engine_rows(eng, "t") == before
     assert [k["version"] for k in status["keys"]] == [2] and status["keys"][0]["current"]
     assert status["keys"][0]["bytes"] > 0
@@ -344,8 +344,8 @@ def test_spark_reencrypt_dry_run_and_cluster_deploy_mode(data_dir, keyring):
     with Engine.open(data_dir, keyring=keyring) as eng:
         eng.create_topic("c", 2, {**COMPACT, **ENC})
         produce_updates(eng, "c", 200, keys=5, seed=1)
-        status = eng.key_status()
-        data_keys = [k for t in ("t", "c") for _, k in eng.topic_keys(t).portable().keys.values()]
+        status = eng.keys.status()
+        data_keys = [k for t in ("t", "c") for _, k in eng.keys.topic_keys(t).portable().keys.values()]
     files_before = segment_bytes(data_dir)
 
     r = run_rivven(data_dir, "--keyring", keyring, "spark", "reencrypt", "t", "--dry-run",
@@ -364,7 +364,7 @@ def test_spark_reencrypt_dry_run_and_cluster_deploy_mode(data_dir, keyring):
         assert b"--deploy-mode client" in r.stderr and b"encrypted" in r.stderr, r.stderr
 
     with Engine.open(data_dir, keyring=keyring) as eng:
-        assert eng.key_status() == status
+        assert eng.keys.status() == status
     staged = {k: v for k, v in segment_bytes(data_dir).items() if "/.compaction/" not in k}
     assert staged == files_before
     # the dry runs' staging folders (plan, engine zip) hold no data key

@@ -70,7 +70,7 @@ def test_batch_sink_writes_rows_where_produce_puts_them(spark, data_dir):
                 assert partition_for_key(k, 3) == p
         assert values(eng, "side") == sorted(f"v{i}".encode() for i in range(0, 200, 10))
         assert values(eng, "side2") == values(eng, "side")
-        assert eng.transactions() == []  # nothing left open
+        assert eng.txn.list() == []  # nothing left open
 
 
 def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once(spark,
@@ -95,7 +95,7 @@ def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once
             .mode("append").save()
     with Engine.open(data_dir) as eng:
         assert values(eng, "out") == [b"old"]  # the three tasks that succeeded: not visible
-        assert eng.transactions() == []  # their transactions aborted, not left hanging
+        assert eng.txn.list() == []  # their transactions aborted, not left hanging
     df.write.format("rivven").option("path", data_dir).option("topic", "out") \
         .mode("append").save()
     with Engine.open(data_dir) as eng:
@@ -144,7 +144,7 @@ def test_a_streaming_copy_runs_again_from_its_checkpoint_without_duplicates(spar
     with Engine.open(data_dir) as eng:
         want = sorted([b"A%d" % i for i in range(500)] + [b"B%d" % i for i in range(300)])
         assert values(eng, "out") == want
-        assert eng.committed_offsets("copier") == {  # (asked for: the offsets in a group too)
+        assert eng.groups.committed("copier") == {  # (asked for: the offsets in a group too)
             ("in", p): o for p, o in eng.end_offsets("in").items()}
         for rows in committed(eng, "out").values():  # per key, the input's order
             per_key = {}
@@ -152,7 +152,7 @@ def test_a_streaming_copy_runs_again_from_its_checkpoint_without_duplicates(spar
                 per_key.setdefault(k, []).append(v)
             for vs in per_key.values():
                 assert vs == sorted(vs, key=lambda v: (v[:1], int(v[1:])))
-        assert eng.transactions() == []
+        assert eng.txn.list() == []
 
 
 def test_max_offsets_per_trigger_and_starting_offsets(spark, data_dir, tmp_path):
@@ -197,7 +197,7 @@ def test_topic_patterns_and_a_partition_added_mid_run(spark, data_dir, tmp_path)
         assert values(eng, "out") == [b"ev-a:0:ev-a", b"ev-b:0:ev-b"]
         eng.add_partitions("ev-b", 2)
         eng.produce("ev-b", [Record(value=b"gone")], partition=1)
-        eng.delete_records("ev-b", {1: 1})  # (the new partition's log starts past 0)
+        eng.maintenance.delete_records("ev-b", {1: 1})  # (the new partition's log starts past 0)
         eng.produce("ev-b", [Record(value=b"new")], partition=1)
         eng.create_topic("ev-c", 1)
         eng.produce("ev-c", [Record(value=b"c")])
@@ -217,7 +217,7 @@ def test_offsets_removed_before_they_were_read_fail_the_query_unless_told(spark,
     run_stream(spark, data_dir, ckpt)
     with Engine.open(data_dir) as eng:
         eng.produce_batch("in", [b"%d" % i for i in range(10, 30)])
-        eng.delete_records("in", {0: 20})  # 10..19 gone before the query read them
+        eng.maintenance.delete_records("in", {0: 20})  # 10..19 gone before the query read them
     with pytest.raises(Exception, match="were removed .*failOnDataLoss"):
         run_stream(spark, data_dir, ckpt)
     run_stream(spark, data_dir, ckpt, failOnDataLoss="false", schema="key binary, value binary")
@@ -300,8 +300,8 @@ def test_a_foreach_batch_write_with_a_batch_id_written_before_is_a_no_op(spark, 
     write(df.selectExpr("key", "'11' as value").where("key = 'c1'"), 1)
     with Engine.open(data_dir) as eng:
         assert values(eng, "totals") == [b"10", b"11", b"20"]
-        assert eng.decision("spark-batch-totals-q")["committed"] == 1
-        assert eng.transactions() == []
+        assert eng.txn.decision("spark-batch-totals-q")["committed"] == 1
+        assert eng.txn.list() == []
     with pytest.raises(Exception, match="batchId needs .option\\('transactionalIdPrefix'"):
         df.write.format("rivven").option("path", data_dir).option("topic", "totals") \
             .option("batchId", 3).mode("append").save()

@@ -658,7 +658,7 @@ def test_admin_reindex_while_threads_produce(data_dir):
     try:
         for _ in range(8):
             time.sleep(0.05)
-            eng.reindex(seg)
+            eng.segments.reindex(seg)
     finally:
         stop.set()
         deadline = time.monotonic() + 10

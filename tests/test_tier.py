@@ -100,12 +100,12 @@ def test_tier_then_read_everything_back_across_tiers(data_dir):
     with Engine.open(data_dir) as eng:
         before = {p: everything(eng, p) for p in range(2)}
         assert before == {p: expected(400, p) for p in range(2)}
-        plan = eng.tier("t", dry_run=True)
+        plan = eng.maintenance.tier("t", dry_run=True)
         assert plan["tasks"] > 4 and not cold_objects(data_dir)  # a dry run moves nothing
-        out = eng.tier("t")
+        out = eng.maintenance.tier("t")
         for part in out["partitions"]:
             assert part["uploaded"] and len(part["local_deleted"]) == len(part["uploaded"])
-        status = eng.tier_status("t")
+        status = eng.maintenance.tier_status("t")
     for p, st in enumerate(status):
         locals_ = local_bases(data_dir, p)
         assert st["cold_start_offset"] == 0 and st["cold_end_offset"] == locals_[0]
@@ -134,7 +134,7 @@ def test_offsets_for_times_cross_tiers(data_dir):
     now = int(time.time() * 1000)
     make(data_dir, n=300, ts=lambda i: now - DAY + i * 1000)
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
         first_local = local_bases(data_dir)[0]
         assert first_local > 50
         for off in (0, 37, 50, first_local - 1, first_local, 299):
@@ -151,7 +151,7 @@ def test_a_topic_without_remote_storage_is_left_alone(data_dir):
         for _ in range(10):
             eng.produce("plain", [Record(value=b"x" * 100) for _ in range(10)])
         make(data_dir, n=200)
-        out = eng.tier()
+        out = eng.maintenance.tier()
         assert {p["topic"] for p in out["partitions"]} == {"t"}
     assert len(local_bases(data_dir, topic="plain")) > 1
 
@@ -159,7 +159,7 @@ def test_a_topic_without_remote_storage_is_left_alone(data_dir):
 def test_damaged_and_missing_cold_objects(data_dir):
     make(data_dir, n=300)
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
     entries = load_manifest(pdir(data_dir))
     victim = entries[1].url(".log")[len("file://"):]
     with open(victim, "r+b") as f:
@@ -174,7 +174,7 @@ def test_damaged_and_missing_cold_objects(data_dir):
             eng.read("t", 0, entries[1].base_offset, 10)
         with pytest.raises(ColdObjectError, match="is missing"):
             eng.read("t", 0, entries[2].base_offset, 10)
-        rows = eng.verify_cold("t")
+        rows = eng.maintenance.verify_cold("t")
     problems = [f["problem"] for f in rows[0]["findings"]]
     assert len(problems) == 2 and victim in problems[0] and "missing" in problems[1]
     r = run_rivven(data_dir, "segment", "verify", "--cold")
@@ -189,13 +189,13 @@ def test_damaged_and_missing_cold_objects(data_dir):
         first_local = local_bases(data_dir)[0]
         assert eng.read("t", 0, first_local, 1)[0].offset == first_local
         with pytest.raises(Exception, match="tier manifest .* is damaged"):
-            eng.verify_cold("t")
+            eng.maintenance.verify_cold("t")
 
 
 def test_restore_brings_segments_back(data_dir):
     make(data_dir, n=400)
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
     entries = load_manifest(pdir(data_dir))
     cut = entries[len(entries) // 2]
     before_local = local_bases(data_dir)
@@ -226,11 +226,11 @@ def test_retention_deletes_from_the_cold_store(data_dir):
     make(data_dir, n=400, ts=lambda i: now - 3 * DAY if i < 200 else now,
          cfg={"retention.ms": str(7 * DAY)})
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
         entries = load_manifest(pdir(data_dir))
         assert entries and len(cold_objects(data_dir)) == 3 * len(entries)
         eng.alter_topic_config("t", {"retention.ms": str(DAY), "local.retention.ms": "-2"})
-        rows = eng.apply_retention("t")
+        rows = eng.maintenance.apply_retention("t")
     assert rows and all(r["tier"] == "cold" and r["reason"] == "time" for r in rows)
     new_start = rows[-1]["new_log_start_offset"]
     assert 150 <= new_start <= 200
@@ -244,7 +244,7 @@ def test_retention_deletes_from_the_cold_store(data_dir):
         assert everything(eng) == expected(400)[new_start:]
     # by size, over both tiers: delete-records style start moves drop cold entries too
     with Engine.open(data_dir) as eng:
-        rows = eng.delete_records("t", {0: 300})
+        rows = eng.maintenance.delete_records("t", {0: 300})
         assert eng.start_offsets("t") == {0: 300}
     assert all(e.next_offset > 300 for e in load_manifest(pdir(data_dir)))
 
@@ -252,13 +252,13 @@ def test_retention_deletes_from_the_cold_store(data_dir):
 def test_unreferenced_objects_are_collected_and_topic_delete_removes_cold_data(data_dir):
     make(data_dir, n=300)
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
         objs = cold_objects(data_dir)
         prefix = os.path.dirname(objs[0])
         for name in ("00000000000000009999-deadbeef.log", "00000000000000000000-x.log.part-1"):
             with open(os.path.join(prefix, name), "wb") as f:
                 f.write(b"junk")
-        out = eng.tier("t")
+        out = eng.maintenance.tier("t")
         assert len(out["partitions"][0]["orphans_removed"]) == 2
         assert cold_objects(data_dir) == objs
         eng.delete_topic("t")
@@ -269,13 +269,13 @@ TIER_CHILD = """
 import sys
 from engine import Engine
 with Engine.open(sys.argv[1]) as eng:
-    eng.tier("t")
+    eng.maintenance.tier("t")
 """
 RESTORE_CHILD = """
 import sys
 from engine import Engine
 with Engine.open(sys.argv[1]) as eng:
-    eng.tier_restore("t", from_offset=0)
+    eng.maintenance.tier_restore("t", from_offset=0)
 """
 
 
@@ -293,7 +293,7 @@ def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
     make(data_dir, n=300)
     if child is RESTORE_CHILD:
         with Engine.open(data_dir) as eng:
-            eng.tier("t")
+            eng.maintenance.tier("t")
     env = dict(os.environ, RIVVEN_FAILPOINT=point, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-c", child, data_dir], env=env, timeout=120)
     assert p.returncode == -9
@@ -302,12 +302,12 @@ def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
     _consistent(data_dir, 300)
     with Engine.open(data_dir) as eng:  # the next run finishes the job
         if child is TIER_CHILD:
-            eng.tier("t")
+            eng.maintenance.tier("t")
             assert len(local_bases(data_dir)) <= 3
             # the dead run's copies are collected (its first step left an empty manifest)
             assert len(cold_objects(data_dir)) == 3 * len(load_manifest(pdir(data_dir)))
         else:
-            eng.tier_restore("t", from_offset=0)
+            eng.maintenance.tier_restore("t", from_offset=0)
             assert local_bases(data_dir)[0] == 0 and load_manifest(pdir(data_dir)) == []
     _consistent(data_dir, 300)
 
@@ -321,7 +321,7 @@ def _consistent(data_dir, n):
     assert bases[0] <= covered or bases[0] == 0
     with Engine.open(data_dir) as eng:
         assert everything(eng) == expected(n)
-        assert eng.verify_cold("t")[0]["findings"] == []
+        assert eng.maintenance.verify_cold("t")[0]["findings"] == []
     r = run_rivven(data_dir, "segment", "verify")
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -333,7 +333,7 @@ def test_hot_cache_serves_tailing_readers(data_dir):
         for i in range(200):
             eng.produce("t", [Record(value=b"v%05d" % (i * 5 + j)) for j in range(5)])
             seen += [r.value for r in eng.read("t", 0, len(seen), 1000)]
-        st = eng.tier_status("t")[0]
+        st = eng.maintenance.tier_status("t")[0]
         assert seen == [b"v%05d" % i for i in range(1000)]
         assert st["hot_hits"] >= 199 and st["hot_hit_rate"] > 0.9 and 0 < st["hot_bytes"] <= 100000
         # another process appends: the gap restarts the run, reads stay exact
@@ -353,7 +353,7 @@ def test_hot_cache_serves_tailing_readers(data_dir):
 def test_the_cold_cache_is_bounded(data_dir):
     make(data_dir, n=600)
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
     entries = load_manifest(pdir(data_dir))
     biggest = max(e.bytes + e.index_bytes + e.timeindex_bytes for e in entries)
     bound = 3 * biggest
@@ -404,9 +404,9 @@ def test_readers_in_other_processes_keep_reading_while_segments_move(data_dir, t
     time.sleep(0.5)
     with Engine.open(data_dir) as eng:
         for _ in range(4):  # tier, bring half back, tier again: files come and go under them
-            eng.tier("t")
-            eng.tier_restore("t", from_offset=300)
-        eng.tier("t")
+            eng.maintenance.tier("t")
+            eng.maintenance.tier_restore("t", from_offset=300)
+        eng.maintenance.tier("t")
     flag.write_text("done")
     for r in readers:
         out, err = r.communicate(timeout=120)
@@ -419,20 +419,20 @@ def test_any_fsspec_store_works_memory_uri(data_dir):
     memory:// file system."""
     make(data_dir, n=300, cfg={"remote.storage.uri": "memory://rivven-cold"})
     with Engine.open(data_dir) as eng:
-        out = eng.tier("t")
+        out = eng.maintenance.tier("t")
         assert out["partitions"][0]["uploaded"] and not os.path.exists(
             os.path.join(data_dir, "cold"))
         entries = load_manifest(pdir(data_dir))
         assert all(e.object.startswith("memory://rivven-cold/t-") for e in entries)
         assert everything(eng) == expected(300)
-        assert eng.verify_cold("t")[0]["findings"] == []
+        assert eng.maintenance.verify_cold("t")[0]["findings"] == []
         import fsspec
         fs = fsspec.filesystem("memory")
         fs.pipe(entries[0].url(".log")[len("memory://"):], b"tampered")
-        findings = eng.verify_cold("t")[0]["findings"]
+        findings = eng.maintenance.verify_cold("t")[0]["findings"]
         assert len(findings) == 1 and "holds 8 bytes" in findings[0]["problem"]
         fs.rm(entries[0].url(".log")[len("memory://"):])
-        eng.tier_restore("t", from_offset=entries[1].base_offset)
+        eng.maintenance.tier_restore("t", from_offset=entries[1].base_offset)
         assert local_bases(data_dir)[0] == entries[1].base_offset
         eng.delete_topic("t")
         assert fs.find("/rivven-cold") == []
@@ -443,13 +443,13 @@ def test_a_changed_store_uri_keeps_old_copies_readable_and_delete_removes_both(d
     make(data_dir, n=300)
     other = tmp_path / "elsewhere"
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
         first = len(load_manifest(pdir(data_dir)))
         eng.alter_topic_config("t", {"remote.storage.uri": f"file://{other}"})
         for i in range(300, 500, 10):
             eng.produce("t", [Record(key=b"k%d" % ((i + j) % 7), value=b"p0-v%05d" % (i + j))
                               for j in range(10)])
-        eng.tier("t")
+        eng.maintenance.tier("t")
         entries = load_manifest(pdir(data_dir))
         assert entries[0].object.startswith(f"file://{data_dir}/cold/")
         assert entries[-1].object.startswith(f"file://{other}/") and len(entries) > first
@@ -476,7 +476,7 @@ def test_hot_cache_under_group_commit_returns_exactly_the_log(data_dir):
             seen += [(r.offset, r.value) for r in eng.read("t", 0, len(seen), 100)]
         for th in threads:
             th.join()
-        assert eng.tier_status("t")[0]["hot_hits"] > 0
+        assert eng.maintenance.tier_status("t")[0]["hot_hits"] > 0
     with Engine.open(data_dir, settings={"hot.max.bytes": "0"}) as eng:
         assert [(r.offset, r.value) for r in eng.read("t", 0, 0, 5000)] == seen
     assert sorted(v for _, v in seen) == sorted(b"%d-%d-%d" % (t, i, j) for t in range(4)
@@ -488,7 +488,7 @@ def test_guards_compaction_lost_manifest_and_empty_dry_run(data_dir):
     with Engine.open(data_dir) as eng:
         r = run_rivven(data_dir, "spark", "tier", "--dry-run")
         assert r.returncode == 0 and b"spark-submit" in r.stdout  # something to do
-        eng.tier("t")
+        eng.maintenance.tier("t")
         r = run_rivven(data_dir, "spark", "tier", "--dry-run")
         assert r.returncode == 0 and b"spark-submit" not in r.stdout
         assert b"nothing to tier" in r.stderr
@@ -498,7 +498,7 @@ def test_guards_compaction_lost_manifest_and_empty_dry_run(data_dir):
         eng.alter_topic_config("t", {"remote.storage.enable": "true"})
         objs = cold_objects(data_dir)
         os.rename(tier_manifest.path(pdir(data_dir)), os.path.join(data_dir, "saved.json"))
-        eng.tier("t")  # a lost manifest: nothing in the cold store is collected
+        eng.maintenance.tier("t")  # a lost manifest: nothing in the cold store is collected
         assert cold_objects(data_dir) == objs
         os.rename(os.path.join(data_dir, "saved.json"), tier_manifest.path(pdir(data_dir)))
         assert everything(eng) == expected(300)
@@ -531,19 +531,19 @@ def test_a_txnindex_is_tiered_restored_and_removed_with_its_segment(data_dir):
     with open(ix.path, "rb") as f:
         ix_first_byte = f.read(1)
     with Engine.open(data_dir) as eng:
-        eng.tier("t")
+        eng.maintenance.tier("t")
         (entry,) = [e for e in load_manifest(pdir(data_dir)) if e.base_offset == base]
         assert entry.txnindex_bytes == 40 and entry.suffixes()[-1] == ".txnindex"
         assert [c for c in cold_objects(data_dir) if c.endswith(".txnindex")] == \
             [entry.url(".txnindex").removeprefix("file://")]
         others = [e for e in load_manifest(pdir(data_dir)) if e.base_offset != base]
         assert others and all(e.txnindex_bytes == 0 and len(e.suffixes()) == 3 for e in others)
-        (row,) = eng.verify_cold("t")
+        (row,) = eng.maintenance.verify_cold("t")
         assert row["findings"] == [] and row["bytes"] == sum(
             e.bytes + e.index_bytes + e.timeindex_bytes for e in others + [entry]) + 40
         with open(entry.url(".txnindex").removeprefix("file://"), "r+b") as f:
             f.write(b"\xff")  # damage only the .txnindex: found
-        (row,) = eng.verify_cold("t")
+        (row,) = eng.maintenance.verify_cold("t")
         assert [f["object"] for f in row["findings"]] == [entry.url(".txnindex")]
         with open(entry.url(".txnindex").removeprefix("file://"), "r+b") as f:
             f.write(ix_first_byte)
@@ -554,7 +554,7 @@ def test_a_txnindex_is_tiered_restored_and_removed_with_its_segment(data_dir):
             [AbortedTxn(3, base, base + 2, base)]
         raw = json.loads(open(tier_manifest.path(pdir(data_dir))).read())
         assert sum("txnindex_bytes" in s for s in raw["segments"]) == 1  # only where there is one
-        eng.tier_restore("t", from_offset=0)
+        eng.maintenance.tier_restore("t", from_offset=0)
     assert read_entries(os.path.join(pdir(data_dir), f"{base:020d}.txnindex"), base)[0] == \
         [AbortedTxn(3, base, base + 2, base)]
     assert not [c for c in cold_objects(data_dir) if c.endswith(".txnindex")]

@@ -52,12 +52,12 @@ def test_commit_writes_format_2_batches_then_one_commit_marker_per_partition(eng
     tp.produce("audit", recs(b"x"))
     tp.send_offsets("billing", {("in", 0): 42, ("in", 1): 7})
     # before the commit: the state names every partition and the offsets, durably
-    (row,) = eng.transactions()
+    (row,) = eng.txn.list()
     assert row["state"] == "Ongoing" and row["partitions"] == [["out", 0], ["audit", 0]]
     assert row["offsets"] == {"billing": [["in", 0, 42], ["in", 1, 7]]}
     assert row["age_ms"] >= 0 and row["producer_id"] == pid and row["epoch"] == epoch
     with pytest.raises(RivvenError):  # nothing committed yet
-        eng.committed_offsets("billing")
+        eng.groups.committed("billing")
     tp.commit()
     assert txn_view.batches(eng, "out", 0) == [
         ("data", pid, epoch, 0, 1, 0), ("data", pid, epoch, 2, 2, 2),
@@ -65,9 +65,9 @@ def test_commit_writes_format_2_batches_then_one_commit_marker_per_partition(eng
     assert txn_view.batches(eng, "audit", 0) == [("data", pid, epoch, 0, 0, 0),
                                                  ("COMMIT", pid, epoch + 1, 1, 1, -1)]
     assert txn_view.batches(eng, "out", 1) == []  # never in the transaction: no marker
-    assert eng.committed_offsets("billing") == {("in", 0): 42, ("in", 1): 7}
-    assert eng.transactions() == []
-    (row,) = eng.transactions(all=True)
+    assert eng.groups.committed("billing") == {("in", 0): 42, ("in", 1): 7}
+    assert eng.txn.list() == []
+    (row,) = eng.txn.list(all=True)
     assert row["state"] == "CompleteCommit" and row["partitions"] == [] and row["age_ms"] is None
     # KIP-890: the producer goes on with the markers' epoch, sequences from 0
     assert (tp.producer_id, tp.epoch) == (pid, epoch + 1)
@@ -88,7 +88,7 @@ def test_abort_writes_abort_markers_and_commits_no_offsets(eng):
     assert txn_view.markers(eng, "out", 1) == [("ABORT", tp.producer_id, tp.epoch)]
     assert txn_view.fates(eng, "out", 1) == {"aborted"}
     assert txn_view.committed_values(eng, "out", 1) == []
-    assert "g" not in eng.group_names()
+    assert "g" not in eng.groups.names()
     tp.begin()
     tp.produce("out", recs(b"b"), partition=1)
     tp.commit()
@@ -141,7 +141,7 @@ def test_a_failed_commit_is_finished_by_commit_again_and_nothing_twice(eng, data
         f.write(b"\xff" * 64)
     with pytest.raises(DamagedMetadata):
         tp.commit()
-    assert eng.transactions()[0]["state"] == "PrepareCommit"
+    assert eng.txn.list()[0]["state"] == "PrepareCommit"
     with pytest.raises(InvalidTxnState, match="commit"):
         tp.produce("out", recs(b"c"))
     with pytest.raises(InvalidTxnState, match="prepared"):
@@ -151,7 +151,7 @@ def test_a_failed_commit_is_finished_by_commit_again_and_nothing_twice(eng, data
     for p in (0, 1):  # the markers the failed commit wrote are not written again
         assert txn_view.markers(eng, "out", p) == [("COMMIT", tp.producer_id, tp.epoch)]
         assert txn_view.fates(eng, "out", p) == {"committed"}
-    assert eng.committed_offsets("g") == {("in", 0): 3}
+    assert eng.groups.committed("g") == {("in", 0): 3}
     tp.begin()
     tp.produce("out", recs(b"d"), partition=0)
     tp.commit()
@@ -185,7 +185,7 @@ def test_an_old_instance_cannot_commit_even_without_new_partitions(eng):
     eng.producer(transactional_id="t")
     with pytest.raises(ProducerFenced):
         old.commit()
-    assert "g" not in eng.group_names()
+    assert "g" not in eng.groups.names()
 
 
 def test_a_timed_out_transaction_is_aborted_by_recovery_and_fences_its_producer(
@@ -193,13 +193,13 @@ def test_a_timed_out_transaction_is_aborted_by_recovery_and_fences_its_producer(
     tp = eng.producer(transactional_id="slow", transaction_timeout_ms=1000)
     tp.begin()
     tp.produce("out", recs(b"a"), partition=0)
-    assert eng.recover_transactions() == []  # not timed out yet
+    assert eng.txn.recover() == []  # not timed out yet
     now = clock_mod.now_ms()
     monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 1001)
-    assert eng.recover_transactions() == [
+    assert eng.txn.recover() == [
         {"transactional_id": "slow", "state": "Ongoing", "action": "aborted", "error": None}]
     assert txn_view.fates(eng, "out", 0) == {"aborted"}
-    assert eng.recover_transactions() == []  # nothing twice
+    assert eng.txn.recover() == []  # nothing twice
     assert len(txn_view.markers(eng, "out", 0)) == 1
     with pytest.raises(ProducerFenced):
         tp.commit()
@@ -214,7 +214,7 @@ def test_a_commit_past_the_timeout_aborts_instead(eng, monkeypatch):
     with pytest.raises(ProducerFenced, match="transaction.timeout.ms"):
         tp.commit()
     assert txn_view.fates(eng, "out", 0) == {"aborted"}
-    assert eng.transactions()[0:] == []
+    assert eng.txn.list()[0:] == []
 
 
 def test_a_writable_open_aborts_timed_out_transactions(eng, data_dir, monkeypatch):
@@ -226,7 +226,7 @@ def test_a_writable_open_aborts_timed_out_transactions(eng, data_dir, monkeypatc
     now = clock_mod.now_ms()
     monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 5000)
     with Engine.open(data_dir, read_only=True) as ro:  # a reader changes nothing
-        assert ro.transactions()[0]["state"] == "Ongoing"
+        assert ro.txn.list()[0]["state"] == "Ongoing"
     with Engine.open(data_dir) as other:
         assert [r["action"] for r in other.last_recovery["transactions"]] == ["aborted"]
         assert txn_view.fates(other, "out", 0) == {"aborted"}
@@ -257,7 +257,7 @@ def test_offsets_with_a_consumer_are_fenced_by_its_leases(eng):
     tp.abort()
     assert txn_view.fates(eng, "out", 0) == {"aborted"}
     reset = {("in", 0): 0, ("in", 1): 0}  # (where the consumers started: committed at once)
-    assert eng.committed_offsets("g") == reset
+    assert eng.groups.committed("g") == reset
     # the fence holds at commit too: c lets in-0 go after send_offsets
     tp.begin()
     tp.produce("out", recs(b"y"), partition=0)
@@ -265,15 +265,15 @@ def test_offsets_with_a_consumer_are_fenced_by_its_leases(eng):
     c.close()
     with pytest.raises(ConsumerFenced, match="in-0"):
         tp.commit()
-    assert eng.transactions()[0]["state"] == "Ongoing"  # nothing was decided
+    assert eng.txn.list()[0]["state"] == "Ongoing"  # nothing was decided
     tp.abort()
-    assert eng.committed_offsets("g") == reset
+    assert eng.groups.committed("g") == reset
     # and a consumer that still holds its partitions commits with the transaction
     tp.begin()
     tp.produce("out", recs(b"z"), partition=0)
     tp.send_offsets("g", {("in", 1): 2}, consumer=c2)
     tp.commit()
-    assert eng.committed_offsets("g") == {("in", 0): 0, ("in", 1): 2}
+    assert eng.groups.committed("g") == {("in", 0): 0, ("in", 1): 2}
     c2.close()
 
 
@@ -285,7 +285,7 @@ def test_transactional_ids_are_checked_and_percent_encoded(eng, data_dir):
     tp.begin()
     tp.produce("out", recs(b"v"), partition=0)
     assert os.path.isfile(os.path.join(data_dir, "txn", "ids", "a%2Fb%20%C3%A9..log"))
-    assert [r["transactional_id"] for r in eng.transactions()] == ["a/b é."]
+    assert [r["transactional_id"] for r in eng.txn.list()] == ["a/b é."]
     tp.commit()
     with pytest.raises(InvalidArgument, match="transaction.timeout.ms"):
         eng.producer(transactional_id="t", transaction_timeout_ms=0)
@@ -304,7 +304,7 @@ def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
         f.write(b"\xff" * 12)
     with pytest.raises(DamagedMetadata, match="frame length"):
         tp.commit()
-    (row,) = eng.transactions()
+    (row,) = eng.txn.list()
     assert row["state"] == "Damaged" and "frame length" in row["error"]
     with Engine.open(data_dir) as other:  # the open goes on, and says why it did nothing
         (r,) = other.last_recovery["transactions"]
@@ -377,7 +377,7 @@ def test_engine_close_aborts_an_open_transaction(data_dir):
         tp.produce("out", recs(b"v"))
     with Engine.open(data_dir) as e:
         assert txn_view.fates(e, "out", 0) == {"aborted"}
-        assert e.transactions() == []
+        assert e.txn.list() == []
 
 
 def test_abort_transaction_by_hand_and_a_topic_deleted_meanwhile(eng):
@@ -386,14 +386,14 @@ def test_abort_transaction_by_hand_and_a_topic_deleted_meanwhile(eng):
     tp.produce("out", recs(b"v"), partition=0)
     tp.produce("audit", recs(b"w"))
     eng.delete_topic("audit")
-    assert eng.abort_transaction("t") == {"transactional_id": "t", "state": "Ongoing",
+    assert eng.txn.abort("t") == {"transactional_id": "t", "state": "Ongoing",
                                           "action": "aborted"}
     assert txn_view.fates(eng, "out", 0) == {"aborted"}
-    assert eng.abort_transaction("t")["action"] is None
+    assert eng.txn.abort("t")["action"] is None
     with pytest.raises(ProducerFenced):
         tp.commit()
     with pytest.raises(InvalidArgument, match="no transactional id"):
-        eng.abort_transaction("nope")
+        eng.txn.abort("nope")
 
 
 def test_one_producer_call_gives_both_kinds(eng):
@@ -432,7 +432,7 @@ def test_a_transaction_joins_the_partitions_of_the_last_one_ahead(eng, data_dir)
     tp.produce("out", recs(b"2"), partition=0)
     # one state write (two frames) joined all three: the next calls there join nothing
     assert len(txn_view.frames(path)) == before + 2
-    (row,) = eng.transactions()
+    (row,) = eng.txn.list()
     assert row["partitions"] == [["out", 0], ["out", 1], ["audit", 0]]
     tp.produce("audit", recs(b"2"))
     assert len(txn_view.frames(path)) == before + 2
@@ -445,7 +445,7 @@ def test_a_transaction_joins_the_partitions_of_the_last_one_ahead(eng, data_dir)
     # the next one brings along the two this one wrote
     tp.begin()
     tp.produce("out", recs(b"3"), partition=1)
-    assert eng.transactions()[0]["partitions"] == [["out", 1], ["out", 0], ["audit", 0]]
+    assert eng.txn.list()[0]["partitions"] == [["out", 1], ["out", 0], ["audit", 0]]
     tp.abort()
     assert txn_view.markers(eng, "out", 1)[-1] == ("ABORT", pid, 3)
     assert len(txn_view.markers(eng, "out", 0)) == 2
@@ -511,7 +511,7 @@ def test_markers_of_one_commit_logged_together_when_one_partition_refuses(eng):
     from engine.format.control import encode_marker
     from engine.storage.log import append_each
 
-    logs = [eng._partition("out", 0), eng._partition("out", 1), eng._partition("audit", 0)]
+    logs = [eng._find.partition("out", 0), eng._find.partition("out", 1), eng._find.partition("audit", 0)]
     logs[2].pipeline.stop()  # ("audit" goes first: partitions are taken in name order)
     with pytest.raises(RivvenError, match="closed"):
         append_each([(log, encode_marker(9, 1, True, 0)) for log in logs])

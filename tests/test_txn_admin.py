@@ -64,39 +64,39 @@ def test_describe_producers_shows_each_producer_of_each_partition(eng, data_dir)
     tp = eng.producer(transactional_id="billing-1")
     tp.begin()
     tp.produce("t", recs(b"x", ts=T0 + 5), partition=1)
-    rows = eng.describe_producers("t")
+    rows = eng.txn.producers("t")
     assert [(r["partition"], r["producer_id"], r["epoch"], r["last_sequence"], r["last_offset"],
              r["last_timestamp"], r["txn_start_offset"]) for r in rows] == [
         (0, p.producer_id, 0, 2, 3, T0, None),
         (1, tp.producer_id, tp.epoch, 0, 0, T0 + 5, 0)]
     assert all(r["topic"] == "t" and r["last_seen_ms"] >= r["last_timestamp"] for r in rows)
-    assert eng.describe_producers("t", [0]) == rows[:1]
+    assert eng.txn.producers("t", [0]) == rows[:1]
     # another process (read-only, no lock) sees the same from the log
     with Engine.open(data_dir, read_only=True) as ro:
         assert [{k: v for k, v in r.items() if k != "last_seen_ms"}
-                for r in ro.describe_producers("t")] == \
+                for r in ro.txn.producers("t")] == \
                [{k: v for k, v in r.items() if k != "last_seen_ms"} for r in rows]
     tp.commit()  # the marker ends the transaction and forgets the batches (new epoch)
-    (row,) = eng.describe_producers("t", [1])
+    (row,) = eng.txn.producers("t", [1])
     assert (row["epoch"], row["last_sequence"], row["last_offset"], row["last_timestamp"],
             row["txn_start_offset"]) == (tp.epoch, None, 1, None, None)
 
 
 def test_describe_producers_of_a_partition_that_does_not_exist(eng):
     with pytest.raises(UnknownPartition, match="partition 5 does not exist"):
-        eng.describe_producers("t", [5])
+        eng.txn.producers("t", [5])
 
 
 # ---------------------------------------------------------------- find_hanging_transactions
 def test_nothing_hangs_while_a_transaction_is_known_and_young(eng):
-    assert eng.find_hanging_transactions() == []
+    assert eng.txn.find_hanging() == []
     tp = eng.producer(transactional_id="billing-1")
     tp.begin()
     tp.produce("t", recs(b"x"), partition=1)
     tp.produce("u", recs(b"y"))
-    assert eng.find_hanging_transactions() == []
+    assert eng.txn.find_hanging() == []
     tp.commit()
-    assert eng.find_hanging_transactions() == []
+    assert eng.txn.find_hanging() == []
 
 
 def test_a_transaction_open_past_its_timeout_hangs_until_aborted(eng, monkeypatch):
@@ -105,16 +105,16 @@ def test_a_transaction_open_past_its_timeout_hangs_until_aborted(eng, monkeypatc
     tp.produce("t", recs(b"x", b"y"), partition=1)
     now = clock_mod.now_ms()
     monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 1001)
-    (row,) = eng.find_hanging_transactions()
+    (row,) = eng.txn.find_hanging()
     assert {k: row[k] for k in ("topic", "partition", "producer_id", "epoch", "start_offset",
                                 "transactional_id", "state", "timeout_ms", "reason")} == {
         "topic": "t", "partition": 1, "producer_id": tp.producer_id, "epoch": tp.epoch,
         "start_offset": 0, "transactional_id": "billing-1", "state": "Ongoing",
         "timeout_ms": 1000, "reason": "timed-out"}
     assert row["age_ms"] >= 1001
-    assert eng.find_hanging_transactions("u") == []  # (another topic)
-    eng.abort_transaction("billing-1")
-    assert eng.find_hanging_transactions() == []
+    assert eng.txn.find_hanging("u") == []  # (another topic)
+    eng.txn.abort("billing-1")
+    assert eng.txn.find_hanging() == []
 
 
 def test_a_transaction_no_id_knows_is_found_in_another_process(eng, data_dir):
@@ -126,7 +126,7 @@ def test_a_transaction_no_id_knows_is_found_in_another_process(eng, data_dir):
     tp.produce("t", recs(b"x"), partition=1)
     os.remove(TxnStore(data_dir).path("billing-1"))
     with Engine.open(data_dir, read_only=True) as ro:
-        (row,) = ro.find_hanging_transactions("t", [1])
+        (row,) = ro.txn.find_hanging("t", [1])
         assert (row["producer_id"], row["start_offset"], row["transactional_id"], row["state"],
                 row["reason"]) == (tp.producer_id, 1, None, None, "unknown-producer")
         assert ro.end_offsets("t", "read_committed") == {0: 0, 1: 1}
@@ -141,7 +141,7 @@ def test_a_transaction_its_id_no_longer_has_open_is_found(eng, data_dir):
     tp.begin()
     tp.produce("u", recs(b"x"))
     os.replace(path + ".bak", path)
-    (row,) = eng.find_hanging_transactions()
+    (row,) = eng.txn.find_hanging()
     assert (row["topic"], row["transactional_id"], row["state"], row["reason"]) == (
         "u", "billing-1", "Empty", "not-in-transaction")
 
@@ -154,9 +154,9 @@ def test_a_prepared_transaction_is_known_not_hanging(data_dir):
         e.create_topic("u")
     leave_open(data_dir, "commit", failpoint="txn.after_prepare")
     with Engine.open(data_dir, read_only=True) as ro:
-        assert ro.transactions()[0]["state"] == "PrepareCommit"
-        assert len(ro.describe_producers("t", [1])) == 1
-        assert ro.find_hanging_transactions() == []
+        assert ro.txn.list()[0]["state"] == "PrepareCommit"
+        assert len(ro.txn.producers("t", [1])) == 1
+        assert ro.txn.find_hanging() == []
 
 
 def test_a_transaction_that_ends_between_the_two_looks_is_not_reported(eng):
@@ -166,10 +166,10 @@ def test_a_transaction_that_ends_between_the_two_looks_is_not_reported(eng):
     tp = eng.producer(transactional_id="billing-1")
     tp.begin()
     tp.produce("t", recs(b"x"), partition=1)
-    logs = [eng._partition("t", 1)]
+    logs = [eng._find.partition("t", 1)]
 
     def states_then_commit():
-        rows = [dict(r, state="Empty") for r in eng.transactions(all=True)]  # (stale)
+        rows = [dict(r, state="Empty") for r in eng.txn.list(all=True)]  # (stale)
         tp.commit()
         return rows
 
@@ -178,7 +178,7 @@ def test_a_transaction_that_ends_between_the_two_looks_is_not_reported(eng):
     tp.begin()
     tp.produce("t", recs(b"y"), partition=1)
     (row,) = admin.find_hanging(logs, lambda: [dict(r, state="Empty")
-                                               for r in eng.transactions(all=True)],
+                                               for r in eng.txn.list(all=True)],
                                 clock_mod.now_ms())
     assert row["reason"] == "not-in-transaction"
 
@@ -193,25 +193,25 @@ def test_a_hanging_transaction_is_aborted_by_a_marker(data_dir):
     os.remove(TxnStore(data_dir).path("billing-1"))  # ... and its state lost
     with Engine.open(data_dir) as e:
         e.produce("t", recs(b"after"), partition=1)
-        assert {(r["topic"], r["partition"]) for r in e.find_hanging_transactions()} == {
+        assert {(r["topic"], r["partition"]) for r in e.txn.find_hanging()} == {
             ("t", 1), ("u", 0)}
         assert e.end_offsets("t", "read_committed")[1] == 1  # stuck at the open transaction
-        row = e.abort_hanging_transaction("t", 1, 1)
+        row = e.txn.abort_hanging("t", 1, 1)
         assert (row["reason"], row["start_offset"], row["marker_offset"]) == (
             "unknown-producer", 1, 4)
         assert txn_view.markers(e, "t", 1) == [("ABORT", row["producer_id"], row["epoch"] + 1)]
         assert [r.value for r in e.read("t", 1, 0, isolation_level="read_committed")] == [
             b"before", b"after"]
         assert e.end_offsets("t", "read_committed")[1] == 5
-        assert [(r["topic"], r["partition"]) for r in e.find_hanging_transactions()] == [
+        assert [(r["topic"], r["partition"]) for r in e.txn.find_hanging()] == [
             ("u", 0)]
         with pytest.raises(InvalidArgument, match="no hanging transaction starts at offset 1"):
-            e.abort_hanging_transaction("t", 1, 1)  # (not twice)
+            e.txn.abort_hanging("t", 1, 1)  # (not twice)
     with Engine.open(data_dir, read_only=True) as ro:
         assert [r.value for r in ro.read("t", 1, 0, isolation_level="read_committed")] == [
             b"before", b"after"]
         with pytest.raises(ReadOnlyError):
-            ro.abort_hanging_transaction("u", 0, 0)
+            ro.txn.abort_hanging("u", 0, 0)
 
 
 def test_a_transaction_its_id_knows_is_aborted_through_the_id(eng, monkeypatch):
@@ -220,9 +220,9 @@ def test_a_transaction_its_id_knows_is_aborted_through_the_id(eng, monkeypatch):
     tp.produce("t", recs(b"x"), partition=1)
     with pytest.raises(InvalidArgument, match="no hanging transaction starts at offset 0 in "
                                               r"t-1 \(open there: 0\)"):
-        eng.abort_hanging_transaction("t", 1, 0)  # young and known: not hanging
+        eng.txn.abort_hanging("t", 1, 0)  # young and known: not hanging
     now = clock_mod.now_ms()
     monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 1001)
     with pytest.raises(InvalidArgument, match="abort it through its id"):
-        eng.abort_hanging_transaction("t", 1, 0)  # timed out: its id aborts it everywhere
+        eng.txn.abort_hanging("t", 1, 0)  # timed out: its id aborts it everywhere
     assert txn_view.markers(eng, "t", 1) == []

@@ -112,7 +112,7 @@ def test_a_txnindex_goes_with_its_segment(tmp_path):
             TxnIndex(filenames.path(pdir, b, filenames.TXNINDEX), b).close()
         orphan = filenames.path(pdir, 10**9, filenames.TXNINDEX)
         TxnIndex(orphan, 10**9).close()
-        eng.delete_records("t", {0: bases[2]})
+        eng.maintenance.delete_records("t", {0: bases[2]})
         assert not os.path.exists(filenames.path(pdir, bases[0], filenames.TXNINDEX))
         assert not os.path.exists(filenames.path(pdir, bases[1], filenames.TXNINDEX))
     with Engine.open(d) as eng:
@@ -128,10 +128,10 @@ def test_verify_checks_markers_against_the_txnindex(tmp_path):
     d = str(tmp_path / "d")
     with Engine.open(d) as eng:
         eng.create_topic("t", 1)
-        log = eng._producer.log_for(eng.topic("t"), 0)
+        log = eng._path.log_for(eng.topic("t"), 0)
 
         def append(batch):
-            eng._producer.append_encoded(log, batch)
+            eng._path.append_encoded(log, batch)
 
         append(encode_batch([None], [b"a"], 1, producer_id=5, producer_epoch=0,
                             base_sequence=0, flags=ATTR_TRANSACTIONAL))  # 0: txn of 5

@@ -56,15 +56,15 @@ def test_prepared_by_a_killed_writer_committed_by_another_process(topics, monkey
     monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 3_600_000)  # an hour past timeout
     with Engine.open(topics) as eng:
         assert eng.last_recovery["transactions"] == []  # held: never timed out
-        row = eng.describe_transaction("w-1")
+        row = eng.txn.describe("w-1")
         assert row["state"] == "Ongoing" and row["prepared"] is True
         assert committed(eng, 0) == [] and committed(eng, 1) == []
-        eng.complete_transaction(prepared)
+        eng.txn.complete(prepared)
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] and committed(eng, 1) == [b"b"]
-        eng.complete_transaction(prepared)  # again: a no-op
-        eng.complete_transaction(list(prepared))  # (a JSON round trip gives a list)
+        eng.txn.complete(prepared)  # again: a no-op
+        eng.txn.complete(list(prepared))  # (a JSON round trip gives a list)
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"]
-        assert eng.describe_transaction("w-1")["state"] == "CompleteCommit"
+        assert eng.txn.describe("w-1")["state"] == "CompleteCommit"
 
 
 def test_an_unprepared_transaction_still_times_out(topics, monkeypatch):
@@ -79,25 +79,25 @@ def test_an_unprepared_transaction_still_times_out(topics, monkeypatch):
         now = clock_mod.now_ms()
         monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 5000)
         assert [(r["transactional_id"], r["action"]) for r in
-                eng.recover_transactions()] == [("w-2", "aborted")]
-        eng.complete_transaction(prepared)
+                eng.txn.recover()] == [("w-2", "aborted")]
+        eng.txn.complete(prepared)
         assert committed(eng, 0) == [] and committed(eng, 1) == [b"y"]
 
 
 def test_abort_and_what_a_new_producer_of_the_id_does(topics):
     prepared = prepared_elsewhere(topics, "w-4")
     with Engine.open(topics) as eng:
-        eng.complete_transaction(prepared, commit=False)
-        eng.complete_transaction(prepared, commit=False)  # again: a no-op
+        eng.txn.complete(prepared, commit=False)
+        eng.txn.complete(prepared, commit=False)  # again: a no-op
         with pytest.raises(ProducerFenced):
-            eng.complete_transaction(prepared)  # aborted: it can never commit
+            eng.txn.complete(prepared)  # aborted: it can never commit
         assert committed(eng, 0) == []
     prepared = prepared_elsewhere(topics, "w-5")
     with Engine.open(topics) as eng:
         eng.producer(transactional_id="w-5").close()  # a new instance aborts the held one
         with pytest.raises(ProducerFenced, match="taken over"):
-            eng.complete_transaction(prepared)
-        eng.complete_transaction(prepared, commit=False)  # (gone already: nothing to do)
+            eng.txn.complete(prepared)
+        eng.txn.complete(prepared, commit=False)  # (gone already: nothing to do)
         assert committed(eng, 0) == [] and committed(eng, 1) == []
 
 
@@ -112,15 +112,15 @@ def test_a_prepared_producer_is_done_with_its_transaction(topics):
             with pytest.raises(InvalidTxnState, match="prepared"):
                 call()
         tp.close()  # does not abort it
-        assert eng.describe_transaction("w-6")["prepared"] is True
-        eng.complete_transaction(prepared)
+        assert eng.txn.describe("w-6")["prepared"] is True
+        eng.txn.complete(prepared)
         assert committed(eng, 0) == [b"z"]
         empty = eng.producer(transactional_id="w-7")
         empty.begin()
         nothing = empty.prepare()  # nothing written: completing it is a no-op
-        eng.complete_transaction(nothing)
+        eng.txn.complete(nothing)
         with pytest.raises(InvalidArgument, match="prepared transaction is"):
-            eng.complete_transaction(("w-7", "0", 0))
+            eng.txn.complete(("w-7", "0", 0))
 
 
 def test_the_held_flag_is_stored_and_checked(topics):
@@ -153,7 +153,7 @@ def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
     r = run_rivven(topics, "txn", "abort", "w-9", "--yes")
     assert r.returncode == 0, r.stderr
     with Engine.open(topics) as eng:
-        assert eng.describe_transaction("w-9")["state"] == "CompleteAbort"
+        assert eng.txn.describe("w-9")["state"] == "CompleteAbort"
         assert committed(eng, 0) == [] and committed(eng, 1) == []
 
 
@@ -164,7 +164,7 @@ from engine import Engine
 d, key, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
 prepared = json.loads(sys.stdin.read())
 with Engine.open(d) as eng:
-    print(eng.commit_prepared(key, prepared, seq), flush=True)
+    print(eng.txn.commit_prepared(key, prepared, seq), flush=True)
 """
 
 
@@ -185,14 +185,14 @@ def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_n
     assert r.returncode == 0 and r.stdout == b"True\n", r.stderr
     with Engine.open(topics) as eng:
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
-        assert eng.decision("sink-q1") == {"key": "sink-q1", "committed": 7, "pending": None}
+        assert eng.txn.decision("sink-q1") == {"key": "sink-q1", "committed": 7, "pending": None}
     again = writers(topics, 3, "b7-again")  # the same batch written once more (a replay)
     r = coordinate(topics, "sink-q1", again, 7)
     assert r.returncode == 0 and r.stdout == b"False\n", r.stderr
     with Engine.open(topics) as eng:
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3  # not twice
-        assert {eng.describe_transaction(t)["state"] for t, _, _ in again} == {"CompleteAbort"}
-        assert eng.transactions() == []  # nothing left open to hold back read_committed
+        assert {eng.txn.describe(t)["state"] for t, _, _ in again} == {"CompleteAbort"}
+        assert eng.txn.list() == []  # nothing left open to hold back read_committed
 
 
 @pytest.mark.crash
@@ -202,13 +202,13 @@ def test_a_coordinator_killed_mid_commit_leaves_a_decision_the_next_open_finishe
     r = coordinate(topics, "sink-q2", batch, 0, failpoint=point)
     assert r.returncode == -signal.SIGKILL, r.stderr
     with Engine.open(topics, recover=False) as eng:  # (no recovery yet: the state as left)
-        assert eng.decision("sink-q2")["pending"]["sequence"] == 0
+        assert eng.txn.decision("sink-q2")["pending"]["sequence"] == 0
         assert len(committed(eng, 1)) < 3  # not all visible yet
     with Engine.open(topics) as eng:
         assert eng.last_recovery["decisions"] == [
             {"key": "sink-q2", "action": "committed", "error": None}]
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
-        assert eng.decision("sink-q2") == {"key": "sink-q2", "committed": 0, "pending": None}
+        assert eng.txn.decision("sink-q2") == {"key": "sink-q2", "committed": 0, "pending": None}
 
 
 @pytest.mark.crash
@@ -222,25 +222,25 @@ def test_a_producer_of_the_key_finishes_the_pending_decision_before_taking_up_it
         tp = eng.producer(transactional_id="d-0", decision_key="sink-q3")
         tp.close()
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 2
-        assert eng.decision("sink-q3")["committed"] == 4
+        assert eng.txn.decision("sink-q3")["committed"] == 4
         abort_me = writers(topics, 1, "e")
-        eng.abort_prepared("sink-q3", abort_me)
-        assert eng.describe_transaction("e-0")["state"] == "CompleteAbort"
+        eng.txn.abort_prepared("sink-q3", abort_me)
+        assert eng.txn.describe("e-0")["state"] == "CompleteAbort"
         with pytest.raises(InvalidArgument, match="decision key"):
-            eng.commit_prepared("", abort_me)
+            eng.txn.commit_prepared("", abort_me)
 
 
 def test_a_damaged_decision_file_is_reported_not_acted_on(topics):
     with Engine.open(topics) as eng:
-        assert eng.commit_prepared("sink-q4", [], 1) is True
+        assert eng.txn.commit_prepared("sink-q4", [], 1) is True
         path = eng._decisions.path("sink-q4")
     raw = open(path, "rb").read()
     open(path, "wb").write(raw.replace(b'"committed": 1', b'"committed": 9'))
     with Engine.open(topics) as eng:
         with pytest.raises(DamagedMetadata, match="checksum mismatch"):
-            eng.decision("sink-q4")
+            eng.txn.decision("sink-q4")
         with pytest.raises(DamagedMetadata):
-            eng.commit_prepared("sink-q4", [], 2)
+            eng.txn.commit_prepared("sink-q4", [], 2)
     open(path, "wb").write(b"{}")
     with Engine.open(topics) as eng:
         [row] = eng.last_recovery["decisions"]  # reported; the open goes on

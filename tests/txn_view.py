@@ -23,7 +23,7 @@ def frames(path: str) -> list[tuple[int, int]]:
 
 def headers(eng, topic: str, partition: int):
     """Every batch of the partition: ``(header, buf, start)``, in offset order."""
-    log = eng._partition(topic, partition)
+    log = eng._find.partition(topic, partition)
     start, end = log.offsets()
     offset = start
     while offset < end:

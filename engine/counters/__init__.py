@@ -1,9 +1,11 @@
-"""Layer 2.5 — this process's counters and histograms, in a file every process can read
-(docs/METRICS.md).
+"""Layer 3 — this process's counters and histograms, in ``.stats/`` files every process can
+read (docs/METRICS.md); ``engine.metrics`` exposes them with the data dir's state.
 
-May import: ``engine.storage`` (its file rules: no links followed, modes, atomic writes,
-locks) and the base. ``storage`` itself never imports this package: a ``PartitionLog`` is
-handed its counters (``PartitionMeter``), as it is handed its WAL stream.
+May import: ``engine.fs`` (its file rules: no links followed, modes, atomic writes, locks) and
+the base modules.
+
+Storage never imports this package: a ``PartitionLog`` is handed its counters
+(``PartitionMeter``), as it is handed its WAL stream.
 
 - ``names``: every metric rivven exposes: name, type, labels, meaning; the slots each kind of
   series takes

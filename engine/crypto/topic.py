@@ -277,6 +277,14 @@ class Vault:
         tk.update(meta.keys)
         return tk
 
+    def metadata_keys(self, topic: str) -> tuple[TopicKeys, bool] | None:
+        """(``OffsetMetadata``'s ``keys_of``.) A topic's keys (looked up by name) and whether
+        it encrypts now; None when it never did, or is gone."""
+        meta = self.lookup(topic) if self.lookup is not None else None
+        if meta is None or (meta.keys is None and not meta.typed.encryption_enable):
+            return None
+        return self.topic(meta), meta.typed.encryption_enable
+
     def master(self, key_id: str) -> bytes:
         """A master key of the keyring (KeyUnavailable naming the fix when there is none)."""
         if self.keyring is None:

@@ -4,7 +4,7 @@ first offset at a time, and the offset a ``Position`` names ("beginning", "end",
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..errors import InvalidArgument
 from ..format.decode import body_of, decode_columns, layout
@@ -13,6 +13,7 @@ from ..segments.segment import Segment
 from ..storage.log import PartitionLog
 from ..txn import isolation
 from .records import offsets, where
+from .results import OffsetsRow
 
 POSITION_KINDS = ("beginning", "end", "offset", "from_end", "from_start", "timestamp")
 
@@ -25,11 +26,6 @@ class Position(NamedTuple):
 
     kind: str
     value: int = 0
-
-
-def check_offset(offset: Any) -> None:
-    if not isinstance(offset, int) or offset < 0:
-        raise InvalidArgument(f"offset must be a non-negative integer, not {offset!r}")
 
 
 
@@ -104,15 +100,15 @@ def locate(log: PartitionLog, position: Position, committed: bool = False) -> tu
 
 
 def list_offsets(logs: list[PartitionLog], at: Position | None = None, committed: bool = False
-                 ) -> list[dict[str, Any]]:
+                 ) -> list[OffsetsRow]:
     """Per partition: start and end offset (``committed``: the last stable offset is the
     end), and with ``at`` the offset it names, whether ``at`` lies past the end
     (``past_end``) and, for a time, the timestamp."""
     rows = []
     for log in logs:
         start, end = offsets(log, committed)
-        row: dict[str, Any] = {"partition": log.partition, "start_offset": start,
-                               "end_offset": end}
+        row: OffsetsRow = {"partition": log.partition, "start_offset": start,
+                           "end_offset": end}
         if at is not None:
             row["offset"], row["past_end"] = locate(log, at, committed)
             if at.kind == "timestamp":

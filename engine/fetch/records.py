@@ -12,16 +12,17 @@ from __future__ import annotations
 import gc
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, InvalidArgument
 from ..format.arrow import batch_columns
 from ..format.arrow import table as arrow_table
 from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
 from ..format.records import ColumnBatch, Record
 from ..segments.segment import BatchRef
+from ..storage.finder import LogFinder
 from ..storage.log import PartitionLog
 from ..storage.reader import Reach
 from ..txn import isolation
@@ -154,7 +155,41 @@ def offsets(log: PartitionLog, committed: bool = False) -> tuple[int, int]:
 
 
 
+def checked(offset: Any, isolation_level: str) -> bool:
+    """A read's ``offset`` checked (a non-negative integer) and whether its isolation level
+    is read_committed (InvalidArgument for anything else)."""
+    check_offset(offset)
+    return isolation.check_level(isolation_level)
+
+
+def check_offset(offset: Any) -> None:
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidArgument(f"offset must be a non-negative integer, not {offset!r}")
+
+
 # ---------------------------------------------------------------- streaming
+def stream_topics(find: LogFinder, topic: str | Sequence[str],
+                  partitions: Sequence[int] | None, start: Any, max_records: int | None,
+                  follow: bool, on_idle: Callable[[], None] | None,
+                  idle_timeout_ms: int | None, end: Any, isolation_level: str
+                  ) -> Iterator[ColumnBatch]:
+    """``Engine.stream``: the topics' (and ``partitions``') logs, ``start`` and ``end``
+    (``Position``s) resolved in each now, then ``stream``."""
+    from .positions import resolve
+
+    names = [topic] if isinstance(topic, str) else list(dict.fromkeys(topic))
+    if not names:
+        raise InvalidArgument("no topic to read: name at least one")
+    if idle_timeout_ms is not None and idle_timeout_ms < 0:
+        raise InvalidArgument(f"idle_timeout_ms must be >= 0, not {idle_timeout_ms}")
+    committed = isolation.check_level(isolation_level)
+    metas = [find.topic(n) for n in names]
+    logs = [find.log(m, p) for m in metas for p in (partitions or range(m.partitions))]
+    starts = [resolve(log, start, committed) for log in logs]
+    stops = None if end is None else [resolve(log, end, committed) for log in logs]
+    return stream(logs, starts, max_records, follow, on_idle=on_idle,
+                  idle_timeout_s=None if idle_timeout_ms is None else idle_timeout_ms / 1000,
+                  stops=stops, committed=committed)
 def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None = None,
            follow: bool = False, chunk: int = 5000, poll_s: float = 0.1,
            on_idle: Callable[[], None] | None = None, idle_timeout_s: float | None = None,

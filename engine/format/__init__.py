@@ -1,6 +1,8 @@
 """Layer 1 — the record format: batches, codecs and their Arrow layout. Bytes in, bytes out.
 
-No file or network I/O, no locks, no clock. May import: ``engine.errors`` only.
+No file or network I/O, no locks, no clock.
+
+May import: ``engine.errors`` only.
 
 - ``records``: ``Record``, ``ColumnBatch``, the 72-byte batch header and its CRC32C check
   (docs/FORMAT.md has every byte)
@@ -9,6 +11,9 @@ No file or network I/O, no locks, no clock. May import: ``engine.errors`` only.
 - ``arrow``: a batch body as pyarrow arrays without copying
 - ``codecs``: gzip, snappy, lz4, zstd behind ``compress``/bounded ``decompress``
 - ``crc``: CRC32C (the C library, loaded on first use)
+- ``sealed``: an encrypted batch's envelope (no cipher: engine.crypto's)
+- ``control``: transaction markers' bodies
+- ``native``: the per-record loops in C (``fastcodec.c``), with pure-Python twins
 
 The names most callers need are here too: ``from engine.format import encode_batch``.
 """

@@ -1,7 +1,8 @@
-"""Consumer-group administration: list, describe, reset offsets, delete (``rivven group``).
+"""Consumer-group administration, ``Engine.groups``: list, describe, reset offsets, delete
+(``rivven group``).
 
 It reads the log only through two calls it is given: a topic's (start, end) offsets per
-partition, and the offset of a partition at a time.
+partition, and the offset of a partition at a time. Its results are typed (engine.groups.results).
 
 A reset plan file is Kafka's (``kafka-consumer-groups --reset-offsets --export`` writes it,
 ``--from-file`` reads it): one partition per line, ``topic,partition,offset``, no header.
@@ -24,6 +25,16 @@ from ..fs import guard
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from . import membership
 from .offset_store import Committed, OffsetStore
+from .results import (
+    GroupDescription,
+    GroupMember,
+    GroupOffsetsDeleted,
+    GroupPartition,
+    GroupRemoved,
+    GroupState,
+    ResetPlan,
+    ResetRow,
+)
 
 TopicOffsets = Callable[[str], "dict[int, tuple[int, int]] | None"]  # None: no such topic
 OffsetForTime = Callable[[str, int, int], "int | None"]
@@ -33,6 +44,13 @@ RESET_MODES = ("to-earliest", "to-latest", "to-offset", "to-datetime", "by-durat
 ASSIGNMENT_STRATEGY = "roundrobin"  # engine.groups.consumer.assign (Kafka's name for it)
 MAX_PLAN_BYTES = 64 << 20  # a reset plan file larger than this is refused (1M partitions fit)
 Plan = Mapping[tuple[str, int], int]
+# the reset mode of each kind of engine.fetch.positions.Position
+RESET_MODE_OF = {"beginning": "to-earliest", "end": "to-latest", "offset": "to-offset",
+                 "timestamp": "to-datetime", "from_start": "from-start", "from_end": "from-end"}
+
+
+def _writable() -> None:
+    pass
 
 
 class GroupNotFound(RivvenError):
@@ -44,17 +62,20 @@ class GroupActive(RivvenError):
 
 
 class GroupAdmin:
-    """The groups of one data dir, seen through ``topic_offsets`` and ``offset_for_time``."""
+    """The groups of one data dir, seen through ``topic_offsets`` and ``offset_for_time``.
+    ``writable()`` raises when the engine was opened read-only (every change calls it)."""
 
     def __init__(self, data_dir: str, sync: bool, topic_offsets: TopicOffsets,
                  offset_for_time: OffsetForTime, lock_wait: LockWait = DEFAULT_WAIT,
-                 metadata: OffsetMetadata | None = None) -> None:
+                 metadata: OffsetMetadata | None = None,
+                 writable: Callable[[], None] = _writable) -> None:
         self.data_dir = data_dir
         self.metadata = metadata  # opens an encrypted topic's sealed commit metadata
         self.lock_wait = lock_wait
         self.sync = sync  # fdatasync each commit
         self._topic_offsets = topic_offsets
         self.offset_for_time = offset_for_time
+        self.writable = writable
 
     def group_dir(self, group: str) -> str:
         return membership.group_dir(self.data_dir, group)
@@ -77,7 +98,7 @@ class GroupAdmin:
         """The data key versions the groups' committed metadata of ``topic`` is sealed with
         (so a re-encryption keeps them)."""
         out: set[int] = set()
-        for g in self.group_names():
+        for g in self.names():
             try:
                 committed = self._store(g).refresh()
             except RivvenError:
@@ -86,13 +107,17 @@ class GroupAdmin:
                        if t == topic and isinstance(c.metadata, dict))
         return out
 
-    def reseal_metadata(self, topic: str,
-                        reseal: Callable[[str, int, int, dict], str | dict | None]) -> int:
-        """Every group's sealed commit metadata of ``topic`` sealed anew: ``reseal(group,
-        partition, offset, stored)`` (OffsetStore.reseal); returns how many changed."""
+    def reseal_metadata(self, topic: str) -> int:
+        """Every group's sealed commit metadata of ``topic`` sealed anew with the topic's
+        current data key (back to text when it no longer encrypts): part of a re-encryption.
+        Returns how many commits changed."""
+        self.writable()
+        if self.metadata is None:
+            return 0
+        resealed = self.metadata.resealed
         n = 0
-        for g in self.group_names():
-            n += self._store(g).reseal(topic, functools.partial(reseal, g))
+        for g in self.names():
+            n += self._store(g).reseal(topic, functools.partial(resealed, g, topic))
         return n
 
     def _exists(self, group: str) -> bool:
@@ -108,15 +133,16 @@ class GroupAdmin:
             raise GroupNotFound(f"group {group!r} does not exist; 'rivven group list' shows the "
                                 "groups")
 
-    def describe(self, group: str) -> dict[str, Any]:
-        """Per partition the group reads or has committed: current, log start/end, lag, owner."""
+    def describe(self, group: str) -> GroupDescription:
+        """Per partition the group reads or has committed: committed offset, log start/end,
+        lag, owner; the live members with the partitions each holds (``assignment``)."""
         self._check_exists(group)
         gdir = self.group_dir(group)
         members = membership.live_members(gdir)
         committed = self._store(group).refresh()
         owners = membership.lease_owners(gdir)
         topics = {t for t, _ in committed} | {t for m in members for t in m.get("topics", ())}
-        rows = []
+        rows: list[GroupPartition] = []
         for t in sorted(topics):
             offs = self._topic_offsets(t)
             parts = sorted(set(offs or ()) | {p for tt, p in committed if tt == t})
@@ -134,28 +160,31 @@ class GroupAdmin:
         held: dict[str, list[dict[str, Any]]] = {}
         for (t, p), owner in sorted(owners.items()):
             held.setdefault(owner, []).append({"topic": t, "partition": p})
-        return {"group": group, "state": "Active" if members else "Empty",
-                "members": [{**{k: m.get(k) for k in ("member_id", "client_id", "host", "pid",
-                                                       "topics", "joined")},
-                             "assignment": held.get(str(m.get("member_id")), [])}
-                            for m in members],
+        shown: list[GroupMember] = [
+            {"member_id": m.get("member_id"), "client_id": m.get("client_id"),
+             "host": m.get("host"), "pid": m.get("pid"), "topics": m.get("topics"),
+             "joined": m.get("joined"), "assignment": held.get(str(m.get("member_id")), [])}
+            for m in members]
+        return {"group": group, "state": "Active" if members else "Empty", "members": shown,
                 "partitions": rows,
                 "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
 
-    def group_names(self) -> list[str]:
-        """The groups' names alone (nothing read, nothing tidied: shell completion)."""
+    def names(self) -> list[str]:
+        """The groups' names alone: no offsets read, nothing changed or tidied (shell
+        completion)."""
         return membership.group_names(self.data_dir, tidy=False)
 
-    def state(self, group: str) -> dict[str, Any]:
-        """One line about the group (``describe --state``, a row of ``list_groups``): group,
-        state, assignment_strategy, members (a count), topics, total_lag."""
+    def state(self, group: str) -> GroupState:
+        """One line about the group (``describe --state``, a row of ``list``): group,
+        state (Active / Empty), assignment_strategy, members (a count), topics, total_lag."""
         d = self.describe(group)
         return {"group": group, "state": d["state"], "assignment_strategy": ASSIGNMENT_STRATEGY,
                 "members": len(d["members"]),
                 "topics": sorted({r["topic"] for r in d["partitions"]}),
                 "total_lag": d["total_lag"]}
 
-    def list_groups(self) -> list[dict[str, Any]]:
+    def list(self) -> list[GroupState]:
+        """Every group's ``state``, by name."""
         return [self.state(g) for g in membership.group_names(self.data_dir)]
 
     def _refuse_if_active(self, group: str, what: str, topic: str | None = None,
@@ -168,11 +197,13 @@ class GroupAdmin:
             raise GroupActive(f"group {group!r} has {len(members)} active consumer(s) ({ids}); "
                               f"stop them before {what}{hint}")
 
-    def reset(self, group: str, targets: dict[str, list[int] | None] | None, mode: str,
-              value: Any = None, execute: bool = False, force: bool = False,
-              new_topics: bool = True) -> dict[str, Any]:
+    def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
+                      mode: str | tuple[str, int], value: Any = None, execute: bool = False,
+                      force: bool = False, new_topics: bool = True) -> ResetPlan:
         """A reset of ``targets`` (topic -> partitions, None = all; ``targets=None`` = every
-        topic the group has committed), applied with ``execute``. ``value``: the offset
+        topic the group has committed), applied with ``execute`` (refused while the group has
+        live consumers, unless ``force``). ``mode``: one of RESET_MODES, or a ``Position``
+        (engine.fetch.positions; ``value`` then unused). ``value``: the offset
         (to-offset), the resolved time in ms (to-datetime, by-duration), the shift (shift-by),
         N (from-start: log start + N; from-end: log end - N), or for from-file a plan: a path
         of a plan file or a mapping ``{(topic, partition): offset}`` (``targets`` then filters
@@ -185,6 +216,10 @@ class GroupAdmin:
         up), ``active_members`` (a reset while there are any needs ``force``),
         ``skipped_topics`` (left out by ``new_topics=False``), ``partitions``: rows ``topic,
         partition, prior, new, requested, clamped, log_start_offset, log_end_offset``."""
+        if isinstance(mode, tuple):  # a Position
+            mode, value = RESET_MODE_OF.get(mode[0], repr(mode[0])), mode[1]
+        if execute:
+            self.writable()
         if mode not in RESET_MODES:
             raise InvalidArgument(f"unknown reset mode {mode!r}; use one of {', '.join(RESET_MODES)}")
         exists = self._exists(group)
@@ -219,7 +254,7 @@ class GroupAdmin:
                 raise InvalidArgument(f"group {group!r} has no committed offsets for "
                                       f"{', '.join(map(repr, skipped))}; allow new topics to set "
                                       "them up (rivven group seek --allow-new-topics)")
-        rows = []
+        rows: list[ResetRow] = []
         for t in sorted(targets):
             offs = self._topic_offsets(t)
             if offs is None:
@@ -264,14 +299,16 @@ class GroupAdmin:
         return {"group": group, "mode": mode, "executed": execute, "new_group": not exists,
                 "active_members": active, "skipped_topics": skipped, "partitions": rows}
 
-    def apply_reset(self, group: str, rows: list[dict[str, Any]], force: bool = False) -> None:
+    def apply_reset(self, group: str, rows: list[ResetRow], force: bool = False) -> None:
         membership.check_group_name(group, new=True)  # a reset may create the group
         if not force:
             self._refuse_if_active(group, "resetting its offsets", hint=" (or pass --force)")
         if rows:
             self._store(group).commit({(r["topic"], r["partition"]): r["new"] for r in rows})
 
-    def delete_group(self, group: str) -> dict[str, Any]:
+    def delete(self, group: str) -> GroupRemoved:
+        """Delete a group with no live consumer: its committed offsets and files."""
+        self.writable()
         if not self._exists(group):
             raise GroupNotFound(f"group {group!r} does not exist")
         self._refuse_if_active(group, "deleting it")
@@ -286,7 +323,9 @@ class GroupAdmin:
         guard.remove_tree(self.data_dir, trash)
         return {"group": group, "deleted_offsets": count}
 
-    def delete_offsets(self, group: str, topic: str) -> dict[str, Any]:
+    def delete_offsets(self, group: str, topic: str) -> GroupOffsetsDeleted:
+        """Delete the group's committed offsets of ``topic`` (no live consumer of it)."""
+        self.writable()
         if not self._exists(group):
             raise GroupNotFound(f"group {group!r} does not exist")
         self._refuse_if_active(group, f"deleting its offsets of {topic!r}", topic)
@@ -298,7 +337,7 @@ class GroupAdmin:
         return {"group": group, "topic": topic, "partitions": sorted(p for _, p in gone)}
 
 
-def write_plan(rows: list[dict[str, Any]]) -> str:
+def write_plan(rows: list[ResetRow]) -> str:
     """Reset rows as a plan file (``topic,partition,offset`` lines of the new offsets)."""
     return "".join(f"{r['topic']},{r['partition']},{r['new']}\n" for r in rows)
 

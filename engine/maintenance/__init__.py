@@ -1,10 +1,17 @@
-"""Layer 5 — maintenance: retention and log compaction.
+"""Layer 9 — maintenance: retention and delete-records, log compaction, tiering runs and
+re-encryption (``Engine.maintenance``, ``Engine.keys``).
 
-May import: ``engine.tiering`` (cold retention), ``engine.storage``, ``engine.format`` and the
-base modules. Plans and writes; changes a partition only through ``PartitionLog``'s
-``advance_start`` and ``replace_segments``.
+May import: ``engine.tiering``, ``engine.fetch`` (positions), ``engine.txn``,
+``engine.groups`` (sealed commit metadata), ``engine.storage``, ``engine.segments``,
+``engine.crypto``, ``engine.counters``, ``engine.fs``, ``engine.format`` and the base modules.
+
+Plans and writes; changes a partition only through ``PartitionLog``'s ``advance_start``,
+``replace_segments`` and ``set_tier``.
 
 - ``retention``: which sealed segments go (time, size, below the log start); delete-records
 - ``compaction``: the cleanable range, the plan, the swap, the in-process pass, explain
 - ``cleaner``: the survivors of a pass and writing cleaned segments (also in Spark executors)
+- ``reencrypt``: every batch of a topic under its current data key; unused keys dropped
+- ``admin``: ``Maintenance`` (``Engine.maintenance``); ``keys``: ``Keys`` (``Engine.keys``)
+- ``results``: what they return, typed
 """

@@ -19,9 +19,10 @@ Per partition:
    mix (the swap's own guarantee). Cold ones with one manifest write (``set_tier``), then the
    old objects go (a crash in between leaves orphans, which the next tier run removes).
 
-Then ``unused_versions``: with the catalog lock and every partition's lock held, the data key
-versions no batch uses any more (writers refresh their keys whenever they take a partition's
-lock, so none can seal with a version dropped here).
+Then ``drop_unused_keys``: with the catalog lock and every partition's lock held, the data
+key versions no batch uses any more are dropped (writers refresh their keys whenever they take
+a partition's lock, so none can seal with a version dropped here). ``reencrypt_topic`` runs
+the whole pass (``Engine.keys.reencrypt``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import clock
 from ..errors import RivvenError, plural
 from ..failpoint import failpoint
 from ..format.decode import Opener
@@ -43,11 +45,15 @@ from ..segments import filenames, tier_manifest
 from ..segments.segment import Segment
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment
+from ..storage.catalog import Catalog, TopicMeta
 from ..storage.log import PartitionLog
-from ..tiering import cold
+from ..tiering import cold, tier_pass
 from ..tiering.cache import download_segment
-from ..tiering.tier import copy_segment, key_bytes
+from ..tiering.tier_pass import copy_segment, key_bytes
 from .cleaner import Seal, publish, work_dir
+from .results import Reencrypted, ReencryptPartition
+
+Runner = Callable[[list[dict[str, Any]]], "list[dict[str, Any]] | None"]
 
 
 class ReencryptError(RivvenError):
@@ -276,3 +282,75 @@ def versions_in_use(logs: Sequence[PartitionLog], cache: dict | None = None) -> 
         for row in log.key_usage(cache):
             used.update(row["key_bytes"])
     return used
+
+
+def plan_row(plan: dict[str, Any]) -> ReencryptPartition:
+    return {"partition": plan["partition"], "rolled": plan["roll"],
+            "local_segments": [r["base_offset"] for r in plan["local"]],
+            "cold_segments": [r["base_offset"] for r in plan["cold"]], "bytes": plan["bytes"]}
+
+
+# ---------------------------------------------------------------- the whole pass
+def reencrypt_topic(data_dir: str, meta: TopicMeta, logs: list[PartitionLog], target: int,
+                    dry_run: bool, runner: Runner | None) -> Reencrypted:
+    """Plan, rewrite (``runner(tasks)``, default in this process) and swap in every segment of
+    ``logs`` holding a batch under another data key than ``target`` (0: plaintext). Rewrites
+    are staged in ``DATA/.compaction/reencrypt-...`` (removed after); the tier lock of each
+    partition with cold segments planned is held throughout (no tier run, restore or cold
+    retention meanwhile). Crash-safe: a partition holds its old segments or the new ones."""
+    plans = [plan_partition(log, target) for log in logs]
+    out: Reencrypted = {"topic": meta.name, "target_version": target or None,
+                        "dry_run": dry_run, "partitions": []}
+    if dry_run:
+        keys = meta.keys
+        out["partitions"] = [plan_row(p) for p in plans]
+        out["would_drop"] = sorted(k.version for k in (keys.versions if keys else ())
+                                   if keys is not None and k.version != keys.current)
+        return out
+    staging = os.path.join(data_dir, ".compaction", f"reencrypt-{os.getpid()}-"
+                           f"{uuid.uuid4().hex[:12]}")
+    guard.make_dirs(data_dir, staging)
+    try:
+        with contextlib.ExitStack() as stack:
+            for log, plan in zip(logs, plans):
+                if plan["cold"]:
+                    stack.enter_context(tier_pass.locked(log))
+            tasks = []
+            for i, (log, plan) in enumerate(zip(logs, plans)):
+                if plan["roll"] and log.roll_active():
+                    plans[i] = plan = {**plan_partition(log, target), "roll": True}
+                tasks += tasks_for(log, plan, staging)
+            by_tp = {(log.topic, log.partition): log for log in logs}
+            results = (runner or run_in_process(by_tp))(tasks) if tasks else []
+            now = clock.now_ms()
+            for log, plan in zip(logs, plans):
+                row = plan_row(plan)
+                row.update(commit_partition(log, plan, results or [], now))  # type: ignore
+                out["partitions"].append(row)
+    finally:
+        guard.remove_tree(data_dir, staging)
+    return out
+
+
+def drop_unused_keys(catalog: Catalog, logs: list[PartitionLog], topic: str, topic_id: str,
+                     sealed: set[int]) -> tuple[list[int], list[int]]:
+    """Drop the data key versions of ``topic`` that no batch of ``logs`` uses nor the groups'
+    sealed commit metadata (``sealed``), never the current one, looking with the catalog lock
+    and every partition's lock held, so no writer can seal with one meanwhile. Returns
+    (dropped, kept)."""
+    cache: dict = {}
+    versions_in_use(logs, cache)  # (the long read, without locks)
+    with catalog.locked() as metas:
+        meta = metas.get(topic)
+        if meta is None or meta.id != topic_id or meta.keys is None:
+            return [], []
+        with contextlib.ExitStack() as stack:
+            for log in sorted(logs, key=lambda lg: lg.partition):
+                stack.enter_context(log.mutation())
+            used = versions_in_use(logs, cache) | sealed
+            drop = [k.version for k in meta.keys.versions
+                    if k.version not in used and k.version != meta.keys.current]
+            if drop:
+                metas[topic] = meta.changed(keys=meta.keys.without(drop))
+                catalog.write(metas)
+        return drop, [k.version for k in meta.keys.versions if k.version not in drop]

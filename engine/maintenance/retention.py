@@ -9,13 +9,16 @@ partition's checkpoint) and only then deletes the files.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from ..errors import InvalidArgument, OffsetOutOfRange, plural
+from .. import clock
+from ..errors import InvalidArgument, OffsetOutOfRange, RivvenError, plural
 from ..segments import filenames
+from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
-from ..tiering.tier import drop_below
+from ..tiering.tier_pass import drop_below
 
 
 def _age(ms: int) -> str:
@@ -57,6 +60,14 @@ def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any
                     "tier": tier, "base_offset": base, "next_offset": nxt, "bytes": size,
                     "max_timestamp": max_ts, "reason": reason, "detail": detail})
     return out
+
+
+def retain(log: PartitionLog, meta: TopicMeta | None = None) -> None:
+    """Retention as an engine runs it by itself: when a writer opens a partition (``meta``:
+    its topic's catalog entry), and after its checkpoints. Errors are left to the next time
+    (or ``rivven retention apply``)."""
+    with contextlib.suppress(RivvenError, OSError):
+        apply(log, meta.typed if meta is not None else log.config, clock.now_ms())
 
 
 def apply(log: PartitionLog, cfg: TopicConfig, now_ms: int, dry_run: bool = False

@@ -1,10 +1,11 @@
-"""Layer 6.5 — metrics as Prometheus sees them (docs/METRICS.md): every process's counters
+"""Layer 10 — metrics as Prometheus sees them (docs/METRICS.md): every process's counters
 (engine.counters) and the data dir's state, gathered at each scrape; the text format, a
 node_exporter textfile and an HTTP endpoint, all through ``prometheus_client``.
 
-May import: everything below the façade (``engine.produce`` and lower). It is handed the
-``Engine`` whose data dir it describes; ``import engine`` never imports this package (nor
-``prometheus_client``): ``Engine.metrics()`` does on first use.
+May import: ``engine.wal``, ``engine.storage``, ``engine.counters`` and the base modules.
+
+It is handed the ``Engine`` whose data dir it describes; ``import engine`` never imports this
+package (nor ``prometheus_client``): ``Engine.metrics()`` does on first use.
 
 - ``state``: the data dir's gauges: partitions, groups, WAL streams, transactions
 - ``collect``: both sources as one document (``Engine.metrics()``, ``rivven metrics --json``)

@@ -65,7 +65,7 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> dict[st
     t0 = time.monotonic()
 
     def keep() -> gather.Keep:  # (asked once the gather holds its lock: never stale)
-        names, groups = {m.name for m in eng.topics()}, set(eng.group_names())
+        names, groups = {m.name for m in eng.topics()}, set(eng.groups.names())
 
         def kept(name: str, labels: tuple[tuple[str, str], ...]) -> bool:
             return all((k != "topic" or v in names) and (k != "group" or v in groups)

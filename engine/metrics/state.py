@@ -11,7 +11,7 @@ from ..errors import RivvenError
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..storage.partitions import peek
-from ..wal import inventory as streams
+from ..wal import inventory
 from ..wal.stream import stream_files
 
 
@@ -51,8 +51,8 @@ def wal_state(data_dir: str, now_s: float) -> dict[str, Any]:
     """WAL streams live and dead, their bytes on disk, the age of the oldest file."""
     live = dead = size = 0
     oldest: float | None = None
-    for d in streams.all_streams(data_dir):
-        if streams.pid_alive(os.path.basename(d)):
+    for d in inventory.all_streams(data_dir):
+        if inventory.pid_alive(os.path.basename(d)):
             live += 1
         else:
             dead += 1
@@ -81,9 +81,9 @@ def group_rows(eng: Any) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Per group and partition: committed offset and lag; live members per group."""
     rows: list[dict[str, Any]] = []
     members: dict[str, int] = {}
-    for name in eng.group_names():
+    for name in eng.groups.names():
         try:
-            d = eng.describe_group(name)
+            d = eng.groups.describe(name)
         except (RivvenError, OSError):
             continue
         members[name] = len(d.get("members", []))
@@ -98,7 +98,7 @@ def group_rows(eng: Any) -> tuple[list[dict[str, Any]], dict[str, int]]:
 def transaction_state(eng: Any) -> dict[str, Any]:
     """Open transactions (begun, not yet ended) and the oldest one's age."""
     try:
-        rows = eng.transactions()
+        rows = eng.txn.list()
     except (RivvenError, OSError):
         rows = []
     ages = [r["age_ms"] for r in rows if r.get("age_ms") is not None]

@@ -10,15 +10,23 @@ then the request is tried once more with fresh metadata, unless a batch of it wa
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import clock
-from ..errors import InvalidArgument, RecordTooLarge, UnknownPartition, UnknownTopic, plural
+from ..errors import (
+    InvalidArgument,
+    RecordTooLarge,
+    RivvenError,
+    UnknownPartition,
+    UnknownTopic,
+    plural,
+)
 from ..format import codecs, native
 from ..format.encode import encode_batch
 from ..format.records import HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
@@ -122,15 +130,41 @@ def _timestamps(timestamps: Any, n: int) -> int | list[int]:
 
 
 class ProducePath:
-    """The produce path of one engine (thread-safe)."""
+    """The produce path of one engine (thread-safe). ``counters`` counts the engine's own
+    produce calls per topic (``call``); ``after_call()`` runs after each that succeeded (the
+    WAL's checkpoint check)."""
 
     def __init__(self, topics: Topics, log_for: Callable[[TopicMeta, int], PartitionLog],
-                 attach_wal: Callable[[PartitionLog], None]) -> None:
+                 attach_wal: Callable[[PartitionLog], None], counters: Any = None,
+                 after_call: Callable[[], None] | None = None) -> None:
         self.topics = topics
         self.log_for = log_for
         self.attach_wal = attach_wal
+        self.counters = counters
+        self.after_call = after_call
+        self._calls: dict[str, tuple[Any, Any]] = {}
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         self._checked = -1e9  # monotonic time of the last catalog look
+
+    @contextlib.contextmanager
+    def call(self, topic: str) -> Iterator[None]:
+        """One produce call of the engine's: counted per topic (and its errors, made once),
+        then ``after_call``."""
+        counts = self._calls.get(topic)
+        if counts is None and self.counters is not None:
+            counts = self._calls[topic] = (
+                self.counters.get("rivven_produce_requests_total", topic=topic),
+                self.counters.get("rivven_produce_errors_total", topic=topic))
+        if counts is not None:
+            counts[0].inc()
+        try:
+            yield
+        except RivvenError:
+            if counts is not None:
+                counts[1].inc()
+            raise
+        if self.after_call is not None:
+            self.after_call()
 
     def produce(self, req: ProduceRequest) -> list[tuple[int, int]]:
         """Store the request's records; one ``(partition, offset)`` per record once durable."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConsumerFenced, InvalidArgument, InvalidTxnState, ProducerFenced
 from ..format.records import ATTR_TRANSACTIONAL, SEQ_MASK, Record
@@ -29,6 +29,7 @@ from ..groups.offset_store import check_commit
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
+from ..txn.decisions import PreparedTransaction
 from ..txn.fences import check_consumer
 from ..txn.txn_store import TxnPartition
 from .path import ProducePath, ProduceRequest
@@ -41,15 +42,6 @@ READY, IN_TXN, ABORTABLE, COMMIT_FAILED, ABORT_FAILED, FENCED, CLOSED = (
 PREPARED = "prepared"  # phase one of a two-phase commit done: the end is another's
 
 TopicPartition = tuple[str, int]
-
-
-class PreparedTransaction(NamedTuple):
-    """A transaction its producer wrote and prepared (``TransactionalProducer.prepare``):
-    what ``Engine.complete_transaction`` needs, in any process (picklable, JSON-able)."""
-
-    transactional_id: str
-    producer_id: int
-    epoch: int
 
 
 class TransactionalProducer:

@@ -1,6 +1,10 @@
-"""Layer 8 — Spark: a topic reader (source), the compaction transform (transform), the job
-entry points (job, tier_job) and the ``spark-submit`` launcher (submit).
+"""Layer 12 — Spark: the ``rivven`` data source and its streaming source, the exactly-once
+sinks, the jobs ``spark-submit`` runs and the launcher.
 
-May import every layer and the façade. Importing this package does not import pyspark; its
-modules that need it do, and ``import engine`` imports none of them.
+May import: ``engine`` (the façade), ``engine.maintenance``, ``engine.tiering``, ``engine.txn``,
+``engine.storage``, ``engine.segments``, ``engine.crypto``, ``engine.fs``, ``engine.format``
+and the base modules.
+
+Importing this package does not import pyspark; its modules that need it do, and ``import
+engine`` imports none of them.
 """

@@ -152,10 +152,10 @@ def _prepared(messages: list[Any]) -> list[tuple[str, int, int]]:
 def _orphans(eng: Any, key: str, keep: set[str]) -> None:
     """Abort the open transactions of ``key``'s ids that no answer names (attempts that
     failed before they prepared, or whose answer was lost)."""
-    for row in eng.transactions():
+    for row in eng.txn.list():
         tid = row["transactional_id"]
         if tid.startswith(key + "-") and tid not in keep:
-            eng.abort_transaction(tid)
+            eng.txn.abort(tid)
 
 
 # ---------------------------------------------------------------- df.write
@@ -192,7 +192,7 @@ class RivvenBatchWriter(DataSourceArrowWriter):
 
         prepared = _prepared(messages)
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.commit_prepared(self.key, prepared, self.batch)
+            eng.txn.commit_prepared(self.key, prepared, self.batch)
             if self.batch is None:
                 _orphans(eng, self.key, {p[0] for p in prepared})
 
@@ -200,7 +200,7 @@ class RivvenBatchWriter(DataSourceArrowWriter):
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.abort_prepared(self.key, _prepared(messages))
+            eng.txn.abort_prepared(self.key, _prepared(messages))
             _orphans(eng, self.key, set())
 
 
@@ -232,10 +232,10 @@ class RivvenStreamWriter(DataSourceStreamArrowWriter):
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.commit_prepared(self.key, _prepared(messages), batchId)
+            eng.txn.commit_prepared(self.key, _prepared(messages), batchId)
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.abort_prepared(self.key, _prepared(messages))
+            eng.txn.abort_prepared(self.key, _prepared(messages))

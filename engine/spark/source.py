@@ -281,7 +281,7 @@ def _committed_view(path: str, topic: str, partitions: list[int] | None,
     from engine import Engine
 
     with Engine.open(path, read_only=True) as eng:
-        for p, v in eng.stable_view(topic, partitions).items():
+        for p, v in eng.offsets.stable_view(topic, partitions).items():
             lso = v["last_stable_offset"]
             ends[p] = min(ends.get(p, lso), lso)
             aborted[p] = aborted.get(p, []) + v["aborted"]

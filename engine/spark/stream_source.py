@@ -117,8 +117,8 @@ class Bounds:
         level = "read_committed" if committed else "read_uncommitted"
         self.parts: dict[str, dict[int, tuple[int, int]]] = {}
         for meta in sub.topics(eng):
-            starts = eng.start_offsets(meta.name)
-            ends = eng.end_offsets(meta.name, isolation_level=level)
+            starts = eng.offsets.start(meta.name)
+            ends = eng.offsets.end(meta.name, isolation_level=level)
             self.parts[meta.name] = {p: (starts[p], ends[p]) for p in sorted(ends)}
 
 
@@ -282,7 +282,7 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         plan = {(t, int(p)): o for t, parts in done.items() for p, o in parts.items()}
         with Engine.open(self.path, keyring=self.keyring) as eng:
-            eng.reset_group_offsets(self.group, None, "from-file", plan, execute=True,
+            eng.groups.reset_offsets(self.group, None, "from-file", plan, execute=True,
                                     force=True)
         self._grouped = done
 
@@ -303,13 +303,13 @@ def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
 
     eng = worker.engine(path, keyring, read_only=True)
     level = "read_committed" if committed else "read_uncommitted"
-    offset = r.start if r.start != EARLIEST else eng.start_offsets(r.topic)[r.partition]
+    offset = r.start if r.start != EARLIEST else eng.offsets.start(r.topic)[r.partition]
     while offset < r.end:
         try:
             t = eng.read_arrow(r.topic, r.partition, offset, min(ROWS_PER_READ, r.end - offset),
                                isolation_level=level)
         except OffsetOutOfRange:
-            start = eng.start_offsets(r.topic)[r.partition]
+            start = eng.offsets.start(r.topic)[r.partition]
             if offset >= start:
                 raise
             if fail_on_loss:

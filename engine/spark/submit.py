@@ -348,7 +348,7 @@ def _compact(eng: Engine, topic: str, partitions: list[int] | None, master: str,
     t0 = time.time()
     now = clock.now_ms()
     cfg = eng.topic(topic).typed
-    plans = eng.compaction_plan(topic, partitions, force, now)
+    plans = eng.maintenance.compaction_plan(topic, partitions, force, now)
     todo = [p for p in plans if not p["skip"]]
     out: dict[str, Any] = {"topic": topic, "master": master, "plans": plans, "dry_run": dry_run,
                            "partitions": [], "command": None}
@@ -372,7 +372,7 @@ def _compact(eng: Engine, topic: str, partitions: list[int] | None, master: str,
         for p in todo:
             rows = result["partitions"].get(str(p["partition"]), [])
             _sanity(p, rows)
-            swapped = eng.apply_compaction(topic, p, os.path.join(staging, str(p["partition"])),
+            swapped = eng.maintenance.apply_compaction(topic, p, os.path.join(staging, str(p["partition"])),
                                            now, compaction.min_tombstone(rows))
             out["partitions"].append({"partition": p["partition"], **swapped,
                                       **compaction.summarize(rows),
@@ -461,7 +461,7 @@ def job_keys(eng: Engine, job: dict[str, Any], confs: list[str], deploy_mode: st
                           "--deploy-mode client (the default), where the driver gets the "
                           "topic's keys from this process; cluster mode would need the "
                           "keyring on the cluster")
-    keys = eng.topic_keys(meta.name).portable()
+    keys = eng.keys.topic_keys(meta.name).portable()
     if not any(c.startswith("spark.io.encryption.enabled=") for c in confs):
         confs = [*confs, "spark.io.encryption.enabled=true"]
     return {ENV: export(keys)}, confs
@@ -478,7 +478,7 @@ def tier(eng: Engine, topic: str | None = None, master: str = "local[*]",
     copier = task_runner(eng, f"rivven-tier-{topic or 'all'}", "tier_job.py",
                          {"data_dir": eng.path, "topic": topic}, "copies", master, confs,
                          deploy_mode, dry_run, progress, extra)
-    out = eng.tier(topic, dry_run=dry_run, copier=copier)
+    out = eng.maintenance.tier(topic, dry_run=dry_run, copier=copier)
     return {**extra, **out}
 
 
@@ -510,7 +510,7 @@ def reencrypt(eng: Engine, topic: str, master: str = "local[*]", confs: list[str
     runner = task_runner(eng, f"rivven-reencrypt-{topic}", "reencrypt_job.py",
                          {"data_dir": eng.path, "topic": topic, "topic_id": meta.id}, "results",
                          master, confs, deploy_mode, dry_run, progress, extra)
-    out = eng.reencrypt(topic, dry_run=dry_run, runner=runner)
+    out = eng.keys.reencrypt(topic, dry_run=dry_run, runner=runner)
     if dry_run:
         runner([])  # (the exact command the pass would run)
     return {**extra, **out}

@@ -15,7 +15,7 @@ from typing import Any
 
 
 def copy(task: dict[str, Any]) -> dict[str, Any]:
-    from engine.tiering.tier import copy_segment
+    from engine.tiering.tier_pass import copy_segment
 
     return {**copy_segment(task), "topic": task["topic"]}
 

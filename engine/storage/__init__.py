@@ -1,15 +1,17 @@
-"""Layer 2 — storage: everything on disk under ``topics/`` and the files beside it.
+"""Layer 5 — storage: the data dir's metadata (catalog, topic configs, the data dir's marker)
+and the partition object that composes a partition directory's files (``PartitionLog``).
 
-May import: ``engine.format`` and the base modules (``errors``, ``clock``, ``failpoint``).
-Never maintenance, tiering, wal, groups or the façade: those change a partition only through
-``PartitionLog``'s public calls (``mutation``, ``replace_segments``, ``set_tier``,
-``advance_start``), and hand in what storage needs (the WAL stream, the hot and cold caches)
-as objects.
+May import: ``engine.segments``, ``engine.crypto``, ``engine.fs``, ``engine.format`` and the
+base modules.
 
-- data dir, catalog and topics: ``datadir``, ``catalog``, ``config`` (topic configs),
-  ``settings`` (engine settings), ``topics``
-- a partition: ``log`` (``PartitionLog``) composed of ``partition_lock``, ``segment_set``,
-  ``loader``, ``pipeline`` (+ ``holds``), ``reader``, ``tier_view``, ``checkpoint``, ``swap``
-- files: ``files`` (names, order, fsync), ``locks``, ``index``, ``segment``, ``tier_manifest``
-- ``partitions``: the logs an engine has open
+Never wal, groups, txn, tiering, maintenance or the façade: those change a partition only
+through ``PartitionLog``'s public calls (``mutation``, ``replace_segments``, ``set_tier``,
+``advance_start``), and hand in what storage needs (the WAL stream, the hot and cold caches,
+the producer state, counters) as objects (``ports``).
+
+- data dir, catalog and topics: ``datadir``, ``catalog``, ``config`` (topic configs), ``topics``
+- a partition: ``log`` (``PartitionLog``) composed of ``partition_lock``, ``loader``,
+  ``pipeline`` (+ ``holds``), ``reader``, ``tier_view``; ``budget`` (open files)
+- ``partitions``: the logs an engine has open; ``summary``: offsets without opening one
+- ``finder``: ``LogFinder``, the logs of topics by name (what the services are handed)
 """

@@ -10,8 +10,10 @@ upload gets a fresh name (see engine.tiering), so a verified copy never changes 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -19,6 +21,7 @@ from ..errors import ColdObjectError, InvalidConfig, RivvenError, StorageError
 from ..format import crc
 from ..fs import durable, guard
 from ..segments import tier_manifest
+from ..storage.config import validate
 
 CHUNK = 8 << 20
 
@@ -69,6 +72,22 @@ def _fs(uri: str) -> tuple[Any, str]:
         raise RivvenError(f"cannot open the cold store {uri}: {e}; {hint}") from None
     del fsspec
     return fs, path
+
+
+def check_config_store(config: dict[str, str]) -> None:
+    """``check_store`` of the ``remote.storage.uri`` a topic config sets, if it sets one (its
+    form checked first: engine.storage.config)."""
+    uri = config.get("remote.storage.uri")
+    if uri and uri.strip():
+        check_store(validate({"remote.storage.uri": uri})["remote.storage.uri"])
+
+
+def remove_trees(prefixes: Iterable[str]) -> None:
+    """Every object under each of ``prefixes``, best effort (a deleted topic's: the
+    manifests that named them are gone with it)."""
+    for prefix in sorted(prefixes):
+        with contextlib.suppress(RivvenError, OSError):
+            remove_tree(prefix)
 
 
 def check_store(uri: str) -> None:

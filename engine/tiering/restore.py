@@ -20,7 +20,7 @@ from ..segments.tier_manifest import ColdSegment
 from ..storage.log import PartitionLog
 from . import cold
 from .cache import download_segment
-from .tier import locked, manifest_row
+from .tier_pass import locked, manifest_row
 
 STAGING_PREFIX = ".restore-"
 

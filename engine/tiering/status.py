@@ -163,6 +163,33 @@ def status(log: PartitionLog, hot: dict[str, int]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- hot cache figures
+class HotStats:
+    """This process's hot cache figures: its own (``own``), published for other processes'
+    ``tier status`` after each checkpoint (``publish``; the gauge ``rivven_hot_cache_bytes``
+    set), withdrawn at close (``unpublish``). ``logs()`` gives the engine's open logs."""
+
+    def __init__(self, data_dir: str, hot: Any, logs: Callable[[], list[PartitionLog]],
+                 counters: Any, writable: bool) -> None:
+        self.data_dir = data_dir
+        self.hot = hot
+        self.logs = logs
+        self.counters = counters
+        self.writable = writable
+
+    def own(self) -> dict[str, dict[str, int]]:
+        return own_hot_stats(self.hot, self.logs())
+
+    def publish(self) -> None:
+        if self.hot is not None and self.writable:
+            own = self.own()
+            publish_hot_stats(self.data_dir, own)
+            self.counters.get("rivven_hot_cache_bytes").set(sum(v["bytes"] for v in own.values()))
+
+    def unpublish(self) -> None:
+        if self.hot is not None and self.writable:
+            unpublish_hot_stats(self.data_dir)
+
+
 def own_hot_stats(hot: Any, logs: list[PartitionLog]) -> dict[str, dict[str, int]]:
     """This process's hot cache figures by "topic/partition" (none without a hot cache)."""
     if hot is None:

@@ -21,6 +21,7 @@ from ..segments.segment import TornTail
 from ..storage.catalog import TopicMeta
 from ..storage.config import effective
 from ..storage.log import PartitionLog
+from .results import PartitionInfo, SegmentRow, TopicDescription
 
 
 def inspect_segment(path: str, records: bool = False, opener: Opener | None = None
@@ -156,11 +157,11 @@ def _batches(log_path: str) -> tuple[dict[int, int], list[int]] | None:
         os.close(fd)
     return out, max_ts
 
-def segment_rows(log: PartitionLog) -> list[dict[str, Any]]:
+def segment_rows(log: PartitionLog) -> list[SegmentRow]:
     """Per segment, cold ones first: tier, file, base/last offset, records, bytes, time range
     (a header scan of local segments; cold ones from the tier manifest, records unknown)."""
     p = log.partition
-    rows: list[dict[str, Any]] = []
+    rows: list[SegmentRow] = []
     for e in log.cold_entries():
         rows.append({"partition": p, "tier": "cold", "file": e.url(".log"),
                      "base_offset": e.base_offset, "last_offset": e.next_offset - 1,
@@ -186,9 +187,9 @@ def segment_rows(log: PartitionLog) -> list[dict[str, Any]]:
     return rows
 
 
-def describe_topic(meta: TopicMeta, logs: list[PartitionLog]) -> dict[str, Any]:
+def describe_topic(meta: TopicMeta, logs: list[PartitionLog]) -> TopicDescription:
     """A topic's configs (with their source) and per partition: offsets, segments, bytes."""
-    parts = []
+    parts: list[PartitionInfo] = []
     for log in logs:
         segs = log.all_segments()
         start, end = log.offsets()

@@ -24,6 +24,7 @@ from ..fs.locks import DEFAULT_WAIT, LockWait, flocked
 from ..segments import checkpoint, filenames
 from ..segments.segment import Segment
 from ..txn import snapshot
+from .results import Reindexed, SegmentRepair
 from .verify import (
     CUTTABLE,
     SegmentReport,
@@ -52,12 +53,12 @@ def _partition_locked(pdir: str, wait: LockWait) -> Iterator[None]:
 def recover_segments(data_dir: str, targets: Sequence[str], truncate_corrupt: bool = False,
                      dry_run: bool = False, approved: Mapping[str, int | None] | None = None,
                      wait: LockWait = DEFAULT_WAIT
-                     ) -> list[dict[str, Any]]:
+                     ) -> list[SegmentRepair]:
     """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild indexes
     of the targeted segments, each partition under its lock; one row per segment (``plan``).
     With ``approved`` (path -> cut position the user agreed to), a cut that needs confirmation
     and differs from its approved one is refused (the files changed since the question)."""
-    out = []
+    out: list[SegmentRepair] = []
     for d, only in resolve_targets(data_dir, list(targets)):
         with _partition_locked(d, wait):
             out += recover_partition(d, only, truncate_corrupt, dry_run, approved)
@@ -66,7 +67,7 @@ def recover_segments(data_dir: str, targets: Sequence[str], truncate_corrupt: bo
 
 def recover_partition(pdir: str, only: Sequence[str], truncate_corrupt: bool,
                       dry_run: bool, approved: Mapping[str, int | None] | None = None
-                      ) -> list[dict[str, Any]]:
+                      ) -> list[SegmentRepair]:
     """(Partition lock held.) Plan every targeted segment of ``pdir``, then (unless
     ``dry_run``) cut and reindex them, and bring ``.checkpoint`` back below a cut of the
     active segment."""
@@ -75,7 +76,7 @@ def recover_partition(pdir: str, only: Sequence[str], truncate_corrupt: bool,
         point = checkpoint.read_checkpoint(pdir)
     except DamagedMetadata:
         point = None  # (verify reports it; a writable open ignores it)
-    rows = []
+    rows: list[SegmentRepair] = []
     for i, rep in enumerate(reports):
         if only and rep.path not in only:
             continue
@@ -97,7 +98,7 @@ def recover_partition(pdir: str, only: Sequence[str], truncate_corrupt: bool,
 
 
 def plan(rep: SegmentReport, next_base: int | None, point: dict | None,
-         truncate_corrupt: bool) -> dict[str, Any]:
+         truncate_corrupt: bool) -> SegmentRepair:
     """What recovering one segment does: where it cuts, what the cut drops (counted from the
     headers still readable after the cut), the holes left, and whether to ask first."""
     damage = [f for f in rep.findings if f.kind in CUTTABLE and f.kind != "torn-tail"]
@@ -173,7 +174,7 @@ def _dropped(path: str, position: int) -> dict[str, Any]:
     return out
 
 
-def _apply(pdir: str, rep: SegmentReport, row: dict[str, Any], point: dict | None) -> None:
+def _apply(pdir: str, rep: SegmentReport, row: SegmentRepair, point: dict | None) -> None:
     cut_at = row["truncate_at"]
     if cut_at is not None:
         fd = guard.open_file(rep.path, os.O_RDWR)  # (never a link's target)
@@ -201,7 +202,7 @@ def _apply(pdir: str, rep: SegmentReport, row: dict[str, Any], point: dict | Non
             "log_start_offset": min(point["log_start_offset"], end)})
 
 
-def reindex(path: str, wait: LockWait = DEFAULT_WAIT) -> dict[str, Any]:
+def reindex(path: str, wait: LockWait = DEFAULT_WAIT) -> Reindexed:
     """Rebuild one segment's ``.index`` and ``.timeindex`` from its log, under its partition's
     lock."""
     d = os.path.dirname(os.path.abspath(path))

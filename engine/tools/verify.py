@@ -40,6 +40,7 @@ from ..segments.index import OffsetIndex, TimeIndex, max_entries
 from ..storage.catalog import home_of
 from ..tiering.status import check_manifests
 from ..txn import snapshot
+from .results import VerifyReport
 
 CHUNK = 8 << 20
 CLEANER = ".cleaner"  # (engine.maintenance.compaction's state file: a peer, not imported)
@@ -474,7 +475,7 @@ def _cleaned_end(directory: str, bases: list[int]) -> int:
 
 def verify(data_dir: str, targets: list[str], cold: bool = False,
            progress: Progress | None = None,
-           opener_of: Callable[[str], Opener | None] | None = None) -> dict:
+           opener_of: Callable[[str], Opener | None] | None = None) -> VerifyReport:
     """Check every segment of ``targets`` (see ``resolve_targets``; default: the data dir),
     and with ``cold`` every cold copy against its tier manifest. Returns the report as data:
     segments, batches, records, bytes, ok, findings (and cold). Changes nothing.
@@ -490,7 +491,7 @@ def verify(data_dir: str, targets: list[str], cold: bool = False,
             if not only or rep.path in only:
                 reports.append(rep)
     findings = [f.to_json() for r in reports for f in r.findings]
-    doc = {"segments": len(reports), "batches": sum(r.batches for r in reports),
+    doc: VerifyReport = {"segments": len(reports), "batches": sum(r.batches for r in reports),
            "records": sum(r.records for r in reports), "bytes": sum(r.bytes for r in reports),
            "ok": not findings, "findings": findings}
     if cold:

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from ..errors import InvalidArgument
 from ..format.records import MAX_EPOCH
 from ..storage.log import PartitionLog
 from . import markers
 from .hook import producers_of
+from .results import DamagedTransaction, HangingTransaction, ProducerRow, TransactionRow
 from .txn_store import ONGOING, OPEN
 
 UNKNOWN_PRODUCER, NOT_IN_TRANSACTION, TIMED_OUT = (
@@ -45,7 +45,7 @@ UNKNOWN_PRODUCER, NOT_IN_TRANSACTION, TIMED_OUT = (
 log_ = logging.getLogger("rivven.txn")
 
 
-def producer_rows(logs: Iterable[PartitionLog]) -> list[dict[str, Any]]:
+def producer_rows(logs: Iterable[PartitionLog]) -> list[ProducerRow]:
     """Every producer each partition's state knows, in producer id order: ``topic,
     partition, producer_id, epoch, last_sequence`` (None: no batch at this epoch yet),
     ``last_offset`` (of its last batch or marker), ``last_timestamp`` (the largest record
@@ -53,7 +53,7 @@ def producer_rows(logs: Iterable[PartitionLog]) -> list[dict[str, Any]]:
     ``last_seen_ms`` (what expiry counts from: that timestamp, or when this process's state
     took the batch in if later), ``txn_start_offset`` (the first offset of its open
     transaction here; None: none)."""
-    rows = []
+    rows: list[ProducerRow] = []
     for log in logs:
         hook = producers_of(log)
         if hook is None:
@@ -81,8 +81,11 @@ def _open_in(log: PartitionLog) -> dict[int, tuple[int, int]]:
     return hook.open_transactions() if hook is not None else {}
 
 
-def find_hanging(logs: list[PartitionLog], states: Callable[[], list[dict[str, Any]]],
-                 now: int) -> list[dict[str, Any]]:
+States = Callable[[], "list[TransactionRow | DamagedTransaction]"]
+
+
+def find_hanging(logs: list[PartitionLog], states: States, now: int
+                 ) -> list[HangingTransaction]:
     """The hanging transactions of ``logs`` (see the module docstring). ``states()``: the
     rows of every transactional id (``Coordinator.transactions(all_ids=True)``). One row each:
     ``topic, partition, producer_id, epoch`` (of its data), ``start_offset``,
@@ -91,15 +94,15 @@ def find_hanging(logs: list[PartitionLog], states: Callable[[], list[dict[str, A
     first = [(log, found) for log in logs if (found := _open_in(log))]
     if not first:
         return []
-    by_pid: dict[int, dict[str, Any]] = {}
+    by_pid: dict[int, TransactionRow] = {}
     for r in states():
-        if r.get("state") == "Damaged":
+        if "error" in r:  # (state "Damaged")
             log_.warning("the state of transactional id %r is damaged (%s): a transaction "
                          "found hanging with an unknown producer may be its own",
-                         r["transactional_id"], r.get("error"))
+                         r["transactional_id"], r["error"])
             continue
         by_pid[r["producer_id"]] = r
-    out = []
+    out: list[HangingTransaction] = []
     for log, found in first:
         again: dict[int, tuple[int, int]] | None = None
         for pid, (start, epoch) in sorted(found.items()):
@@ -123,7 +126,7 @@ def find_hanging(logs: list[PartitionLog], states: Callable[[], list[dict[str, A
     return out
 
 
-def _reason(st: dict[str, Any] | None, topic: str, partition: int, epoch: int, now: int
+def _reason(st: TransactionRow | None, topic: str, partition: int, epoch: int, now: int
             ) -> str | None:
     """Why the open transaction (of the producer ``st`` names, data ``epoch``) in
     ``topic``-``partition`` hangs, None when it does not."""
@@ -139,8 +142,8 @@ def _reason(st: dict[str, Any] | None, topic: str, partition: int, epoch: int, n
     return None
 
 
-def abort_hanging(log: PartitionLog, start_offset: int,
-                  states: Callable[[], list[dict[str, Any]]], now: int) -> dict[str, Any]:
+def abort_hanging(log: PartitionLog, start_offset: int, states: States, now: int
+                  ) -> HangingTransaction:
     """Abort the transaction open in ``log`` from ``start_offset`` when no transactional id
     will (Kafka's ``kafka-transactions.sh abort --start-offset``): an ABORT marker with its
     epoch + 1, as the coordinator would write. Only a transaction ``find_hanging`` reports
@@ -159,7 +162,7 @@ def abort_hanging(log: PartitionLog, start_offset: int,
         raise InvalidArgument(
             f"the transaction at offset {start_offset} in {name} is transactional id "
             f"{row['transactional_id']!r}'s (timed out): abort it through its id "
-            "(eng.abort_transaction, rivven txn abort ID), which ends it in every partition")
+            "(eng.txn.abort, rivven txn abort ID), which ends it in every partition")
     if row["epoch"] >= MAX_EPOCH:
         raise InvalidArgument(f"the transaction at offset {start_offset} in {name} has epoch "
                               f"{row['epoch']}: no marker epoch is above it")

@@ -38,6 +38,12 @@ from ..groups import membership
 from ..groups.offset_store import OffsetStore
 from ..storage.log import PartitionLog
 from . import markers, pids
+from .results import (
+    AbortedTransaction,
+    DamagedTransaction,
+    RecoveredTransaction,
+    TransactionRow,
+)
 from .txn_store import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -307,22 +313,23 @@ class Coordinator:
         return "committed" if committed else "aborted"
 
     # ---------------------------------------------------------------- recovery
-    def recover(self, ids: list[str] | None = None) -> list[dict[str, Any]]:
+    def recover(self, ids: list[str] | None = None) -> list[RecoveredTransaction]:
         """Finish the prepared transactions and abort the timed-out ongoing ones of ``ids``
         (default: every id). An id another process is working on (its lock held) is left to
         it. One row per id acted on, found damaged or busy: ``transactional_id, state``
         (before), ``action`` (committed, aborted, busy, failed) and ``error``; nothing is
         raised for one id's trouble."""
-        rows = []
+        rows: list[RecoveredTransaction] = []
         for tid in self.store.ids() if ids is None else ids:
-            row: dict[str, Any] = {"transactional_id": tid}
+            row: RecoveredTransaction = {"transactional_id": tid}
             try:
                 st = self.store.read(tid)  # (a look without the lock: most ids are idle)
                 if st is None or not self._due(st):
                     continue
                 with self.store.locked(tid, wait=False) as got:
                     if not got:
-                        rows.append(dict(row, state=st.state, action="busy", error=None))
+                        rows.append({"transactional_id": tid, "state": st.state,
+                                     "action": "busy", "error": None})
                         continue
                     st = self.store.read(tid)
                     if st is None or not self._due(st):
@@ -334,7 +341,7 @@ class Coordinator:
             rows.append(row)
         return rows
 
-    def abort(self, tid: str) -> dict[str, Any]:
+    def abort(self, tid: str) -> AbortedTransaction:
         """Abort the id's ongoing transaction now, timed out or not (fencing its producer),
         or finish a prepared one as decided; waits for a process working on the id.
         Returns ``transactional_id, state`` (before), ``action`` (None: nothing was open)."""
@@ -343,7 +350,7 @@ class Coordinator:
             st = self.store.read(tid)
             if st is None:
                 raise InvalidArgument(f"no transactional id {tid!r} in this data dir; "
-                                      "eng.transactions(all=True) lists them")
+                                      "eng.txn.list(all=True) lists them")
             was = st.state
             return {"transactional_id": tid, "state": was,
                     "action": self._finish(st) if was in OPEN else None}
@@ -386,11 +393,12 @@ class Coordinator:
                     self._complete(st, fresh=False)
 
     # ---------------------------------------------------------------- listing
-    def transactions(self, all_ids: bool = False) -> list[dict[str, Any]]:
+    def transactions(self, all_ids: bool = False
+                     ) -> list[TransactionRow | DamagedTransaction]:
         """One row per transactional id with an open or prepared transaction (``all_ids``:
         every id): see ``row``. A damaged state file is a row with ``state`` "Damaged"."""
         now = clock.now_ms()
-        out = []
+        out: list[TransactionRow | DamagedTransaction] = []
         for tid in self.store.ids():
             try:
                 st = self.store.read(tid)
@@ -401,12 +409,12 @@ class Coordinator:
                 out.append(row(st, now))
         return out
 
-    def describe(self, tid: str) -> dict[str, Any]:
+    def describe(self, tid: str) -> TransactionRow:
         check_id(tid)
         st = self.store.read(tid)
         if st is None:
             raise InvalidArgument(f"no transactional id {tid!r} in this data dir; "
-                                  "eng.transactions(all=True) lists them")
+                                  "eng.txn.list(all=True) lists them")
         return row(st, clock.now_ms())
 
 
@@ -414,7 +422,7 @@ def _reset(st: TxnState) -> None:
     st.partitions, st.offsets, st.fences, st.held = [], {}, {}, False
 
 
-def row(st: TxnState, now: int) -> dict[str, Any]:
+def row(st: TxnState, now: int) -> TransactionRow:
     """A transactional id as data: ``transactional_id, producer_id, epoch, state,
     partitions`` ([[topic, partition], ...]), ``offsets`` ({group: [[topic, partition,
     offset], ...]}), ``fences`` ({group: member id}), ``timeout_ms, started_ms`` (0: no

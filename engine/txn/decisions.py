@@ -28,13 +28,14 @@ import contextlib
 import os
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import DamagedMetadata, InvalidArgument, ProducerFenced, RivvenError, plural
 from ..failpoint import failpoint
 from ..fs import durable, guard, jsondoc
 from ..fs.locks import DEFAULT_WAIT, LockWait, acquire, open_lock_file, try_lock
 from .coordinator import Coordinator
+from .results import DecisionRecovered, DecisionState
 from .txn_store import TXN_DIR, check_id
 
 DIR = "decisions"
@@ -45,7 +46,17 @@ MAX_KEY_BYTES = 180
 Prepared = tuple[str, int, int]
 
 
-def _prepared(items: Sequence[Any]) -> list[Prepared]:
+class PreparedTransaction(NamedTuple):
+    """A transaction its producer wrote and prepared (``TransactionalProducer.prepare``):
+    what ``Engine.complete_transaction`` needs, in any process (picklable, JSON-able)."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+
+
+def check_prepared(items: Sequence[Any]) -> list[Prepared]:
+    """Each item as ``(transactional_id, producer_id, epoch)``, checked (InvalidArgument)."""
     out = []
     for p in items:
         t = tuple(p)
@@ -71,7 +82,7 @@ class Decision:
     def commit(self, prepared: Sequence[Any], sequence: int | None = None) -> bool:
         """Commit ``prepared`` as one, durably when this returns; False (and every one of
         them aborted) when ``sequence`` is not above the last committed under the key."""
-        txns = _prepared(prepared)
+        txns = check_prepared(prepared)
         if sequence is not None:
             if type(sequence) is not int or sequence < 0:
                 raise InvalidArgument(f"sequence must be a non-negative integer, not "
@@ -87,7 +98,7 @@ class Decision:
 
     def abort(self, prepared: Sequence[Any]) -> None:
         """Abort ``prepared`` (one already gone is skipped)."""
-        for tid, pid, epoch in _prepared(prepared):
+        for tid, pid, epoch in check_prepared(prepared):
             try:
                 self.owner.coordinator.end(tid, pid, epoch, False, retry=True)
             except ProducerFenced:
@@ -137,7 +148,7 @@ class Decisions:
         finally:
             os.close(fd)
 
-    def read(self, key: str) -> dict[str, Any]:
+    def read(self, key: str) -> DecisionState:
         path = self.path(key)
         raw = jsondoc.read(path, WHAT, limit=64 << 20, fix=FIX)
         if raw is None:
@@ -168,14 +179,14 @@ class Decisions:
         doc["pending"] = None
         self.write(key, doc)
 
-    def recover(self) -> list[dict[str, Any]]:
+    def recover(self) -> list[DecisionRecovered]:
         """Finish every pending decision no other process is working on: one row per key
         acted on (``key, action`` committed, busy or failed, ``error``)."""
         try:
             names = sorted(n for n in os.listdir(self.dir) if n.endswith(".json"))
         except FileNotFoundError:
             return []
-        rows = []
+        rows: list[DecisionRecovered] = []
         for n in names:
             key = urllib.parse.unquote(n[:-len(".json")])
             try:
@@ -211,6 +222,6 @@ class Decisions:
         if type(t) is not list or len(t) > 1_000_000:
             raise bad("pending transactions is not a list")
         try:
-            _prepared(t)
+            check_prepared(t)
         except InvalidArgument as e:
             raise bad(str(e)) from None

@@ -1,12 +1,16 @@
-"""Layer 3 — the write-ahead log: one stream per writing process, group commit, recovery.
+"""Layer 6 — the write-ahead log: one stream per writing process, group commit, recovery
+(``Engine.recovery``).
 
-May import: ``engine.storage``, ``engine.format`` and the base modules.
+May import: ``engine.storage``, ``engine.counters``, ``engine.fs``, ``engine.format`` and the
+base modules.
 
 - ``records``: the WAL file format (framed records), scanning a file
 - ``stream``: ``WalStream``, this process's stream (group-committed fdatasync)
-- ``streams``: every stream of a data dir from outside: dead or live, info, verify, inspect
+- ``inventory``: every stream of a data dir from outside: dead or live, info, verify, inspect
 - ``replay``: replaying dead streams into the segments, cutting their torn tails
-- ``owner``: an engine's stream, interval syncer and checkpoints (``WalOwner``)
+- ``owner``: ``WalOwner``, an engine's stream, interval syncer and checkpoints
+- ``recovery``: ``Recovery`` (``Engine.recovery``): replay, tails, streams, what opening
+  partitions mended, and what a writable open runs first
 """
 
 from .inventory import (

@@ -167,6 +167,14 @@ class WalOwner:
                              "not_written": str(e)})
         return done
 
+    def reopen_partitions(self) -> None:
+        """Files were mended behind the open logs' back (``rivven segment recover``): checkpoint
+        what this process wrote (nothing may be dropped unsynced), then forget every open log
+        (each opens afresh on its next use)."""
+        if self.stream is not None:
+            self.checkpoint()
+        self.partitions.forget_all()
+
     def maybe_checkpoint(self) -> None:
         """Checkpoint when enough WAL bytes or time went by (after a produce)."""
         wal = self.stream

@@ -17,7 +17,7 @@ from ..fs import guard
 from ..progress import Progress
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
-from . import inventory as streams
+from . import inventory
 from .records import WalTail, scan_file
 from .stream import stream_files
 
@@ -36,7 +36,7 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
     for want of space, the streams are kept (``report["kept"]``) and replayed again —
     idempotently — by a later open. A batch that must go back into its segment needs the
     space: that raises (the engine then refuses appends until a replay succeeds)."""
-    dead = streams.dead_streams(data_dir, own)
+    dead = inventory.dead_streams(data_dir, own)
     report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
                               "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": [],
                               "kept": False}
@@ -122,19 +122,19 @@ def cut_dead_tails(data_dir: str, own: str | None, dry_run: bool = False
     bytes, why, and how many records with an intact frame follow the damaged one (dropped
     with it)."""
     out = []
-    dead = streams.dead_streams(data_dir, own)
+    dead = inventory.dead_streams(data_dir, own)
     try:
         for d, _ in dead:
             for f in stream_files(d):
-                t = streams.tail_of(f)
+                t = inventory.tail_of(f)
                 if t is not None:
                     out.append({"file": f, "truncate_at": t.position,
                                 "bytes_removed": os.path.getsize(f) - t.position,
                                 "reason": t.reason, "incomplete": t.incomplete,
                                 "damaged_record": t.inner,
-                                "records_after": streams.intact_after(f, t.position)})
+                                "records_after": inventory.intact_after(f, t.position)})
                     if not dry_run:
-                        streams.truncate_torn_tail(f)
+                        inventory.truncate_torn_tail(f)
     finally:
         for _, fd in dead:
             os.close(fd)

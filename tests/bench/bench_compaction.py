@@ -58,7 +58,7 @@ def build(d: str, gib: float, keys: int) -> dict[str, Any]:
             ks = [b"key-%08d" % rng.randrange(keys) for _ in range(chunk)]
             vs = [None if rng.random() < 0.01 else payload for _ in range(chunk)]
             eng.produce_batch("c", vs, keys=ks)
-        plans = eng.compaction_plan("c")
+        plans = eng.maintenance.compaction_plan("c")
     sealed = sum(s["bytes"] for p in plans for s in p["segments"])
     records = sum(p["cleanable_end"] - p["log_start_offset"] for p in plans)
     log(f"built {n:,} records; cleanable: {sealed / 1e9:.2f} GB, {records:,} records")
@@ -68,7 +68,7 @@ def build(d: str, gib: float, keys: int) -> dict[str, Any]:
 def run_inproc(d: str) -> dict[str, Any]:
     t = time.perf_counter()
     with Engine.open(d) as eng:
-        out = eng.compact("c")
+        out = eng.maintenance.compact("c")
     dt = time.perf_counter() - t
     return {"seconds": dt, "job_s": dt, "startup_s": 0.0, "plan_s": 0.0, "exec_s": dt,
             "records_out": sum(p.get("records_out", 0) for p in out)}

@@ -308,7 +308,7 @@ def crash_child(d: str, gib: float) -> None:
     target = min(int(gib * GIB), seg_limit)
     blob = os.urandom(CRASH_CHUNK * CRASH_VALUE // 2).hex().encode()
     vals = [blob[i * CRASH_VALUE:(i + 1) * CRASH_VALUE] for i in range(CRASH_CHUNK)]
-    plog = eng._partition("crash", 0)  # (the engine's own PartitionLog: internals, measured)
+    plog = eng._find.partition("crash", 0)  # (the engine's own PartitionLog: internals, measured)
     s = calls = 0
     t = time.perf_counter()
     while True:
@@ -383,7 +383,7 @@ def recover_child(d: str) -> None:
     eng.produce_batch("crash", [b"after-the-crash"], keys=[b"kafter0000"], partition=0)
     t2 = time.perf_counter()
     rec = eng.last_recovery
-    plog = eng._partition("crash", 0)  # (internals, measured)
+    plog = eng._find.partition("crash", 0)  # (internals, measured)
     out = {"import_s": import_s, "open_s": t1 - t0, "first_produce_s": t2 - t1,
            "total_s": t2 - t0, **spent,
            "streams": len(rec.get("streams", [])), "applied": rec.get("applied"),

@@ -279,7 +279,7 @@ def bench_seal(base: str, keyring: str, ciphers: list[str], reps: int) -> dict[s
         with Engine.open(d, keyring=keyring) as eng:
             for c in ciphers:
                 eng.create_topic(TOPIC[c], 1, topic_config(c))
-                tk = eng.topic_keys(TOPIC[c])
+                tk = eng.keys.topic_keys(TOPIC[c])
                 sealed = tk.seal_batch(plain, 0)
                 h = read_header(sealed, 0)
                 assert bytes(tk.open_batch(sealed, 0, h)) == body

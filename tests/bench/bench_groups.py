@@ -156,12 +156,12 @@ def step_retention(scratch: str, segments: int) -> dict[str, Any]:
     with Engine.open(d) as eng:
         eng.alter_topic_config("r", {"retention.ms": "1000"})
         t = time.perf_counter()
-        rows = eng.apply_retention("r")
+        rows = eng.maintenance.apply_retention("r")
         dt = time.perf_counter() - t
         freed = sum(r["bytes"] for r in rows)
         end = eng.end_offsets("dr")[0]
         t = time.perf_counter()
-        (dr,) = eng.delete_records("dr", {0: end // 2})
+        (dr,) = eng.maintenance.delete_records("dr", {0: end // 2})
         dt2 = time.perf_counter() - t
     out = {"segments": len(rows), "seconds": dt, "segments_per_s": len(rows) / dt,
            "mb_per_s": freed / dt / 1e6, "delete_records_segments": len(dr["deleted_segments"]),

@@ -26,7 +26,7 @@
                 when the disk does not limit it, i.e. the job's own cost; and the job on a
                 tiny topic with the same number of tasks (~1 MiB segments): its copy phase is
                 the job's fixed cost (Python workers, the first job). For reference, the
-                in-process ``eng.tier("t")`` (the same copy_segment, one segment after
+                in-process ``eng.maintenance.tier("t")`` (the same copy_segment, one segment after
                 another, no Spark) on another identical copy, with a plain copy (2) right
                 before it: MB/s of its copy phase (``copy_s``) and of the whole call.
   d reads       on the in-process copy, with ``eng.read_arrow`` in calls of 100,000 records,
@@ -149,7 +149,7 @@ def build(d: str, gib: float) -> dict[str, Any]:
         for p in range(PARTS):
             eng.produce_batch("t", [b"last"], partition=p)
         eng.alter_topic_config("t", None, ["segment.ms"])
-        plan = eng.tier("t", dry_run=True)
+        plan = eng.maintenance.tier("t", dry_run=True)
         ends = eng.end_offsets("t")
     sealed = sum(r["bytes"] for p in plan["partitions"] for r in p["planned"])
     segs = sum(len(p["planned"]) for p in plan["partitions"])
@@ -259,7 +259,7 @@ def read_all(eng: Engine, parts: int) -> tuple[int, float]:
 
 
 def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
-    """d: warm reads, c: eng.tier() in process, d: the first and the second read after it.
+    """d: warm reads, c: eng.maintenance.tier() in process, d: the first and the second read after it.
     ``baseline(sync)`` (the plain copy) runs right before the tier call (with fdatasync) and
     before the first cold read (without); its seconds are kept."""
     out: dict[str, Any] = {"log_bytes": log_bytes(d)}
@@ -276,7 +276,7 @@ def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
     settle()
     t = time.perf_counter()
     with Engine.open(d) as eng:
-        res = eng.tier("t")
+        res = eng.maintenance.tier("t")
     out["tier_s"] = time.perf_counter() - t
     out["tier_copy_s"] = res["copy_s"]
     out["tier_bytes"] = res["plan_bytes"]
@@ -288,7 +288,7 @@ def run_inproc(d: str, records: int, baseline: Any = None) -> dict[str, Any]:
         out["plain_before_cold_s"] = baseline(False)
     warm(os.path.join(d, "cold"))
     with Engine.open(d) as eng:
-        st = eng.tier_status("t")
+        st = eng.maintenance.tier_status("t")
         out["cold_bytes"] = sum(r["cold_bytes"] for r in st)
         out["local_bytes_after"] = sum(r["local_bytes"] for r in st)
         eng.read_arrow("t", 0, eng.end_offsets("t")[0] - 1, 1)
@@ -330,7 +330,7 @@ def run_hot(d: str, mib: int, hot: str | None) -> dict[str, Any]:
     with Engine.open(d, settings=settings) as eng:
         eng.create_topic("h", 1)
         eng.read_arrow("h", 0, 0, 1)
-        plog = eng._partition("h", 0)  # (the engine's own PartitionLog: internals, measured)
+        plog = eng._find.partition("h", 0)  # (the engine's own PartitionLog: internals, measured)
         settle()
         off = raw = 0
         t0 = time.perf_counter()
@@ -348,7 +348,7 @@ def run_hot(d: str, mib: int, hot: str | None) -> dict[str, Any]:
             got += tbl.num_rows
         wall = time.perf_counter() - t0
         assert got == calls * 100 and raw == got, (got, raw, calls)
-        st = eng.tier_status("h")[0]
+        st = eng.maintenance.tier_status("h")[0]
     seg = log_bytes(d)
     return {"hot_max_bytes": hot or "default", "records": got, "log_bytes": seg,
             "batch_bytes": nbytes, "read_s": read_s, "batches_s": raw_s, "wall_s": wall,
@@ -413,13 +413,13 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
     if "inproc" in res:
         r = res["inproc"]
         copy = r["tier_bytes"] / r["tier_copy_s"]
-        rows += [("in-process eng.tier(): copy phase", f"{copy / mb:.0f} MB/s",
+        rows += [("in-process eng.maintenance.tier(): copy phase", f"{copy / mb:.0f} MB/s",
                   f"{r['tier_copy_s']:.1f} s" + (f"; {copy / base:.2f}x write+fdatasync" if base
                                                   else "") + (
                       f"; {r['plain_before_s'] * copy / res['plain_copy']['bytes']:.2f}x the "
                       f"plain copy run just before ({pcb / r['plain_before_s'] / mb:.0f}"
                       " MB/s)" if r.get("plain_before_s") else "")),
-                 ("in-process eng.tier(): whole call",
+                 ("in-process eng.maintenance.tier(): whole call",
                   f"{r['tier_bytes'] / r['tier_s'] / mb:.0f} MB/s", f"{r['tier_s']:.1f} s")]
         lb = r["log_bytes"]
         w, c, k = lb / r["warm_s"], lb / r["cold_s"], lb / r["cached_s"]

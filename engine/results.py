@@ -1,0 +1,34 @@
+"""What the façade's own calls return: typed rows (dicts at run time, printed as they are by
+the commands' ``--json``). Each service's results are in its layer's ``results`` module."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from .txn.results import DecisionRecovered, RecoveredTransaction
+
+
+class RecoveryReport(TypedDict, total=False):
+    """What a writable open recovered (``Engine.last_recovery``): the WAL replay's report
+    (``streams, partitions, applied, skipped, dropped, torn_tails``, ``kept``), or
+    ``deferred`` (a full disk: the replay waits for the next open); then the two-phase
+    ``decisions`` finished and the ``transactions`` recovered."""
+
+    streams: list[str]
+    partitions: list[dict[str, Any]]
+    applied: int
+    skipped: int
+    dropped: int
+    torn_tails: list[dict[str, Any]]
+    kept: bool
+    dry_run: bool
+    deferred: str
+    decisions: list[DecisionRecovered]
+    transactions: list[RecoveredTransaction]
+
+
+class TopicDeleted(TypedDict):
+    topic: str
+    deleted: bool  # False: there was no such topic (if_exists)
+    cold_prefixes: list[str]  # the cold-store prefixes removed
+    problems: list[str]  # damaged tier manifests, whose objects were left in place

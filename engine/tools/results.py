@@ -1,0 +1,81 @@
+"""What ``Engine.segments`` (and ``Engine.describe_topic``) return: typed rows (dicts at run
+time: ``rivven segment ... --json`` prints them as they are, so a key here is a key of the
+JSON)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class SegmentRow(TypedDict, total=False):
+    """A segment, cold ones first (``segment list``)."""
+
+    partition: int
+    tier: str  # local, cold
+    file: str
+    base_offset: int
+    last_offset: int | None
+    records: int | None  # None: a cold segment (not read)
+    bytes: int
+    min_timestamp: int | None
+    max_timestamp: int | None
+    damage: str | None  # a local segment whose headers could not all be read
+
+
+class VerifyReport(TypedDict, total=False):
+    segments: int
+    batches: int
+    records: int
+    bytes: int
+    ok: bool
+    findings: list[dict[str, Any]]
+    cold: dict[str, Any]  # with cold=True: the cold copies checked
+
+
+class SegmentRepair(TypedDict, total=False):
+    """What recovering one segment does (or would: a dry run)."""
+
+    path: str
+    size: int
+    truncate_at: int | None
+    bytes_removed: int
+    records_removed: int
+    batches_removed: int
+    incomplete_batch: bool
+    offsets_removed: int
+    offset_range: list[int] | None
+    end_offset: int | None
+    sealed: bool
+    holes: list[dict[str, int]]
+    needs_confirmation: bool
+    unrepaired: list[dict[str, Any]]
+    reindexed: bool
+
+
+class Reindexed(TypedDict):
+    path: str
+    index_entries: int
+    timeindex_entries: int
+    valid_bytes: int
+
+
+class PartitionInfo(TypedDict):
+    partition: int
+    start_offset: int
+    end_offset: int
+    segments: int
+    bytes: int
+
+
+class ConfigEntry(TypedDict):
+    key: str
+    value: str
+    source: str  # topic, default
+
+
+class TopicDescription(TypedDict):
+    topic: str
+    id: str
+    partitions: int
+    config: list[ConfigEntry]
+    partition_info: list[PartitionInfo]

@@ -1,0 +1,169 @@
+"""``Transactions`` (``Engine.txn``): the transactions of a data dir seen from outside their
+producers — list, describe, recover, abort, two-phase completion under decision keys, and the
+producer state of partitions with the transactions hanging in them (``rivven txn``).
+
+The producers themselves (``Engine.producer``) are engine.produce's; this is what
+administers and finishes their transactions, in this process or after another one died.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import clock
+from ..errors import InvalidArgument, ProducerFenced
+from ..storage.finder import LogFinder
+from . import admin
+from .coordinator import Coordinator
+from .decisions import Decisions, check_prepared
+from .results import (
+    AbortedTransaction,
+    DecisionState,
+    HangingTransaction,
+    ProducerRow,
+    RecoveredTransaction,
+    TransactionRow,
+)
+
+
+def _nothing() -> None:
+    pass
+
+
+class Transactions:
+    """``coordinator`` keeps the transactional ids' states, ``decisions`` the two-phase
+    commits under a key; partitions come from ``find``. ``writable()`` raises when the engine
+    is read-only; ``after_write()`` runs after each write (the WAL's checkpoint check)."""
+
+    def __init__(self, coordinator: Coordinator, decisions: Decisions, find: LogFinder,
+                 writable: Callable[[], None] = _nothing,
+                 after_write: Callable[[], None] = _nothing) -> None:
+        self.coordinator = coordinator
+        self.decisions = decisions
+        self.find = find
+        self.writable = writable
+        self.after_write = after_write
+
+    # ---------------------------------------------------------------- the ids' states
+    def list(self, all: bool = False, recover: bool = False) -> list[TransactionRow]:
+        """The transactional ids with an open or prepared transaction (``all``: every id):
+        ``transactional_id, producer_id, epoch, state, partitions, offsets, fences,
+        timeout_ms, started_ms, age_ms, updated_ms``. With ``recover``, prepared
+        transactions are finished and timed-out ones aborted first."""
+        if recover:
+            self.recover()
+        return self.coordinator.transactions(all)
+
+    def ids(self) -> list[str]:
+        """Every transactional id with a state, sorted: names alone, no state read."""
+        return self.coordinator.store.ids()
+
+    def describe(self, transactional_id: str) -> TransactionRow:
+        """One transactional id's state (a row of ``list``)."""
+        return self.coordinator.describe(transactional_id)
+
+    def recover(self) -> list[RecoveredTransaction]:
+        """What a writable open does: finish prepared transactions, abort the timed-out ones
+        (ids another process works on are left to it). One row per id acted on:
+        ``transactional_id, action, state, error``."""
+        self.writable()
+        return self.coordinator.recover()
+
+    def after_crash(self) -> dict[str, Any]:
+        """What a writable open runs after the WAL replay: the two-phase commits a crash cut
+        short finished (``decisions``, when there were any), then ``transactions``: prepared
+        ones finished, timed-out ones aborted (``recover``)."""
+        out: dict[str, Any] = {}
+        decided = self.decisions.recover()
+        if decided:
+            out["decisions"] = decided
+        out["transactions"] = self.coordinator.recover()
+        return out
+
+    def abort(self, transactional_id: str) -> AbortedTransaction:
+        """Abort the id's open transaction now, timed out or not (its producer is fenced), or
+        finish a prepared one as decided (``rivven txn abort``); waits for a process working
+        on the id. Returns ``transactional_id, state`` (before) and ``action`` (aborted,
+        committed; None: nothing was open)."""
+        self.writable()
+        return self.coordinator.abort(transactional_id)
+
+    # ---------------------------------------------------------------- two-phase commits
+    def complete(self, prepared: Sequence[Any], commit: bool = True) -> None:
+        """Phase two of a two-phase commit: commit (or abort) a transaction its producer
+        prepared (``TransactionalProducer.prepare``: ``(transactional_id, producer_id,
+        epoch)``), in this process or any other; durable when this returns. Idempotent:
+        completing it again the same way is a no-op. A commit raises ProducerFenced when the
+        transaction is gone (aborted, or its id taken over by a newer producer, which aborts
+        it); an abort of such a one is a no-op."""
+        self.writable()
+        ((tid, pid, epoch),) = check_prepared([prepared])
+        try:
+            self.coordinator.end(tid, pid, epoch, commit, retry=True)
+        except ProducerFenced:
+            if commit:
+                raise
+        finally:
+            self.after_write()
+
+    def commit_prepared(self, key: str, prepared: Sequence[Any],
+                        sequence: int | None = None) -> bool:
+        """Commit several prepared transactions (any processes) as one, under the decision
+        ``key``: all of their records become visible, durably when this returns; a crash
+        part way is finished by the next producer of the key, commit under it, or writable
+        open (engine.txn.decisions). With ``sequence`` (a batch number): when it is not
+        above the last committed under the key, this is a replay and the transactions are
+        aborted instead; returns False then."""
+        self.writable()
+        try:
+            with self.decisions.holding(key) as d:
+                return d.commit(prepared, sequence)  # type: ignore[union-attr]
+        finally:
+            self.after_write()
+
+    def abort_prepared(self, key: str, prepared: Sequence[Any]) -> None:
+        """Abort prepared transactions (a failed batch of writers), under the key's lock."""
+        self.writable()
+        with self.decisions.holding(key) as d:
+            d.abort(prepared)  # type: ignore[union-attr]
+
+    def decision(self, key: str) -> DecisionState:
+        """A decision key's state: ``key, committed`` (the last sequence committed, or None)
+        and ``pending`` (None, or the decision a crash left unfinished)."""
+        return self.decisions.read(self.decisions.check_key(key))
+
+    # ---------------------------------------------------------------- partitions
+    def producers(self, topic: str, partitions: Sequence[int] | None = None
+                  ) -> list[ProducerRow]:
+        """The producer state of ``topic``'s partitions (or of ``partitions``): one row per
+        producer id a partition knows, ``topic, partition, producer_id, epoch,
+        last_sequence, last_offset, last_timestamp, last_seen_ms, txn_start_offset`` (None:
+        not known, no open transaction) — Kafka's ``describeProducers`` (``rivven txn
+        producers``)."""
+        return admin.producer_rows(self.find.logs(topic, partitions))
+
+    def find_hanging(self, topic: str | None = None, partitions: Sequence[int] | None = None
+                     ) -> list[HangingTransaction]:
+        """Transactions open in a partition (of ``topic``, default every topic) that no
+        transactional id's state has open there, or open longer than their id's timeout
+        (KIP-664's ``find-hanging``; engine.txn.admin): ``topic, partition, producer_id,
+        epoch, start_offset, last_seen_ms, transactional_id, state, timeout_ms, age_ms,
+        reason`` (unknown-producer, not-in-transaction, timed-out)."""
+        if partitions is not None and topic is None:
+            raise InvalidArgument("partitions belong to a topic: give the topic too")
+        return admin.find_hanging(self.find.logs(topic, partitions),
+                                  lambda: self.coordinator.transactions(True), clock.now_ms())
+
+    def abort_hanging(self, topic: str, partition: int, start_offset: int
+                      ) -> HangingTransaction:
+        """Abort the hanging transaction that starts at ``start_offset`` in a partition and
+        that no transactional id will end (``find_hanging`` reason unknown-producer or
+        not-in-transaction): an ABORT marker, as Kafka's ``kafka-transactions.sh abort
+        --start-offset``. Returns its hanging row with ``marker_offset``. A timed-out
+        transaction is aborted through its id (``abort``)."""
+        self.writable()
+        if not isinstance(start_offset, int) or start_offset < 0:
+            raise InvalidArgument(f"offset must be a non-negative integer, not {start_offset!r}")
+        return admin.abort_hanging(self.find.writer(topic, partition), start_offset,
+                                   lambda: self.coordinator.transactions(True), clock.now_ms())
