@@ -144,7 +144,7 @@ def test_one_transaction_per_chunk_or_per_txn_size_records(t):
     assert kinds(t, "t")[6:] == ["data", "COMMIT"] * 3
     with Engine.open(t, read_only=True) as eng:
         sizes = [b[4] - b[3] + 1 for b in txn_view.batches(eng, "t", 0)[6:] if b[0] == "data"]
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
     assert sizes == [3, 3, 1]
     assert values(t, "t") == [b"v%d" % i for i in range(10)] + [b"w%d" % i for i in range(7)]
 
@@ -286,7 +286,7 @@ def test_a_signal_aborts_the_open_transaction_and_says_what_was_committed(t, sig
     assert values(t, "t") == [b"a", b"b"]
     assert kinds(t, "t") == ["data", "COMMIT", "data", "ABORT"]
     with Engine.open(t, read_only=True) as eng:
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
 
 
 def test_a_stopped_transactional_produce_reports_as_json(t):
@@ -318,7 +318,7 @@ def test_a_closed_pipe_leaves_only_what_was_printed_and_committed(t):
     assert n > 0 and n % 1000 == 0, err  # whole transactions only
     assert values(t, "t") == [b"%d" % i for i in range(1, n + 1)]
     with Engine.open(t, read_only=True) as eng:
-        assert eng.txn.list() == [] and txn_view.batches(eng, "t", 0)[-1][0] in (
+        assert eng.txn.list_transactions() == [] and txn_view.batches(eng, "t", 0)[-1][0] in (
             "COMMIT", "ABORT")
 
 
@@ -448,7 +448,7 @@ def txns(data_dir):
 def test_txn_list_shows_open_transactions_and_all_with_all(txns):
     d, eng, tp = txns
     rows = json.loads(ok(cli(d, "txn", "list", "--json")).stdout)
-    assert [r | {"age_ms": 0} for r in rows] == [r | {"age_ms": 0} for r in eng.txn.list()]
+    assert [r | {"age_ms": 0} for r in rows] == [r | {"age_ms": 0} for r in eng.txn.list_transactions()]
     assert [(r["transactional_id"], r["state"], r["partitions"]) for r in rows] == [
         ("billing-1", "Ongoing", [["t", 0], ["u", 0]])]
     assert set(rows[0]) == {"transactional_id", "producer_id", "epoch", "state", "partitions",
@@ -542,11 +542,11 @@ def test_txn_abort_an_id_asks_first(txns):
     d, eng, tp = txns
     r = cli(d, "txn", "abort", "billing-1")  # (CliRunner's stdin is not a terminal)
     assert r.exit_code == 1 and "pass --yes" in r.stderr
-    assert eng.txn.list()[0]["state"] == "Ongoing"
+    assert eng.txn.list_transactions()[0]["state"] == "Ongoing"
     r = ok(cli(d, "txn", "abort", "billing-1", "--yes", "--json"))
     assert json.loads(r.stdout) == {"transactional_id": "billing-1", "state": "Ongoing",
                                     "action": "aborted"}
-    assert eng.txn.list() == []
+    assert eng.txn.list_transactions() == []
     assert txn_view.markers(eng, "u", 0) == [("ABORT", tp.producer_id, tp.epoch + 1)]
     r = ok(cli(d, "txn", "abort", "billing-1", "--yes"))
     assert "billing-1 has no open transaction (state CompleteAbort): nothing was aborted" \

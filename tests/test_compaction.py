@@ -92,13 +92,13 @@ def test_lag_active_segment_and_small_segments_merge(data_dir):
             eng.produce("c", [Record(key=b"k%d" % (i % 10), value=b"v%d" % i)])
         (plan,) = eng.maintenance.compaction_plan("c")
         assert plan["skip"] == "no sealed segment is cleanable yet" and plan["held_by_lag"]
-        segs_before = len(eng.segments.list("c"))
+        segs_before = len(eng.segments.list_segments("c"))
         eng.alter_topic_config("c", {"min.compaction.lag.ms": "0"})
         eng.maintenance.compact("c")
-        first = len(eng.segments.list("c"))
+        first = len(eng.segments.list_segments("c"))
         assert first == segs_before  # one output per full source segment
         eng.maintenance.compact("c", force=True)  # the small survivors merge
-        merged = eng.segments.list("c")
+        merged = eng.segments.list_segments("c")
         assert len(merged) < first and len(merged) <= 3
         vals = {r.key: r.value for r in everything(eng)[0]}
         assert vals == {b"k%d" % k: b"v%d" % (190 + k) for k in range(10)}

@@ -286,7 +286,7 @@ def test_admin_plans_for_new_groups_to_current_and_plan_files(data_dir, tmp_path
         state = eng.groups.state("new")
         assert state == {"group": "new", "state": "Empty", "assignment_strategy": "roundrobin",
                          "members": 0, "topics": ["t"], "total_lag": 6}
-        assert eng.groups.list() == [eng.groups.state("copy"), state]
+        assert eng.groups.list_groups() == [eng.groups.state("copy"), state]
 
 
 # ---------------------------------------------------------------- reset-offsets

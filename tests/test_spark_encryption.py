@@ -121,7 +121,7 @@ def test_source_reads_an_encrypted_topic_as_its_plain_copy(spark, data_dir, keyr
         committed = engine_rows(eng, "plain", isolation_level="read_committed")
         assert engine_rows(eng, "enc", isolation_level="read_committed") == committed
         status = eng.keys.status("enc")[0]
-        segments = [len(eng.segments.list("enc", p)) for p in (0, 1)]
+        segments = [len(eng.segments.list_segments("enc", p)) for p in (0, 1)]
     assert len(want) == 3000 + 2 * (7 + 5 + 1)
     assert min(segments) >= 4  # several segments per partition
     assert status["plaintext"]["bytes"] == 0 and status["keys"][0]["bytes"] > 0  # sealed

@@ -70,7 +70,7 @@ def test_batch_sink_writes_rows_where_produce_puts_them(spark, data_dir):
                 assert partition_for_key(k, 3) == p
         assert values(eng, "side") == sorted(f"v{i}".encode() for i in range(0, 200, 10))
         assert values(eng, "side2") == values(eng, "side")
-        assert eng.txn.list() == []  # nothing left open
+        assert eng.txn.list_transactions() == []  # nothing left open
 
 
 def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once(spark,
@@ -95,7 +95,7 @@ def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once
             .mode("append").save()
     with Engine.open(data_dir) as eng:
         assert values(eng, "out") == [b"old"]  # the three tasks that succeeded: not visible
-        assert eng.txn.list() == []  # their transactions aborted, not left hanging
+        assert eng.txn.list_transactions() == []  # their transactions aborted, not left hanging
     df.write.format("rivven").option("path", data_dir).option("topic", "out") \
         .mode("append").save()
     with Engine.open(data_dir) as eng:
@@ -152,7 +152,7 @@ def test_a_streaming_copy_runs_again_from_its_checkpoint_without_duplicates(spar
                 per_key.setdefault(k, []).append(v)
             for vs in per_key.values():
                 assert vs == sorted(vs, key=lambda v: (v[:1], int(v[1:])))
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
 
 
 def test_max_offsets_per_trigger_and_starting_offsets(spark, data_dir, tmp_path):
@@ -301,7 +301,7 @@ def test_a_foreach_batch_write_with_a_batch_id_written_before_is_a_no_op(spark, 
     with Engine.open(data_dir) as eng:
         assert values(eng, "totals") == [b"10", b"11", b"20"]
         assert eng.txn.decision("spark-batch-totals-q")["committed"] == 1
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
     with pytest.raises(Exception, match="batchId needs .option\\('transactionalIdPrefix'"):
         df.write.format("rivven").option("path", data_dir).option("topic", "totals") \
             .option("batchId", 3).mode("append").save()

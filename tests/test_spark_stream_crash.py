@@ -84,4 +84,4 @@ def test_driver_killed_at_random_the_output_is_exactly_once_in_order(data_dir, t
         assert sorted(v for vs in got.values() for v in vs) == sorted(want)  # exactly once
         for k, vs in got.items():  # in each key's input order
             assert [int(v.split(b":")[1]) for v in vs] == list(range(len(vs))), k
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []

@@ -52,7 +52,7 @@ def test_commit_writes_format_2_batches_then_one_commit_marker_per_partition(eng
     tp.produce("audit", recs(b"x"))
     tp.send_offsets("billing", {("in", 0): 42, ("in", 1): 7})
     # before the commit: the state names every partition and the offsets, durably
-    (row,) = eng.txn.list()
+    (row,) = eng.txn.list_transactions()
     assert row["state"] == "Ongoing" and row["partitions"] == [["out", 0], ["audit", 0]]
     assert row["offsets"] == {"billing": [["in", 0, 42], ["in", 1, 7]]}
     assert row["age_ms"] >= 0 and row["producer_id"] == pid and row["epoch"] == epoch
@@ -66,8 +66,8 @@ def test_commit_writes_format_2_batches_then_one_commit_marker_per_partition(eng
                                                  ("COMMIT", pid, epoch + 1, 1, 1, -1)]
     assert txn_view.batches(eng, "out", 1) == []  # never in the transaction: no marker
     assert eng.groups.committed("billing") == {("in", 0): 42, ("in", 1): 7}
-    assert eng.txn.list() == []
-    (row,) = eng.txn.list(all=True)
+    assert eng.txn.list_transactions() == []
+    (row,) = eng.txn.list_transactions(all=True)
     assert row["state"] == "CompleteCommit" and row["partitions"] == [] and row["age_ms"] is None
     # KIP-890: the producer goes on with the markers' epoch, sequences from 0
     assert (tp.producer_id, tp.epoch) == (pid, epoch + 1)
@@ -141,7 +141,7 @@ def test_a_failed_commit_is_finished_by_commit_again_and_nothing_twice(eng, data
         f.write(b"\xff" * 64)
     with pytest.raises(DamagedMetadata):
         tp.commit()
-    assert eng.txn.list()[0]["state"] == "PrepareCommit"
+    assert eng.txn.list_transactions()[0]["state"] == "PrepareCommit"
     with pytest.raises(InvalidTxnState, match="commit"):
         tp.produce("out", recs(b"c"))
     with pytest.raises(InvalidTxnState, match="prepared"):
@@ -214,7 +214,7 @@ def test_a_commit_past_the_timeout_aborts_instead(eng, monkeypatch):
     with pytest.raises(ProducerFenced, match="transaction.timeout.ms"):
         tp.commit()
     assert txn_view.fates(eng, "out", 0) == {"aborted"}
-    assert eng.txn.list()[0:] == []
+    assert eng.txn.list_transactions()[0:] == []
 
 
 def test_a_writable_open_aborts_timed_out_transactions(eng, data_dir, monkeypatch):
@@ -226,7 +226,7 @@ def test_a_writable_open_aborts_timed_out_transactions(eng, data_dir, monkeypatc
     now = clock_mod.now_ms()
     monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 5000)
     with Engine.open(data_dir, read_only=True) as ro:  # a reader changes nothing
-        assert ro.txn.list()[0]["state"] == "Ongoing"
+        assert ro.txn.list_transactions()[0]["state"] == "Ongoing"
     with Engine.open(data_dir) as other:
         assert [r["action"] for r in other.last_recovery["transactions"]] == ["aborted"]
         assert txn_view.fates(other, "out", 0) == {"aborted"}
@@ -265,7 +265,7 @@ def test_offsets_with_a_consumer_are_fenced_by_its_leases(eng):
     c.close()
     with pytest.raises(ConsumerFenced, match="in-0"):
         tp.commit()
-    assert eng.txn.list()[0]["state"] == "Ongoing"  # nothing was decided
+    assert eng.txn.list_transactions()[0]["state"] == "Ongoing"  # nothing was decided
     tp.abort()
     assert eng.groups.committed("g") == reset
     # and a consumer that still holds its partitions commits with the transaction
@@ -285,7 +285,7 @@ def test_transactional_ids_are_checked_and_percent_encoded(eng, data_dir):
     tp.begin()
     tp.produce("out", recs(b"v"), partition=0)
     assert os.path.isfile(os.path.join(data_dir, "txn", "ids", "a%2Fb%20%C3%A9..log"))
-    assert [r["transactional_id"] for r in eng.txn.list()] == ["a/b é."]
+    assert [r["transactional_id"] for r in eng.txn.list_transactions()] == ["a/b é."]
     tp.commit()
     with pytest.raises(InvalidArgument, match="transaction.timeout.ms"):
         eng.producer(transactional_id="t", transaction_timeout_ms=0)
@@ -304,7 +304,7 @@ def test_a_damaged_state_file_is_reported_never_acted_on(eng, data_dir):
         f.write(b"\xff" * 12)
     with pytest.raises(DamagedMetadata, match="frame length"):
         tp.commit()
-    (row,) = eng.txn.list()
+    (row,) = eng.txn.list_transactions()
     assert row["state"] == "Damaged" and "frame length" in row["error"]
     with Engine.open(data_dir) as other:  # the open goes on, and says why it did nothing
         (r,) = other.last_recovery["transactions"]
@@ -377,7 +377,7 @@ def test_engine_close_aborts_an_open_transaction(data_dir):
         tp.produce("out", recs(b"v"))
     with Engine.open(data_dir) as e:
         assert txn_view.fates(e, "out", 0) == {"aborted"}
-        assert e.txn.list() == []
+        assert e.txn.list_transactions() == []
 
 
 def test_abort_transaction_by_hand_and_a_topic_deleted_meanwhile(eng):
@@ -432,7 +432,7 @@ def test_a_transaction_joins_the_partitions_of_the_last_one_ahead(eng, data_dir)
     tp.produce("out", recs(b"2"), partition=0)
     # one state write (two frames) joined all three: the next calls there join nothing
     assert len(txn_view.frames(path)) == before + 2
-    (row,) = eng.txn.list()
+    (row,) = eng.txn.list_transactions()
     assert row["partitions"] == [["out", 0], ["out", 1], ["audit", 0]]
     tp.produce("audit", recs(b"2"))
     assert len(txn_view.frames(path)) == before + 2
@@ -445,7 +445,7 @@ def test_a_transaction_joins_the_partitions_of_the_last_one_ahead(eng, data_dir)
     # the next one brings along the two this one wrote
     tp.begin()
     tp.produce("out", recs(b"3"), partition=1)
-    assert eng.txn.list()[0]["partitions"] == [["out", 1], ["out", 0], ["audit", 0]]
+    assert eng.txn.list_transactions()[0]["partitions"] == [["out", 1], ["out", 0], ["audit", 0]]
     tp.abort()
     assert txn_view.markers(eng, "out", 1)[-1] == ("ABORT", pid, 3)
     assert len(txn_view.markers(eng, "out", 0)) == 2

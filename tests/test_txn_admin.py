@@ -154,7 +154,7 @@ def test_a_prepared_transaction_is_known_not_hanging(data_dir):
         e.create_topic("u")
     leave_open(data_dir, "commit", failpoint="txn.after_prepare")
     with Engine.open(data_dir, read_only=True) as ro:
-        assert ro.txn.list()[0]["state"] == "PrepareCommit"
+        assert ro.txn.list_transactions()[0]["state"] == "PrepareCommit"
         assert len(ro.txn.producers("t", [1])) == 1
         assert ro.txn.find_hanging() == []
 
@@ -169,7 +169,7 @@ def test_a_transaction_that_ends_between_the_two_looks_is_not_reported(eng):
     logs = [eng._find.partition("t", 1)]
 
     def states_then_commit():
-        rows = [dict(r, state="Empty") for r in eng.txn.list(all=True)]  # (stale)
+        rows = [dict(r, state="Empty") for r in eng.txn.list_transactions(all=True)]  # (stale)
         tp.commit()
         return rows
 
@@ -178,7 +178,7 @@ def test_a_transaction_that_ends_between_the_two_looks_is_not_reported(eng):
     tp.begin()
     tp.produce("t", recs(b"y"), partition=1)
     (row,) = admin.find_hanging(logs, lambda: [dict(r, state="Empty")
-                                               for r in eng.txn.list(all=True)],
+                                               for r in eng.txn.list_transactions(all=True)],
                                 clock_mod.now_ms())
     assert row["reason"] == "not-in-transaction"
 

@@ -101,7 +101,7 @@ def test_killed_at_each_step_the_transaction_is_whole_after_reopen(data_dir, act
                          [("committed" if action == "commit" else "aborted", None)])
         check_whole(eng, fate, offsets)
         before = ends(eng)
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
     with Engine.open(data_dir) as eng:  # recovering again writes nothing again
         assert eng.last_recovery["transactions"] == []
         assert ends(eng) == before
@@ -139,7 +139,7 @@ def test_a_complete_a_machine_crash_took_is_finished_again_writing_nothing_twice
             f.seek(first)
             f.write(bytes(size - first))
     with Engine.open(data_dir, read_only=True) as ro:
-        assert [r["state"] for r in ro.txn.list()] == [
+        assert [r["state"] for r in ro.txn.list_transactions()] == [
             "PrepareCommit" if action == "commit" else "PrepareAbort"]
         before = ends(ro)
     fate = "committed" if action == "commit" else "aborted"
@@ -148,7 +148,7 @@ def test_a_complete_a_machine_crash_took_is_finished_again_writing_nothing_twice
             (fate, None)]
         assert ends(eng) == before  # no marker written again
         check_whole(eng, fate, {})
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
     with Engine.open(data_dir) as eng:
         assert eng.last_recovery["transactions"] == []
         goes_on(eng)
@@ -178,13 +178,13 @@ def test_a_prepare_a_machine_crash_took_is_decided_by_the_markers(
     else:
         with Engine.open(data_dir) as eng:  # not after a reboot: left to its timeout
             assert eng.last_recovery["transactions"] == []
-            assert [r["state"] for r in eng.txn.list()] == ["Ongoing"]
+            assert [r["state"] for r in eng.txn.list_transactions()] == ["Ongoing"]
         monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 60001)
     with Engine.open(data_dir) as eng:
         assert [(r["state"], r["action"], r["error"])
                 for r in eng.last_recovery["transactions"]] == [("Ongoing", fate, None)]
         check_whole(eng, fate, {})
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
     with Engine.open(data_dir) as eng:
         assert eng.last_recovery["transactions"] == []
         check_whole(eng, fate, {})
@@ -209,7 +209,7 @@ def test_killed_with_the_transaction_open_the_next_instance_aborts_it(data_dir):
     assert proc.returncode == -signal.SIGKILL and b"PRODUCED" in proc.stdout
     with Engine.open(data_dir) as eng:
         assert eng.last_recovery["transactions"] == []  # not timed out: still open
-        assert [r["state"] for r in eng.txn.list()] == ["Ongoing"]
+        assert [r["state"] for r in eng.txn.list_transactions()] == ["Ongoing"]
         for t, p in TXN_PARTS:
             assert txn_view.fates(eng, t, p) == {"open"}
         eng.producer(transactional_id="billing-1")  # init aborts it
@@ -321,11 +321,11 @@ def test_a_consumer_taking_over_settles_a_commit_cut_short_first(data_dir):
         proc = subprocess.run([sys.executable, "-c", CUT_SHORT, data_dir], env=env, cwd=ROOT,
                               capture_output=True, timeout=120)
         assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
-        assert eng.txn.list()[0]["state"] == "PrepareCommit"
+        assert eng.txn.list_transactions()[0]["state"] == "PrepareCommit"
         c = eng.consumer("g", "in", enable_auto_commit=False)
         # it starts where the transaction that read v0..v4 left off, not from the start
         assert c.position("in", 0) == 5
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
         assert txn_view.committed_values(eng, "out", 0) == [b"out:v%d" % i for i in range(5)]
         c.close()
 
@@ -404,7 +404,7 @@ def test_consume_transform_produce_killed_at_random_is_exactly_once(data_dir):
         for w in workers.values():
             w.kill()
     with Engine.open(data_dir) as eng:
-        assert eng.txn.list() == []
+        assert eng.txn.list_transactions() == []
         got = [v for p in range(3) for v in txn_view.committed_values(eng, "out", p)]
         assert sorted(got) == sorted(b"out:v%d" % i for i in range(n))  # each exactly once
         for p in range(3):

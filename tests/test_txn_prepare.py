@@ -192,7 +192,7 @@ def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_n
     with Engine.open(topics) as eng:
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3  # not twice
         assert {eng.txn.describe(t)["state"] for t, _, _ in again} == {"CompleteAbort"}
-        assert eng.txn.list() == []  # nothing left open to hold back read_committed
+        assert eng.txn.list_transactions() == []  # nothing left open to hold back read_committed
 
 
 @pytest.mark.crash

@@ -39,10 +39,10 @@ class _Handle:
         self.meter = meter
         self.name = name
         self.labels = labels
-        self.view: memoryview | None = None
+        self.view: Any = None  # (a float64 view of its process slots)
         self.at = 0
 
-    def _bound(self) -> memoryview:
+    def _bound(self) -> Any:
         """(the meter's lock held) The view of this series' slots, taken on first use."""
         view = self.view
         if view is None:

@@ -61,7 +61,7 @@ class SlotFile:
         self.keys_fd = -1
         self.values_fd = -1
         self.chunks: list[Any] = []  # mmap.mmap (a file) or bytearray (memory alone)
-        self.views: list[memoryview] = []
+        self.views: list[Any] = []  # (float64 views: memoryview.cast("d"))
         self.used = 0
         self.lines: list[tuple[int, str, Labels]] = []  # (slot, name, labels): the key table
         self.failed = stats_dir is None
@@ -94,7 +94,7 @@ class SlotFile:
                     os.unlink(p)
             self.failed = True
 
-    def allocate(self, name: str, labels: Labels, n: int) -> tuple[memoryview, int]:
+    def allocate(self, name: str, labels: Labels, n: int) -> tuple[Any, int]:
         """(caller holds the meter's lock.) ``n`` consecutive slots in one chunk for a new
         series, its key line written first: (the chunk's view, the first slot in it)."""
         if self.keys_fd < 0 and not self.failed:

@@ -20,7 +20,7 @@ class Offsets:
     def __init__(self, find: LogFinder) -> None:
         self.find = find
 
-    def list(self, topic: str, at: Position | None = None,
+    def list_offsets(self, topic: str, at: Position | None = None,
              isolation_level: str = READ_UNCOMMITTED,
              partitions: Sequence[int] | None = None) -> list[OffsetsRow]:
         """Per partition (of ``partitions``, default all): ``start_offset`` and
@@ -32,17 +32,17 @@ class Offsets:
     def end(self, topic: str, isolation_level: str = READ_UNCOMMITTED) -> dict[int, int]:
         """Per partition, the log end offset (the next offset written); with
         ``isolation_level="read_committed"`` the last stable offset."""
-        return {r["partition"]: r["end_offset"] for r in self.list(topic, None, isolation_level)}
+        return {r["partition"]: r["end_offset"] for r in self.list_offsets(topic, None, isolation_level)}
 
     def start(self, topic: str) -> dict[int, int]:
         """Per partition, the log start offset."""
-        return {r["partition"]: r["start_offset"] for r in self.list(topic)}
+        return {r["partition"]: r["start_offset"] for r in self.list_offsets(topic)}
 
     def of_partition(self, topic: str, partition: int,
                      isolation_level: str = READ_UNCOMMITTED) -> tuple[int, int]:
         """(log start offset, log end offset) of one partition (read_committed: the end is
         the last stable offset)."""
-        (r,) = self.list(topic, None, isolation_level, [partition])
+        (r,) = self.list_offsets(topic, None, isolation_level, [partition])
         return r["start_offset"], r["end_offset"]
 
     def unopened(self, topic: str) -> dict[int, tuple[int, int]]:
@@ -54,7 +54,7 @@ class Offsets:
     def of_topic(self, topic: str) -> dict[int, tuple[int, int]] | None:
         """Per partition (log start, log end); None when there is no such topic."""
         try:
-            return {r["partition"]: (r["start_offset"], r["end_offset"]) for r in self.list(topic)}
+            return {r["partition"]: (r["start_offset"], r["end_offset"]) for r in self.list_offsets(topic)}
         except UnknownTopic:
             return None
 

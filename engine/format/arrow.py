@@ -12,7 +12,7 @@ from typing import Any
 from .decode import Layout, binary_array
 from .records import BatchHeader, arrow
 
-_cache: dict[str, Any] = {}
+_cache: dict[Any, Any] = {}  # (str keys, and ("noh", n))
 
 
 def schema() -> Any:

@@ -37,8 +37,10 @@ def _load_crc32c() -> Any:
                 if os.path.isfile(path):
                     name = "crc32c._crc32c"
                     loader = importlib.machinery.ExtensionFileLoader(name, path)
-                    mod = importlib.util.module_from_spec(
-                        importlib.util.spec_from_loader(name, loader))
+                    spec = importlib.util.spec_from_loader(name, loader)
+                    if spec is None:
+                        break
+                    mod = importlib.util.module_from_spec(spec)
                     loader.exec_module(mod)
                     fn = getattr(mod, "crc32c", None)
                     break

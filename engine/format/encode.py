@@ -125,6 +125,7 @@ def encode_batch(
         buf, key_nulls = plain
         body: Any = memoryview(buf)[HEADER_SIZE:]
         last_delta = n - 1
+        assert isinstance(timestamps, int)  # (a plain body has one timestamp)
         first_ts = max_ts = timestamps
         attrs |= ATTR_UNIFORM_TIMESTAMP | (ATTR_KEY_NULLS if key_nulls else 0)
     else:

@@ -213,7 +213,7 @@ def py_acks(partition: int, base: int, count: int) -> list[tuple[int, int]]:
 
 
 try:  # RIVVEN_NATIVE=0: the pure-Python twins (tests compare the two)
-    from . import fastcodec as _c
+    from . import fastcodec as _c  # type: ignore[attr-defined]
 
     if os.environ.get("RIVVEN_NATIVE", "1") == "0":
         _c = None

@@ -61,7 +61,7 @@ def scan(fd: int, start: int, size: int, max_frame: int, apply: Apply, damage: D
             if zeros(fd, pos, size):
                 return True  # a zero-filled tail: an append a crash left unwritten
             nxt = None if on_skip is None or length else _next_frame(fd, pos, size, max_frame)
-            if nxt is None:
+            if nxt is None or on_skip is None:
                 raise damage(pos, f"a frame length of {plural(length, 'byte')} (a {unit} is "
                                   f"1 to {max_frame})")
             on_skip(pos)

@@ -83,14 +83,14 @@ def holder(fd: int) -> int | None:
     ino = f":{st.st_ino}"
     loose = None
     for line in text.splitlines():
-        f = line.split()
+        w = line.split()
         # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0 EOF"; waiters have "->" after "1:"
-        if len(f) < 6 or f[1] != "FLOCK" or not f[4].isdigit():
+        if len(w) < 6 or w[1] != "FLOCK" or not w[4].isdigit():
             continue
-        if f[5] == dev:
-            return int(f[4])
-        if f[5].endswith(ino) and loose is None:  # (a device numbered differently: overlay)
-            loose = int(f[4])
+        if w[5] == dev:
+            return int(w[4])
+        if w[5].endswith(ino) and loose is None:  # (a device numbered differently: overlay)
+            loose = int(w[4])
     return loose
 
 

@@ -183,7 +183,7 @@ class GroupAdmin:
                 "topics": sorted({r["topic"] for r in d["partitions"]}),
                 "total_lag": d["total_lag"]}
 
-    def list(self) -> list[GroupState]:
+    def list_groups(self) -> list[GroupState]:
         """Every group's ``state``, by name."""
         return [self.state(g) for g in membership.group_names(self.data_dir)]
 
@@ -235,13 +235,15 @@ class GroupAdmin:
                 if not wanted:
                     raise InvalidArgument("the plan has no offsets for the topics and partitions "
                                           "named")
-            targets = {}
+            named: dict[str, list[int]] = {}
             for t, p in wanted:
-                targets.setdefault(t, []).append(p)
+                named.setdefault(t, []).append(p)
+            targets = dict(named)
         elif targets is None:
-            targets = {}
+            had: dict[str, list[int]] = {}
             for t, p in committed:
-                targets.setdefault(t, []).append(p)
+                had.setdefault(t, []).append(p)
+            targets = dict(had)
             if not targets:
                 raise InvalidArgument(f"group {group!r} has no committed offsets; name topics with "
                                       "--topic")
@@ -259,8 +261,8 @@ class GroupAdmin:
             offs = self._topic_offsets(t)
             if offs is None:
                 raise UnknownTopic(f"topic {t!r} does not exist; 'rivven topic list' shows topics")
-            parts = targets[t] if targets[t] is not None else sorted(offs)
-            for p in sorted(set(parts)):
+            parts = targets[t]
+            for p in sorted(set(parts if parts is not None else offs)):
                 if p not in offs:
                     raise InvalidArgument(f"partition {p} does not exist in topic {t!r} (it has "
                                           f"partitions 0..{len(offs) - 1})")

@@ -129,7 +129,7 @@ class Consumer:
                                   f"read_committed, not {isolation_level!r}")
         # read_committed: reads stop at the last stable offset and skip aborted transactions;
         # "latest" and seek_to_end mean the last stable offset
-        self._iso = {"isolation_level": isolation_level}
+        self._iso: dict[str, Any] = {"isolation_level": isolation_level}
         self.topics = [topics] if isinstance(topics, str) else sorted(set(topics))
         if not self.topics:
             raise InvalidArgument("subscribe to at least one topic")

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -158,7 +158,7 @@ class OffsetStore:
 
     # ---------------------------------------------------------------- writing
     def commit(self, offsets: dict[tuple[str, int], int], metadata: str = "",
-               delete: list[tuple[str, int]] = ()) -> int:
+               delete: Sequence[tuple[str, int]] = ()) -> int:
         """Durably record ``offsets`` (and forget ``delete``); returns the commit time (ms)."""
         ts = clock.now_ms()
         check_commit(offsets, metadata, delete)

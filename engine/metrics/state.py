@@ -98,7 +98,7 @@ def group_rows(eng: Any) -> tuple[list[dict[str, Any]], dict[str, int]]:
 def transaction_state(eng: Any) -> dict[str, Any]:
     """Open transactions (begun, not yet ended) and the oldest one's age."""
     try:
-        rows = eng.txn.list()
+        rows = eng.txn.list_transactions()
     except (RivvenError, OSError):
         rows = []
     ages = [r["age_ms"] for r in rows if r.get("age_ms") is not None]

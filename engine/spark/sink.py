@@ -152,7 +152,7 @@ def _prepared(messages: list[Any]) -> list[tuple[str, int, int]]:
 def _orphans(eng: Any, key: str, keep: set[str]) -> None:
     """Abort the open transactions of ``key``'s ids that no answer names (attempts that
     failed before they prepared, or whose answer was lost)."""
-    for row in eng.txn.list():
+    for row in eng.txn.list_transactions():
         tid = row["transactional_id"]
         if tid.startswith(key + "-") and tid not in keep:
             eng.txn.abort(tid)

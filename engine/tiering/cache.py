@@ -208,6 +208,7 @@ class ColdCache:
                 except FileNotFoundError:
                     if attempt == 2:
                         raise
+            assert seg is not None
             seg.size = entry.bytes
             seg.next_offset = entry.next_offset
             seg.max_timestamp = entry.max_timestamp

@@ -22,7 +22,7 @@ class _Run:
 
     def __init__(self) -> None:
         self.bases: list[int] = []
-        self.items: list[tuple[int, int, bytes]] = []  # (next offset, file position, bytes)
+        self.items: list[tuple[int, int, bytes | bytearray]] = []  # (next offset, file position, bytes)
         self.head = 0  # entries before it are evicted (compacted away lazily)
         self.bytes = 0
         self.live = True

@@ -35,7 +35,7 @@ class Segments:
         self.writable = writable
         self.reopen = reopen
 
-    def list(self, topic: str, partition: int | None = None) -> list[SegmentRow]:
+    def list_segments(self, topic: str, partition: int | None = None) -> list[SegmentRow]:
         """Per segment, cold ones first: file, base/last offset, records, bytes, time range
         (a header scan)."""
         parts = None if partition is None else [partition]

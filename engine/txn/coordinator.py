@@ -350,7 +350,7 @@ class Coordinator:
             st = self.store.read(tid)
             if st is None:
                 raise InvalidArgument(f"no transactional id {tid!r} in this data dir; "
-                                      "eng.txn.list(all=True) lists them")
+                                      "eng.txn.list_transactions(all=True) lists them")
             was = st.state
             return {"transactional_id": tid, "state": was,
                     "action": self._finish(st) if was in OPEN else None}
@@ -414,7 +414,7 @@ class Coordinator:
         st = self.store.read(tid)
         if st is None:
             raise InvalidArgument(f"no transactional id {tid!r} in this data dir; "
-                                  "eng.txn.list(all=True) lists them")
+                                  "eng.txn.list_transactions(all=True) lists them")
         return row(st, clock.now_ms())
 
 

@@ -46,7 +46,7 @@ class Transactions:
         self.after_write = after_write
 
     # ---------------------------------------------------------------- the ids' states
-    def list(self, all: bool = False, recover: bool = False) -> list[TransactionRow]:
+    def list_transactions(self, all: bool = False, recover: bool = False) -> list[TransactionRow]:
         """The transactional ids with an open or prepared transaction (``all``: every id):
         ``transactional_id, producer_id, epoch, state, partitions, offsets, fences,
         timeout_ms, started_ms, age_ms, updated_ms``. With ``recover``, prepared

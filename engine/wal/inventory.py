@@ -39,7 +39,7 @@ def dead_streams(data_dir: str, own: str | None = None) -> list[tuple[str, int]]
     The caller holds those locks until it closes the fds. Only real directories named like a
     stream are looked at (and maybe removed); ``wal/`` itself as a link is UnexpectedLink."""
     root = os.path.join(data_dir, "wal")
-    out = []
+    out: list[tuple[str, int]] = []
     if not guard.real_dir(root):
         return out
     for name in sorted(os.listdir(root)):

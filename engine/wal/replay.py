@@ -164,7 +164,7 @@ def _load(where: tuple[str, int, int, int]) -> bytes:
     return data
 
 
-def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, bytes]]:
+def merge_by_offset(recs: list[tuple]) -> list[tuple[int, int, int, int, Any]]:
     """``(write_ns, base, count, last_delta, max_ts, bytes)`` from any number of streams to
     ``(base, count, last_delta, max_ts, bytes)`` in offset order.
 

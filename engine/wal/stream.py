@@ -80,7 +80,8 @@ class WalStream:
         self.segment_bytes = segment_bytes
         self.write_mutex = threading.Lock()
         self.sync_cond = threading.Condition(threading.Lock())  # guards the sync state
-        self.arrive_cond = threading.Condition(self.sync_cond._lock)  # the gatherer waits here
+        self.arrive_cond = threading.Condition(
+            self.sync_cond._lock)  # type: ignore[attr-defined]  # the gatherer waits here
         self.syncing = False
         self.gathering = False
         # threads waiting for an fsync, each on its own lock: the syncer wakes exactly the
