@@ -24,7 +24,7 @@ from engine.segments import filenames
 from engine.storage.log import PartitionLog
 from engine.storage.topics import Topics
 from engine.txn import snapshot
-from engine.txn.hook import state_of
+from engine.txn.hook import producers_of
 from engine.txn.state import AbortedTxn, BatchMeta, ProducerEntry, ProducerState
 
 NOW = clock_mod.now_ms()  # (batches older than retention.ms would be deleted)
@@ -43,6 +43,10 @@ def marker(pid, epoch, commit, ts=NOW):
 
 def log_of(eng, topic="t", partition=0):
     return eng._producer.log_for(eng.topic(topic), partition)
+
+
+def state_of(log):
+    return producers_of(log).state()
 
 
 def append(eng, batch, topic="t", partition=0):

@@ -284,8 +284,3 @@ def producers_of(log: PartitionLog) -> PartitionProducers | None:
     hook = log.producers
     return hook if isinstance(hook, PartitionProducers) else None
 
-
-def state_of(log: PartitionLog) -> ProducerState | None:
-    """``producers_of(log).state()`` (read it holding ``log.mutex``), None without one."""
-    hook = producers_of(log)
-    return hook.state() if hook is not None else None

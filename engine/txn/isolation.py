@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ..errors import InvalidArgument
 from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
@@ -69,18 +68,6 @@ def hidden(h: BatchHeader, aborted: Aborted | None) -> bool:
     attrs = h.attributes
     return bool(attrs & ATTR_CONTROL) or bool(
         aborted and attrs & ATTR_TRANSACTIONAL and aborted.covers(h.producer_id, h.base_offset))
-
-
-def visible(refs: Iterable[Any], committed: bool, lso: int, aborted: Aborted
-            ) -> Iterator[Any]:
-    """The batch references (anything with a ``.header``) a reader may see, in order: never a
-    control batch; with ``committed`` nothing at or past ``lso`` and nothing aborted."""
-    for ref in refs:
-        h = ref.header
-        if committed and h.base_offset >= lso:
-            return
-        if not hidden(h, aborted if committed else None):
-            yield ref
 
 
 def stable_end(log: PartitionLog) -> int:
