@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..crypto.topic import TopicKeys
@@ -28,11 +29,12 @@ from ..format.records import BatchHeader, EncodedBatch
 from ..fs import guard
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..progress import Progress
-from ..segments import checkpoint, filenames, swap, tier_manifest, txn_index
+from ..segments import checkpoint, filenames, snapshot_files, swap, tier_manifest, txn_index
 from ..segments.segment import BatchRef, Segment
 from ..segments.segment_set import SegmentSet
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment, Home
+from ..segments.txn_index import AbortedTxn
 from . import loader, reader
 from .budget import FileBudget
 from .config import TopicConfig
@@ -101,7 +103,7 @@ class PartitionLog:
         self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress,
                                lambda: self.config.index_interval_bytes)
         self.tierview = TierView(directory, self.tier_home)
-        self.txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
+        self._txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
         self.pipeline = AppendPipeline(self)
         self.budget: FileBudget | None = None  # set by the engine (engine.storage.partitions)
         try:
@@ -480,6 +482,67 @@ class PartitionLog:
         if self.producers is not None:
             self.producers.checkpointed(act.next_offset)
         return point
+
+    # ---------------------------------------------------------------- the producer state's files
+    # (the producer state, engine.txn.hook, keeps its snapshots and the aborted-transaction
+    # indexes through these calls: only the log writes files into its directory)
+    def snapshots(self) -> list[int]:
+        """The offsets of the producer-state snapshots of the partition, oldest first."""
+        return snapshot_files.offsets(self.dir)
+
+    def read_snapshot(self, offset: int) -> tuple[bytes, str]:
+        """The bytes of the snapshot at ``offset`` and its path (for messages): DamagedMetadata
+        when unreadable, FileNotFoundError when gone (engine.segments.snapshot_files)."""
+        return snapshot_files.read(self.dir, offset)
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        """(Lock held: a checkpoint.) Write the snapshot at ``offset`` whole (tmp, fsync,
+        rename, fsync dir)."""
+        snapshot_files.write(self.dir, offset, data)
+
+    def delete_snapshots(self, offsets: list[int]) -> None:
+        """(Lock held.) Delete the snapshots at ``offsets`` (missing ones are fine)."""
+        snapshot_files.remove(self.dir, offsets)
+
+    def index_aborts(self, aborts: Iterable[AbortedTxn], end: int) -> None:
+        """(Lock held: a checkpoint, before its snapshot at ``end``.) Append to each segment's
+        ``.txnindex`` the aborted transactions of ``aborts`` (in marker order) whose marker
+        lies in it, below ``end`` and at or past the local log start, and fsync it: one open
+        and one fsync per segment (engine.segments.txn_index)."""
+        bases = self.view().bases
+        start = self.local_start()
+        by_segment: dict[int, list[AbortedTxn]] = {}  # (in marker order within each)
+        for a in aborts:
+            if start <= a.last_offset < end:
+                by_segment.setdefault(bases[bisect_right(bases, a.last_offset) - 1], []).append(a)
+        for base, found in by_segment.items():
+            ix = txn_index.TxnIndex(filenames.path(self.dir, base, filenames.TXNINDEX), base)
+            try:
+                for a in found:
+                    ix.append(a)
+                ix.sync()
+            finally:
+                ix.close()
+
+    def aborted_txns(self, start: int) -> Iterator[AbortedTxn]:
+        """The ``.txnindex`` entries of the segments from the one holding ``start`` on, in
+        offset order: cold segments first (from the cold cache's copy), then local ones. Read
+        lazily, a segment at a time: a read_committed read stops once it has what it needs
+        (engine.txn.isolation)."""
+        for entry in self.cold_entries():
+            if entry.next_offset <= start or not entry.txnindex_bytes:
+                continue
+            seg = self.cold_segment(entry)  # (the cold cache's: it stays open)
+            found, _ = txn_index.read_entries(
+                filenames.path(seg.directory, seg.base, filenames.TXNINDEX), seg.base,
+                entry.next_offset)
+            yield from found
+        bases = self.view().bases
+        present = self._txnindexes.bases()
+        for base in bases[max(0, bisect_right(bases, start) - 1):]:
+            if base in present:
+                yield from txn_index.read_entries(
+                    filenames.path(self.dir, base, filenames.TXNINDEX), base)[0]
 
     # ---------------------------------------------------------------- changes
     def advance_start(self, offset: int) -> tuple[int, int, list[dict]]:

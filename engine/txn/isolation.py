@@ -14,8 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..errors import InvalidArgument
 from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
-from ..segments import filenames
-from ..segments.txn_index import AbortedTxn, overlapping, read_entries
+from ..segments.txn_index import AbortedTxn, overlapping
 from ..storage.log import PartitionLog
 from .hook import producers_of
 
@@ -91,25 +90,9 @@ def view(log: PartitionLog, start: int) -> tuple[int, Aborted]:
 
 def indexed(log: PartitionLog, start: int, upper: int) -> Iterator[AbortedTxn]:
     """The ``.txnindex`` entries of the segments from the one holding ``start`` on (cold ones
-    first, from the cached copy), until one recorded a last stable offset past ``upper``:
-    every transaction with data below ``upper`` had ended by then (Kafka's rule)."""
-    for entry in log.cold_entries():
-        if entry.next_offset <= start or not entry.txnindex_bytes:
-            continue
-        seg = log.cold_segment(entry)  # (the cold cache's: it stays open)
-        found, _ = read_entries(filenames.path(seg.directory, seg.base, filenames.TXNINDEX), seg.base,
-                                entry.next_offset)
-        for e in found:
-            yield e
-            if e.last_stable_offset > upper:
-                return
-    bases = log.view().bases
-    present = log.txnindexes.bases()
-    for base in bases[max(0, bisect_right(bases, start) - 1):]:
-        if base not in present:
-            continue
-        found, _ = read_entries(filenames.path(log.dir, base, filenames.TXNINDEX), base)
-        for e in found:
-            yield e
-            if e.last_stable_offset > upper:
-                return
+    first), until one recorded a last stable offset past ``upper``: every transaction with
+    data below ``upper`` had ended by then (Kafka's rule)."""
+    for e in log.aborted_txns(start):
+        yield e
+        if e.last_stable_offset > upper:
+            return
