@@ -35,7 +35,7 @@ from ..segments.segment_set import SegmentSet
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment, Home
 from ..segments.txn_index import AbortedTxn
-from . import loader, reader
+from . import loader, log_start, reader
 from .budget import FileBudget
 from .config import TopicConfig
 from .holds import FlockHolds
@@ -92,9 +92,6 @@ class PartitionLog:
         self.keys = keys
         self.opener = keys.opener_for(partition) if keys is not None else None
         self.dirty = False  # appended since the last checkpoint
-        self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
-        self._written_start = -1  # log start known durable (a light checkpoint keeps it)
-        self._ckpt_stamp: tuple[int, int, int] | None = None
         if writable:  # (partition-N, its topic's dir and topics/: nothing written through a link)
             guard.check_own_dir(directory, 3)
         self.lock = PartitionLock(directory, topic, partition, writable, lock_wait)
@@ -107,12 +104,17 @@ class PartitionLog:
         self.pipeline = AppendPipeline(self)
         self.budget: FileBudget | None = None  # set by the engine (engine.storage.partitions)
         try:
-            loader.load(self)
+            loaded = loader.load(directory, self.segs, self.lock, self.tierview,
+                                 config.remote_storage_uri, writable)
         except BaseException:
             self.lock.close()
             raise
-        # the start read from disk is durable (every move of it is a full checkpoint), so the
-        # WAL's checkpoints may be light until it moves
+        self.log_start = loaded.log_start  # persisted in .checkpoint; may lie inside the first segment
+        # the .checkpoint the start was read from (its identity: read again once it changes)
+        self._ckpt_stamp: tuple[int, int, int] | None = loaded.checkpoint_stamp
+        # the log start known durable, so a light checkpoint keeps it: the start read from
+        # disk is (every move of it is a full checkpoint), so the WAL's checkpoints may be
+        # light until it moves
         self._written_start = self.start_offset()
         # format-2 batches (idempotent and transactional producers) are checked against it;
         # without one (tools, Spark) they are refused
@@ -206,46 +208,11 @@ class PartitionLog:
         if st is None or st == self._ckpt_stamp:
             return
         self._ckpt_stamp = st
-        point = self._checked_checkpoint()
-        if point is not None and point["log_start_offset"] > self.log_start:
-            self.log_start = point["log_start_offset"]
-            if len(self.segs.bases) > 1 and self.segs.bases[1] <= self.log_start:
-                self.segs.relist()  # whole segments below it are (being) deleted
-        self.segs.drop_replaced()
-
-    def _checked_checkpoint(self) -> dict | None:
-        """``.checkpoint`` when it is intact and agrees with the log, else None (the segment set
-        notes why: engine.segments.checkpoint). Never acted on unchecked: a log start past the
-        log end would delete every sealed segment."""
-        segs = self.segs
-        try:
-            point = checkpoint.read_checkpoint(self.dir)
-            if point is None:
-                return None
-            try:
-                checkpoint.check(self.dir, point, segs.bases, segs.active.file_size(),
-                                 segs.active.next_offset)
-            except DamagedMetadata:
-                # a reader's view may lag what another process appended, rolled and then
-                # checkpointed (the file is written after the bytes it vouches for)
-                self.sync_view(repair=False)
-                checkpoint.check(self.dir, point, segs.bases, segs.active.file_size(),
-                                 segs.active.next_offset)
-            return point
-        except DamagedMetadata as e:
-            segs.ignored(e)
-            return None
+        self.log_start = log_start.persisted(self.dir, self.segs, self.log_start,
+                                             lambda: self.sync_view(repair=False))
 
     def start_offset(self) -> int:
-        first = self.segs.bases[0]
-        tier = self.tierview.entries
-        if tier and tier[0].base_offset < first:
-            first = tier[0].base_offset
-        elif self.tierview.error is not None:
-            # a damaged manifest may hold offsets below the local segments: keep the persisted
-            # start (a checkpoint must never move it past them; reads there raise the damage)
-            first = min(first, self.log_start)
-        return min(max(self.log_start, first), self.segs.active.next_offset)
+        return log_start.first_offset(self.log_start, self.segs, self.tierview)
 
     def local_start(self) -> int:
         """The first offset held by a local segment (or the log start, if later)."""
