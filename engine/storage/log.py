@@ -20,10 +20,11 @@ import functools
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..crypto.batch import Sealer
 from ..crypto.topic import TopicKeys
-from ..errors import DamagedMetadata, KeyUnavailable, OffsetOutOfRange, StorageError, disk_full
+from ..errors import DamagedMetadata, KeyUnavailable, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
 from ..fs import guard
@@ -41,7 +42,8 @@ from .config import TopicConfig
 from .holds import FlockHolds
 from .partition_lock import PartitionLock
 from .pipeline import AppendPipeline
-from .ports import UNCOUNTED, ColdSegments, HotCache, PartitionCounts, ProducerHook
+from .ports import UNCOUNTED, ColdSegments, HotCache, PartitionCounts, ProducerHook, WalStream
+from .reader import View
 from .tier_view import TierView
 
 _STAMP_FIELDS = {"bytes": "st_size", "ino": "st_ino", "mtime_ns": "st_mtime_ns"}
@@ -53,23 +55,12 @@ class RecoveryPointNotWritten(StorageError):
     only the recovery point lags behind (the next writer to open it scans a little more)."""
 
 
-class View(NamedTuple):
-    """What a reader sees of the log at one moment."""
-
-    start: int
-    end: int
-    bases: list[int]
-    active: Segment
-    tier: list[ColdSegment]
-    tier_bases: list[int]
-
-
 class PartitionLog:
     """One partition directory: ``append`` (group commit), ``batches`` (reads), the log start,
     the tier view and every change of its segments. Thread-safe."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
-                 writable: bool, wal: Any = None, topic_id: bytes = b"",
+                 writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
                  wal_sync: str = "always", cuts: list[dict] | None = None,
                  progress: Progress | None = None,
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
@@ -82,7 +73,7 @@ class PartitionLog:
         self.partition = partition
         self.writable = writable
         self.topic_id = topic_id
-        self.wal = wal  # engine.wal.stream.WalStream, set with the first append
+        self.wal = wal  # this process's WAL stream, set by the engine with the first append
         self.wal_sync = wal_sync
         self.holds = holds  # shared by the engine's partitions: see FlockHolds
         self.cold = cold  # where reads of tiered offsets go
@@ -101,7 +92,7 @@ class PartitionLog:
                                lambda: self.config.index_interval_bytes)
         self.tierview = TierView(directory, self.tier_home)
         self._txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
-        self.pipeline = AppendPipeline(self)
+        self.pipeline = AppendPipeline(self, self.lock, self.segs)
         self.budget: FileBudget | None = None  # set by the engine (engine.storage.partitions)
         try:
             loaded = loader.load(directory, self.segs, self.lock, self.tierview,
@@ -312,17 +303,12 @@ class PartitionLog:
                 ) -> Iterator[tuple[BatchHeader, bytes | None]]:
         """(mutex held.) Headers of the local batches holding offsets ``start`` to ``end``,
         without their bodies (engine.storage.reader.headers)."""
-        return reader.headers(self, start, end, body)
+        return reader.headers(self.segs, start, end, body)
 
     def report_ignored(self, e: DamagedMetadata) -> None:
         """Note a damaged metadata file of this partition that was ignored, never acted on
         (``Engine.repairs()``)."""
         self.segs.ignored(e)
-
-    def out_of_range(self, offset: int, start: int, end: int) -> OffsetOutOfRange:
-        return OffsetOutOfRange(
-            f"offset {offset} is out of range for {self.topic}-{self.partition}: valid offsets "
-            f"are {start}..{end} (end = next offset to be written)", start, end)
 
     def cold_segment(self, entry: ColdSegment) -> Segment:
         """A read-only Segment over the locally cached copy of a cold segment."""
@@ -342,6 +328,42 @@ class PartitionLog:
             return [e for e in self.tierview.entries if e.base_offset < self.segs.bases[0]]
 
     # ---------------------------------------------------------------- writing
+    # (mark_dirty, flock_taken, sealer and roll: what the append pipeline asks of its log,
+    # engine.storage.pipeline.AppendOwner)
+    def mark_dirty(self) -> None:
+        """Appended since the last checkpoint: the WAL's next checkpoint fsyncs this log."""
+        self.dirty = True
+
+    def flock_taken(self) -> int:
+        """(mutex held, the flock just taken by the append pipeline.) Catch up with what other
+        processes did while it was free: check the partition still exists, bring the view up
+        to date (cutting a torn tail), apply the batches appended meanwhile to the producer
+        state, re-read the topic's key set. Returns the log end."""
+        self.lock.check_alive()
+        self.sync_view(repair=True)
+        end = self.segs.active.next_offset
+        if self.producers is not None:  # batches other processes appended meanwhile
+            self.producers.caught_up(end)
+        if self.keys is not None and (self.keys.keyset is not None
+                                      or self.config.encryption_enable):
+            # another process may have rotated, or dropped the version held here: read the
+            # key set now (a drop holds this flock while it checks, so what is read here is
+            # safe to seal with while the flock is held)
+            self.keys.refresh()
+        return end
+
+    def sealer(self) -> Sealer | None:
+        """(flock held.) What seals a data batch appended now: the topic's current data key
+        when ``encryption.enable``, else None (plaintext). Raises KeyUnavailable when it
+        cannot be had, before anything is checked or written."""
+        if not self.config.encryption_enable:
+            return None
+        if self.keys is None:
+            raise KeyUnavailable(f"{self.topic}-{self.partition} was opened without its "
+                                 "topic's keys (a tool): encrypted batches can only be "
+                                 "appended through an Engine")
+        return self.keys.sealer()
+
     def append(self, batch: EncodedBatch) -> int:
         """Assign offsets to ``batch`` and store it durably; returns its base offset
         (engine.storage.pipeline)."""

@@ -79,6 +79,7 @@ def view(log: PartitionLog, start: int) -> tuple[int, Aborted]:
     """What a read_committed read of ``log`` from ``start`` may see: the last stable offset
     (it stops before it) and the aborted transactions with data in ``[start, LSO)``."""
     producers = producers_of(log)
+    recent: list[AbortedTxn]
     if producers is None:  # (a log opened without producer state: tools)
         lso, recent = log.end_offset(), []
     else:
