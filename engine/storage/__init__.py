@@ -1,15 +1,22 @@
-"""Layer 2 — storage: everything on disk under ``topics/`` and the files beside it.
+"""Layer 5 — storage: the data dir's metadata and the partition object.
 
-May import: ``engine.format`` and the base modules (``errors``, ``clock``, ``failpoint``).
-Never maintenance, tiering, wal, groups or the façade: those change a partition only through
-``PartitionLog``'s public calls (``mutation``, ``replace_segments``, ``set_tier``,
-``advance_start``), and hand in what storage needs (the WAL stream, the hot and cold caches)
-as objects.
+May import: ``engine.segments``, ``engine.crypto``, ``engine.fs``, ``engine.format`` and the
+base modules (``errors``, ``clock``, ``failpoint``, ``progress``). Never wal, groups, txn,
+tiering, maintenance or the façade: those change a partition only through ``PartitionLog``'s
+public calls (``mutation``, ``replace_segments``, ``set_tier``, ``advance_start``, the
+producer state's ``write_snapshot``/``index_aborts``...), and hand in what storage needs (the
+WAL stream, the hot and cold caches, the producer hook, the counts) as objects typed by the
+protocols of ``ports``.
 
 - data dir, catalog and topics: ``datadir``, ``catalog``, ``config`` (topic configs),
-  ``settings`` (engine settings), ``topics``
-- a partition: ``log`` (``PartitionLog``) composed of ``partition_lock``, ``segment_set``,
-  ``loader``, ``pipeline`` (+ ``holds``), ``reader``, ``tier_view``, ``checkpoint``, ``swap``
-- files: ``files`` (names, order, fsync), ``locks``, ``index``, ``segment``, ``tier_manifest``
-- ``partitions``: the logs an engine has open
+  ``topics``, ``summary`` (a partition's offsets without opening it)
+- a partition: ``log`` (``PartitionLog``, the only object that writes its files) composed of
+  ``partition_lock``, ``loader`` (returns a ``LoadedLog``), ``log_start``, ``pipeline``
+  (through ``AppendOwner``) with ``holds``, ``reader`` (through ``ReadSource``),
+  ``tier_view``; the files themselves are ``engine.segments``'
+- ``ports``: what the layers above hand a log; ``partitions``: the logs an engine has open;
+  ``budget``: the file descriptors they may hold
+
+Inside the folder nothing imports ``log`` but ``partitions``: the parts it composes know it
+only by their protocols (no import circle; tests/test_storage_parts.py).
 """

@@ -1,11 +1,16 @@
 """``PartitionLog``: one partition, the only object that changes its files.
 
 It composes the parts that each do one job: the segment set (engine.segments.segment_set),
-the loader that mends what a crash left (loader), the append pipeline (pipeline), reads
-(reader), the view of the tier manifest (tier_view), the log start offset and checkpoints
-(checkpoint), and the one segment-replacement protocol (swap). Maintenance and tiering change
-a partition only through its public calls: ``mutation()``, ``replace_segments()``,
-``set_tier()``, ``advance_start()``.
+the loader that mends what a crash left and returns what it found (loader), the append
+pipeline (pipeline), reads (reader), the view of the tier manifest (tier_view), the log start
+offset (log_start) and checkpoints (engine.segments.checkpoint), and the one
+segment-replacement protocol (engine.segments.swap). The parts are handed the lock and the
+segment set and know the log only by a protocol of the few calls they make (``AppendOwner``,
+``ReadSource``): none imports this module. Maintenance and tiering change a partition only
+through its public calls: ``mutation()``, ``replace_segments()``, ``set_tier()``,
+``advance_start()``; the producer state (engine.txn.hook) keeps its snapshots and
+``.txnindex`` entries through ``write_snapshot()``, ``delete_snapshots()`` and
+``index_aborts()``.
 
 Several processes may append to the same partition. Each append takes ``.lock`` (flock) in the
 partition directory, brings this process's view up to date (did the active segment grow? did
