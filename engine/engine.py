@@ -20,7 +20,7 @@ from .crypto.keyring import check_outside
 from .crypto.keyring import resolve as resolve_keyring
 from .crypto.topic import OffsetMetadata, Vault
 from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
-from .fetch import records
+from .fetch import records, streaming
 from .fetch.offsets import Offsets
 from .fetch.positions import Position
 from .format.arrow import empty_table
@@ -380,8 +380,8 @@ class Engine:
         ``follow`` on as records arrive (``on_idle`` called before each wait, until
         ``idle_timeout_ms`` pass without a record), at most ``max_records`` in all
         (``rivven consume``)."""
-        return records.stream_topics(self._find, topic, partitions, start, max_records, follow,
-                                     on_idle, idle_timeout_ms, end, isolation_level)
+        return streaming.stream_topics(self._find, topic, partitions, start, max_records, follow,
+                                       on_idle, idle_timeout_ms, end, isolation_level)
 
     # ---------------------------------------------------------------- consumers, metrics
     def consumer(self, group: str, topics: str | Iterable[str],

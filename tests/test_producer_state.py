@@ -20,11 +20,11 @@ from engine.errors import DamagedMetadata
 from engine.format import control
 from engine.format.encode import encode_batch
 from engine.format.records import ATTR_TRANSACTIONAL
-from engine.segments import filenames
+from engine.segments import filenames, snapshot_files
 from engine.storage.log import PartitionLog
 from engine.storage.topics import Topics
 from engine.txn import snapshot
-from engine.txn.hook import state_of
+from engine.txn.hook import producers_of
 from engine.txn.state import AbortedTxn, BatchMeta, ProducerEntry, ProducerState
 
 NOW = clock_mod.now_ms()  # (batches older than retention.ms would be deleted)
@@ -43,6 +43,10 @@ def marker(pid, epoch, commit, ts=NOW):
 
 def log_of(eng, topic="t", partition=0):
     return eng._path.log_for(eng.topic(topic), partition)
+
+
+def state_of(log):
+    return producers_of(log).state()
 
 
 def append(eng, batch, topic="t", partition=0):
@@ -232,16 +236,16 @@ def pdir(data_dir):
 
 def test_snapshots_are_written_at_checkpoints_and_the_newest_two_kept(data_dir, eng):
     d = pdir(data_dir)
-    assert snapshot.offsets(d) == []
+    assert snapshot_files.offsets(d) == []
     eng.checkpoint()
-    assert snapshot.offsets(d) == []  # nobody used producer state here: nothing to write
+    assert snapshot_files.offsets(d) == []  # nobody used producer state here: nothing to write
     for i in range(4):
         append(eng, data(1, 0, i))
         eng.checkpoint()
-    assert snapshot.offsets(d) == [3, 4]
+    assert snapshot_files.offsets(d) == [3, 4]
     eng.checkpoint()  # nothing new: nothing rewritten
-    assert snapshot.offsets(d) == [3, 4]
-    st = snapshot.read(d, 4, "t-0")
+    assert snapshot_files.offsets(d) == [3, 4]
+    st = snapshot.decode(*snapshot_files.read(d, 4), 4, "t-0")
     assert st.end == 4 and [b.first_offset for b in st.producers[1].batches] == [0, 1, 2, 3]
 
 
@@ -251,9 +255,9 @@ def test_the_newest_snapshot_is_what_a_load_starts_from(data_dir):
         append(eng, data(1, 0, 0))
         eng.checkpoint()
     d = pdir(data_dir)
-    st = snapshot.read(d, 1)
+    st = snapshot.decode(*snapshot_files.read(d, 1), 1)
     st.add(42, ProducerEntry(3, [BatchMeta(10, 10, 0, 0, NOW)], last_offset=0, last_timestamp=NOW))
-    with open(snapshot.path(d, 1), "wb") as f:  # a state only the snapshot knows
+    with open(snapshot_files.path(d, 1), "wb") as f:  # a state only the snapshot knows
         f.write(snapshot.encode(st))
     with Engine.open(data_dir) as eng:
         assert append(eng, data(42, 3, 10)) == 0  # its duplicate: the snapshot was read
@@ -270,13 +274,13 @@ def two_snapshots(data_dir):
         append(eng, data(1, 0, 1))
         eng.checkpoint()
     d = pdir(data_dir)
-    assert snapshot.offsets(d) == [1, 2]
+    assert snapshot_files.offsets(d) == [1, 2]
     return d
 
 
 def test_a_damaged_snapshot_is_ignored_reported_and_an_older_one_used(data_dir):
     d = two_snapshots(data_dir)
-    with open(snapshot.path(d, 2), "r+b") as f:
+    with open(snapshot_files.path(d, 2), "r+b") as f:
         f.seek(40)
         b = f.read(1)
         f.seek(40)
@@ -285,13 +289,13 @@ def test_a_damaged_snapshot_is_ignored_reported_and_an_older_one_used(data_dir):
         assert append(eng, data(1, 0, 1)) == 1  # rebuilt from the snapshot at 1 and the log
         assert append(eng, data(1, 0, 0)) == 0
         ignored = [r for r in eng.recovery.repairs() if r["action"] == "ignored"]
-        assert len(ignored) == 1 and ignored[0]["file"] == snapshot.path(d, 2)
+        assert len(ignored) == 1 and ignored[0]["file"] == snapshot_files.path(d, 2)
         assert "checksum mismatch" in ignored[0]["reason"]
         eng.checkpoint()
         assert append(eng, data(1, 0, 2)) == 2
         eng.checkpoint()
-    assert snapshot.offsets(d) == [2, 3]  # the damaged one was replaced, never read again
-    snapshot.read(d, 2)
+    assert snapshot_files.offsets(d) == [2, 3]  # the damaged one was replaced, never read again
+    snapshot.decode(*snapshot_files.read(d, 2), 2)
 
 
 def test_every_damaged_snapshot_is_refused_as_damage(tmp_path):
@@ -347,18 +351,18 @@ def test_snapshots_below_the_log_start_go_and_producers_there_expire(data_dir, e
     eng.checkpoint()
     d = pdir(data_dir)
     assert len(filenames.segment_bases(d)) > 2
-    assert snapshot.offsets(d) == [7]
+    assert snapshot_files.offsets(d) == [7]
     eng.maintenance.delete_records("t", {0: 6})  # producer 1's last batch now lies below the log start
     eng.checkpoint()
-    st = snapshot.read(d, 7)
+    st = snapshot.decode(*snapshot_files.read(d, 7), 7)
     assert set(st.producers) == {2}
-    assert snapshot.offsets(d) == [7]
+    assert snapshot_files.offsets(d) == [7]
     with pytest.raises(OutOfOrderSequence):
         append(eng, data(2, 0, 5))
     assert append(eng, data(1, 0, 5)) == 7  # forgotten: a retry is stored again (as Kafka)
     eng.checkpoint()
     eng.maintenance.delete_records("t", {0: 8})
-    assert snapshot.offsets(d) == [8]  # those below the new start are removed
+    assert snapshot_files.offsets(d) == [8]  # those below the new start are removed
 
 
 def test_idle_producers_expire(data_dir, eng, monkeypatch):
@@ -372,7 +376,7 @@ def test_idle_producers_expire(data_dir, eng, monkeypatch):
     eng.checkpoint()
     st = state_of(log_of(eng))
     assert set(st.producers) == {2, 3}  # 3 has a transaction open: kept
-    assert set(snapshot.read(pdir(data_dir), 3).producers) == {2, 3}
+    assert set(snapshot.decode(*snapshot_files.read(pdir(data_dir), 3), 3).producers) == {2, 3}
     assert append(eng, data(1, 0, 0, ts=t0)) == 3  # expired: its retry is stored again
     assert append(eng, data(2, 0, 0, ts=t0)) == 1
 
@@ -500,7 +504,7 @@ def test_a_repair_cut_removes_the_snapshots_past_it(data_dir):
         f.write(bytes([b[0] ^ 1]))
     with Engine.open(data_dir) as eng:
         eng.segments.recover([seg], truncate_corrupt=True)
-        assert snapshot.offsets(d) == [1]  # the one past the cut would describe batch 1
+        assert snapshot_files.offsets(d) == [1]  # the one past the cut would describe batch 1
         assert end(eng) == 1
         eng.produce("t", [Record(value=b"p1"), Record(value=b"p2")])  # the log grows past 2
         assert append(eng, data(1, 0, 1, tag=b"w")) == 3  # seq 1 is new again

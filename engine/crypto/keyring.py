@@ -37,13 +37,6 @@ class Keyring(Protocol):
     def get(self, key_id: str) -> bytes: ...
 
 
-def check_key_id(key_id: Any, what: str = "key id") -> str:
-    if not isinstance(key_id, str) or not KEY_ID.fullmatch(key_id):
-        shown = key_id if isinstance(key_id, str) and len(key_id) <= 60 else str(key_id)[:60]
-        raise KeyringError(f"invalid {what} {shown!r}: use {KEY_ID_RULE}")
-    return key_id
-
-
 class FileKeyring:
     """The keyring file at ``path`` (checked and read at once)."""
 

@@ -1,7 +1,7 @@
 """Layer 4 — the files of a partition directory, each on its own: segments and their indexes,
-the recovery point, the replacement protocol, the aborted-transaction index, the tier
-manifest. A file here knows its own bytes and rules, never the partition object that
-composes them (``engine.storage.log``).
+the recovery point, the replacement protocol, the aborted-transaction index, the
+producer-state snapshot files, the tier manifest. A file here knows its own bytes and rules,
+never the partition object that composes them (``engine.storage.log``).
 
 May import: ``engine.fs``, ``engine.format`` and the base modules.
 
@@ -12,5 +12,7 @@ May import: ``engine.fs``, ``engine.format`` and the base modules.
 - ``checkpoint``: ``.checkpoint``, the recovery point and log start offset, sealed
 - ``swap``: the one segment-replacement protocol (``.cleaned`` -> ``.swap`` -> final)
 - ``txn_index``: ``.txnindex``, the aborted transactions of a segment
+- ``snapshot_files``: ``<offset>.snapshot``, the producer-state snapshots (their bytes are
+  ``engine.txn.snapshot``'s)
 - ``tier_manifest``: ``tier.json``, which offsets are cold and where
 """

@@ -144,16 +144,6 @@ class TxnIndex:
         self.entries.append(entry)
         self.dirty = True
 
-    def truncate_from(self, offset: int) -> None:
-        """Forget the entries of markers at ``offset`` or later (the log was cut there)."""
-        keep = [e for e in self.entries if e.last_offset < offset]
-        if len(keep) == len(self.entries):
-            return
-        self._open()
-        os.ftruncate(self.fd, len(keep) * ENTRY_SIZE)
-        self.entries = keep
-        self.dirty = True
-
     def sync(self) -> None:
         if self.dirty and self.fd >= 0:
             try:

@@ -1,39 +1,69 @@
 """Opening a partition: a writer's first look mends what a crash left, a reader only looks.
 
-A writer, holding the partition lock, finishes or discards what a crash cut short, in the
-numbered passes of ``load``; nothing it does needs the WAL, which is replayed afterwards
-(engine.wal.replay) into the mended segments.
+Handed the partition's directory, its lock, its (empty) segment set and tier view, the loader
+fills the two views and returns what the log keeps itself (``LoadedLog``, as Kafka's
+``LogLoader`` returns ``LoadedLogOffsets``); it never sees the log. A writer, holding the
+partition lock, finishes or discards what a crash cut short, in the numbered passes of
+``load``; nothing it does needs the WAL, which is replayed afterwards (engine.wal.replay)
+into the mended segments.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from ..fs import durable
-from ..segments import swap
+from ..segments import checkpoint, swap
+from ..segments.segment_set import SegmentSet
+from . import log_start
+from .partition_lock import PartitionLock
+from .tier_view import TierView
 
-if TYPE_CHECKING:
-    from .log import PartitionLog
+
+@dataclass(frozen=True)
+class LoadedLog:
+    """What opening a partition found: the log start persisted in ``.checkpoint`` (0 when
+    none vouches for one) and the identity (``checkpoint.stamp``) of the file it was read
+    from, None when there was none. The segments are in the segment set, the cold ones in
+    the tier view."""
+
+    log_start: int
+    checkpoint_stamp: tuple[int, int, int] | None
 
 
-def load(log: PartitionLog) -> None:
-    if not log.writable:
-        log.segs.relist()
-        log.segs.open_active(repair=False)
-        log.read_log_start()
-        return
-    with log.lock.exclusive():
-        log.lock.check_alive()
+def load(directory: str, segs: SegmentSet, lock: PartitionLock, tier: TierView, store: str,
+         writable: bool) -> LoadedLog:
+    """Open the partition at ``directory`` into ``segs`` and ``tier`` (``store``: the topic's
+    remote.storage.uri); a writer (``writable``) mends it first, under ``lock``."""
+    if not writable:
+        segs.relist()
+        segs.open_active(repair=False)
+        return _log_start(directory, segs, tier, store)
+    with lock.exclusive():
+        lock.check_alive()
         # 1. temp files of an atomic write (checkpoint, manifests) cut short by a crash
-        durable.remove_write_debris(log.dir)
+        durable.remove_write_debris(directory)
         # 2. a swap (compaction, restore): finished when committed, else its debris removed
-        swap.roll_forward(log.dir)
+        swap.roll_forward(directory)
         # 3. the segments as they are now; indexes whose .log a deletion already removed
-        log.segs.relist()
-        log.segs.drop_orphan_indexes()
+        segs.relist()
+        segs.drop_orphan_indexes()
         # 4. the active segment: trusted up to the checkpoint, its torn tail cut, indexes
         #    past the checkpoint rebuilt (the WAL replay puts acknowledged batches back)
-        log.segs.open_active(repair=True)
+        segs.open_active(repair=True)
         # 5. the log start, and a deletion below it that a crash cut short
-        log.read_log_start()
-        log.segs.delete_below(log.start_offset())
+        loaded = _log_start(directory, segs, tier, store)
+        segs.delete_below(log_start.first_offset(loaded.log_start, segs, tier))
+        return loaded
+
+
+def _log_start(directory: str, segs: SegmentSet, tier: TierView, store: str) -> LoadedLog:
+    """The tier manifest, then the log start persisted in ``.checkpoint``."""
+    if tier.refresh(store):
+        segs.relist()  # segments came back (restore) or went (tiering)
+    stamp = checkpoint.stamp(directory)
+    if stamp is None:
+        return LoadedLog(0, None)
+    # (the log is not open yet: nothing released, nothing cached; a refresh is a resync)
+    start = log_start.persisted(directory, segs, 0, lambda: segs.refresh(repair=False))
+    return LoadedLog(start, stamp)

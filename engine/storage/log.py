@@ -1,11 +1,16 @@
 """``PartitionLog``: one partition, the only object that changes its files.
 
 It composes the parts that each do one job: the segment set (engine.segments.segment_set),
-the loader that mends what a crash left (loader), the append pipeline (pipeline), reads
-(reader), the view of the tier manifest (tier_view), the log start offset and checkpoints
-(checkpoint), and the one segment-replacement protocol (swap). Maintenance and tiering change
-a partition only through its public calls: ``mutation()``, ``replace_segments()``,
-``set_tier()``, ``advance_start()``.
+the loader that mends what a crash left and returns what it found (loader), the append
+pipeline (pipeline), reads (reader), the view of the tier manifest (tier_view), the log start
+offset (log_start) and checkpoints (engine.segments.checkpoint), and the one
+segment-replacement protocol (engine.segments.swap). The parts are handed the lock and the
+segment set and know the log only by a protocol of the few calls they make (``AppendOwner``,
+``ReadSource``): none imports this module. Maintenance and tiering change a partition only
+through its public calls: ``mutation()``, ``replace_segments()``, ``set_tier()``,
+``advance_start()``; the producer state (engine.txn.hook) keeps its snapshots and
+``.txnindex`` entries through ``write_snapshot()``, ``delete_snapshots()`` and
+``index_aborts()``.
 
 Several processes may append to the same partition. Each append takes ``.lock`` (flock) in the
 partition directory, brings this process's view up to date (did the active segment grow? did
@@ -18,28 +23,32 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
+from ..crypto.batch import Sealer
 from ..crypto.topic import TopicKeys
-from ..errors import DamagedMetadata, KeyUnavailable, OffsetOutOfRange, StorageError, disk_full
+from ..errors import DamagedMetadata, KeyUnavailable, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
 from ..fs import guard
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..progress import Progress
-from ..segments import checkpoint, filenames, swap, tier_manifest, txn_index
+from ..segments import checkpoint, filenames, snapshot_files, swap, tier_manifest, txn_index
 from ..segments.segment import BatchRef, Segment
 from ..segments.segment_set import SegmentSet
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment, Home
-from . import loader, reader
+from ..segments.txn_index import AbortedTxn
+from . import loader, log_start, reader
 from .budget import FileBudget
 from .config import TopicConfig
 from .holds import FlockHolds
 from .partition_lock import PartitionLock
 from .pipeline import AppendPipeline
-from .ports import UNCOUNTED, ColdSegments, HotCache, PartitionCounts, ProducerHook
+from .ports import UNCOUNTED, ColdSegments, HotCache, PartitionCounts, ProducerHook, WalStream
+from .reader import View
 from .tier_view import TierView
 
 _STAMP_FIELDS = {"bytes": "st_size", "ino": "st_ino", "mtime_ns": "st_mtime_ns"}
@@ -51,23 +60,12 @@ class RecoveryPointNotWritten(StorageError):
     only the recovery point lags behind (the next writer to open it scans a little more)."""
 
 
-class View(NamedTuple):
-    """What a reader sees of the log at one moment."""
-
-    start: int
-    end: int
-    bases: list[int]
-    active: Segment
-    tier: list[ColdSegment]
-    tier_bases: list[int]
-
-
 class PartitionLog:
     """One partition directory: ``append`` (group commit), ``batches`` (reads), the log start,
     the tier view and every change of its segments. Thread-safe."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
-                 writable: bool, wal: Any = None, topic_id: bytes = b"",
+                 writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
                  wal_sync: str = "always", cuts: list[dict] | None = None,
                  progress: Progress | None = None,
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
@@ -80,7 +78,7 @@ class PartitionLog:
         self.partition = partition
         self.writable = writable
         self.topic_id = topic_id
-        self.wal = wal  # engine.wal.stream.WalStream, set with the first append
+        self.wal = wal  # this process's WAL stream, set by the engine with the first append
         self.wal_sync = wal_sync
         self.holds = holds  # shared by the engine's partitions: see FlockHolds
         self.cold = cold  # where reads of tiered offsets go
@@ -90,9 +88,6 @@ class PartitionLog:
         self.keys = keys
         self.opener = keys.opener_for(partition) if keys is not None else None
         self.dirty = False  # appended since the last checkpoint
-        self.log_start = 0  # persisted in .checkpoint; may lie inside the first segment
-        self._written_start = -1  # log start known durable (a light checkpoint keeps it)
-        self._ckpt_stamp: tuple[int, int, int] | None = None
         if writable:  # (partition-N, its topic's dir and topics/: nothing written through a link)
             guard.check_own_dir(directory, 3)
         self.lock = PartitionLock(directory, topic, partition, writable, lock_wait)
@@ -101,16 +96,21 @@ class PartitionLog:
         self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress,
                                lambda: self.config.index_interval_bytes)
         self.tierview = TierView(directory, self.tier_home)
-        self.txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
-        self.pipeline = AppendPipeline(self)
+        self._txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
+        self.pipeline = AppendPipeline(self, self.lock, self.segs)
         self.budget: FileBudget | None = None  # set by the engine (engine.storage.partitions)
         try:
-            loader.load(self)
+            loaded = loader.load(directory, self.segs, self.lock, self.tierview,
+                                 config.remote_storage_uri, writable)
         except BaseException:
             self.lock.close()
             raise
-        # the start read from disk is durable (every move of it is a full checkpoint), so the
-        # WAL's checkpoints may be light until it moves
+        self.log_start = loaded.log_start  # persisted in .checkpoint; may lie inside the first segment
+        # the .checkpoint the start was read from (its identity: read again once it changes)
+        self._ckpt_stamp: tuple[int, int, int] | None = loaded.checkpoint_stamp
+        # the log start known durable, so a light checkpoint keeps it: the start read from
+        # disk is (every move of it is a full checkpoint), so the WAL's checkpoints may be
+        # light until it moves
         self._written_start = self.start_offset()
         # format-2 batches (idempotent and transactional producers) are checked against it;
         # without one (tools, Spark) they are refused
@@ -204,46 +204,11 @@ class PartitionLog:
         if st is None or st == self._ckpt_stamp:
             return
         self._ckpt_stamp = st
-        point = self._checked_checkpoint()
-        if point is not None and point["log_start_offset"] > self.log_start:
-            self.log_start = point["log_start_offset"]
-            if len(self.segs.bases) > 1 and self.segs.bases[1] <= self.log_start:
-                self.segs.relist()  # whole segments below it are (being) deleted
-        self.segs.drop_replaced()
-
-    def _checked_checkpoint(self) -> dict | None:
-        """``.checkpoint`` when it is intact and agrees with the log, else None (the segment set
-        notes why: engine.segments.checkpoint). Never acted on unchecked: a log start past the
-        log end would delete every sealed segment."""
-        segs = self.segs
-        try:
-            point = checkpoint.read_checkpoint(self.dir)
-            if point is None:
-                return None
-            try:
-                checkpoint.check(self.dir, point, segs.bases, segs.active.file_size(),
-                                 segs.active.next_offset)
-            except DamagedMetadata:
-                # a reader's view may lag what another process appended, rolled and then
-                # checkpointed (the file is written after the bytes it vouches for)
-                self.sync_view(repair=False)
-                checkpoint.check(self.dir, point, segs.bases, segs.active.file_size(),
-                                 segs.active.next_offset)
-            return point
-        except DamagedMetadata as e:
-            segs.ignored(e)
-            return None
+        self.log_start = log_start.persisted(self.dir, self.segs, self.log_start,
+                                             lambda: self.sync_view(repair=False))
 
     def start_offset(self) -> int:
-        first = self.segs.bases[0]
-        tier = self.tierview.entries
-        if tier and tier[0].base_offset < first:
-            first = tier[0].base_offset
-        elif self.tierview.error is not None:
-            # a damaged manifest may hold offsets below the local segments: keep the persisted
-            # start (a checkpoint must never move it past them; reads there raise the damage)
-            first = min(first, self.log_start)
-        return min(max(self.log_start, first), self.segs.active.next_offset)
+        return log_start.first_offset(self.log_start, self.segs, self.tierview)
 
     def local_start(self) -> int:
         """The first offset held by a local segment (or the log start, if later)."""
@@ -343,17 +308,12 @@ class PartitionLog:
                 ) -> Iterator[tuple[BatchHeader, bytes | None]]:
         """(mutex held.) Headers of the local batches holding offsets ``start`` to ``end``,
         without their bodies (engine.storage.reader.headers)."""
-        return reader.headers(self, start, end, body)
+        return reader.headers(self.segs, start, end, body)
 
     def report_ignored(self, e: DamagedMetadata) -> None:
         """Note a damaged metadata file of this partition that was ignored, never acted on
         (``Engine.repairs()``)."""
         self.segs.ignored(e)
-
-    def out_of_range(self, offset: int, start: int, end: int) -> OffsetOutOfRange:
-        return OffsetOutOfRange(
-            f"offset {offset} is out of range for {self.topic}-{self.partition}: valid offsets "
-            f"are {start}..{end} (end = next offset to be written)", start, end)
 
     def cold_segment(self, entry: ColdSegment) -> Segment:
         """A read-only Segment over the locally cached copy of a cold segment."""
@@ -373,6 +333,42 @@ class PartitionLog:
             return [e for e in self.tierview.entries if e.base_offset < self.segs.bases[0]]
 
     # ---------------------------------------------------------------- writing
+    # (mark_dirty, flock_taken, sealer and roll: what the append pipeline asks of its log,
+    # engine.storage.pipeline.AppendOwner)
+    def mark_dirty(self) -> None:
+        """Appended since the last checkpoint: the WAL's next checkpoint fsyncs this log."""
+        self.dirty = True
+
+    def flock_taken(self) -> int:
+        """(mutex held, the flock just taken by the append pipeline.) Catch up with what other
+        processes did while it was free: check the partition still exists, bring the view up
+        to date (cutting a torn tail), apply the batches appended meanwhile to the producer
+        state, re-read the topic's key set. Returns the log end."""
+        self.lock.check_alive()
+        self.sync_view(repair=True)
+        end = self.segs.active.next_offset
+        if self.producers is not None:  # batches other processes appended meanwhile
+            self.producers.caught_up(end)
+        if self.keys is not None and (self.keys.keyset is not None
+                                      or self.config.encryption_enable):
+            # another process may have rotated, or dropped the version held here: read the
+            # key set now (a drop holds this flock while it checks, so what is read here is
+            # safe to seal with while the flock is held)
+            self.keys.refresh()
+        return end
+
+    def sealer(self) -> Sealer | None:
+        """(flock held.) What seals a data batch appended now: the topic's current data key
+        when ``encryption.enable``, else None (plaintext). Raises KeyUnavailable when it
+        cannot be had, before anything is checked or written."""
+        if not self.config.encryption_enable:
+            return None
+        if self.keys is None:
+            raise KeyUnavailable(f"{self.topic}-{self.partition} was opened without its "
+                                 "topic's keys (a tool): encrypted batches can only be "
+                                 "appended through an Engine")
+        return self.keys.sealer()
+
     def append(self, batch: EncodedBatch) -> int:
         """Assign offsets to ``batch`` and store it durably; returns its base offset
         (engine.storage.pipeline)."""
@@ -480,6 +476,67 @@ class PartitionLog:
         if self.producers is not None:
             self.producers.checkpointed(act.next_offset)
         return point
+
+    # ---------------------------------------------------------------- the producer state's files
+    # (the producer state, engine.txn.hook, keeps its snapshots and the aborted-transaction
+    # indexes through these calls: only the log writes files into its directory)
+    def snapshots(self) -> list[int]:
+        """The offsets of the producer-state snapshots of the partition, oldest first."""
+        return snapshot_files.offsets(self.dir)
+
+    def read_snapshot(self, offset: int) -> tuple[bytes, str]:
+        """The bytes of the snapshot at ``offset`` and its path (for messages): DamagedMetadata
+        when unreadable, FileNotFoundError when gone (engine.segments.snapshot_files)."""
+        return snapshot_files.read(self.dir, offset)
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        """(Lock held: a checkpoint.) Write the snapshot at ``offset`` whole (tmp, fsync,
+        rename, fsync dir)."""
+        snapshot_files.write(self.dir, offset, data)
+
+    def delete_snapshots(self, offsets: list[int]) -> None:
+        """(Lock held.) Delete the snapshots at ``offsets`` (missing ones are fine)."""
+        snapshot_files.remove(self.dir, offsets)
+
+    def index_aborts(self, aborts: Iterable[AbortedTxn], end: int) -> None:
+        """(Lock held: a checkpoint, before its snapshot at ``end``.) Append to each segment's
+        ``.txnindex`` the aborted transactions of ``aborts`` (in marker order) whose marker
+        lies in it, below ``end`` and at or past the local log start, and fsync it: one open
+        and one fsync per segment (engine.segments.txn_index)."""
+        bases = self.view().bases
+        start = self.local_start()
+        by_segment: dict[int, list[AbortedTxn]] = {}  # (in marker order within each)
+        for a in aborts:
+            if start <= a.last_offset < end:
+                by_segment.setdefault(bases[bisect_right(bases, a.last_offset) - 1], []).append(a)
+        for base, found in by_segment.items():
+            ix = txn_index.TxnIndex(filenames.path(self.dir, base, filenames.TXNINDEX), base)
+            try:
+                for a in found:
+                    ix.append(a)
+                ix.sync()
+            finally:
+                ix.close()
+
+    def aborted_txns(self, start: int) -> Iterator[AbortedTxn]:
+        """The ``.txnindex`` entries of the segments from the one holding ``start`` on, in
+        offset order: cold segments first (from the cold cache's copy), then local ones. Read
+        lazily, a segment at a time: a read_committed read stops once it has what it needs
+        (engine.txn.isolation)."""
+        for entry in self.cold_entries():
+            if entry.next_offset <= start or not entry.txnindex_bytes:
+                continue
+            seg = self.cold_segment(entry)  # (the cold cache's: it stays open)
+            found, _ = txn_index.read_entries(
+                filenames.path(seg.directory, seg.base, filenames.TXNINDEX), seg.base,
+                entry.next_offset)
+            yield from found
+        bases = self.view().bases
+        present = self._txnindexes.bases()
+        for base in bases[max(0, bisect_right(bases, start) - 1):]:
+            if base in present:
+                yield from txn_index.read_entries(
+                    filenames.path(self.dir, base, filenames.TXNINDEX), base)[0]
 
     # ---------------------------------------------------------------- changes
     def advance_start(self, offset: int) -> tuple[int, int, list[dict]]:

@@ -19,17 +19,19 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import clock
-from ..errors import InvalidArgument, KeyUnavailable, RivvenError, StorageError
+from ..crypto.batch import Sealer
+from ..errors import InvalidArgument, RivvenError, StorageError
 from ..failpoint import failpoint
 from ..format.records import ATTR_CONTROL, MAGIC_PRODUCER, EncodedBatch, read_header
 from ..segments.segment import Segment
-from .holds import HOLD_S
-
-if TYPE_CHECKING:
-    from .log import PartitionLog
+from ..segments.segment_set import SegmentSet
+from .config import TopicConfig
+from .holds import HOLD_S, FlockHolds
+from .partition_lock import PartitionLock
+from .ports import HotCache, PartitionCounts, ProducerHook, WalStream
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 MAGIC_AT = 12  # the batch header's magic byte
@@ -54,12 +56,59 @@ class _Entry:
         self.durable = False  # reaches the segment only once its WAL bytes are durable
 
 
+class AppendOwner(Protocol):
+    """What the append pipeline needs of the partition it appends to (PartitionLog), read
+    at each use: the engine hands the WAL stream in with the first append and replaces the
+    topic's configs as they change. The pipeline is handed the partition lock and the
+    segment set themselves; it never sees the log's other parts."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def topic_id(self) -> bytes: ...
+    @property
+    def config(self) -> TopicConfig:
+        """The topic's configs: the segment limits, ``index.interval.bytes``."""
+    @property
+    def wal(self) -> WalStream | None:
+        """Where batches are logged first; None: no WAL (each batch fsynced in its segment)."""
+    @property
+    def wal_sync(self) -> str: ...
+    @property
+    def holds(self) -> FlockHolds | None:
+        """The engine's kept flocks (engine.storage.holds), shared by its partitions."""
+    @property
+    def hot(self) -> HotCache | None:
+        """Recent batches in memory, keyed by the owner."""
+    @property
+    def counts(self) -> PartitionCounts: ...
+    @property
+    def producers(self) -> ProducerHook | None:
+        """Checks and applies format-2 batches; None: they are refused (tools, Spark)."""
+
+    def mark_dirty(self) -> None:
+        """A batch is about to be logged: the next WAL checkpoint must fsync the partition."""
+
+    def flock_taken(self) -> int:
+        """(mutex held, the flock just taken.) Catch up with what other processes did while
+        it was free; raises when the partition is gone. Returns the log end."""
+
+    def sealer(self) -> Sealer | None:
+        """(flock held.) What seals a data batch appended now (None: plaintext); raises
+        KeyUnavailable when the topic's key cannot be had."""
+
+    def roll(self) -> Segment:
+        """(flock held.) Seal the active segment and start a new one at the end."""
+
+
 class AppendPipeline:
-    def __init__(self, log: PartitionLog) -> None:
+    def __init__(self, log: AppendOwner, lock: PartitionLock, segs: SegmentSet) -> None:
         self.log = log
-        self.lock = log.lock
-        self.segs = log.segs
-        self.cond = log.lock.cond  # an entry reached the segment (or failed)
+        self.lock = lock
+        self.segs = segs
+        self.cond = lock.cond  # an entry reached the segment (or failed)
         self.pending: deque[_Entry] = deque()  # logged, not yet in the segment, offset order
         self._active: deque[None] = deque()  # one item per thread inside append()
         self._waiters = 0  # threads waiting on cond
@@ -124,7 +173,9 @@ class AppendPipeline:
         error: BaseException | None = None
         try:
             if not entry.done:
-                log.wal.sync(entry.wal_end)  # only now may the batch become visible
+                # only now may the batch become visible (not done yet: it was logged, a log
+                # without a WAL settles each batch in start)
+                log.wal.sync(entry.wal_end)  # type: ignore[union-attr]
         except BaseException as e:  # noqa: BLE001 - handed to the entry, re-raised below
             error = e
         if not entry.done:  # (usually the syncer wrote it already: see after_wal_sync)
@@ -160,36 +211,21 @@ class AppendPipeline:
             lock.release()
         # dirty before the WAL write: a checkpoint that rotates the WAL after our record then
         # sees this partition and fsyncs it before deleting the file holding the record
-        log.dirty = True
+        log.mark_dirty()
         hook = log.producers
         if not lock.held:
             try:
                 lock.hold()
                 self._broken = False
-                lock.check_alive()
-                log.sync_view(repair=True)
-                self._assigned_end = self.segs.active.next_offset
-                if hook is not None:  # batches other processes appended meanwhile
-                    hook.caught_up(self._assigned_end)
-                if log.keys is not None and (log.keys.keyset is not None
-                                             or log.config.encryption_enable):
-                    # another process may have rotated, or dropped the version held here:
-                    # read the key set now (a drop holds this flock while it checks, so
-                    # what is read here is safe to seal with while the flock is held)
-                    log.keys.refresh()
+                self._assigned_end = log.flock_taken()
             except BaseException as e:
                 lock.release()
                 if isinstance(e, Exception) and not isinstance(e, RivvenError):
                     raise StorageError(f"{log.topic}-{log.partition}: append failed: {e}"
                                        ) from e
                 raise
-        sealer = None
-        if log.config.encryption_enable and not batch.buf[ATTRS_AT] & ATTR_CONTROL:
-            if log.keys is None:
-                raise KeyUnavailable(f"{log.topic}-{log.partition} was opened without its "
-                                     "topic's keys (a tool): encrypted batches can only be "
-                                     "appended through an Engine")
-            sealer = log.keys.sealer()  # (raises before anything is checked or written)
+        # (a marker is never sealed; raises before anything is checked or written)
+        sealer = None if batch.buf[ATTRS_AT] & ATTR_CONTROL else log.sealer()
         header = None
         if batch.buf[MAGIC_AT] == MAGIC_PRODUCER:  # (one byte: plain batches pay nothing more)
             header = read_header(batch.buf)

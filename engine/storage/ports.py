@@ -46,6 +46,24 @@ class ProducerHook(Protocol):
         """A checkpoint made the log durable up to ``end``: take a snapshot."""
 
 
+class WalStream(Protocol):
+    """This process's WAL stream (engine.wal.stream.WalStream), handed to a log with its
+    first append: storage never imports engine.wal. The append pipeline logs each batch in
+    it, waits for its fsync, and listens (``after_wal_sync``) to write durable batches."""
+
+    listeners: set[Any]
+
+    def append_batch(self, topic_id: bytes, partition: int, topic: str,
+                     batch: bytes | bytearray, records: int = 0) -> int:
+        """Log one batch (offsets assigned); returns the stream position past its record."""
+
+    def durable(self, position: int) -> bool:
+        """Is the stream fsynced up to ``position``?"""
+
+    def sync(self, position: int) -> None:
+        """Return once the stream is fsynced up to ``position`` (group commit)."""
+
+
 class ColdSegments(Protocol):
     """Local copies of cold segments (engine.tiering.cache.ColdCache)."""
 

@@ -11,22 +11,64 @@ from __future__ import annotations
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import NamedTuple, Protocol
 
-from ..errors import ColdObjectError, CorruptRecordError
+from ..errors import ColdObjectError, CorruptRecordError, OffsetOutOfRange
 from ..format.records import BatchHeader, check_crc
 from ..segments.segment import PLAIN_ONLY, BatchRef, Segment, TornTail
-from ..segments.segment_set import SegmentGone
+from ..segments.segment_set import SegmentGone, SegmentSet
+from ..segments.tier_manifest import ColdSegment
+from .ports import HotCache, PartitionCounts
 from .tier_view import cold_entry
-
-if TYPE_CHECKING:
-    from .log import PartitionLog
 
 MAX_RETRIES = 10  # new snapshots in a row before a vanished segment is an error
 MAX_OFFSET = 1 << 63
 
 
-def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20, sealed_crc: bool = True
+class View(NamedTuple):
+    """What a reader sees of the log at one moment."""
+
+    start: int
+    end: int
+    bases: list[int]
+    active: Segment
+    tier: list[ColdSegment]
+    tier_bases: list[int]
+
+
+class ReadSource(Protocol):
+    """What a read needs of the partition it reads (PartitionLog): views of it taken under
+    its mutex, its segments and cold copies, the hot cache (keyed by this object) and the
+    counts."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def hot(self) -> HotCache | None: ...
+    @property
+    def counts(self) -> PartitionCounts: ...
+    @property
+    def tier_error(self) -> Exception | None: ...
+
+    def view(self) -> View:
+        """The view now (brought up to date)."""
+
+    def reload_view(self) -> View:
+        """A view read afresh: after a segment vanished under a reader."""
+
+    def sealed(self, base: int) -> Segment: ...
+    def cold_segment(self, entry: ColdSegment) -> Segment: ...
+
+
+def out_of_range(source: ReadSource, offset: int, start: int, end: int) -> OffsetOutOfRange:
+    return OffsetOutOfRange(
+        f"offset {offset} is out of range for {source.topic}-{source.partition}: valid "
+        f"offsets are {start}..{end} (end = next offset to be written)", start, end)
+
+
+def batches(log: ReadSource, offset: int, max_bytes: int = 1 << 20, sealed_crc: bool = True
             ) -> Iterator[BatchRef]:
     """CRC-checked batches holding ``offset`` and after, about ``max_bytes`` in all
     (``sealed_crc=False``: not an encrypted batch's, whose tag the caller checks)."""
@@ -34,7 +76,7 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20, sealed_crc
     start, end, bases, active = view.start, view.end, view.bases, view.active
     tier, tier_bases = view.tier, view.tier_bases
     if offset < start or offset > end:
-        raise log.out_of_range(offset, start, end)
+        raise out_of_range(log, offset, start, end)
     sent = 0
     hot = log.hot
     if hot is not None and active.base <= offset < end:
@@ -68,7 +110,7 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20, sealed_crc
                         raise
                     retries += 1
                     if offset < start:
-                        raise log.out_of_range(offset, start, end) from None
+                        raise out_of_range(log, offset, start, end) from None
                     continue
                 nxt = entry.next_offset
             else:
@@ -79,7 +121,7 @@ def batches(log: PartitionLog, offset: int, max_bytes: int = 1 << 20, sealed_crc
             view = log.reload_view()
             start, bases, tier, tier_bases = view.start, view.bases, view.tier, view.tier_bases
             if offset < start:
-                raise log.out_of_range(offset, start, end) from None
+                raise out_of_range(log, offset, start, end) from None
             retries += 1
             if retries > MAX_RETRIES:
                 raise
@@ -131,18 +173,17 @@ class Reach:
         self.start = self.end = offset
 
 
-def headers(log: PartitionLog, start: int, end: int,
+def headers(segs: SegmentSet, start: int, end: int,
             body: Callable[[BatchHeader], bool] = lambda h: False
             ) -> Iterator[tuple[BatchHeader, bytes | None]]:
-    """(mutex held.) The headers of the local batches holding offsets ``start`` to ``end``
-    (exclusive), in offset order, read without their bodies; with the batch's bytes, CRC
-    checked, when ``body(header)`` says so (a control batch's marker type). ``start`` must not
-    lie below the local segments. For the producer state (engine.txn): a prefix of the log
-    the view already checked, so only headers are read."""
-    segs = log.segs
+    """(mutex held.) The headers of the local batches (of the segments ``segs``) holding
+    offsets ``start`` to ``end`` (exclusive), in offset order, read without their bodies; with
+    the batch's bytes, CRC checked, when ``body(header)`` says so (a control batch's marker
+    type). ``start`` must not lie below the local segments. For the producer state
+    (engine.txn): a prefix of the log the view already checked, so only headers are read."""
     bases = segs.bases
     if start < bases[0] and start < end:
-        raise SegmentGone(f"offset {start} of {log.topic}-{log.partition} is below the local "
+        raise SegmentGone(f"offset {start} of {segs.topic}-{segs.partition} is below the local "
                           f"segments (they start at {bases[0]})")
     last = -1
     for i in range(max(bisect_right(bases, start) - 1, 0), len(bases)):

@@ -21,9 +21,8 @@ from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, Rivve
 from ..format.records import HEADER_SIZE, read_header
 from ..fs import guard
 from ..fs.locks import DEFAULT_WAIT, LockWait, flocked
-from ..segments import checkpoint, filenames
+from ..segments import checkpoint, filenames, snapshot_files
 from ..segments.segment import Segment
-from ..txn import snapshot
 from .results import Reindexed, SegmentRepair
 from .verify import (
     CUTTABLE,
@@ -192,7 +191,7 @@ def _apply(pdir: str, rep: SegmentReport, row: SegmentRepair, point: dict | None
         seg.close()
     row["reindexed"] = True
     if cut_at is not None:  # producer-state snapshots past the cut describe batches it removed
-        snapshot.remove(pdir, [off for off in snapshot.offsets(pdir) if off > end])
+        snapshot_files.remove(pdir, [off for off in snapshot_files.offsets(pdir) if off > end])
     if (cut_at is not None and point is not None and point["segment"] == rep.base_offset
             and point["position"] > cut_at and not row["sealed"]):
         # the checkpoint vouched for bytes that are gone: it now ends at the cut (a log start

@@ -35,11 +35,10 @@ from ..format.records import (
 )
 from ..fs import jsondoc
 from ..progress import Progress, counter
-from ..segments import checkpoint, filenames, tier_manifest, txn_index
+from ..segments import checkpoint, filenames, snapshot_files, tier_manifest, txn_index
 from ..segments.index import OffsetIndex, TimeIndex, max_entries
 from ..storage.catalog import home_of
 from ..tiering.status import check_manifests
-from ..txn import snapshot
 from .results import VerifyReport
 
 CHUNK = 8 << 20
@@ -353,7 +352,7 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
     bases = filenames.segment_bases(directory)
     point, point_problem = _checkpoint(directory)
     gaps_below = _cleaned_end(directory, bases)  # (the log start is applied once checked)
-    vouched = max(snapshot.offsets(directory), default=0)
+    vouched = max(snapshot_files.offsets(directory), default=0)
     reports = []
     for i, base in enumerate(bases):
         nxt = bases[i + 1] if i + 1 < len(bases) else None

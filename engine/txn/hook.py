@@ -13,6 +13,10 @@ mutex:
 - each checkpoint writes a snapshot (``checkpointed``), after expiring producers, keeps the
   newest ``KEEP`` and deletes those below the local log start or past the log end.
 
+Its files (the snapshots, the ``.txnindex`` entries of aborted transactions) are written
+through the log's own calls (``write_snapshot``, ``index_aborts``, ``delete_snapshots``):
+this module never names a path in the partition directory.
+
 Format-1 batches this process appends never reach the hook (the plain produce path pays
 nothing): while the pipeline holds the flock nothing else appends, so the offsets between the
 state's end and a format-2 batch this process appends are its own format-1 batches.
@@ -21,16 +25,14 @@ state's end and a format-2 batch this process appends are its own format-1 batch
 from __future__ import annotations
 
 import logging
-from bisect import bisect_right
 from typing import Any
 
 from .. import clock
 from ..errors import DamagedMetadata, StorageError
 from ..format.control import marker_type
 from ..format.records import MAGIC_PRODUCER, BatchHeader
-from ..segments import filenames
 from ..segments.segment_set import SegmentGone
-from ..segments.txn_index import AbortedTxn, TxnIndex
+from ..segments.txn_index import AbortedTxn
 from ..storage.log import PartitionLog
 from . import snapshot
 from .state import ProducerState
@@ -100,8 +102,9 @@ class PartitionProducers:
                                 log.start_offset())
             if gone or end != self._snapshot_at:
                 try:
-                    self._index_aborts(end)  # (before the snapshot that stops vouching for them)
-                    snapshot.write(log.dir, state)
+                    # the aborts below ``end`` indexed first: the snapshot vouches for them
+                    log.index_aborts(self._recent, end)
+                    log.write_snapshot(end, snapshot.encode(state))
                     self._snapshot_at = end
                     self._recent = [a for a in self._recent if a.last_offset >= end]
                 except StorageError as e:  # the log is the truth: the next one will do
@@ -109,25 +112,6 @@ class PartitionProducers:
         start = log.local_start()
         if start != self._pruned_start or state is not None:
             self._prune(start, end)
-
-    def _index_aborts(self, end: int) -> None:
-        """Make the ``.txnindex`` entries of the aborted transactions below ``end`` durable,
-        each in the segment holding its marker: a snapshot at ``end`` tells readers that
-        every abort below it is in an index (those after it they learn from the log)."""
-        bases = self.log.view().bases
-        start = self.log.local_start()
-        by_segment: dict[int, list[AbortedTxn]] = {}  # (in marker order within each)
-        for a in self._recent:
-            if start <= a.last_offset < end:
-                by_segment.setdefault(bases[bisect_right(bases, a.last_offset) - 1], []).append(a)
-        for base, aborts in by_segment.items():  # one open and one fsync per segment
-            ix = TxnIndex(filenames.path(self.log.dir, base, filenames.TXNINDEX), base)
-            try:
-                for a in aborts:
-                    ix.append(a)
-                ix.sync()
-            finally:
-                ix.close()
 
     # ---------------------------------------------------------------- reading it
     def state(self) -> ProducerState:
@@ -233,13 +217,14 @@ class PartitionProducers:
         they describe batches a repair cut."""
         log = self.log
         start = log.local_start()
-        found = snapshot.offsets(log.dir)
+        found = log.snapshots()
         state = None
         for off in reversed(found):
             if not start <= off <= end:
                 continue
             try:
-                state = snapshot.read(log.dir, off, self.name)
+                data, where = log.read_snapshot(off)
+                state = snapshot.decode(data, where, off, self.name)
                 self._snapshot_at = off
                 break
             except FileNotFoundError:
@@ -251,7 +236,7 @@ class PartitionProducers:
             state = ProducerState(self.name, start)
         self._recent = []  # (the aborts below the snapshot are in .txnindex files)
         if writer and log.writable and any(off > end for off in found):
-            snapshot.remove(log.dir, [off for off in found if off > end])
+            log.delete_snapshots([off for off in found if off > end])
         for attempt in range(3):
             try:
                 self._scan(state, end)
@@ -269,13 +254,13 @@ class PartitionProducers:
         """Keep the newest KEEP snapshots in [local start, end]; delete the rest."""
         log = self.log
         try:
-            found = snapshot.offsets(log.dir)
+            found = log.snapshots()
         except OSError:
             return
         usable = [off for off in found if start <= off <= end]
         drop = [off for off in found if off not in usable[-KEEP:]]
         if drop:
-            snapshot.remove(log.dir, drop)
+            log.delete_snapshots(drop)
         self._pruned_start = start
 
 
@@ -284,8 +269,3 @@ def producers_of(log: PartitionLog) -> PartitionProducers | None:
     hook = log.producers
     return hook if isinstance(hook, PartitionProducers) else None
 
-
-def state_of(log: PartitionLog) -> ProducerState | None:
-    """``producers_of(log).state()`` (read it holding ``log.mutex``), None without one."""
-    hook = producers_of(log)
-    return hook.state() if hook is not None else None

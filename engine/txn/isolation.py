@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ..errors import InvalidArgument
 from ..format.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
-from ..segments import filenames
-from ..segments.txn_index import AbortedTxn, overlapping, read_entries
+from ..segments.txn_index import AbortedTxn, overlapping
 from ..storage.log import PartitionLog
 from .hook import producers_of
 
@@ -71,18 +69,6 @@ def hidden(h: BatchHeader, aborted: Aborted | None) -> bool:
         aborted and attrs & ATTR_TRANSACTIONAL and aborted.covers(h.producer_id, h.base_offset))
 
 
-def visible(refs: Iterable[Any], committed: bool, lso: int, aborted: Aborted
-            ) -> Iterator[Any]:
-    """The batch references (anything with a ``.header``) a reader may see, in order: never a
-    control batch; with ``committed`` nothing at or past ``lso`` and nothing aborted."""
-    for ref in refs:
-        h = ref.header
-        if committed and h.base_offset >= lso:
-            return
-        if not hidden(h, aborted if committed else None):
-            yield ref
-
-
 def stable_end(log: PartitionLog) -> int:
     """The last stable offset of ``log`` now (its end when it has no producer state)."""
     producers = producers_of(log)
@@ -93,6 +79,7 @@ def view(log: PartitionLog, start: int) -> tuple[int, Aborted]:
     """What a read_committed read of ``log`` from ``start`` may see: the last stable offset
     (it stops before it) and the aborted transactions with data in ``[start, LSO)``."""
     producers = producers_of(log)
+    recent: list[AbortedTxn]
     if producers is None:  # (a log opened without producer state: tools)
         lso, recent = log.end_offset(), []
     else:
@@ -104,25 +91,9 @@ def view(log: PartitionLog, start: int) -> tuple[int, Aborted]:
 
 def indexed(log: PartitionLog, start: int, upper: int) -> Iterator[AbortedTxn]:
     """The ``.txnindex`` entries of the segments from the one holding ``start`` on (cold ones
-    first, from the cached copy), until one recorded a last stable offset past ``upper``:
-    every transaction with data below ``upper`` had ended by then (Kafka's rule)."""
-    for entry in log.cold_entries():
-        if entry.next_offset <= start or not entry.txnindex_bytes:
-            continue
-        seg = log.cold_segment(entry)  # (the cold cache's: it stays open)
-        found, _ = read_entries(filenames.path(seg.directory, seg.base, filenames.TXNINDEX), seg.base,
-                                entry.next_offset)
-        for e in found:
-            yield e
-            if e.last_stable_offset > upper:
-                return
-    bases = log.view().bases
-    present = log.txnindexes.bases()
-    for base in bases[max(0, bisect_right(bases, start) - 1):]:
-        if base not in present:
-            continue
-        found, _ = read_entries(filenames.path(log.dir, base, filenames.TXNINDEX), base)
-        for e in found:
-            yield e
-            if e.last_stable_offset > upper:
-                return
+    first), until one recorded a last stable offset past ``upper``: every transaction with
+    data below ``upper`` had ended by then (Kafka's rule)."""
+    for e in log.aborted_txns(start):
+        yield e
+        if e.last_stable_offset > upper:
+            return

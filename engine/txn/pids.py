@@ -40,12 +40,6 @@ def _read(p: str) -> int:
     return jsondoc.get_int(doc, "next", p, WHAT, 0, MAX_ID, fix=FIX)
 
 
-def next_id(data_dir: str) -> int:
-    """The next id ``allocate`` would hand out (0 before the first); DamagedMetadata when the
-    file is damaged. Reads only."""
-    return _read(path(data_dir))
-
-
 def allocate(data_dir: str, lock_wait: LockWait = DEFAULT_WAIT, count: int = 1) -> int:
     """Take ``count`` new producer ids for good; returns the first. Durable before it
     returns (the coordinator takes transactional ids' producer ids here too)."""

@@ -2,8 +2,10 @@
 
 A snapshot is the ``ProducerState`` of a partition as it was when the log ended at ``offset``
 (the file's name): loading it and applying the batches from ``offset`` to the log end gives
-the state without reading the older log. Written whole (tmp, fsync, rename, fsync dir) under
-the partition lock at each checkpoint; docs/FORMAT.md has every byte. All integers are
+the state without reading the older log. This module holds the bytes (``encode``,
+``decode``); the files are the partition's (engine.segments.snapshot_files), written whole
+under the partition lock at each checkpoint through its log (engine.txn.hook calls
+``PartitionLog.write_snapshot``); docs/FORMAT.md has every byte. All integers are
 little-endian::
 
     header, 32 bytes
@@ -28,42 +30,20 @@ and ignores (an older snapshot or the log serves instead).
 
 from __future__ import annotations
 
-import os
 import struct
 
 from ..errors import DamagedMetadata, plural
 from ..format.crc import crc32c
 from ..format.records import MAX_EPOCH
-from ..fs import durable
-from ..segments import filenames
+from ..segments.snapshot_files import FIX, WHAT
 from .state import MAX_BATCHES, NONE, SEQ_MASK, BatchMeta, ProducerEntry, ProducerState
 
-SUFFIX = ".snapshot"
 MAGIC = b"RVPS"
 VERSION = 1
 HEADER = struct.Struct("<4sHHIIqii")  # 32
 PRODUCER = struct.Struct("<qqqqhhi")  # 40
 BATCH = struct.Struct("<qqqii")  # 32
 CRC_AT = 8
-MAX_BYTES = 1 << 30  # never read a file a crafted size could make huge
-MAX_OFFSET = (1 << 63) - 1
-WHAT = "producer-state snapshot"
-FIX = "it is ignored: the producer state is rebuilt from an older snapshot or the log"
-
-
-def path(directory: str, offset: int) -> str:
-    return filenames.path(directory, offset, SUFFIX)
-
-
-def offsets(directory: str) -> list[int]:
-    """The offsets of the snapshots in a partition directory, oldest first."""
-    out = []
-    for f in os.listdir(directory):
-        p = filenames.parse(f)
-        if p is not None and p[1] == SUFFIX:
-            out.append(p[0])
-    out.sort()
-    return out
 
 
 def encode(state: ProducerState) -> bytes:
@@ -142,43 +122,3 @@ def decode(data: bytes, where: str, offset: int, name: str = "") -> ProducerStat
     if pos != n:
         raise bad(f"{plural(n - pos, 'byte')} after the last producer entry")
     return state
-
-
-def read(directory: str, offset: int, name: str = "") -> ProducerState:
-    """The snapshot at ``offset``; DamagedMetadata when it fails a check or cannot be read
-    (FileNotFoundError when it is gone)."""
-    p = path(directory, offset)
-    try:
-        with open(p, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_BYTES:
-                raise DamagedMetadata(f"{WHAT} {p} is damaged (larger than "
-                                      f"{plural(MAX_BYTES, 'byte')}); "
-                                      f"{FIX}", p)
-            data = f.read(size + 1)
-    except FileNotFoundError:
-        raise
-    except OSError as e:  # (EIO, EACCES: as unusable as a damaged file)
-        raise DamagedMetadata(f"{WHAT} {p} is unreadable ({e.strerror or e}); {FIX}",
-                              p) from None
-    return decode(data, p, offset, name)
-
-
-def write(directory: str, state: ProducerState) -> str:
-    """Write ``state`` as the snapshot at its end offset (atomically); returns its path."""
-    p = path(directory, state.end)
-    durable.write_atomic(p, encode(state))
-    return p
-
-
-def remove(directory: str, offsets_: list[int]) -> None:
-    """Delete the snapshots at ``offsets_`` (missing ones are fine), then fsync the dir."""
-    gone = False
-    for off in offsets_:
-        try:
-            os.unlink(path(directory, off))
-            gone = True
-        except FileNotFoundError:
-            pass
-    if gone:
-        durable.fsync_dir(directory)

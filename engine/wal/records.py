@@ -271,11 +271,3 @@ def _batch_crc(fd: int, start: int, size: int) -> int:
     """A batch's CRC (as records.batch_crc) read piece by piece: [20, size), then [0, 16)."""
     return crc.crc32c(os.pread(fd, 16, start), _crc_range(fd, start + CRC_FROM, start + size, 0))
 
-
-def check_record_batch(rec: WalRecord) -> None:
-    """The batch inside a WAL record must itself be whole and CRC-valid."""
-    h = read_header(rec.batch, 0, f" in WAL {rec.path} at position {rec.position}")
-    if h.size != len(rec.batch):
-        raise CorruptRecordError(f"WAL record at {rec.path}:{rec.position} holds a batch of "
-                                 f"{plural(len(rec.batch), 'byte')}, its header says {h.size}")
-    check_crc(rec.batch, 0, h, f" in WAL {rec.path} at position {rec.position}")
