@@ -19,6 +19,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
+from typing import TypeVar
 
 from ..errors import os_error
 from ..format.records import HEADER_SIZE
@@ -32,6 +33,9 @@ def max_entries(log_size: int) -> int:
     """The most entries an index of a ``log_size``-byte log can have: one per batch (each at
     least a header long) after the first, and a little slack for a log growing meanwhile."""
     return max(log_size, 0) // HEADER_SIZE + SLACK
+
+
+_I = TypeVar("_I", bound="Index")
 
 
 class Index:
@@ -60,7 +64,7 @@ class Index:
             except FileNotFoundError:
                 self.fd = -1
 
-    def detached(self) -> Index:
+    def detached(self: _I) -> _I:
         """A copy without the descriptor (the entries are shared: only the copy grows)."""
         idx = copy.copy(self)
         idx.fd = -1

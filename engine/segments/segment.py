@@ -441,7 +441,7 @@ class Segment:
     index_interval = 4096
 
     # ---------------------------------------------------------------- writing
-    def write(self, data: bytes | bytearray, position: int) -> None:
+    def write(self, data: bytes | bytearray | memoryview, position: int) -> None:
         try:
             n = os.pwrite(self.fd, data, position)
             if n == len(data):  # (nearly always: no view to slice)

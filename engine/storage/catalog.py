@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from .. import clock
 from ..crypto.keyset import KeySet
@@ -185,7 +186,7 @@ def _topic(name: str, t: object, path: str) -> TopicMeta:
     return TopicMeta(name, tid, parts, dict(cfg), created, keys)
 
 
-def _is_int(v: object) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 

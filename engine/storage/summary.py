@@ -59,13 +59,14 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
         except OSError:
             return None
         try:
-            end = _scan(fd, pos, end, os.fstat(fd).st_size)
+            scanned = _scan(fd, pos, end, os.fstat(fd).st_size)
         except (CorruptRecordError, OSError):
             return None
         finally:
             os.close(fd)
-        if end is None:
+        if scanned is None:
             return None
+        end = scanned
     log_start = point["log_start_offset"] if point is not None else 0
     return min(max(log_start, bases[0]), end), end
 

@@ -109,9 +109,7 @@ class Topics:
         """Remove a topic and its files; returns what ``before_removal(meta)`` returned (it
         runs under the catalog lock, before the files go)."""
         with self.catalog.locked() as topics:
-            meta = topics.pop(name, None)
-            if meta is None:
-                self.get(name)  # raises the usual error
+            meta = self._existing(topics.pop(name, None), name)
             # The catalog goes first: a crash after it leaves only files, which the next
             # create of this name (under this same lock) moves to trash.
             try:
@@ -126,6 +124,14 @@ class Topics:
                 self.catalog.write(topics)
                 return kept
             return self._remove_files(meta, before_removal)
+
+    def _existing(self, meta: TopicMeta | None, name: str) -> TopicMeta:
+        """``meta``, the catalog's entry of ``name`` (under its lock); when there is none the
+        usual UnknownTopic, naming how to list the topics."""
+        if meta is None:
+            self.get(name)  # raises the usual error
+            raise UnknownTopic(f"topic {name!r} does not exist (deleted meanwhile)")
+        return meta
 
     def _remove_files(self, meta: TopicMeta, before_removal: Callable[[TopicMeta], Any] | None
                       ) -> Any:
@@ -154,16 +160,14 @@ class Topics:
         updates = validate(updates)
         validate({k: KEYS[k].default if k in KEYS else "" for k in delete})  # unknown keys
         with self.catalog.mutate() as topics:
-            meta = topics.get(name)
-            if meta is None:
-                self.get(name)
+            meta = self._existing(topics.get(name), name)
             cfg = dict(meta.config)
             cfg.update(updates)
             for k in delete:
                 cfg.pop(k, None)
             check_combination(cfg)
             if TopicConfig.from_overrides(cfg).compacted:
-                cold = sum(len(tier_manifest.load(
+                cold: int = sum(len(tier_manifest.load(
                     filenames.partition_dir(self.data_dir, name, p),
                     tier_manifest.home(self.data_dir, name, meta.id, p,
                                        meta.typed.remote_storage_uri)))
@@ -178,9 +182,7 @@ class Topics:
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
         with self.catalog.mutate() as topics:
-            meta = topics.get(name)
-            if meta is None:
-                self.get(name)
+            meta = self._existing(topics.get(name), name)
             if not isinstance(total, int) or total <= meta.partitions or total > MAX_PARTITIONS:
                 raise InvalidArgument(
                     f"topic {name!r} has {plural(meta.partitions, 'partition')}; --total must be larger "
@@ -204,9 +206,7 @@ class Topics:
     def rotate_key(self, name: str) -> TopicMeta:
         """A new data key for the topic, its current version from now on."""
         with self.catalog.mutate() as topics:
-            meta = topics.get(name)
-            if meta is None:
-                self.get(name)
+            meta = self._existing(topics.get(name), name)
             cfg = meta.typed
             if not cfg.encryption_enable:
                 raise InvalidConfig(
@@ -230,6 +230,7 @@ class Topics:
                       if m.keys is not None and (names is None or n in names)]
             self.vault.master(to_id)  # (missing: say so before any unwrap)
             for m in picked:
+                assert m.keys is not None  # (picked: topics with keys)
                 topics[m.name] = m.changed(
                     keys=keyops.rewrapped(m.keys, self.vault.master, to_id, m.name, m.id),
                     config={**m.config, "encryption.key.id": to_id})
