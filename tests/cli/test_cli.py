@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, run_rivven
+from helpers import ROOT, run_rivven
 from typer.testing import CliRunner
 
 from rivven_cli.main import app
@@ -40,21 +40,6 @@ def test_every_command_has_help_and_is_in_the_readme():
         assert f"rivven {' '.join(words)}" in readme, f"rivven {' '.join(words)} not in README"
         r = runner.invoke(app, [*words, "--help"])
         assert r.exit_code == 0
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_readme_tour_shows_a_real_run(tmp_path):
-    """Every command of the README's tour runs with the exit code and the output it shows
-    (once what changes from run to run is normalized: scripts/readme_tour.py)."""
-    tour = _tour_module()
-    shown = tour.shown_steps((ROOT / "README.md").read_text())
-    assert [c for c, _ in shown] == tour.COMMANDS, \
-        "the README tour is stale: regenerate it with python scripts/readme_tour.py"
-    for (command, want), (_, got, code) in zip(shown, tour.run(str(tmp_path))):
-        assert code == tour.exit_code(want), f"{command}: exit {code}\n{got}"
-        assert tour.normalize(command, got) == tour.normalize(command, want), \
-            f"{command}: the README shows\n{want}\nbut a run prints\n{got}"
 
 
 def test_the_tour_comparison_can_fail():
@@ -177,7 +162,7 @@ def test_consume_offsets_and_num(data_dir):
     assert cli(data_dir, "consume", "t", "-o", "end").output == ""
     assert cli(data_dir, "consume", "t", "-o", "@0", "-n", "1").output == "0\n"
     r = cli(data_dir, "consume", "t", "-o", "@2999-01-01T00:00:00Z")
-    assert r.stdout == "" and "past the end of t-0" in r.stderr  # (issue 14: says so)
+    assert r.stdout == "" and "past the end of t-0" in r.stderr  # (a note says so)
     assert cli(data_dir, "consume", "t", "-o", "bogus").exit_code == 2
     r = cli(data_dir, "offsets", "t", "--json", "--time", "earliest")
     assert json.loads(r.output) == [{"partition": 0, "start_offset": 0, "end_offset": 100,

@@ -1,5 +1,6 @@
-"""``rivven group`` and ``rivven consume --group`` as a Kafka or rpk user drives them (issue 14,
-items 3, 4 and 16), through the real command."""
+"""``rivven group`` and ``rivven consume --group`` as a Kafka or rpk user drives them: where a
+new group starts, ``reset-offsets`` (plans, files, groups not yet known), ``describe`` and
+``seek``, through the real command."""
 
 import json
 import os
@@ -123,7 +124,7 @@ def test_a_new_groups_name_is_checked_by_the_dry_run_too(rivven, data_dir):
     assert not os.path.exists(os.path.join(data_dir, "groups"))
 
 
-# ---------------------------------------------------------------- item 16: plans
+# ---------------------------------------------------------------- plans
 def test_to_current_export_and_from_file_round_trip(rivven, data_dir, tmp_path):
     fill(data_dir, partitions=3, n=10)
     with Engine.open(data_dir) as eng:  # (a plan as a mapping, in the API)
@@ -191,7 +192,7 @@ def test_plan_options_usage(rivven, data_dir, tmp_path):
     usage(rivven("group", "reset-offsets", "g", "--to-current"))  # no scope
 
 
-# ---------------------------------------------------------------- item 16: describe
+# ---------------------------------------------------------------- describe
 def test_describe_members_and_state(rivven, data_dir):
     fill(data_dir, partitions=3, n=5)
     with Engine.open(data_dir) as eng:
@@ -235,7 +236,7 @@ def test_describe_members_and_state(rivven, data_dir):
     error(rivven("group", "describe", "nope", "--state"), "does not exist")
 
 
-# ---------------------------------------------------------------- item 16: seek
+# ---------------------------------------------------------------- seek
 def test_seek_is_rpks_spelling_of_reset_offsets_execute(rivven, data_dir, tmp_path):
     now_ms = 1_800_000_000_000
     with Engine.open(data_dir) as eng:

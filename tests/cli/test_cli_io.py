@@ -1,6 +1,6 @@
-"""What goes in and out of the CLI (issue 14, items 5, 6, 10, 14, 15, 17, 19): interrupted
-produces, input options, the consume -> produce round trip, format tokens, several topics,
-index dumps. Pipes and signals through real processes."""
+"""What goes in and out of the CLI: interrupted produces, input options, the consume -> produce
+round trip, format tokens, several topics, index dumps. Pipes and signals through real
+processes."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, produce_into_head, run_rivven
+from helpers import ROOT, produce_into_head, run_rivven
 from typer.testing import CliRunner
 
 from engine import Engine, Record
@@ -99,7 +99,7 @@ def test_engine_dumps_index_entries_and_checks_them(tmp_path):
     assert "partial entry (3 of 8 bytes)" in rows[-1]["error"]
 
 
-# ================================================================ item 5: interrupted produce
+# ================================================================ interrupted produce
 def test_produce_into_a_closed_pipe_exits_141_and_says_how_many_were_stored(data_dir):
     """seq | rivven produce --print-offsets | head -2: real processes, a real broken pipe."""
     run_rivven(data_dir, "topic", "create", "t", check=True)
@@ -168,7 +168,7 @@ def test_a_signal_during_a_store_waits_for_its_acknowledgement():
         Guard()._handler(signal.SIGINT, None)
 
 
-# ================================================================ item 6: options that cannot apply
+# ================================================================ options that cannot apply
 @pytest.mark.parametrize("args,option,why", [
     (["--input", "json", "-k", "k"], "--key", '"key" field'),
     (["--input", "json", "-K", ":"], "--key-separator", "not KEY<SEP>VALUE"),
@@ -205,7 +205,7 @@ def test_produce_lines_keeps_an_empty_line_as_an_empty_value(data_dir):
     assert cli(data_dir, "consume", "t", "-f", "%o:%v|\\n").stdout == "0:a|\n1:|\n2:b|\n"
 
 
-# ================================================================ item 19: the line, not the record
+# ================================================================ the line, not the record
 def test_a_record_too_large_names_its_line_never_the_record_index(data_dir):
     run_rivven(data_dir, "topic", "create", "t", "-c", "max.message.bytes=1000", check=True)
     for extra in ([], ["--batch-records", "1"]):
@@ -220,7 +220,7 @@ def test_a_record_too_large_names_its_line_never_the_record_index(data_dir):
     assert r.returncode == 1 and "line 4:" in err and "record 0" not in err, err
 
 
-# ================================================================ item 10: consume | produce
+# ================================================================ consume | produce
 def random_records(rng, n):
     def blob():
         kind = rng.random()
@@ -307,7 +307,7 @@ def test_values_with_newlines_round_trip_with_a_nul_terminated_format(data_dir):
     assert records_of(data_dir, "dst") == records_of(data_dir, "src")
 
 
-# ================================================================ item 14: format tokens
+# ================================================================ format tokens
 def test_consume_format_tokens_of_kcat_and_rpk(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1)
@@ -352,7 +352,7 @@ def test_produce_f_is_still_the_input_file(data_dir, tmp_path):
     assert cli(data_dir, "consume", "t").stdout == "from-file\n"
 
 
-# ================================================================ item 15: several topics
+# ================================================================ several topics
 def test_consume_several_topics_and_a_regex(data_dir):
     with Engine.open(data_dir) as eng:
         for t in ("orders-eu", "orders-us", "old-orders", "clicks"):
@@ -391,7 +391,7 @@ def test_follow_with_an_idle_timeout_stops_by_itself(data_dir):
     assert r.exit_code == 2 and "--idle-timeout" in r.stderr
 
 
-# ================================================================ item 17: segment inspect
+# ================================================================ segment inspect
 def sealed(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("x", 1, {"index.interval.bytes": "100"})

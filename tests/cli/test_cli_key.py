@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 
-from conftest import run_rivven
-from test_encryption import marker, new_key, reseal_crc, segment_files, write_keyring
+from helpers import new_key, run_rivven, write_keyring
+from helpers.encryption import marker, reseal_crc, segment_files
 
 from engine.format.records import HEADER_SIZE
 

@@ -1,16 +1,11 @@
-"""Issue 14, items 9, 11, 12, 13 and 18: one offset grammar everywhere, global options
-anywhere, shell completion, topic list filters and --json on the topic changes, and cold-store
-URIs checked when they are set."""
+"""One offset grammar everywhere: ``beginning``/``end`` and their synonyms, rpk's ``+N``,
+``START:END`` ranges, times, in ``consume``, ``offsets``, ``delete-records``, ``tier restore
+--from`` and ``group reset-offsets``, and the engine's positions under them; durations read by
+one parser; a time too large for a calendar shown as its number."""
 
-import glob
 import json
-import os
-import shlex
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, run_rivven
 from typer.testing import CliRunner
 
 from engine import Engine, Position, Record
@@ -43,8 +38,8 @@ def g(data_dir):
 
 
 def make_group(data_dir):
-    """Group 'gg' with a committed offset (a reset of a group yet unknown is issue 14's item
-    4, not this file's)."""
+    """Group 'gg' with a committed offset (a reset of a group yet unknown:
+    tests/cli/test_cli_groups.py)."""
     with Engine.open(data_dir) as eng, eng.consumer("gg", "g", enable_auto_commit=False) as c:
         c.commit({("g", 0): 1})
 
@@ -55,7 +50,7 @@ def utc(ms):
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# ---------------------------------------------------------------- item 11: the grammar
+# ---------------------------------------------------------------- the grammar
 @pytest.mark.parametrize("word", ["beginning", "earliest", "start", "oldest"])
 def test_every_word_for_the_start(g, word):
     assert values(cli(g, "consume", "g", "-p", "0", "-o", word, "-n", "1")) == ["0"]
@@ -231,260 +226,6 @@ def test_engine_positions(g):
         assert (rows[0]["new"], rows[0]["clamped"]) == (10, True)
         plan = eng.maintenance.delete_records_before("g", Position("from_end", 4), dry_run=True)
         assert [r["new_log_start_offset"] for r in plan] == [16, 6]
-
-
-# ---------------------------------------------------------------- item 12: global options
-def test_global_options_after_the_command(data_dir, tmp_path):
-    other = str(tmp_path / "other")
-    assert runner.invoke(app, ["topic", "create", "x", "--data-dir", other]).exit_code == 0
-    for args in (["topic", "list", "--data-dir", other, "--json"],
-                 ["topic", "list", "-d", other, "--json"],
-                 ["topic", "list", f"--data-dir={other}", "--json"],
-                 ["topic", "--data-dir", other, "list", "--json"],
-                 ["topic", "list", "--json", "-d" + other],
-                 ["-d", data_dir, "topic", "list", "--json", "-d", other],  # the later wins
-                 ["topic", "list", "--json", "-d", other, "--debug", "--lock-timeout-ms", "5"]):
-        r = runner.invoke(app, args)
-        assert r.exit_code == 0, (args, r.output)
-        assert [t["topic"] for t in json.loads(r.stdout)] == ["x"], args
-    assert not (tmp_path / "rivven-data").exists()
-
-
-def test_debug_and_lock_timeout_after_the_command(data_dir):
-    r = run_rivven(data_dir, "topic", "describe", "nope", "--debug")
-    assert r.returncode == 1 and b"Traceback" in r.stderr
-    r = run_rivven(data_dir, "topic", "describe", "nope", "--lock-timeout-ms", "-2")
-    assert r.returncode == 2  # (read by the root: its range check)
-
-
-def test_option_values_and_double_dash_are_never_moved(data_dir):
-    from typer.main import get_command
-
-    from rivven_cli.common import hoist_global_options
-
-    root = get_command(app)
-
-    def h(line):
-        return " ".join(hoist_global_options(root, line.split()))
-
-    assert h("produce t -k -d") == "produce t -k -d"  # -d is the key
-    assert h("consume t -- -d D") == "consume t -- -d D"
-    assert h("topic delete t -yd D") == "-d D topic delete t -y"  # a cluster is split
-    assert h("consume t -nd") == "consume t -nd"  # -n takes 'd' (click would say it is no int)
-    assert h("consume t -o -5 -dD") == "-dD consume t -o -5"
-    assert h("nope -d D") == "nope -d D"  # an unknown command: click says so
-    assert h("-d A topic list -d B") == "-d A -d B topic list"
-    assert h("topic create -d D x -p 3 -c a=b") == "-d D topic create x -p 3 -c a=b"
-    # the real thing: -d after -k is the key of the record, not the data dir
-    run_rivven(data_dir, "topic", "create", "t", check=True)
-    run_rivven(data_dir, "produce", "t", "-K", ":", input=b"-d:v\n", check=True)
-    r = run_rivven(data_dir, "consume", "t", "-f", "%k\n")
-    assert r.stdout == b"-d\n"
-    r = run_rivven(data_dir, "consume", "--", "-d")
-    assert r.returncode == 1 and b"'-d'" in r.stderr  # a topic named -d, not an option
-
-
-# ---------------------------------------------------------------- item 13: shell completion
-@pytest.fixture
-def shell(tmp_path, data_dir):
-    """A ``rivven`` on PATH (as the completion scripts call it), a data dir with topics
-    'orders' and 'other' and group 'grp1', and a function running bash with both."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "rivven").write_text(
-        f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -P -m rivven_cli.main "$@"\n')
-    (bin_dir / "rivven").chmod(0o755)
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("orders")
-        eng.create_topic("other")
-        with eng.consumer("grp1", "orders", enable_auto_commit=False) as c:
-            c.commit({("orders", 0): 0})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RIVVEN_", "_RIVVEN"))}
-    env.update(PATH=f"{bin_dir}:{env['PATH']}", HOME=str(tmp_path / "home"))
-
-    def run(script, **extra):
-        r = subprocess.run(["bash", "--norc", "-c", script], env={**env, **extra},
-                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        assert r.returncode == 0, r.stderr
-        return r.stdout
-    return run
-
-
-def bash_complete(shell, *words, **env):
-    """COMPREPLY of the real bash completion function for the words (the last one being
-    completed)."""
-    script = ('eval "$(rivven --show-completion)"\n'
-              f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})\n"
-              f"COMP_CWORD={len(words) - 1}\n"
-              '_rivven_completion rivven\nprintf "%s\\n" "${COMPREPLY[@]}"')
-    return [x for x in shell(script, **env).splitlines() if x]
-
-
-def snapshot(data_dir):
-    return {(p, os.stat(p).st_mtime_ns, os.stat(p).st_size)
-            for p in glob.glob(f"{data_dir}/**", recursive=True) if "/.stats" not in p}
-
-
-def test_bash_completes_topic_and_group_names(shell, data_dir):
-    before = snapshot(data_dir)
-    assert bash_complete(shell, "rivven", "topic", "describe", "-d", data_dir, "o") == [
-        "orders", "other"]
-    assert bash_complete(shell, "rivven", "-d", data_dir, "consume", "or") == ["orders"]
-    assert bash_complete(shell, "rivven", "consume", "orders", "--group", "",
-                         RIVVEN_DATA_DIR=data_dir) == ["grp1"]
-    assert bash_complete(shell, "rivven", "group", "describe", "--data-dir", data_dir,
-                         "") == ["grp1"]
-    assert bash_complete(shell, "rivven", "group", "reset-offsets", "grp1", "--topic", "ot",
-                         RIVVEN_DATA_DIR=data_dir) == ["other"]
-    assert bash_complete(shell, "rivven", "topi") == ["topic"]
-    assert bash_complete(shell, "rivven", "top") == ["top", "topic"]
-    assert bash_complete(shell, "rivven", "consume", "", "-d", "/nonexistent") == []
-    assert snapshot(data_dir) == before  # completing changes nothing
-
-
-def test_zsh_and_fish_protocols_complete_names(shell, data_dir):
-    out = shell("rivven", _RIVVEN_COMPLETE="complete_zsh", RIVVEN_DATA_DIR=data_dir,
-                _TYPER_COMPLETE_ARGS="rivven topic delete ")
-    assert '"orders"' in out and '"other"' in out
-    out = shell("rivven", _RIVVEN_COMPLETE="complete_fish", RIVVEN_DATA_DIR=data_dir,
-                _TYPER_COMPLETE_FISH_ACTION="get-args",
-                _TYPER_COMPLETE_ARGS="rivven group delete ")
-    assert out.split() == ["grp1"]
-
-
-def test_show_and_install_completion_for_each_shell(shell, tmp_path):
-    # (detected from the process tree: bash must stay rivven's parent, not exec it as the
-    # last command of -c, or the shell found is whatever ran the tests)
-    assert "complete -o default -F _rivven_completion rivven" in shell(
-        "rivven --show-completion; exit $?")  # (the shell it runs in: bash)
-    scripts = {"bash": "_RIVVEN_COMPLETE=complete_bash", "zsh": "#compdef rivven",
-               "fish": "complete --command rivven"}
-    for name, mark in scripts.items():
-        out = shell(f"rivven --show-completion {name}",
-                    _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
-        assert mark in out, name
-    assert "bash completion installed" in shell("rivven --install-completion; exit $?")
-    assert "_rivven_completion" in (tmp_path / "home/.bash_completions/rivven.sh").read_text()
-
-
-# ---------------------------------------------------------------- item 18: topic commands
-@pytest.fixture
-def three(data_dir):
-    for name, p in (("orders-1", 3), ("orders-2", 1), ("other", 1)):
-        assert cli(data_dir, "topic", "create", name, "-p", str(p)).exit_code == 0
-    return data_dir
-
-
-def listed(r):
-    assert r.exit_code == 0, r.output
-    return [t["topic"] for t in json.loads(r.stdout)]
-
-
-def test_topic_list_names_and_regex_as_rpk(three):
-    assert listed(cli(three, "topic", "list", "--json")) == ["orders-1", "orders-2", "other"]
-    assert listed(cli(three, "topic", "list", "--json", "-r", "orders-.*")) == [
-        "orders-1", "orders-2"]
-    assert listed(cli(three, "topic", "list", "--json", "--regex", "orders-1|oth.*")) == [
-        "orders-1", "other"]
-    assert listed(cli(three, "topic", "list", "--json", "-r", "orders")) == []  # whole names
-    assert listed(cli(three, "topic", "list", "--json", "other", "orders-2")) == [
-        "orders-2", "other"]
-    r = cli(three, "topic", "list", "orders-.*", "--json")  # exact names unless --regex
-    assert listed(r) == [] and "add --regex to read it as a regular expression" in r.stderr
-    r = cli(three, "topic", "list", "-r", "(")
-    assert r.exit_code == 1 and "invalid regular expression" in r.stderr
-    r = cli(three, "topic", "list", "-r", "orders-.*")  # the table too
-    assert "orders-1" in r.stdout and "other" not in r.stdout
-
-
-def test_topic_changes_print_json(three):
-    r = cli(three, "topic", "create", "new", "-p", "2", "-c", "retention.ms=1000", "--json")
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.stdout)
-    assert out["topic"] == "new" and out["partitions"] == 2 and len(out["id"]) == 32
-    assert (out["config"], out["created"], out["not_applied"]) == (
-        {"retention.ms": "1000"}, True, [])
-    out = json.loads(cli(three, "topic", "alter-config", "new", "--set", "retention.ms=5",
-                         "--json").stdout)
-    assert out == {"topic": "new", "config": {"retention.ms": "5"}}
-    out = json.loads(cli(three, "topic", "add-partitions", "new", "--total", "4",
-                         "--json").stdout)
-    assert out == {"topic": "new", "partitions": 4}
-    r = cli(three, "topic", "delete", "new", "--yes", "--json")
-    out = json.loads(r.stdout)
-    assert (out["topic"], out["deleted"], out["problems"]) == ("new", True, [])
-    assert len(out["cold_prefixes"]) == 1
-    assert cli(three, "topic", "delete", "new", "--yes", "--json").exit_code == 1
-
-
-def test_topic_delete_if_exists(three):
-    r = cli(three, "topic", "delete", "nope", "--if-exists")
-    assert r.exit_code == 0 and "topic nope does not exist: nothing was deleted" in r.stderr
-    r = cli(three, "topic", "delete", "nope", "--if-exists", "--json")
-    assert r.exit_code == 0 and json.loads(r.stdout)["deleted"] is False
-    r = cli(three, "topic", "delete", "other", "--if-exists", "--yes")
-    assert r.exit_code == 0 and "topic other deleted" in r.stderr
-    assert cli(three, "topic", "delete", "nope").exit_code == 1  # without it: an error
-    assert cli(three, "topic", "delete", "../x", "--if-exists").exit_code == 1  # a bad name
-    with Engine.open(three) as eng:
-        assert eng.delete_topic("nope", if_exists=True)["deleted"] is False
-
-
-def test_create_if_not_exists_says_what_was_not_changed(three):
-    r = cli(three, "topic", "create", "orders-1", "--if-not-exists", "-p", "5")
-    assert r.exit_code == 0
-    assert ("topic orders-1 exists with 3 partition(s), not 5: the partitions were not "
-            "changed") in r.stderr and "add-partitions orders-1 --total 5" in r.stderr
-    r = cli(three, "topic", "create", "orders-1", "--if-not-exists", "-p", "5", "-c",
-            "retention.ms=1", "--json")
-    out = json.loads(r.stdout)
-    assert (out["created"], out["partitions"], out["not_applied"]) == (
-        False, 3, ["partitions", "config"])
-    assert "its config was not changed" in r.stderr
-    r = cli(three, "topic", "create", "orders-1", "--if-not-exists", "-p", "3", "--json")
-    assert json.loads(r.stdout)["not_applied"] == [] and "note" not in r.stderr
-    assert cli(three, "topic", "create", "orders-1", "-p", "3").exit_code == 1
-
-
-# ---------------------------------------------------------------- item 9: cold-store URIs
-@pytest.mark.parametrize("uri,message", [
-    ("bogus://x", "no cold-store backend knows the scheme bogus://"),
-    ("file:///tmp/cold?x=1", "is not a plain URI"),
-    ("s3://bucket/a%2Fb", "is not a plain URI"),
-    ("s3://bucket/a#b", "is not a plain URI"),
-    ("file://relative/path", "is not a plain URI"),
-    ("s3://bucket//p", "is not a plain URI"),
-    ("/mnt/cold", "must be a URI such as"),
-])
-def test_a_bad_cold_store_uri_is_refused_when_set(data_dir, uri, message):
-    for args in (["topic", "create", "t", "-c", f"remote.storage.uri={uri}"],
-                 ["topic", "alter-config", "ok", "--set", f"remote.storage.uri={uri}"]):
-        assert cli(data_dir, "topic", "create", "ok", "--if-not-exists").exit_code == 0
-        r = cli(data_dir, *args)
-        assert r.exit_code == 1 and message in r.stderr, (args, r.stderr)
-        assert len(r.stderr.strip().splitlines()) == 1
-    with Engine.open(data_dir) as eng:
-        assert [t.name for t in eng.topics()] == ["ok"] and eng.topic("ok").config == {}
-
-
-@pytest.mark.skipif(any(__import__("importlib").util.find_spec(m) for m in ("s3fs", "gcsfs")),
-                    reason="s3fs or gcsfs is installed")
-def test_s3_without_s3fs_names_the_extra(data_dir):
-    from engine import InvalidConfig
-
-    r = cli(data_dir, "topic", "create", "t", "-c", "remote.storage.uri=s3://bucket/prefix")
-    assert r.exit_code == 1 and "pip install 'rivven[s3]'" in r.stderr
-    with Engine.open(data_dir) as eng, pytest.raises(InvalidConfig, match=r"rivven\[gcs\]"):
-        eng.create_topic("t", config={"remote.storage.uri": "gs://b/p"})
-
-
-def test_a_good_cold_store_uri_is_taken(data_dir, tmp_path):
-    for uri in (f"file://{tmp_path}/cold", "memory://rivven-cold", "hdfs://nn/p", ""):
-        r = cli(data_dir, "topic", "create", "t", "--if-not-exists", "-c",
-                f"remote.storage.uri={uri}")
-        assert r.exit_code == 0, (uri, r.output)
-        r = cli(data_dir, "topic", "alter-config", "t", "--set", f"remote.storage.uri={uri}")
-        assert r.exit_code == 0, (uri, r.output)
 
 
 def test_a_time_past_any_calendar_is_shown_as_its_number():

@@ -1,6 +1,7 @@
-"""``rivven spark``: a missing or old Java named before spark-submit starts (and a failed
-spark-submit summarized by its cause, not by a shell artifact), and a progress bar that
-follows the job's stages and tasks as they run (issue 14, items 7 and 8)."""
+"""``rivven spark`` before and around Spark: a missing or old Java named before spark-submit
+starts (and a failed spark-submit summarized by its cause, not by a shell artifact), and a
+progress bar that follows the job's stages and tasks as they run (a real job on a terminal:
+tests/spark/test_spark_progress.py)."""
 
 import io
 import json
@@ -10,7 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import RIVVEN, ROOT, run_rivven_on_a_terminal
+from helpers import RIVVEN, ROOT
+from helpers.spark_progress import assert_progress_moved, progress_frames
 
 from engine import Engine, Record
 from engine.spark import job, submit
@@ -20,7 +22,7 @@ INSTALL = ("install a JDK 17 (scripts/ensure-java.sh in the rivven repo, which '
            "runs, or 'apt-get install openjdk-17-jre-headless')")
 
 
-# ---------------------------------------------------------------- item 7: Java
+# ---------------------------------------------------------------- Java
 def small_topic(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("t", 1, CFG)
@@ -163,7 +165,7 @@ def test_a_failed_spark_submit_is_summarized_by_its_first_error_not_a_shell_arti
     assert submit.summarize_error("") == "spark-submit printed nothing"
 
 
-# ---------------------------------------------------------------- item 8: progress
+# ---------------------------------------------------------------- progress
 class FakeTracker:
     """Spark's status tracker as pyspark.status shows it, driven by the test."""
 
@@ -298,61 +300,6 @@ def test_the_bar_shows_the_stage_the_tasks_and_the_elapsed_time(monkeypatch):
         assert re.search(shown, text), text
 
 
-FRAME = re.compile(r"^(spark: [a-z]+(?: \d+/\d+)?) .*?(\d+)/(\d+|\?) tasks (\d+):(\d\d):(\d\d)$")
-
-
-def progress_frames(frames):
-    """``(label, done, total, elapsed seconds)`` of each redraw of the Spark progress bar."""
-    out = []
-    for f in frames:
-        m = FRAME.match(f)
-        if m:
-            h, mi, s = (int(x) for x in m.group(4, 5, 6))
-            out.append((m.group(1), int(m.group(2)), m.group(3), h * 3600 + mi * 60 + s))
-    return out
-
-
-def assert_progress_moved(frames, between=True):
-    """The bar went from starting through planning to the stages, its task count and elapsed
-    time never going back, up to every task done; with ``between``, at least one state was
-    seen between no task done and all done."""
-    got = progress_frames(frames)
-    labels = [g[0] for g in got]
-    assert labels and labels[0] == "spark: starting", frames
-    assert "spark: planning" in labels
-    assert any(lb.startswith("spark: stage ") for lb in labels), labels
-    counted = [(done, int(total)) for _, done, total, _ in got if total != "?"]
-    assert [d for d, _ in counted] == sorted(d for d, _ in counted)
-    assert counted and counted[-1][0] == counted[-1][1], counted
-    if between:  # seen while it ran, not only at the end
-        assert any(0 < d < t for d, t in counted), counted
-    seconds = [g[3] for g in got]
-    assert seconds == sorted(seconds) and seconds[-1] >= 1
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_spark_compact_progress_moves_on_a_terminal(data_dir):
-    """A real ``rivven spark compact`` on local[2], its stderr a terminal. Python workers are
-    not reused (spark.python.worker.reuse=false), so every Python task lasts a worker's
-    start-up, several of the driver's 0.2 s looks: the states between first and last task
-    are there to see on any machine."""
-    from test_spark import expected, make_topic
-
-    before, plans = make_topic(data_dir, seed=11, n=2000)
-    rc, out, frames = run_rivven_on_a_terminal(
-        data_dir, "spark", "compact", "c", "--master", "local[2]",
-        "--conf", "spark.python.worker.reuse=false")
-    assert rc == 0, "\n".join(frames[-30:])
-    assert b"PARTITION" in out
-    assert any("compacted c: 2 partition(s)" in f for f in frames)
-    assert_progress_moved(frames)
-    with Engine.open(data_dir, read_only=True) as eng:
-        after = [r for p in (0, 1) for r in eng.read("c", p, 0, 10**9)]
-    want = expected(before, plans)
-    assert after == want[0] + want[1]
-
-
 def test_progress_frames_parse_what_the_terminal_showed():
     frames = ["spark: starting ━━━━━━━━ 0/? tasks 0:00:00",
               "spark: planning ━━━━━━━━ 0/? tasks 0:00:04",
@@ -362,7 +309,7 @@ def test_progress_frames_parse_what_the_terminal_showed():
               "spark: finishing ━━━━━━━━ 8/8 tasks 0:00:09"]
     assert progress_frames(frames)[3] == ("spark: stage 2/3", 2, "8", 9)
     assert_progress_moved(frames)
-    with pytest.raises(AssertionError):  # stuck at 0 until the end: what issue 14 saw
+    with pytest.raises(AssertionError):  # stuck at 0 until the end: what a user once saw
         assert_progress_moved([f.replace("2/8", "0/8") for f in frames])
 
 

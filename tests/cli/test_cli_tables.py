@@ -17,7 +17,7 @@ import termios
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_rivven
+from helpers import ROOT, run_rivven
 
 from engine import Engine, Record
 from rivven_cli import render

@@ -1,7 +1,7 @@
-"""Issue 15's command line: ``rivven produce --idempotent`` and ``--transactional-id [--txn-size
-N]``, ``rivven consume``/``offsets --isolation``, and ``rivven txn list|describe|producers|
-find-hanging|abort`` (Kafka's kafka-transactions.sh). Through CliRunner, and as real processes
-where signals, pipes and other processes matter."""
+"""Transactions on the command line: ``rivven produce --idempotent`` and ``--transactional-id
+[--txn-size N]``, ``rivven consume``/``offsets --isolation``, and ``rivven txn list|describe|
+producers|find-hanging|abort`` (Kafka's kafka-transactions.sh). Through CliRunner, and as real
+processes where signals, pipes and other processes matter."""
 
 import errno
 import json
@@ -14,7 +14,7 @@ import time
 
 import pytest
 import txn_view
-from conftest import ROOT, produce_into_head, run_rivven
+from helpers import ROOT, produce_into_head, run_rivven
 from typer.testing import CliRunner
 
 from engine import Engine, ProducerFenced, Record

@@ -12,21 +12,10 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, run_rivven
-from test_encryption import (
-    ENC,
-    batches_of,
-    marker,
-    new_key,
-    plaintext_in,
-    rows,
-    segment_files,
-    write_keyring,
-)
+from helpers import ROOT, new_key, run_rivven, write_keyring
+from helpers.encryption import ENC, batches_of, marker, plaintext_in, rows, segment_files
 
 from engine import Engine, Record
-
-pytestmark = pytest.mark.crash
 
 PRODUCER = """
 import sys

@@ -13,13 +13,11 @@ import time
 
 import pytest
 import txn_view
-from conftest import ROOT
+from helpers import ROOT
 
 from engine import Engine, Record
 from engine import clock as clock_mod
 from engine.txn.txn_store import TxnStore
-
-pytestmark = pytest.mark.crash
 
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 TXN_PARTS = [("out", 0), ("out", 1), ("audit", 0)]

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 # A module may import its own package and packages of a lower rank, nothing else.
 RANKS = {

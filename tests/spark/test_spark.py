@@ -11,11 +11,10 @@ import sys
 import time
 
 import pytest
-from conftest import RIVVEN, ROOT, run_rivven, run_rivven_on_a_terminal
+from helpers import RIVVEN, ROOT, run_rivven, run_rivven_on_a_terminal
 
 from engine import Engine, Record
 
-pytestmark = pytest.mark.spark
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 CFG = {"cleanup.policy": "compact", "segment.bytes": "3000", "delete.retention.ms": "0",
@@ -176,7 +175,7 @@ def spark_class():
 
 
 def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
-    from test_cli_spark import assert_progress_moved
+    from helpers.spark_progress import assert_progress_moved
 
     before, plans = make_topic(data_dir, seed=7, n=2000)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path),
@@ -202,7 +201,7 @@ def test_spark_compact_on_a_standalone_cluster(data_dir, tmp_path):
         assert rc == 0, "\n".join(frames[-30:])
         assert any("on spark://127.0.0.1:" in f and "size reduction" in f for f in frames)
         assert_progress_moved(frames, between=False)
-        # a streaming copy on the same cluster, exactly once (issue 19)
+        # a streaming copy on the same cluster, exactly once
         with Engine.open(data_dir) as eng:
             eng.create_topic("s-in", 2)
             eng.create_topic("s-out", 1)

@@ -13,12 +13,11 @@ import sys
 import time
 
 import pytest
-from conftest import run_rivven
-from test_encryption import plaintext_in
+from helpers import run_rivven
+from helpers.encryption import plaintext_in
 
 from engine import Engine, Record
 
-pytestmark = pytest.mark.spark
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 ENC = {"encryption.enable": "true", "encryption.key.id": "k1"}

@@ -12,7 +12,6 @@ import pytest
 from engine import Engine, Record
 from engine.produce.partitioner import partition_for_key
 
-pytestmark = pytest.mark.spark
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -231,7 +230,7 @@ def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_di
     import subprocess
     import time
 
-    from conftest import RIVVEN, ROOT, run_rivven
+    from helpers import RIVVEN, ROOT, run_rivven
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("in", 2)
@@ -272,7 +271,7 @@ def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_di
 
 
 def test_rivven_spark_stream_refuses_unknown_topics_before_spark_starts(data_dir):
-    from conftest import run_rivven
+    from helpers import run_rivven
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("in", 1)
@@ -339,7 +338,7 @@ def test_the_streaming_example_runs_and_checks_itself(tmp_path):
     equals the orders', across restarts) must pass."""
     import subprocess
 
-    from conftest import ROOT
+    from helpers import ROOT
 
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "stream_totals.py"),
                         "--data-dir", str(tmp_path / "data"), "--orders", "3000"],

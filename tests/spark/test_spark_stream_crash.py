@@ -12,11 +12,11 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from engine import Engine
 
-pytestmark = [pytest.mark.spark, pytest.mark.crash, pytest.mark.slow]
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1",
            PYSPARK_PYTHON=sys.executable)
 DRIVER = str(ROOT / "tests" / "stream_driver.py")

@@ -1,72 +1,20 @@
 """engine.counters: each process's counters in .stats/, summed over processes, each counted
-exactly once: live ones read, dead ones (exited or killed -9) merged once into retired.json."""
+exactly once: live ones read, dead ones (exited or killed -9) merged once into retired.json.
+(A producer killed -9: tests/crash/test_counters_crash.py.)"""
 
 import json
 import math
 import os
-import signal
 import struct
-import subprocess
-import sys
-import textwrap
 
 import pytest
-from conftest import ROOT
+from helpers.counters import APPENDED, appended, process_files, start_producer, stats
 
 from engine import Engine, Record
-from engine.counters import gather, slots
-from engine.counters.meter import STATS_DIR, Meter
+from engine.counters import gather
+from engine.counters.meter import Meter
 from engine.counters.names import FSYNC_BUCKETS, SERIES, all_metrics
 from engine.errors import InvalidConfig, UnknownPartition
-
-APPENDED = "rivven_records_appended_total"
-
-
-def stats(d: str) -> str:
-    return os.path.join(d, STATS_DIR)
-
-
-def appended(d: str, topic: str = "t") -> dict[int, float]:
-    got = gather.gather(stats(d)).series
-    return {int(dict(lab)["partition"]): v[0] for (name, lab), v in got.items()
-            if name == APPENDED and dict(lab)["topic"] == topic}
-
-
-def process_files(d: str) -> list[str]:
-    return slots.process_files(stats(d))
-
-
-PRODUCER = textwrap.dedent("""
-    import sys
-    from engine import Engine, Record
-    d, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    eng = Engine.open(d)
-    for i in range(n):
-        eng.produce("t", [Record(key=None, value=b"x" * 10)] * 10, partition=i % 2)
-    print("acked", n * 10, flush=True)
-    if mode == "wait":
-        sys.stdin.readline()  # (held open until the test says)
-    if mode != "kill":
-        eng.close()
-    else:
-        import time
-        time.sleep(60)
-""")
-
-
-def start_producer(d: str, n: int, mode: str) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", PRODUCER, d, str(n), mode], cwd=ROOT,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert p.stdout.readline().split() == [b"acked", str(n * 10).encode()]
-    return p
-
-
-@pytest.fixture
-def topic_dir(data_dir):
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("t", partitions=2)
-    return data_dir
 
 
 def test_series_table_is_consistent():
@@ -101,23 +49,6 @@ def test_live_processes_are_read_and_summed_then_merged_once_at_exit(topic_dir):
     assert appended(topic_dir) == {0: 70, 1: 50}
     with Engine.open(topic_dir, read_only=True) as eng:
         assert eng.end_offsets("t") == {0: 70, 1: 50}
-
-
-@pytest.mark.crash
-def test_a_killed_producers_counts_survive_exactly_once(topic_dir):
-    p = start_producer(topic_dir, 9, "kill")
-    with Engine.open(topic_dir, read_only=True) as eng:  # a reader meanwhile: read live
-        assert {k: v for k, v in appended(topic_dir).items()} == {0: 50, 1: 40}
-        p.send_signal(signal.SIGKILL)
-        p.wait(30)
-        doc = eng.metrics()  # the first gather after the death merges it
-    assert process_files(topic_dir) == []
-    samples = {s["labels"]["partition"]: s["value"] for s in doc[APPENDED]["samples"]}
-    assert samples == {"0": 50, "1": 40}
-    assert appended(topic_dir) == {0: 50, 1: 40}  # and never again
-    retired = json.loads(open(os.path.join(stats(topic_dir), gather.RETIRED)).read())
-    assert retired["merged"] == [] or all(m not in process_files(topic_dir)
-                                          for m in retired["merged"])
 
 
 def test_a_merge_cut_short_is_never_counted_twice(topic_dir):

@@ -12,60 +12,13 @@ import struct
 
 import pyarrow as pa
 import pytest
-from conftest import new_key, write_keyring
+from helpers import new_key, write_keyring
+from helpers.encryption import ENC, batches_of, marker, plaintext_in, reseal_crc, rows, segment_files
 
 from engine import Engine, Record
 from engine.errors import CorruptRecordError, InvalidConfig, KeyUnavailable, WrongKey
 from engine.fetch.positions import Position
-from engine.format import sealed
-from engine.format.records import HEADER_SIZE, read_header
-from engine.segments import filenames
-
-ENC = {"encryption.enable": "true", "encryption.key.id": "k1"}
-
-
-def marker(i: int, tag: bytes = b"MARK") -> bytes:
-    """A distinctive 32-byte value: found in a file only if stored in plaintext."""
-    return (tag + b"-%d-" % i).ljust(32, b"x")
-
-
-def plaintext_in(roots: list[str], needles: list[bytes]) -> list[str]:
-    """Every file under ``roots`` (hidden ones too) holding one of ``needles``."""
-    found = []
-    for root in roots:
-        for d, _, names in os.walk(root):
-            for n in names:
-                p = os.path.join(d, n)
-                if os.path.islink(p) or not os.path.isfile(p):
-                    continue
-                with open(p, "rb") as f:
-                    data = f.read()
-                found += [f"{p}: {x!r}" for x in needles if x in data]
-    return found
-
-
-def rows(eng: Engine, topic: str, **kw) -> list[tuple]:
-    out = []
-    for p in range(eng.topic(topic).partitions):
-        out += [(p, r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
-                for r in eng.read(topic, p, eng.partition_offsets(topic, p)[0], 1 << 30, **kw)]
-    return out
-
-
-def segment_files(data_dir: str, topic: str, partition: int = 0) -> list[str]:
-    d = filenames.partition_dir(data_dir, topic, partition)
-    return [filenames.path(d, b, filenames.LOG) for b in filenames.segment_bases(d)]
-
-
-def batches_of(path: str) -> list[tuple[int, object]]:
-    with open(path, "rb") as f:
-        data = f.read()
-    out, pos = [], 0
-    while pos + HEADER_SIZE <= len(data):
-        h = read_header(data, pos)
-        out.append((pos, h))
-        pos += h.size
-    return out
+from engine.format.records import HEADER_SIZE
 
 
 # ---------------------------------------------------------------- no plaintext anywhere
@@ -277,22 +230,6 @@ def test_a_writer_never_seals_with_a_version_dropped_in_another_engine(
     assert [r[4] for r in rows(b, "t")] == [marker(1), marker(2)]
     a.close()
     b.close()
-
-
-# ---------------------------------------------------------------- damage and relocation
-def reseal_crc(path: str, pos: int, edit) -> None:
-    """Change the batch at ``pos`` of a segment with ``edit(bytearray)`` and give it a valid
-    CRC again (a tamperer who knows the format, not the key)."""
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        head = f.read(HEADER_SIZE)
-        h = read_header(head)
-        f.seek(pos)
-        buf = bytearray(f.read(h.size))
-        edit(buf)
-        sealed.finish(buf)
-        f.seek(pos)
-        f.write(buf)
 
 
 def test_a_flipped_ciphertext_bit_with_a_good_crc_is_damage(data_dir, keyring):

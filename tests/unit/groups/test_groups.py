@@ -1,31 +1,19 @@
-"""Consumer groups: committed offsets, the consumer API, partition split, offset resets."""
+"""Consumer groups: committed offsets, the consumer API, partition split, offset resets. (A
+consumer killed -9: tests/crash/test_groups_crash.py.)"""
 
 import json
 import os
-import random
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import RIVVEN, ROOT, run_rivven
+from helpers import ROOT, run_rivven
+from helpers.groups import fill, pairs
 
 from engine import Engine, Record
 from engine.errors import InvalidArgument, OffsetOutOfRange
 from engine.groups.offset_store import OffsetStore
-
-
-def fill(data_dir, partitions=3, n=100, topic="t", cfg=None):
-    with Engine.open(data_dir) as eng:
-        eng.create_topic(topic, partitions, cfg or {})
-        for p in range(partitions):
-            eng.produce(topic, [Record(key=b"k", value=b"%d-%d" % (p, i)) for i in range(n)],
-                        partition=p)
-
-
-def env(data_dir):
-    return dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
 
 
 # ---------------------------------------------------------------- engine API
@@ -171,11 +159,6 @@ def start_consumer(data_dir, group, stop, tag):
                              tag], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def pairs(out: bytes) -> list[tuple[int, int]]:
-    """(partition, offset) of each complete line (a kill may cut the last one short)."""
-    return [tuple(map(int, line.split())) for line in out.decode().split("\n")[:-1]]
-
-
 @pytest.mark.slow
 def test_two_consumer_processes_split_the_partitions(data_dir, tmp_path):
     fill(data_dir, partitions=4, n=300)
@@ -205,46 +188,6 @@ def test_two_consumer_processes_split_the_partitions(data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         assert eng.groups.committed("g") == {("t", p): e for p, e in ends.items()}
         assert eng.groups.describe("g")["state"] == "Empty"
-
-
-@pytest.mark.crash
-def test_committed_offsets_survive_kill_9_of_a_consumer(data_dir):
-    fill(data_dir, partitions=2, n=20_000)
-    rng = random.Random(4)
-    printed: set = set()
-    for round_ in range(3):
-        proc = subprocess.Popen([*RIVVEN, "consume", "t", "--group", "g", "--follow",
-                                 "-f", "%p %o\n"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=env(data_dir), cwd=ROOT)
-        lines = 0
-        want = rng.randrange(100, 4000)
-        line = b""
-        while lines < want:
-            line = proc.stdout.readline()
-            if not line.endswith(b"\n"):
-                break
-            printed.add(tuple(map(int, line.split())))
-            lines += 1
-            line = b""
-        os.kill(proc.pid, signal.SIGKILL)
-        rest = proc.stdout.read()  # (not communicate(): it skips what readline buffered)
-        proc.wait()
-        printed |= set(pairs(line + rest))
-        r = run_rivven(data_dir, "group", "describe", "g", "--json", check=True)
-        d = json.loads(r.stdout)
-        assert d["state"] == "Empty"  # the dead member is gone
-        for row in d["partitions"]:
-            done = [o for p, o in printed if p == row["partition"]]
-            # committed only what was printed, and nothing printed before the last commit
-            # is ever delivered again
-            assert row["current_offset"] is not None, round_
-            assert row["current_offset"] <= max(done, default=-1) + 1
-    r = run_rivven(data_dir, "consume", "t", "--group", "g", "-f", "%p %o\n", check=True)
-    last = pairs(r.stdout)
-    assert set(last) | printed == {(p, o) for p in range(2) for o in range(20_000)}
-    committed = {row["partition"]: row["current_offset"] for row in d["partitions"]}
-    for p, o in last:  # resumed from the commits (a partition never committed: from 0)
-        assert o >= committed.get(p, 0)
 
 
 def test_a_reset_position_is_committed_when_the_member_takes_the_partition(data_dir):

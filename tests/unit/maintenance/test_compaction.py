@@ -1,47 +1,14 @@
-"""Compaction semantics, the crash-safe swap, and explain (in process, no Spark)."""
+"""Compaction semantics and explain (in process, no Spark). (A pass killed at each step of
+the swap: tests/crash/test_compaction_crash.py.)"""
 
 import json
-import os
-import random
-import subprocess
-import sys
 import threading
 
 import pytest
-from conftest import ROOT, run_rivven
+from helpers import run_rivven
+from helpers.compaction import CFG, everything, random_log, reference
 
 from engine import Engine, Record
-from engine.segments.swap import MANIFEST
-
-CFG = {"cleanup.policy": "compact", "segment.bytes": "3000", "delete.retention.ms": "0",
-       "min.cleanable.dirty.ratio": "0.01"}
-
-
-def random_log(data_dir, seed=1, n=600, keys=40, partitions=2, cfg=None):
-    rng = random.Random(seed)
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("c", partitions, {**CFG, **(cfg or {})})
-        for i in range(0, n, 3):
-            eng.produce("c", [Record(key=b"k%d" % rng.randrange(keys),
-                                     value=None if rng.random() < 0.1 else b"v%d" % (i + j),
-                                     headers=[("h", b"%d" % j)] if j == 1 else ())
-                              for j in range(3)])
-
-
-def everything(eng, topic="c"):
-    return {p: eng.read(topic, p, eng.start_offsets(topic)[p], 10**9)
-            for p in range(eng.topic(topic).partitions)}
-
-
-def reference(before, cleanable_end, bound=0):
-    """Kafka's rule: in [start, cleanable_end) the last record per key survives (a tombstone
-    only while its offset >= bound); everything from cleanable_end on is kept."""
-    last = {}
-    for r in before:
-        if r.offset < cleanable_end:
-            last[r.key] = r
-    keep = {r.offset for r in last.values() if not (r.value is None and r.offset < bound)}
-    return [r for r in before if r.offset >= cleanable_end or r.offset in keep]
 
 
 def test_compaction_keeps_the_last_record_per_key(data_dir):
@@ -143,51 +110,6 @@ def test_producer_keeps_appending_during_compaction(data_dir):
     with Engine.open(data_dir, read_only=True) as eng:
         offsets = {r.offset for r in everything(eng)[0]}
     assert acked and all(o in offsets for _, o in acked)  # each key is unique: all survive
-
-
-SWAP_CHILD = r"""
-import sys
-sys.path.insert(0, sys.argv[1])
-from engine import Engine
-with Engine.open(sys.argv[2]) as eng:
-    eng.maintenance.compact("c")
-print("DONE")
-"""
-
-
-@pytest.mark.parametrize("point", ["swap-cleaned", "swap-committed", "swap-renaming",
-                                   "swap-swapped", "swap-installing", "swap-deleting",
-                                   "swap-cleaner"])
-@pytest.mark.crash
-def test_kill_9_during_the_swap(data_dir, point):
-    random_log(data_dir, seed=len(point), partitions=1, cfg={"segment.bytes": "2000"})
-    with Engine.open(data_dir) as eng:
-        eng.alter_topic_config("c", {"segment.bytes": "6000"})  # groups of ~3 segments merge
-    with Engine.open(data_dir, read_only=True) as eng:
-        before = everything(eng)[0]
-        (plan,) = eng.maintenance.compaction_plan("c")
-    env = dict(os.environ, RIVVEN_FAILPOINT=point)
-    r = subprocess.run([sys.executable, "-c", SWAP_CHILD, str(ROOT), data_dir], env=env,
-                       capture_output=True, timeout=120)
-    assert r.returncode == -9 and b"DONE" not in r.stdout, r.stderr
-    pdir = os.path.join(data_dir, "topics", "c", "partition-0")
-    committed = os.path.exists(os.path.join(pdir, MANIFEST))
-    with Engine.open(data_dir, read_only=True) as eng:  # a reader before any writer comes
-        seen = everything(eng)[0]
-    offsets = [r.offset for r in seen]
-    assert offsets == sorted(set(offsets))  # in order, nothing twice
-    assert set(seen) <= set(before)  # nothing made up ...
-    assert set(reference(before, plan["cleanable_end"])) <= set(seen)  # ... no survivor lost
-    with Engine.open(data_dir) as eng:  # a writer's open finishes or discards the swap
-        after = everything(eng)[0]
-        assert not os.path.exists(os.path.join(pdir, MANIFEST))
-        assert not [f for f in os.listdir(pdir) if f.endswith((".cleaned", ".swap"))]
-    if point == "swap-cleaned":
-        assert not committed and after == before  # never committed: as before
-    else:
-        assert after == reference(before, plan["cleanable_end"])  # rolled forward: as after
-    r = run_rivven(data_dir, "segment", "verify")
-    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_compaction_explain_cli(data_dir):

@@ -6,7 +6,7 @@ import shutil
 import time
 
 import pytest
-from conftest import run_rivven
+from helpers import run_rivven
 
 from engine import Engine, Record
 from engine.errors import OffsetOutOfRange

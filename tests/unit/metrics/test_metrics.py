@@ -1,21 +1,18 @@
-"""`rivven metrics` checked by Prometheus's own tools: promtool on the text, a real Prometheus
-server scraping `rivven metrics serve` while producers in other processes run (and one is
-killed -9)."""
+"""`rivven metrics` checked by Prometheus's own tools: promtool on the text of every kind of
+data dir, JSON and the Python dict, the text file, ``metrics serve``, quantiles and rates,
+``top``. (A Prometheus server scraping while a producer is killed:
+tests/crash/test_metrics_crash.py.)"""
 
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import textwrap
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
-from conftest import RIVVEN, ROOT, run_rivven
+from helpers import RIVVEN, ROOT, run_rivven
+from helpers.metrics import http_get, needs_prometheus, promtool, start_producer
 from prometheus_client.parser import text_string_to_metric_families
 
 import engine.metrics as em
@@ -25,10 +22,6 @@ from engine.metrics.collect import version
 TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000", "segment.bytes": "1500"}
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "3000", "delete.retention.ms": "0",
            "min.cleanable.dirty.ratio": "0.01"}
-needs_prometheus = pytest.mark.skipif(
-    shutil.which("promtool") is None or shutil.which("prometheus") is None,
-    reason="Prometheus's promtool and server are installed by `make setup` "
-           "(scripts/ensure-prometheus.sh)")
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -42,11 +35,6 @@ def samples(text: str) -> dict[tuple, float]:
 
 def value(parsed: dict, name: str, **labels) -> float | None:
     return parsed.get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
-
-
-def promtool(text: bytes) -> subprocess.CompletedProcess:
-    return subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
-                          timeout=60)
 
 
 @pytest.fixture
@@ -135,32 +123,6 @@ def test_textfile_is_replaced_whole_and_bad_paths_are_one_line_errors(everything
     assert r.stderr.decode().count("\n") == 1 and "--textfile" in r.stderr.decode()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url: str, timeout: float = 10) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        assert r.status == 200
-        return r.read()
-
-
-def wait_for(fn, timeout: float = 30, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = fn()
-            if got:
-                return got
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {fn}")
-        time.sleep(every)
-
-
 def test_serve_from_python_and_port_errors(everything):
     with Engine.open(everything, read_only=True) as eng, em.serve(eng, port=0) as server:
         body = http_get(server.url)
@@ -171,118 +133,6 @@ def test_serve_from_python_and_port_errors(everything):
         assert b"Traceback" not in r.stderr
     r = run_rivven(everything, "metrics", "serve", "--port", "70000")
     assert r.returncode == 2
-
-
-PRODUCER = textwrap.dedent("""
-    import sys, time
-    from engine import Engine, Record
-    d, topic, rounds, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    eng = Engine.open(d)
-    acked = 0
-    for i in range(rounds):
-        acked += len(eng.produce(topic, [Record(key=None, value=b"v" * 100)] * 10))
-        time.sleep(0.04)
-    print("acked", acked, flush=True)
-    if mode == "kill":
-        time.sleep(600)
-    eng.close()
-""")
-
-
-def start_producer(d: str, topic: str, rounds: int, mode: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PRODUCER, d, topic, str(rounds), mode],
-                            cwd=ROOT, stdout=subprocess.PIPE,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
-
-
-def acked(p: subprocess.Popen) -> int:
-    line = p.stdout.readline().split()
-    assert line[0] == b"acked", line
-    return int(line[1])
-
-
-class Prometheus:
-    """A real Prometheus server (Debian's) scraping ``target`` every second."""
-
-    def __init__(self, tmp_path, target: str) -> None:
-        self.port = free_port()
-        cfg = tmp_path / "prometheus.yml"
-        cfg.write_text(textwrap.dedent(f"""
-            global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-            scrape_configs:
-              - job_name: rivven
-                static_configs: [{{targets: ["{target}"]}}]
-        """))
-        self.log = open(tmp_path / "prometheus.log", "wb")
-        self.proc = subprocess.Popen(
-            ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log, stderr=self.log)
-        wait_for(lambda: http_get(f"http://127.0.0.1:{self.port}/-/ready"), timeout=60)
-
-    def query(self, q: str) -> float | None:
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
-        doc = json.loads(http_get(url))
-        assert doc["status"] == "success", doc
-        result = doc["data"]["result"]
-        return float(result[0]["value"][1]) if result else None
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
-        self.log.close()
-
-
-@needs_prometheus
-@pytest.mark.crash
-def test_prometheus_scrapes_serve_while_producers_run_and_one_is_killed(data_dir, tmp_path):
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("a", 2)
-        eng.create_topic("b", 1)
-        eng.create_topic("k", 1)
-    port = free_port()
-    serve = subprocess.Popen([*RIVVEN, "metrics", "serve", "--port", str(port)], cwd=ROOT,
-                             stderr=subprocess.PIPE,
-                             env=dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT)))
-    prom = None
-    try:
-        assert b"serving" in serve.stderr.readline()
-        prom = Prometheus(tmp_path, f"127.0.0.1:{port}")
-        wait_for(lambda: prom.query('up{job="rivven"}') == 1)
-        total = 'sum(rivven_records_appended_total{topic=~"a|b"}) or vector(0)'
-        pa = start_producer(data_dir, "a", 120, "exit")
-        pb = start_producer(data_dir, "b", 120, "exit")
-        seen = []
-        while pa.poll() is None or pb.poll() is None:
-            seen.append(prom.query(total))
-            time.sleep(0.5)
-        n = acked(pa) + acked(pb)
-        assert n == 2400
-        # what the producers acknowledged, exactly, once the next scrape has it
-        wait_for(lambda: prom.query(total) == n)
-        values = [v for v in seen if v is not None]
-        assert values == sorted(values) and len(set(v for v in values if 0 < v < n)) >= 1
-        assert prom.query("sum(rivven_wal_fsync_duration_seconds_count)") > 0
-        assert prom.query("sum(rivven_wal_fsync_duration_seconds_bucket{le=\"+Inf\"})") > 0
-
-        pk = start_producer(data_dir, "k", 30, "kill")  # acknowledged, then killed -9
-        k = acked(pk)
-        pk.send_signal(signal.SIGKILL)
-        pk.wait(30)
-        killed = 'sum(rivven_records_appended_total{topic="k"})'
-        wait_for(lambda: prom.query(killed) == k)
-        time.sleep(2.5)  # more scrapes after the death: the endpoint stays healthy
-        assert prom.query('up{job="rivven"}') == 1
-        assert prom.query(killed) == k and prom.query(total) == n  # merged, never twice
-        assert prom.query('rivven_metrics_processes{state="live"}') == 0
-        body = http_get(f"http://127.0.0.1:{port}/metrics")
-        assert promtool(body).returncode == 0
-    finally:
-        if prom is not None:
-            prom.close()
-        serve.send_signal(signal.SIGINT)
-        _, err = serve.communicate(timeout=30)
-    assert serve.returncode == 0 and b"stopped" in err and b"Traceback" not in err
 
 
 def test_metrics_md_lists_every_metric_with_its_type_and_labels():

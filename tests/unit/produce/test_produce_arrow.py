@@ -6,7 +6,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_rivven
+from helpers import run_rivven
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -4,7 +4,7 @@ import os
 import struct
 
 import pytest
-from conftest import flip
+from helpers import flip
 
 from engine.errors import CorruptRecordError, StorageError
 from engine.format import encode_batch, read_header

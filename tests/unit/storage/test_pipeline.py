@@ -1,5 +1,6 @@
 """Stress tests of the pipelined group commit (PartitionLog.append): many threads, checkpoints
-racing appends, two processes on one partition, and failures injected mid-pipeline.
+racing appends, and failures injected mid-pipeline. (Two processes on one partition, and a
+checkpoint racing appends then a crash: tests/crash/test_pipeline_crash.py.)
 
 What every test checks, through what the engine really stores:
 
@@ -9,92 +10,22 @@ What every test checks, through what the engine really stores:
   checkpoint's recovery point, or a sealed segment, both fsynced) or it is in a WAL file —
   otherwise a machine crash right then loses it;
 - nothing whose produce failed is visible, no produce call hangs, and the partition flock is
-  free again once nothing is being appended.
-"""
+  free again once nothing is being appended."""
 
 import errno
-import json
 import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
 from random import Random
 
 import pytest
-from conftest import ROOT
+from helpers.pipeline import HANG_S, SETTINGS, check_stored, crash_image, fd_path, not_durable, stored, value
 
 from engine import Engine, StorageError
 from engine import wal as wal_mod
-from engine.format.records import read_header
 from engine.fs import durable
 from engine.fs.locks import open_lock_file, try_lock
 from engine.segments import filenames
-from engine.segments.checkpoint import read_checkpoint
-
-SETTINGS = {"wal.segment.bytes": "8192", "checkpoint.interval.bytes": "20000"}
-HANG_S = 30  # a produce call that takes this long is hung
-
-
-# ------------------------------------------------------------------------ helpers
-def wal_batches(data_dir, topic):
-    """``(partition, base, last)`` of every batch of ``topic`` in a WAL file right now."""
-    out = set()
-    for stream in wal_mod.all_streams(data_dir):
-        try:
-            paths = wal_mod.stream_files(stream)
-        except FileNotFoundError:
-            continue
-        for path in paths:
-            try:
-                for rec in wal_mod.scan_file(path):
-                    if rec.topic == topic:
-                        h = read_header(rec.batch, 0)
-                        out.add((rec.partition, h.base_offset, h.last_offset))
-            except (FileNotFoundError, wal_mod.WalTail):
-                pass  # deleted by a checkpoint meanwhile, or a record being written
-    return out
-
-
-def durable_end(data_dir, topic, p):
-    """Offsets below this are in fsynced segment bytes: before the checkpoint's recovery point
-    or in a sealed segment (a roll fsyncs the old segment before the new file exists)."""
-    pdir = filenames.partition_dir(data_dir, topic, p)
-    point = read_checkpoint(pdir)
-    bases = filenames.segment_bases(pdir)
-    return max(point["recovery_point"] if point else 0, bases[-1] if bases else 0)
-
-
-def not_durable(data_dir, topic, batches):
-    """The acknowledged batches ``(partition, base, last)`` a machine crash now could lose.
-
-    The WAL is read first: a correct checkpoint writes its recovery point before it deletes
-    WAL files, so a batch missing from the WAL must then be below the durable point."""
-    in_wal = wal_batches(data_dir, topic)
-    ends = {p: durable_end(data_dir, topic, p) for p in {b[0] for b in batches}}
-    return [b for b in batches if b not in in_wal and b[2] >= ends[b[0]]]
-
-
-def crash_image(data_dir, dst):
-    """A copy of the data dir as a machine crash now could leave it: each partition's active
-    segment keeps only what its checkpoint says was fsynced; WAL files are kept whole."""
-    shutil.copytree(data_dir, dst)
-    for topic in os.listdir(os.path.join(dst, "topics")):
-        tdir = os.path.join(dst, "topics", topic)
-        for part in os.listdir(tdir):
-            pdir = os.path.join(tdir, part)
-            point = read_checkpoint(pdir)
-            base = filenames.segment_bases(pdir)[-1]
-            keep = 0
-            if point is not None and point["segment"] == base:
-                keep = point["position"]
-            elif point is not None and point["segment"] > base:
-                continue
-            path = filenames.path(pdir, base, filenames.LOG)
-            if os.path.getsize(path) > keep:
-                os.truncate(path, keep)
-    return dst
 
 
 def flock_free(data_dir, topic, p, wait=2.0):
@@ -111,26 +42,6 @@ def flock_free(data_dir, topic, p, wait=2.0):
         os.close(fd)
 
 
-def stored(eng, topic):
-    """``{(partition, offset): value}``, asserting each partition's offsets are contiguous."""
-    out = {}
-    for p, end in eng.end_offsets(topic).items():
-        recs = eng.read(topic, p, 0, max(end, 1))
-        assert [r.offset for r in recs] == list(range(end)), f"partition {p}: offsets have holes"
-        out.update({(p, r.offset): r.value for r in recs})
-    return out
-
-
-def check_stored(got, acked, extra_ok=False):
-    wrong = sorted((k, v, got.get(k)) for k, v in acked.items() if got.get(k) != v)
-    assert not wrong, f"{len(wrong)} acknowledged records missing or wrong, e.g. {wrong[:3]}"
-    values = list(got.values())
-    assert len(set(values)) == len(values), "a record is stored twice"
-    if not extra_ok:
-        extra = sorted(k for k in got if k not in acked)
-        assert not extra, f"{len(extra)} records whose produce failed are visible: {extra[:5]}"
-
-
 def run_threads(targets, timeout=HANG_S):
     threads = [threading.Thread(target=t, daemon=True) for t in targets]
     for t in threads:
@@ -140,10 +51,6 @@ def run_threads(targets, timeout=HANG_S):
         t.join(max(0.0, deadline - time.monotonic()))
     hung = sum(t.is_alive() for t in threads)
     assert not hung, f"{hung} threads still inside produce after {timeout} s (hang)"
-
-
-def value(tag, i, j):  # (the same in CHILD)
-    return b"%s-%d-%d-" % (tag, i, j) + b"v" * ((i * 31 + j * 7) % 180)
 
 
 # ------------------------------------------------------------------------ threads
@@ -210,97 +117,6 @@ def test_threads_with_a_checkpoint_loop(data_dir):
     eng.close()
     with Engine.open(data_dir) as eng:
         check_stored(stored(eng, "t"), acked)
-
-
-# ------------------------------------------------------------------------ processes
-CHILD = r"""
-import json, sys, threading, time
-sys.path.insert(0, sys.argv[1])
-from engine import Engine
-def value(tag, i, j):
-    return b"%s-%d-%d-" % (tag, i, j) + b"v" * ((i * 31 + j * 7) % 180)
-data_dir, tag, threads, n, sizes = sys.argv[2], sys.argv[3].encode(), 4, int(sys.argv[4]), (1, 3, 10, 40)
-eng = Engine.open(data_dir, settings=json.loads(sys.argv[5]))
-eng.partition_offsets("t", 0)
-lock = threading.Lock()
-print("READY", flush=True)
-sys.stdin.readline()
-def work(t):
-    for i in range(n):
-        k = t * 1000 + i
-        vals = [value(tag, k, j) for j in range(sizes[(k * 7) % 4])]
-        acks = eng.produce_batch("t", vals, partition=0)
-        with lock:
-            print(json.dumps([time.monotonic(), k, [o for _, o in acks]]), flush=True)
-ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-for t in ts: t.start()
-for t in ts: t.join()
-eng.close()
-print("DONE", flush=True)
-"""
-
-
-def start_child(data_dir, tag, n):
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(ROOT), data_dir, tag, str(n),
-                             json.dumps(SETTINGS)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-
-
-def child_acks(tag, out):
-    acks, times = {}, []
-    for line in out.decode().splitlines():
-        try:
-            t, k, offs = json.loads(line)
-        except ValueError:
-            continue  # READY, DONE, or a line cut by a kill
-        times.append(t)
-        acks.update({(0, o): value(tag.encode(), k, j) for j, o in enumerate(offs)})
-    return acks, times
-
-
-@pytest.mark.crash
-def test_two_processes_append_to_one_partition(data_dir):
-    """Two processes, four threads each, append to one partition (each pipeline keeps the flock
-    for a while) and a third one is killed with SIGKILL in the middle of its appends. No offset
-    is handed out twice, nothing acknowledged is lost, and nobody is shut out for long."""
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("t", 1, {"segment.bytes": "40000"})
-    kids = {tag: start_child(data_dir, tag, n) for tag, n in (("a", 150), ("b", 150), ("c", 5000))}
-    try:
-        for p in kids.values():
-            assert p.stdout.readline() == b"READY\n", p.stderr.read().decode()
-        for p in kids.values():
-            p.stdin.write(b"go\n")
-            p.stdin.flush()
-        time.sleep(0.7)
-        kids["c"].kill()
-        outs = {tag: p.communicate(timeout=45) for tag, p in kids.items()}
-    finally:
-        for p in kids.values():
-            p.kill()
-            p.wait()
-    for tag in "ab":
-        assert kids[tag].returncode == 0 and outs[tag][0].endswith(b"DONE\n"), (
-            outs[tag][1].decode()[-2000:])
-    acks = {tag: child_acks(tag, outs[tag][0]) for tag in "abc"}
-    assert acks["c"][0], "the killed process acknowledged nothing before the kill"
-    all_acks: dict = {}
-    for tag in "abc":
-        offsets = set(acks[tag][0])
-        assert not offsets & set(all_acks), "an offset was acknowledged to two processes"
-        all_acks.update(acks[tag][0])
-    with Engine.open(data_dir) as eng:  # replays the killed process's WAL
-        got = stored(eng, "t")
-    # batches of the killed process that it never acknowledged may be there (at least once)
-    check_stored(got, all_acks, extra_ok=True)
-    assert all(got[k].startswith(b"c-") for k in got if k not in all_acks)
-    # fairness: while both were running, neither waited long for the partition
-    times_a, times_b = acks["a"][1], acks["b"][1]
-    lo, hi = max(times_a[0], times_b[0]), min(times_a[-1], times_b[-1])
-    for name, times in (("a", times_a), ("b", times_b)):
-        inside = [t for t in times if lo <= t <= hi]
-        gaps = [b - a for a, b in zip([lo, *inside], [*inside, hi])]
-        assert max(gaps) < 3.0, f"process {name} made no progress for {max(gaps):.1f} s"
 
 
 # ------------------------------------------------------------------------ checkpoints racing appends
@@ -393,55 +209,7 @@ def test_checkpoint_does_not_forget_an_append_it_held_up(data_dir, tmp_path, mon
     assert_batch_survives_a_crash(eng, data_dir, tmp_path, acks, b"held-up-%d")
 
 
-@pytest.mark.crash
-def test_checkpoint_deletes_only_the_wal_it_covered(data_dir, tmp_path, monkeypatch):
-    """Appends to a partition the checkpoint already did, made while it works on another one,
-    may fill the WAL file it rotated to and roll over to the next: that file is not covered by
-    the checkpoint and must not be deleted with the older ones."""
-    eng = Engine.open(data_dir, settings={"wal.segment.bytes": "4096"})
-    eng.create_topic("t", 2)
-    for p in (0, 1):
-        eng.produce_batch("t", [b"before"], partition=p)
-    real = durable.write_atomic
-    inside = threading.Event()
-
-    def slow_write_atomic(target, data, sync_dir=True):  # partition 1's .checkpoint, slow disk
-        if "partition-1" in target:
-            inside.set()
-            time.sleep(0.3)
-        return real(target, data, sync_dir)
-
-    monkeypatch.setattr(durable, "write_atomic", slow_write_atomic)
-    t = threading.Thread(target=eng.checkpoint, daemon=True)
-    t.start()
-    assert inside.wait(10)
-    batches = []
-    start = eng.wal.file_start
-    for i in range(10):  # until an append rotates the WAL
-        acks = eng.produce_batch("t", [value(b"late", i, j) for j in range(15)], partition=0)
-        batches.append((0, acks[0][1], acks[-1][1]))
-        if eng.wal.file_start != start:
-            break
-    t.join(HANG_S)
-    monkeypatch.setattr(durable, "write_atomic", real)
-    lost = not_durable(data_dir, "t", batches)
-    image = crash_image(data_dir, str(tmp_path / "crashed"))
-    eng.close()
-    with Engine.open(image) as after:
-        end = after.end_offsets("t")[0]
-    assert not lost and end == batches[-1][2] + 1, (
-        f"acknowledged {lost} are in no WAL file and not fsynced; after a machine crash "
-        f"partition 0 ends at {end}, not {batches[-1][2] + 1}")
-
-
 # ------------------------------------------------------------------------ injected failures
-def fd_path(fd):
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return ""
-
-
 def produce_outcomes(eng, threads, n, partitions, rng_seed):
     """Threads producing; ``(acked, failed, problems)``; fails the test on a hang."""
     acked, failed, problems = {}, [], []

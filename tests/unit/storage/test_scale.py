@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import RIVVEN
+from helpers import RIVVEN, ROOT
 
 from engine import Engine, Record
 from engine.segments import filenames
@@ -73,7 +73,7 @@ def test_three_hundred_partitions_under_an_open_file_limit_of_512(data_dir):
     """The issue's report: 4 descriptors stayed open per partition written, so a process
     failed after ~250 partitions under a limit of 1024. Under 512 now: 300 partitions written
     in turn, read back, listed."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(ROOT)
     proc = _run_limited(f"""
         import sys; sys.path.insert(0, {root!r})
         from engine import Engine, Record
@@ -210,7 +210,7 @@ def test_threads_producing_and_reading_under_a_tiny_budget(data_dir):
 def test_the_soft_open_file_limit_is_raised_toward_the_hard_one(data_dir):
     """files.max.open plus 256 is what the engine asks for; the hard limit caps it, and the
     budget shrinks to fit what it got."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(ROOT)
 
     def limits() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (300, 2000))

@@ -5,7 +5,7 @@ import shutil
 import time
 
 import pytest
-from conftest import flip
+from helpers import flip
 
 from engine.errors import ColdObjectError
 from engine.format import decode_records, encode_batch, read_header

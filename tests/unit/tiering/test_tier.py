@@ -1,6 +1,6 @@
-"""Tiered storage: moving segments to a file:// cold store, reads across tiers, crash safety at
-every step of a tier run and a restore, damaged cold objects, restore, retention across tiers,
-the hot cache and the bounded cold cache."""
+"""Tiered storage: moving segments to a file:// cold store, reads across tiers, damaged cold
+objects, restore, retention across tiers, the hot cache and the bounded cold cache. (A tier run
+or restore killed at every step: tests/crash/test_tier_crash.py.)"""
 
 import json
 import os
@@ -10,63 +10,14 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, run_rivven
+from helpers import ROOT, run_rivven
+from helpers.tiering import cold_objects, everything, expected, load_manifest, local_bases, make, pdir
 
 from engine import Engine, Record
 from engine.errors import ColdObjectError, InvalidConfig, OffsetOutOfRange
 from engine.segments import tier_manifest
-from engine.storage.catalog import home_of
 
 DAY = 86_400_000
-TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
-          "segment.bytes": "1500"}
-
-
-def load_manifest(d: str) -> list:
-    return tier_manifest.load(d, home_of(d))
-
-
-def pdir(data_dir, p=0, topic="t"):
-    return os.path.join(data_dir, "topics", topic, f"partition-{p}")
-
-
-def local_bases(data_dir, p=0, topic="t"):
-    return sorted(int(f[:20]) for f in os.listdir(pdir(data_dir, p, topic))
-                  if f.endswith(".log") and len(f) == 24)
-
-
-def cold_objects(data_dir):
-    out = []
-    for root, _, names in os.walk(os.path.join(data_dir, "cold")):
-        out += [os.path.join(root, n) for n in names]
-    return sorted(out)
-
-
-def make(data_dir, n=400, partitions=1, cfg=None, ts=None):
-    """``n`` records per partition, 10 per batch (~5 batches per segment); values name their
-    partition and index so every read can be compared with what was written."""
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("t", partitions, {**TIERED, **(cfg or {})})
-        for p in range(partitions):
-            for i in range(0, n, 10):
-                eng.produce("t", [Record(key=b"k%d" % ((i + j) % 7), value=b"p%d-v%05d" % (p, i + j),
-                                         timestamp=ts(i + j) if ts else None)
-                                  for j in range(10)], partition=p)
-
-
-def everything(eng, p=0, topic="t"):
-    start = eng.start_offsets(topic)[p]
-    out = []
-    while True:
-        recs = eng.read(topic, p, start, 97)
-        if not recs:
-            return out
-        out += [(r.offset, r.key, r.value) for r in recs]
-        start = recs[-1].offset + 1
-
-
-def expected(n, p=0):
-    return [(i, b"k%d" % (i % 7), b"p%d-v%05d" % (p, i)) for i in range(n)]
 
 
 def test_config_rules(data_dir):
@@ -263,67 +214,6 @@ def test_unreferenced_objects_are_collected_and_topic_delete_removes_cold_data(d
         assert cold_objects(data_dir) == objs
         eng.delete_topic("t")
     assert cold_objects(data_dir) == []
-
-
-TIER_CHILD = """
-import sys
-from engine import Engine
-with Engine.open(sys.argv[1]) as eng:
-    eng.maintenance.tier("t")
-"""
-RESTORE_CHILD = """
-import sys
-from engine import Engine
-with Engine.open(sys.argv[1]) as eng:
-    eng.maintenance.tier_restore("t", from_offset=0)
-"""
-
-
-@pytest.mark.parametrize("point,child", [
-    # a tier run: copied; its swap committed, the manifest written, a local segment deleted;
-    # the swap done
-    ("tier-copied", TIER_CHILD), ("swap-committed", TIER_CHILD), ("swap-files", TIER_CHILD),
-    ("swap-deleting", TIER_CHILD), ("tier-manifest", TIER_CHILD),
-    # a restore: a file, then a whole segment installed (the swap committed); the swap done,
-    # objects not removed
-    ("swap-installing", RESTORE_CHILD), ("swap-installed", RESTORE_CHILD),
-    ("restore-manifest", RESTORE_CHILD)])
-@pytest.mark.crash
-def test_kill_9_at_every_step_loses_nothing(data_dir, point, child):
-    make(data_dir, n=300)
-    if child is RESTORE_CHILD:
-        with Engine.open(data_dir) as eng:
-            eng.maintenance.tier("t")
-    env = dict(os.environ, RIVVEN_FAILPOINT=point, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", child, data_dir], env=env, timeout=120)
-    assert p.returncode == -9
-    with Engine.open(data_dir, read_only=True) as eng:  # a reader, before a writer mends it
-        assert everything(eng) == expected(300)
-    _consistent(data_dir, 300)
-    with Engine.open(data_dir) as eng:  # the next run finishes the job
-        if child is TIER_CHILD:
-            eng.maintenance.tier("t")
-            assert len(local_bases(data_dir)) <= 3
-            # the dead run's copies are collected (its first step left an empty manifest)
-            assert len(cold_objects(data_dir)) == 3 * len(load_manifest(pdir(data_dir)))
-        else:
-            eng.maintenance.tier_restore("t", from_offset=0)
-            assert local_bases(data_dir)[0] == 0 and load_manifest(pdir(data_dir)) == []
-    _consistent(data_dir, 300)
-
-
-def _consistent(data_dir, n):
-    """Every offset is local or in the manifest, every record reads back, the objects the
-    manifest names are intact, and only they remain after the next collection."""
-    entries = load_manifest(pdir(data_dir))
-    bases = local_bases(data_dir)
-    covered = entries[-1].next_offset if entries else 0
-    assert bases[0] <= covered or bases[0] == 0
-    with Engine.open(data_dir) as eng:
-        assert everything(eng) == expected(n)
-        assert eng.maintenance.verify_cold("t")[0]["findings"] == []
-    r = run_rivven(data_dir, "segment", "verify")
-    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_hot_cache_serves_tailing_readers(data_dir):

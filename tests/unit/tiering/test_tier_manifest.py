@@ -1,56 +1,23 @@
-"""Issue 13, tiered storage: a tier manifest is acted on only inside the partition's own cold
-prefix (a crafted or bit-flipped ``tier.json`` never makes rivven read or delete anything
-else), manifests are sealed, and the cold cache trusts neither its directory nor its copies
-unchecked (another local user may have put them there).
-
-The reproducers run the real ``rivven`` command on real files; the cache attack runs with two
-real unprivileged users (setpriv): the forger pre-creates the reader's cache directory."""
+"""A partition's tier manifest (``tier.json``) is acted on only inside the partition's own
+cold prefix: a crafted or bit-flipped one never makes rivven read, install or delete anything
+else (topic delete, restore, retention, delete-records, garbage collection), manifests are
+sealed (a legacy one is read and rewritten sealed), and a damaged one never moves the log
+start nor stops checkpoints. The real ``rivven`` command on real files."""
 
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
-from conftest import ROOT, flip, run_rivven
+from helpers import ROOT, flip, run_rivven
+from helpers.tiered import SUFFIXES, clean, entry, make, pdir, segments, tree, values, victim_dir
 
 from engine import Engine, Record
 from engine.errors import DamagedMetadata
 from engine.fs import jsondoc
 from engine.segments import tier_manifest
-from engine.storage.catalog import home_of
-
-TIERED = {"remote.storage.enable": "true", "local.retention.bytes": "3000",
-          "segment.bytes": "1500"}
-SUFFIXES = (".log", ".index", ".timeindex")
-TS0 = int(time.time() * 1000) - 60_000  # (recent: retention keeps it)
-READER, FORGER = 65534, 65533  # nobody, and another unprivileged uid
-
-
-def pdir(data_dir, topic="tt", p=0):
-    return os.path.join(data_dir, "topics", topic, f"partition-{p}")
-
-
-def make(data_dir, topic="tt", n=300, letter=b"g", cfg=None):
-    """A tiered topic of ``n`` records whose values are ``letter`` * 6 + index, fixed
-    timestamps (two data dirs made with different letters have segments of the same sizes),
-    moved to the default cold store."""
-    with Engine.open(data_dir) as eng:
-        eng.create_topic(topic, 1, {**TIERED, **(cfg or {})})
-        for i in range(0, n, 10):
-            eng.produce(topic, [Record(key=b"k%d" % (i + j), value=letter * 6 + b"%05d" % (i + j),
-                                       timestamp=TS0 + i + j) for j in range(10)], partition=0)
-        eng.maintenance.tier(topic)
-        return eng.topic(topic).id
-
-
-def segments(data_dir, topic="tt"):
-    with open(tier_manifest.path(pdir(data_dir, topic)), "rb") as f:
-        return json.loads(f.read())["segments"]
 
 
 def write_manifest(data_dir, segs, form, topic="tt", prefixes=None):
@@ -63,37 +30,6 @@ def write_manifest(data_dir, segs, form, topic="tt", prefixes=None):
         raw = jsondoc.seal({"version": 2, "prefixes": pre, "segments": segs})
     with open(tier_manifest.path(pdir(data_dir, topic)), "wb") as f:
         f.write(raw)
-
-
-def tree(path):
-    """Every file under ``path`` with its bytes."""
-    out = {}
-    for root, dirs, names in os.walk(path):
-        dirs[:] = [d for d in dirs if d != ".stats"]  # counters, not data (docs/METRICS.md)
-        for n in names:
-            p = os.path.join(root, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, path)] = f.read()
-    return out
-
-
-def victim_dir(base):
-    """A directory that is not rivven's: a precious file, and files named like an object."""
-    (base / "sub").mkdir(parents=True)
-    (base / "keep.txt").write_text("precious")
-    for s in SUFFIXES:
-        (base / "sub" / f"obj{s}").write_bytes(b"not rivven's " + s.encode())
-    return tree(base)
-
-
-def clean(r):
-    err = r.stderr.decode()
-    assert "Traceback" not in err and "internal error" not in err, err
-    return err
-
-
-def values(stdout):
-    return [line.split(" ", 1)[1] for line in stdout.decode().splitlines()]
 
 
 # ---------------------------------------------------------------- topic delete
@@ -232,12 +168,6 @@ def home(data_dir, tid, p=0, topic="tt"):
 NAME0 = "00000000000000000000-0123abcd"
 
 
-def entry(obj, base=0):
-    return {"base_offset": base, "next_offset": base + 10, "bytes": 1, "crc32c": 2,
-            "max_timestamp": TS0, "index_bytes": 0, "index_crc32c": 0, "timeindex_bytes": 0,
-            "timeindex_crc32c": 0, "object": obj, "uploaded_ms": TS0}
-
-
 TID = "0123456789abcdef0123456789abcdef"
 BAD = [  # (what, object) with {p}: this partition's prefix, {d}: the data dir
     ("dot-dot", "file://{d}/cold/x/../../../tt-{t}/partition-0/" + NAME0),
@@ -367,199 +297,6 @@ def test_a_symlinked_data_dir_root_keeps_its_cold_data(tmp_path):
     assert os.listdir(os.path.join(real, "cold")) == []
 
 
-# ---------------------------------------------------------------- the cold cache
-
-
-def run_as(uid, data_dir, *args, tmpdir):
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmpdir, "TMPDIR": tmpdir,
-           "RIVVEN_DATA_DIR": data_dir, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                           sys.executable, "-m", "rivven_cli.main", *args],
-                          capture_output=True, env=env, cwd="/", timeout=120)
-
-
-def forged_segments(tmp_path, data_dir):
-    """For each cold entry of tt: the segment files of a data dir written with the same
-    shapes (same offsets and sizes, CRCs right) but forged values ("EEEEEE...")."""
-    forged = str(tmp_path / "forged")
-    with Engine.open(forged) as eng:
-        eng.create_topic("tt", 1, {"segment.bytes": "1500"})
-        for i in range(0, 300, 10):
-            eng.produce("tt", [Record(key=b"k%d" % (i + j), value=b"E" * 6 + b"%05d" % (i + j),
-                                      timestamp=TS0 + i + j) for j in range(10)], partition=0)
-    out = []
-    for s in segments(data_dir):
-        log = os.path.join(pdir(forged), f"{s['base_offset']:020d}.log")
-        assert os.path.getsize(log) == s["bytes"]  # the size check alone cannot tell
-        out.append((s, log[:-len(".log")]))
-    return out
-
-
-def folder_of(obj):
-    import hashlib
-    return hashlib.sha1(obj.encode()).hexdigest()[:24]
-
-
-@pytest.fixture
-def shared_tmp():
-    """A directory every local user can reach, with a sticky world-writable tmp inside (the
-    test's own /tmp)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run as two other users")
-    base = tempfile.mkdtemp(prefix="rivven-h13-")
-    os.chmod(base, 0o755)
-    tmp = os.path.join(base, "tmp")
-    os.mkdir(tmp)
-    os.chmod(tmp, 0o1777)
-    yield base, tmp
-    shutil.rmtree(base, ignore_errors=True)
-
-
-FORGER_SCRIPT = """
-import os, shutil, sys
-root, folder = sys.argv[1], sys.argv[2]
-os.makedirs(os.path.join(root, folder), exist_ok=True)
-os.chmod(root, 0o777)
-os.chmod(os.path.join(root, folder), 0o777)
-for src in sys.argv[3:]:
-    dst = os.path.join(root, folder, os.path.basename(src))
-    shutil.copy(src, dst)
-    os.chmod(dst, 0o666)  # (so the victim may touch them: its reads go on undisturbed)
-"""
-
-
-@pytest.mark.slow
-def test_a_cache_another_user_forged_is_never_trusted(tmp_path, shared_tmp):
-    base, tmp = shared_tmp
-    data_dir = os.path.join(base, "data")  # root's: the reader cannot write it
-    make(data_dir)
-    stage = os.path.join(base, "stage")
-    os.mkdir(stage)
-    forged = forged_segments(tmp_path, data_dir)
-    subprocess.run(["chmod", "-R", "a+rX", data_dir, stage], check=True)
-    # the forger, another unprivileged user, pre-creates the reader's cache with forged
-    # copies of every cold segment (sizes right, batch CRCs right)
-    tag = __import__("hashlib").sha1(data_dir.encode()).hexdigest()[:12]
-    root = os.path.join(tmp, f"rivven-tier-cache-{READER}-{tag}")
-    for s, stem in forged:
-        files = []
-        for suffix in SUFFIXES:
-            dst = os.path.join(stage, f"{s['base_offset']:020d}{suffix}")
-            shutil.copy(stem + suffix, dst)
-            os.chmod(dst, 0o644)
-            files.append(dst)
-        r = subprocess.run(["setpriv", f"--reuid={FORGER}", f"--regid={FORGER}",
-                            "--clear-groups", sys.executable, "-c", FORGER_SCRIPT, root,
-                            folder_of(s["object"]), *files], capture_output=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-    assert os.stat(root).st_uid == FORGER
-    planted = tree(root)
-    # the reader (nobody) consumes: never a forged record
-    r = run_as(READER, data_dir, "consume", "tt", "-o", "beginning", "-f", "%o %v\n",
-               tmpdir=tmp)
-    assert b"EEEEEE" not in r.stdout
-    clean(r)
-    assert r.returncode == 0, r.stderr
-    assert values(r.stdout) == [f"gggggg{i:05d}" for i in range(300)]
-    assert tree(root) == planted  # not used, not changed
-    assert [n for n in os.listdir(tmp) if n.startswith("rivven-tier-cache-")] == \
-        [os.path.basename(root)]  # the private one of that run is gone with it
-    # verify --cold does not call this OK: it names the cache it refuses
-    r = run_as(READER, data_dir, "segment", "verify", "--cold", tmpdir=tmp)
-    clean(r)
-    assert r.returncode == 3 and root.encode() in r.stdout + r.stderr
-
-
-def copy_into_cache(root, forged):
-    for s, stem in forged:
-        folder = os.path.join(root, folder_of(s["object"]))
-        os.makedirs(folder, exist_ok=True)
-        for suffix in SUFFIXES:
-            shutil.copy(stem + suffix, os.path.join(folder, f"{s['base_offset']:020d}{suffix}"))
-
-
-def test_a_forged_copy_in_a_private_cache_is_checked_before_first_use(data_dir, tmp_path):
-    make(data_dir)
-    forged = forged_segments(tmp_path, data_dir)
-    root = os.path.join(data_dir, ".tier-cache")
-    os.mkdir(root, 0o700)
-    copy_into_cache(root, forged)  # same sizes, batch CRCs right: only the manifest's CRC32C tells
-    r = run_rivven(data_dir, "segment", "verify", "--cold")
-    clean(r)
-    assert r.returncode == 3 and b"cached copy of cold object" in r.stdout
-    r = run_rivven(data_dir, "consume", "tt", "-o", "beginning", "-f", "%o %v\n", check=True)
-    assert values(r.stdout) == [f"gggggg{i:05d}" for i in range(300)]
-    r = run_rivven(data_dir, "segment", "verify", "--cold")  # replaced by intact copies
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def test_a_symlinked_tier_cache_in_the_data_dir_is_not_followed(data_dir, tmp_path):
-    make(data_dir)
-    outside = tmp_path / "outside"
-    before = victim_dir(outside)
-    os.symlink(outside, os.path.join(data_dir, ".tier-cache"))
-    r = run_rivven(data_dir, "consume", "tt", "-o", "beginning")
-    assert tree(outside) == before
-    err = clean(r)
-    assert r.returncode == 1 and ".tier-cache is a symbolic link" in err and "rm -r" in err
-    # a local read needs no cache
-    r = run_rivven(data_dir, "consume", "tt", "-o", "299", "-f", "%o %v\n", check=True)
-    assert values(r.stdout) == ["gggggg00299"]
-
-
-def test_a_tier_cache_of_another_user_in_the_data_dir_is_refused(data_dir, tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("needs root to make a directory another user owns")
-    make(data_dir)
-    root = os.path.join(data_dir, ".tier-cache")
-    os.mkdir(root, 0o700)
-    copy_into_cache(root, forged_segments(tmp_path, data_dir))
-    subprocess.run(["chown", "-R", f"{FORGER}:{FORGER}", root], check=True)
-    r = run_rivven(data_dir, "consume", "tt", "-o", "beginning", "-f", "%o %v\n")
-    assert b"EEEEEE" not in r.stdout
-    err = clean(r)
-    assert r.returncode == 1 and f"belongs to uid {FORGER}" in err
-    r = run_rivven(data_dir, "segment", "verify", "--cold")
-    assert r.returncode == 3 and root.encode() in r.stdout
-
-
-def test_cache_directories_are_private(data_dir):
-    make(data_dir)
-    root = os.path.join(data_dir, ".tier-cache")
-    os.mkdir(root)
-    os.chmod(root, 0o755)  # as an older rivven made it under umask 022
-    with Engine.open(data_dir) as eng:
-        assert eng.read("tt", 0, 0, 1)[0].value == b"gggggg00000"
-    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
-    shutil.rmtree(root)
-    with Engine.open(data_dir, read_only=True) as eng:
-        assert eng.read("tt", 0, 0, 1)[0].value == b"gggggg00000"
-    assert stat.S_IMODE(os.lstat(root).st_mode) == 0o700
-
-
-def test_a_shared_temp_root_that_is_not_private_is_replaced_for_the_engine(tmp_path, data_dir):
-    from engine.tiering.cache import ColdCache
-
-    make(data_dir)
-    root = tmp_path / "rivven-tier-cache-x"
-    root.mkdir()
-    os.chmod(root, 0o777)
-    (root / "planted").write_text("x")
-    entry = tier_manifest.load(pdir(data_dir), home_of(pdir(data_dir)))[0]
-    cache = ColdCache(str(root), 1 << 30, fallback=True)
-    seg = cache.segment(entry)
-    mine = cache.root
-    assert mine != str(root) and os.path.dirname(seg.path).startswith(mine)
-    st = os.lstat(mine)
-    assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
-    assert sorted(os.listdir(root)) == ["planted"]
-    cache.close()
-    assert not os.path.exists(mine)
-    strict = ColdCache(str(root), 1 << 30)  # (a data dir's .tier-cache: refused)
-    with pytest.raises(Exception, match="is writable by other users"):
-        strict.segment(entry)
-
-
 @pytest.mark.parametrize("damage", ["crafted entry", "garbage"])
 def test_a_damaged_manifest_never_moves_the_log_start_past_the_cold_data(data_dir, damage):
     """A checkpoint (every produce's close) used to persist the first local offset as the log
@@ -636,35 +373,3 @@ def test_the_longest_topic_names_tier_delete_and_come_back(data_dir, length):
         r = run_rivven(data_dir, "topic", "delete", topic, "--yes")
         assert r.returncode == 0, r.stderr
         assert os.listdir(os.path.join(data_dir, "cold")) == []
-
-
-def test_a_group_member_reads_the_cold_data_of_a_group_shared_data_dir(tmp_path):
-    """A group-shared data dir (setgid, group rwx: storage.guard.modes) trusts its group;
-    its cold cache does the same: another member of the group reads cold offsets through
-    the cache root made by the first (it refused a cache another uid owned)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run as another member of the group")
-    base = tempfile.mkdtemp(prefix="rivven-h13-shared-")
-    try:
-        os.chmod(base, 0o755)
-        data = os.path.join(base, "data")
-        os.mkdir(data)
-        os.chown(data, 0, READER)  # the group of nobody (65534)
-        os.chmod(data, 0o2770)
-        make(data)
-        with Engine.open(data, read_only=True) as eng:  # (root fills the cache: its root is
-            assert eng.read("tt", 0, 0, 1)[0].value == b"gggggg00000"  # root's, group-shared)
-        cache = os.lstat(os.path.join(data, ".tier-cache"))
-        assert cache.st_uid == 0 and cache.st_gid == READER
-        assert stat.S_IMODE(cache.st_mode) == 0o2770
-        tmp = os.path.join(base, "tmp")
-        os.mkdir(tmp)
-        os.chmod(tmp, 0o1777)
-        r = run_as(READER, data, "consume", "tt", "-o", "beginning", "-n", "300", "-f", "%v\n",
-                   tmpdir=tmp)
-        assert r.returncode == 0, r.stderr
-        assert r.stdout.decode().split() == [f"gggggg{i:05d}" for i in range(300)]
-        r = run_as(READER, data, "segment", "verify", "--cold", tmpdir=tmp)
-        assert r.returncode == 0, r.stdout + r.stderr
-    finally:
-        shutil.rmtree(base, ignore_errors=True)

@@ -4,7 +4,7 @@ import json
 import os
 import random
 
-from conftest import flip, run_rivven
+from helpers import flip, run_rivven
 
 from engine import Engine, Record
 from engine.tools.verify import scan_segment, verify_partition

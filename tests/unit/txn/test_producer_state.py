@@ -410,7 +410,7 @@ def test_the_worked_example_of_format_md_is_what_encode_writes():
     st.add(7, ProducerEntry(0, [BatchMeta(0, 2, 0, 2, 1700000000000),
                                 BatchMeta(3, 4, 3, 4, 1700000000000)],
                             last_offset=4, last_timestamp=1700000000000))
-    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "FORMAT.md")).read()
+    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "FORMAT.md")).read()
     start = text.rindex("```\n", 0, text.index('"RVPS", version 1')) + 4
     example = text[start:text.index("136 (end", start)]
     # each line: a 3-column position, the bytes, then (after a wide gap) a comment

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from engine import Engine, InvalidArgument, Record
 from engine import clock as clock_mod
@@ -218,7 +218,7 @@ def test_compaction_drops_aborted_records_and_markers_and_stops_at_the_lso(data_
 
 
 def test_compaction_explain_names_an_open_transaction(data_dir):
-    from conftest import run_rivven
+    from helpers import run_rivven
 
     with Engine.open(data_dir) as eng:
         eng.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1024"})

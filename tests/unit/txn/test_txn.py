@@ -1,13 +1,13 @@
 """Transactions in one process: the coordinator's state machine, markers, epochs, fencing,
 timeouts, group offsets (KIP-447), recovery; the transactional producer's call order.
-(Crashes and several processes: test_txn_crash.py.)"""
+(Crashes and several processes: tests/crash/test_txn_crash.py.)"""
 
 import json
 import os
 
 import pytest
 import txn_view
-from conftest import flip
+from helpers import flip
 
 from engine import (
     ConsumerFenced,
@@ -590,7 +590,7 @@ def test_a_marker_is_seen_only_once_durable_so_a_retried_commit_writes_it_again(
 def test_commits_of_threads_over_the_same_partitions_all_land(eng):
     """Ends of four producers in four threads of one engine, their markers logged together
     and sharing WAL fsyncs, whatever order the transactions wrote the partitions in (between
-    processes: test_txn_crash.py)."""
+    processes: tests/crash/test_txn_crash.py)."""
     import threading
 
     parts = [("out", 0), ("out", 1), ("audit", 0)]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import txn_view
-from conftest import ROOT
+from helpers import ROOT
 
 from engine import Engine, InvalidArgument, ReadOnlyError, Record
 from engine import clock as clock_mod

@@ -1,53 +1,15 @@
 """Two-phase commit: a transaction its producer prepares (``tp.prepare()``) waits, durably
 and never timed out, for ``eng.complete_transaction`` in any process — the Spark sink's
-coordinator decides for many writers — or for an abort; a new producer of the id aborts it."""
-
-import json
-import os
-import signal
-import subprocess
-import sys
+coordinator decides for many writers — or for an abort; a new producer of the id aborts it.
+(A coordinator killed mid-commit: tests/crash/test_txn_prepare_crash.py.)"""
 
 import pytest
-from conftest import ROOT
+from helpers.txn_prepare import committed, coordinate, prepared_elsewhere, writers
 
-from engine import Engine, InvalidTxnState, PreparedTransaction, ProducerFenced, Record
+from engine import Engine, InvalidTxnState, ProducerFenced, Record
 from engine import clock as clock_mod
 from engine.errors import DamagedMetadata, InvalidArgument
 from engine.txn.txn_store import TxnStore
-
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
-
-PREPARE = """
-import json, os, sys
-from engine import Engine, Record
-d, tid = sys.argv[1], sys.argv[2]
-eng = Engine.open(d)
-tp = eng.producer(transactional_id=tid, transaction_timeout_ms=1000)
-tp.begin()
-tp.produce("out", [Record(value=b"a%d" % i) for i in range(3)], partition=0)
-tp.produce("out", [Record(value=b"b")], partition=1)
-print(json.dumps(tp.prepare()), flush=True)
-os.kill(os.getpid(), 9)  # the writer is gone: another process decides
-"""
-
-
-def committed(eng, partition):
-    return [r.value for r in eng.read("out", partition, 0, 100, isolation_level="read_committed")]
-
-
-def prepared_elsewhere(data_dir, tid="w-1"):
-    proc = subprocess.run([sys.executable, "-c", PREPARE, data_dir, tid], env=ENV, cwd=ROOT,
-                          capture_output=True, timeout=60)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
-    return PreparedTransaction(*json.loads(proc.stdout))
-
-
-@pytest.fixture
-def topics(data_dir):
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("out", partitions=2)
-    return data_dir
 
 
 def test_prepared_by_a_killed_writer_committed_by_another_process(topics, monkeypatch):
@@ -144,7 +106,7 @@ def test_the_held_flag_is_stored_and_checked(topics):
 
 
 def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
-    from conftest import run_rivven
+    from helpers import run_rivven
 
     prepared_elsewhere(topics, "w-9")
     r = run_rivven(topics, "txn", "list")
@@ -155,28 +117,6 @@ def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
     with Engine.open(topics) as eng:
         assert eng.txn.describe("w-9")["state"] == "CompleteAbort"
         assert committed(eng, 0) == [] and committed(eng, 1) == []
-
-
-# ------------------------------------------------------------------ decisions: many as one
-COORDINATE = """
-import json, sys
-from engine import Engine
-d, key, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-prepared = json.loads(sys.stdin.read())
-with Engine.open(d) as eng:
-    print(eng.txn.commit_prepared(key, prepared, seq), flush=True)
-"""
-
-
-def coordinate(data_dir, key, prepared, seq, failpoint=None):
-    env = dict(ENV, RIVVEN_FAILPOINT=failpoint) if failpoint else ENV
-    return subprocess.run([sys.executable, "-c", COORDINATE, data_dir, key, str(seq)],
-                          input=json.dumps(prepared).encode(), env=env, cwd=ROOT,
-                          capture_output=True, timeout=60)
-
-
-def writers(data_dir, n, tag):
-    return [prepared_elsewhere(data_dir, f"{tag}-{i}") for i in range(n)]
 
 
 def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_no_op(topics):
@@ -193,41 +133,6 @@ def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_n
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3  # not twice
         assert {eng.txn.describe(t)["state"] for t, _, _ in again} == {"CompleteAbort"}
         assert eng.txn.list_transactions() == []  # nothing left open to hold back read_committed
-
-
-@pytest.mark.crash
-@pytest.mark.parametrize("point", ["decision.after_decide", "decision.after_complete_one"])
-def test_a_coordinator_killed_mid_commit_leaves_a_decision_the_next_open_finishes(topics, point):
-    batch = writers(topics, 3, "c")
-    r = coordinate(topics, "sink-q2", batch, 0, failpoint=point)
-    assert r.returncode == -signal.SIGKILL, r.stderr
-    with Engine.open(topics, recover=False) as eng:  # (no recovery yet: the state as left)
-        assert eng.txn.decision("sink-q2")["pending"]["sequence"] == 0
-        assert len(committed(eng, 1)) < 3  # not all visible yet
-    with Engine.open(topics) as eng:
-        assert eng.last_recovery["decisions"] == [
-            {"key": "sink-q2", "action": "committed", "error": None}]
-        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
-        assert eng.txn.decision("sink-q2") == {"key": "sink-q2", "committed": 0, "pending": None}
-
-
-@pytest.mark.crash
-def test_a_producer_of_the_key_finishes_the_pending_decision_before_taking_up_its_id(topics):
-    """The next batch's writer of an id must not abort the transaction a decision commits:
-    taking up its id under the key's lock finishes the decision first."""
-    batch = writers(topics, 2, "d")
-    r = coordinate(topics, "sink-q3", batch, 4, failpoint="decision.after_decide")
-    assert r.returncode == -signal.SIGKILL
-    with Engine.open(topics, recover=False) as eng:
-        tp = eng.producer(transactional_id="d-0", decision_key="sink-q3")
-        tp.close()
-        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 2
-        assert eng.txn.decision("sink-q3")["committed"] == 4
-        abort_me = writers(topics, 1, "e")
-        eng.txn.abort_prepared("sink-q3", abort_me)
-        assert eng.txn.describe("e-0")["state"] == "CompleteAbort"
-        with pytest.raises(InvalidArgument, match="decision key"):
-            eng.txn.commit_prepared("", abort_me)
 
 
 def test_a_damaged_decision_file_is_reported_not_acted_on(topics):

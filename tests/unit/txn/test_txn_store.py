@@ -7,7 +7,7 @@ import os
 
 import pytest
 import txn_view
-from conftest import flip
+from helpers import flip
 
 from engine.errors import DamagedMetadata
 from engine.fs import framelog
