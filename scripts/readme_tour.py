@@ -3,7 +3,7 @@ with what the README shows.
 
     python scripts/readme_tour.py      # regenerate the tour block of README.md from a real run
 
-tests/test_cli.py runs the tour again and checks that every command's output matches the
+tests/spark/test_readme_tour.py runs the tour again and checks that every command's output matches the
 README once what changes from run to run (times, ids, durations, rates, a benchmark's numbers)
 is normalized. Inputs come from files, not pipes, so batches, segments and offsets are the
 same on every run. Paths are shown as on a reader's machine: the tour runs in ~/demo and rivven

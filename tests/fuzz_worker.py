@@ -1,4 +1,4 @@
-"""Fuzzing every reader of a data dir's files, run by tests/test_fuzz.py in a subprocess
+"""Fuzzing every reader of a data dir's files, run by tests/unit/engine/test_fuzz.py in a subprocess
 under a memory limit (RLIMIT_AS).
 
 A data dir is built once (a tiered topic, a compacted topic, a consumer group, a dead writer's

@@ -1,5 +1,5 @@
 """A streaming copy ``in`` -> upper(value) -> ``out`` in a process of its own (its own
-SparkSession, local[2]), for the kill -9 test (tests/test_spark_stream_crash.py):
+SparkSession, local[2]), for the kill -9 test (tests/spark/test_spark_stream_crash.py):
 ``python stream_driver.py DATA_DIR CHECKPOINT run|drain``. ``run`` prints STARTED once the
 query runs, then runs until killed; ``drain`` runs until caught up (Trigger.AvailableNow)."""
 

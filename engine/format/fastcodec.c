@@ -1,7 +1,7 @@
 /* The produce path's per-record loops in C: engine.format.native has the same functions in
- * pure Python (used when this module is not built) and tests/test_native.py checks that both
- * give identical results. Every function answers None where its input is not the plain case
- * it handles; the caller then takes the general Python path. */
+ * pure Python (used when this module is not built) and tests/unit/format/test_native.py checks
+ * that both give identical results. Every function answers None where its input is not the
+ * plain case it handles; the caller then takes the general Python path. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 """The produce path's per-record loops: C (engine/format/fastcodec.c, built by ``pip
 install``) when it is there, else the pure-Python versions below, which give identical
-results (tests/test_native.py). Each answers None where its input is not the plain case it
-handles; the caller then takes the general path.
+results (tests/unit/format/test_native.py). Each answers None where its input is not the
+plain case it handles; the caller then takes the general path.
 
 - ``plain_body(keys, values, reserve)``: ``(buffer, key_nulls)``: ``reserve`` zero bytes (room
   for the batch header) and the key and value columns of a batch (keys bytes or None, values

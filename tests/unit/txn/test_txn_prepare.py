@@ -1,0 +1,152 @@
+"""Two-phase commit: a transaction its producer prepares (``tp.prepare()``) waits, durably
+and never timed out, for ``eng.complete_transaction`` in any process — the Spark sink's
+coordinator decides for many writers — or for an abort; a new producer of the id aborts it.
+(A coordinator killed mid-commit: tests/crash/test_txn_prepare_crash.py.)"""
+
+import pytest
+from helpers.txn_prepare import committed, coordinate, prepared_elsewhere, writers
+
+from engine import Engine, InvalidTxnState, ProducerFenced, Record
+from engine import clock as clock_mod
+from engine.errors import DamagedMetadata, InvalidArgument
+from engine.txn.txn_store import TxnStore
+
+
+def test_prepared_by_a_killed_writer_committed_by_another_process(topics, monkeypatch):
+    prepared = prepared_elsewhere(topics)
+    now = clock_mod.now_ms()
+    monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 3_600_000)  # an hour past timeout
+    with Engine.open(topics) as eng:
+        assert eng.last_recovery["transactions"] == []  # held: never timed out
+        row = eng.txn.describe("w-1")
+        assert row["state"] == "Ongoing" and row["prepared"] is True
+        assert committed(eng, 0) == [] and committed(eng, 1) == []
+        eng.txn.complete(prepared)
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] and committed(eng, 1) == [b"b"]
+        eng.txn.complete(prepared)  # again: a no-op
+        eng.txn.complete(list(prepared))  # (a JSON round trip gives a list)
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"]
+        assert eng.txn.describe("w-1")["state"] == "CompleteCommit"
+
+
+def test_an_unprepared_transaction_still_times_out(topics, monkeypatch):
+    with Engine.open(topics) as eng:
+        tp = eng.producer(transactional_id="w-2", transaction_timeout_ms=1000)
+        tp.begin()
+        tp.produce("out", [Record(value=b"x")], partition=0)
+        held = eng.producer(transactional_id="w-3", transaction_timeout_ms=1000)
+        held.begin()
+        held.produce("out", [Record(value=b"y")], partition=1)
+        prepared = held.prepare()
+        now = clock_mod.now_ms()
+        monkeypatch.setattr(clock_mod, "now_ms", lambda: now + 5000)
+        assert [(r["transactional_id"], r["action"]) for r in
+                eng.txn.recover()] == [("w-2", "aborted")]
+        eng.txn.complete(prepared)
+        assert committed(eng, 0) == [] and committed(eng, 1) == [b"y"]
+
+
+def test_abort_and_what_a_new_producer_of_the_id_does(topics):
+    prepared = prepared_elsewhere(topics, "w-4")
+    with Engine.open(topics) as eng:
+        eng.txn.complete(prepared, commit=False)
+        eng.txn.complete(prepared, commit=False)  # again: a no-op
+        with pytest.raises(ProducerFenced):
+            eng.txn.complete(prepared)  # aborted: it can never commit
+        assert committed(eng, 0) == []
+    prepared = prepared_elsewhere(topics, "w-5")
+    with Engine.open(topics) as eng:
+        eng.producer(transactional_id="w-5").close()  # a new instance aborts the held one
+        with pytest.raises(ProducerFenced, match="taken over"):
+            eng.txn.complete(prepared)
+        eng.txn.complete(prepared, commit=False)  # (gone already: nothing to do)
+        assert committed(eng, 0) == [] and committed(eng, 1) == []
+
+
+def test_a_prepared_producer_is_done_with_its_transaction(topics):
+    with Engine.open(topics) as eng:
+        tp = eng.producer(transactional_id="w-6")
+        tp.begin()
+        tp.produce("out", [Record(value=b"z")], partition=0)
+        prepared = tp.prepare()
+        for call in (lambda: tp.produce("out", [Record(value=b"more")], partition=0),
+                     tp.commit, tp.prepare, tp.begin):
+            with pytest.raises(InvalidTxnState, match="prepared"):
+                call()
+        tp.close()  # does not abort it
+        assert eng.txn.describe("w-6")["prepared"] is True
+        eng.txn.complete(prepared)
+        assert committed(eng, 0) == [b"z"]
+        empty = eng.producer(transactional_id="w-7")
+        empty.begin()
+        nothing = empty.prepare()  # nothing written: completing it is a no-op
+        eng.txn.complete(nothing)
+        with pytest.raises(InvalidArgument, match="prepared transaction is"):
+            eng.txn.complete(("w-7", "0", 0))
+
+
+def test_the_held_flag_is_stored_and_checked(topics):
+    with Engine.open(topics) as eng:
+        tp = eng.producer(transactional_id="w-8")
+        tp.begin()
+        tp.produce("out", [Record(value=b"q")], partition=0)
+        tp.prepare()
+    store = TxnStore(topics)
+    st = store.read("w-8")
+    assert st.held and st.to_doc()["held"] is True
+    doc = st.to_doc()
+    doc["state"] = "Empty"  # only an Ongoing transaction is held
+    with pytest.raises(DamagedMetadata, match="only an Ongoing transaction is held"):
+        type(st).from_doc(doc, "x", "w-8")
+    doc["state"], doc["held"] = "Ongoing", "yes"
+    with pytest.raises(DamagedMetadata, match="held is"):
+        type(st).from_doc(doc, "x", "w-8")
+    del doc["held"]
+    assert type(st).from_doc(doc, "x", "w-8").held is False  # (files from before it)
+
+
+def test_txn_list_and_abort_show_and_end_a_prepared_transaction(topics):
+    from helpers import run_rivven
+
+    prepared_elsewhere(topics, "w-9")
+    r = run_rivven(topics, "txn", "list")
+    assert r.returncode == 0 and b"Ongoing (prepared)" in r.stdout
+    assert b"is prepared (a two-phase commit): it never times out" in r.stderr
+    r = run_rivven(topics, "txn", "abort", "w-9", "--yes")
+    assert r.returncode == 0, r.stderr
+    with Engine.open(topics) as eng:
+        assert eng.txn.describe("w-9")["state"] == "CompleteAbort"
+        assert committed(eng, 0) == [] and committed(eng, 1) == []
+
+
+def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_no_op(topics):
+    batch = writers(topics, 3, "b7")
+    r = coordinate(topics, "sink-q1", batch, 7)
+    assert r.returncode == 0 and r.stdout == b"True\n", r.stderr
+    with Engine.open(topics) as eng:
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
+        assert eng.txn.decision("sink-q1") == {"key": "sink-q1", "committed": 7, "pending": None}
+    again = writers(topics, 3, "b7-again")  # the same batch written once more (a replay)
+    r = coordinate(topics, "sink-q1", again, 7)
+    assert r.returncode == 0 and r.stdout == b"False\n", r.stderr
+    with Engine.open(topics) as eng:
+        assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3  # not twice
+        assert {eng.txn.describe(t)["state"] for t, _, _ in again} == {"CompleteAbort"}
+        assert eng.txn.list_transactions() == []  # nothing left open to hold back read_committed
+
+
+def test_a_damaged_decision_file_is_reported_not_acted_on(topics):
+    with Engine.open(topics) as eng:
+        assert eng.txn.commit_prepared("sink-q4", [], 1) is True
+        path = eng._decisions.path("sink-q4")
+    raw = open(path, "rb").read()
+    open(path, "wb").write(raw.replace(b'"committed": 1', b'"committed": 9'))
+    with Engine.open(topics) as eng:
+        with pytest.raises(DamagedMetadata, match="checksum mismatch"):
+            eng.txn.decision("sink-q4")
+        with pytest.raises(DamagedMetadata):
+            eng.txn.commit_prepared("sink-q4", [], 2)
+    open(path, "wb").write(b"{}")
+    with Engine.open(topics) as eng:
+        [row] = eng.last_recovery["decisions"]  # reported; the open goes on
+        assert row["action"] == "failed" and "transaction decision" in row["error"]
