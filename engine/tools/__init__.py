@@ -1,8 +1,8 @@
 """Layer 9 — tools for operators: verify, inspect, repair (``Engine.segments``, ``rivven
 segment ...``).
 
-May import: ``engine.tiering`` (cold copies), ``engine.txn`` (snapshots), ``engine.storage``,
-``engine.segments``, ``engine.crypto``, ``engine.fs``, ``engine.format`` and the base modules.
+May import: ``engine.tiering`` (cold copies), ``engine.storage``, ``engine.segments``,
+``engine.crypto``, ``engine.fs``, ``engine.format`` and the base modules.
 
 Verification returns findings as data and changes nothing; repair is a separate, explicit step.
 

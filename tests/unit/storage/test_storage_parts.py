@@ -10,7 +10,7 @@ import os
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from engine import Engine, Record, clock
 from engine.errors import OffsetOutOfRange
