@@ -24,7 +24,7 @@ from ..storage.catalog import home_of
 from ..storage.log import PartitionLog
 from . import cold
 from .cache import ColdCache, cache_root, copy_problem, not_private, trusted_group
-from .results import ColdCheck, TierStatus
+from .results import ColdCheck, ColdReport, TierStatus
 
 STATS_DIR = ".stats"
 
@@ -80,7 +80,7 @@ def verified_bytes(log: PartitionLog) -> int:
 
 
 
-def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[str, Any]:
+def check_manifests(dirs: list[str], progress: Progress | None = None) -> ColdReport:
     """The cold copies of the partitions in ``dirs`` against their tier manifests (a damaged
     manifest is a finding): segments, objects, bytes and findings. ``progress(what, total
     bytes, bytes done)`` follows the reads."""
