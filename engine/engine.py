@@ -140,7 +140,8 @@ class Engine:
         if not read_only:
             datadir.empty_trash(self.path)
             if recover:  # dead WAL streams replayed, then what a crash left of transactions
-                self.last_recovery = rec = self.recovery.at_open(m)  # type: ignore[assignment]
+                rec: RecoveryReport = {**self.recovery.at_open(m)}  # (+ after_crash's)
+                self.last_recovery = rec
                 if "deferred" not in rec:
                     rec.update(self.txn.after_crash())
 

@@ -3,28 +3,17 @@ the commands' ``--json``). Each service's results are in its layer's ``results``
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
-from .txn.results import DecisionRecovered, RecoveredTransaction
+from .txn.results import AfterCrash
+from .wal.results import ReplayReport
 
 
-class RecoveryReport(TypedDict, total=False):
+class RecoveryReport(ReplayReport, AfterCrash, total=False):
     """What a writable open recovered (``Engine.last_recovery``): the WAL replay's report
     (``streams, partitions, applied, skipped, dropped, torn_tails``, ``kept``), or
     ``deferred`` (a full disk: the replay waits for the next open); then the two-phase
     ``decisions`` finished and the ``transactions`` recovered."""
-
-    streams: list[str]
-    partitions: list[dict[str, Any]]
-    applied: int
-    skipped: int
-    dropped: int
-    torn_tails: list[dict[str, Any]]
-    kept: bool
-    dry_run: bool
-    deferred: str
-    decisions: list[DecisionRecovered]
-    transactions: list[RecoveredTransaction]
 
 
 class TopicDeleted(TypedDict):

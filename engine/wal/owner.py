@@ -27,6 +27,7 @@ from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from ..storage.partitions import Partitions
 from . import replay
+from .results import ReplayReport, TailCut
 from .stream import RECOVERY_LOCK, WalStream
 
 CHECKPOINT_THREADS = 16  # partitions fsynced at once by a checkpoint
@@ -204,13 +205,13 @@ class WalOwner:
     def replay(self, topics: Callable[[], list[TopicMeta]],
                log_for: Callable[[TopicMeta, int], PartitionLog],
                progress: Progress | None,
-               dry_run: bool = False) -> dict[str, Any]:
+               dry_run: bool = False) -> ReplayReport:
         """Replay the streams whose process is gone (engine.wal.replay)."""
         with self.recovery_lock():
             return replay.replay_dead_streams(self.data_dir, self._own(), topics, log_for,
                                               progress, dry_run)
 
-    def recover_tails(self, dry_run: bool = False) -> list[dict[str, Any]]:
+    def recover_tails(self, dry_run: bool = False) -> list[TailCut]:
         """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
         with self.recovery_lock():
             return replay.cut_dead_tails(self.data_dir, self._own(), dry_run)
