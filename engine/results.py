@@ -21,3 +21,10 @@ class TopicDeleted(TypedDict):
     deleted: bool  # False: there was no such topic (if_exists)
     cold_prefixes: list[str]  # the cold-store prefixes removed
     problems: list[str]  # damaged tier manifests, whose objects were left in place
+
+
+class TopicEnsured(TypedDict):
+    """What ``ensure_topic`` did besides giving the topic."""
+
+    created: bool
+    not_applied: list[str]  # an existing topic's: "partitions", "config" it was asked for

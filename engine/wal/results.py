@@ -61,6 +61,20 @@ class StreamInfo(TypedDict):
     torn_tail: dict[str, Any] | None  # file, position, reason
 
 
+class Checkpointed(TypedDict, total=False):
+    """A partition checkpointed: the recovery point written (its ``.checkpoint``), or
+    ``not_written`` (``checkpoint_all`` on a full disk: the segment synced, its point not
+    written)."""
+
+    topic: str
+    partition: int
+    segment: int  # the active segment's base offset
+    position: int
+    recovery_point: int
+    log_start_offset: int
+    not_written: str
+
+
 class CheckpointedAll(TypedDict):
     replayed: ReplayReport
-    checkpoints: list[dict[str, Any]]  # topic, partition and the checkpoint written
+    checkpoints: list[Checkpointed]
