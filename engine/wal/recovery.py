@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from ..counters.meter import Meter
 from ..errors import StorageError, disk_full
@@ -15,7 +15,7 @@ from ..progress import Progress
 from ..storage.finder import LogFinder
 from . import inventory
 from .owner import WalOwner
-from .results import CheckpointedAll, ReplayReport, StreamInfo, TailCut
+from .results import CheckpointedAll, Repair, ReplayReport, StreamInfo, TailCut
 
 
 class Recovery:
@@ -49,13 +49,14 @@ class Recovery:
         return {"replayed": replayed,
                 "checkpoints": self.owner.checkpoint_logs(self.find.logs(None))}
 
-    def repairs(self) -> list[dict[str, Any]]:
+    def repairs(self) -> list[Repair]:
         """What the engine mended or set aside while opening partitions: ``action`` "cut", a
         damaged segment tail it cut (past the checkpoint, with no intact batch after it; WAL
         replay restores what it held: file, position, bytes, reason), or "ignored", a damaged
         metadata file it did not act on (a ``.checkpoint`` that fails its seal or disagrees
         with the log: file, reason)."""
-        return list(self.find.partitions.cuts)
+        # (rows the segments write as they open: engine.segments.segment, segment_set)
+        return cast("list[Repair]", list(self.find.partitions.cuts))
 
     def at_open(self, counters: Meter) -> ReplayReport:
         """Replay the dead streams (counted). On a full disk a batch that must go back into

@@ -78,3 +78,15 @@ class Checkpointed(TypedDict, total=False):
 class CheckpointedAll(TypedDict):
     replayed: ReplayReport
     checkpoints: list[Checkpointed]
+
+
+class Repair(TypedDict, total=False):
+    """What opening a partition mended or set aside (``repairs``): ``action`` "cut", a
+    damaged segment tail cut (``file, position, bytes, reason``), or "ignored", a damaged
+    metadata file not acted on (``file, reason``)."""
+
+    action: str
+    file: str
+    position: int
+    bytes: int
+    reason: str
