@@ -143,10 +143,9 @@ class Engine:
         if not read_only:
             datadir.empty_trash(self.path)
             if recover:  # dead WAL streams replayed, then what a crash left of transactions
-                rec: RecoveryReport = {**self.recovery.at_open(m)}  # (+ after_crash's)
-                self.last_recovery = rec
-                if "deferred" not in rec:
-                    rec.update(self.txn.after_crash())
+                self.last_recovery = {**self.recovery.at_open(m)}
+                if "deferred" not in self.last_recovery:
+                    self.last_recovery.update(self.txn.after_crash())
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,

@@ -335,8 +335,7 @@ class Coordinator:
                     if st is None or not self._due(st):
                         continue
                     was = st.state
-                    # (item by item, as dict.update(action=..., state=..., error=...) would:
-                    # the JSON keys keep this order)
+                    # (in this order: the JSON's keys are action, state, error)
                     row["action"] = self._finish(st)
                     row["state"] = was
                     row["error"] = None
