@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup bytecode demo test quick check lint bench bench-scale clean
+.PHONY: setup bytecode demo test quick check lint typecheck bench bench-scale clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -33,7 +33,11 @@ quick: setup
 lint: setup
 	$(BIN)/ruff check .
 
-check: lint test
+# mypy over engine/ and rivven_cli/ (the settings: [tool.mypy] in pyproject.toml)
+typecheck: setup
+	$(BIN)/mypy
+
+check: lint typecheck test
 
 # rivven beside LMDB, SQLite and a plain file: one table (docs/BENCHMARKS.md)
 bench: setup

@@ -36,7 +36,7 @@ from .produce.idempotent import IdempotentProducer
 from .produce.path import ProducePath, ProduceRequest
 from .produce.transactional import TransactionalProducer
 from .progress import Progress
-from .results import RecoveryReport, TopicDeleted
+from .results import RecoveryReport, TopicDeleted, TopicEnsured
 from .settings import Settings
 from .storage import datadir
 from .storage.budget import FileBudget, effective_limit
@@ -58,9 +58,12 @@ from .txn.isolation import READ_UNCOMMITTED
 from .txn.transactions import Transactions
 from .wal.owner import WalOwner
 from .wal.recovery import Recovery
+from .wal.results import Checkpointed
+from .wal.stream import WalStream
 
 if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs start-up)
     from .groups.consumer import Consumer
+    from .metrics.results import Metrics
 
 
 class Engine:
@@ -140,9 +143,9 @@ class Engine:
         if not read_only:
             datadir.empty_trash(self.path)
             if recover:  # dead WAL streams replayed, then what a crash left of transactions
-                self.last_recovery = rec = self.recovery.at_open(m)  # type: ignore[assignment]
-                if "deferred" not in rec:
-                    rec.update(self.txn.after_crash())
+                self.last_recovery = {**self.recovery.at_open(m)}
+                if "deferred" not in self.last_recovery:
+                    self.last_recovery.update(self.txn.after_crash())
 
     @classmethod
     def open(cls, path: str, read_only: bool = False, sync: bool = True,
@@ -198,8 +201,8 @@ class Engine:
         self.closed = True
 
     @property
-    def wal(self) -> Any:
-        """This process's WAL stream (engine.wal.stream.WalStream), or None before a write."""
+    def wal(self) -> WalStream | None:
+        """This process's WAL stream, or None before a write."""
         return self._wal.stream
 
     @property
@@ -211,7 +214,7 @@ class Engine:
             raise ReadOnlyError("this engine was opened read-only; open it without read_only")
 
     # ---------------------------------------------------------------- WAL and recovery
-    def checkpoint(self) -> list[dict[str, Any]]:
+    def checkpoint(self) -> list[Checkpointed]:
         """fsync every partition this process wrote, record recovery points, and delete the
         WAL files wholly below them."""
         self._writable()
@@ -398,7 +401,7 @@ class Engine:
         self._consumers.add(c)
         return c
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> Metrics:
         """Every metric of the data dir (docs/METRICS.md), as ``{name: {"type", "help",
         "labels", "samples"}}``: the counters of every process that wrote to it, summed
         (each counted once, also after it exited or was killed), and the data dir's state
@@ -468,7 +471,7 @@ class Engine:
     abort_hanging_transaction = Forward("txn", "abort_hanging")
 
     def ensure_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
-                     exists_ok: bool = True) -> tuple[TopicMeta, dict[str, Any]]:
+                     exists_ok: bool = True) -> tuple[TopicMeta, TopicEnsured]:
         from .storage.topics import not_applied
         self._writable()
         cold.check_config_store(config or {})

@@ -3,28 +3,17 @@ the commands' ``--json``). Each service's results are in its layer's ``results``
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
-from .txn.results import DecisionRecovered, RecoveredTransaction
+from .txn.results import AfterCrash
+from .wal.results import ReplayReport
 
 
-class RecoveryReport(TypedDict, total=False):
+class RecoveryReport(ReplayReport, AfterCrash, total=False):
     """What a writable open recovered (``Engine.last_recovery``): the WAL replay's report
     (``streams, partitions, applied, skipped, dropped, torn_tails``, ``kept``), or
     ``deferred`` (a full disk: the replay waits for the next open); then the two-phase
     ``decisions`` finished and the ``transactions`` recovered."""
-
-    streams: list[str]
-    partitions: list[dict[str, Any]]
-    applied: int
-    skipped: int
-    dropped: int
-    torn_tails: list[dict[str, Any]]
-    kept: bool
-    dry_run: bool
-    deferred: str
-    decisions: list[DecisionRecovered]
-    transactions: list[RecoveredTransaction]
 
 
 class TopicDeleted(TypedDict):
@@ -32,3 +21,10 @@ class TopicDeleted(TypedDict):
     deleted: bool  # False: there was no such topic (if_exists)
     cold_prefixes: list[str]  # the cold-store prefixes removed
     problems: list[str]  # damaged tier manifests, whose objects were left in place
+
+
+class TopicEnsured(TypedDict):
+    """What ``ensure_topic`` did besides giving the topic."""
+
+    created: bool
+    not_applied: list[str]  # an existing topic's: "partitions", "config" it was asked for

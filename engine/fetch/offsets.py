@@ -1,11 +1,10 @@
 """``Offsets`` (``Engine.offsets``): where a topic's partitions start and end (the last stable
 offset for read_committed), the first offset at a time, the offset a ``Position`` names —
-Kafka's ListOffsets. ``list`` is the one implementation; the others are views of it."""
+Kafka's ListOffsets. ``list_offsets`` is the one implementation; the others are views of it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import UnknownTopic
 from ..storage.finder import LogFinder
@@ -13,7 +12,7 @@ from ..txn import isolation
 from ..txn.isolation import READ_UNCOMMITTED
 from . import positions
 from .positions import Position
-from .results import OffsetsRow
+from .results import OffsetsRow, StableView
 
 
 class Offsets:
@@ -21,8 +20,8 @@ class Offsets:
         self.find = find
 
     def list_offsets(self, topic: str, at: Position | None = None,
-             isolation_level: str = READ_UNCOMMITTED,
-             partitions: Sequence[int] | None = None) -> list[OffsetsRow]:
+                     isolation_level: str = READ_UNCOMMITTED,
+                     partitions: Sequence[int] | None = None) -> list[OffsetsRow]:
         """Per partition (of ``partitions``, default all): ``start_offset`` and
         ``end_offset`` (read_committed: the last stable offset is the end), and with ``at``
         the ``offset`` it names (``past_end``; a time's ``timestamp``)."""
@@ -72,11 +71,11 @@ class Offsets:
         return positions.resolve(self.find.partition(topic, partition), position)
 
     def stable_view(self, topic: str, partitions: Sequence[int] | None = None
-                    ) -> dict[int, dict[str, Any]]:
+                    ) -> dict[int, StableView]:
         """Per partition what read_committed sees: ``last_stable_offset`` and ``aborted``, the
         aborted transactions with data between the log start and it, as ``[[producer id,
         first offset, last offset]...]`` (the Spark reader's filter)."""
-        out = {}
+        out: dict[int, StableView] = {}
         for log in self.find.logs(topic, partitions):
             lso, aborted = isolation.view(log, log.offsets()[0])
             out[log.partition] = {"last_stable_offset": lso, "aborted": aborted.ranges()}

@@ -13,7 +13,7 @@ import gc
 from bisect import bisect_left
 from collections.abc import Iterator
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from ..errors import CorruptRecordError, InvalidArgument
 from ..format.arrow import batch_columns
@@ -101,10 +101,11 @@ def read(log: PartitionLog, offset: int, max_records: int, committed: bool = Fal
             gc.disable()
         for ref, body, lay in batches(log, offset, max_records, committed):
             recs = decode_records(body, ref.header, lay, log.partition, where(ref))
-            if recs and recs[0].offset < offset:
+            # (a record read has its offset: Record.offset is None only in a produce)
+            if recs and cast(int, recs[0].offset) < offset:
                 recs = recs[bisect_left(recs, offset, key=_offset_of):]
             if recs:  # (segments overlap for a moment while a compaction swap installs)
-                offset = recs[-1].offset + 1
+                offset = cast(int, recs[-1].offset) + 1
             out.extend(recs)
             if len(out) >= max_records:
                 del out[max_records:]
@@ -125,7 +126,7 @@ def read_columns(log: PartitionLog, offset: int, max_records: int, committed: bo
 def read_arrow(log: PartitionLog, offset: int, max_records: int, committed: bool = False
                ) -> Any:
     """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
-    parts = []
+    parts: list[tuple[int, int, Any]] = []
     count = skip = 0
     for ref, body, lay in batches(log, offset, max_records, committed):
         h = ref.header

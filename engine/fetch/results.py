@@ -13,3 +13,10 @@ class OffsetsRow(TypedDict, total=False):
     offset: int  # the offset a position names (with ``at``)
     past_end: bool  # the position lies past the end of the log
     timestamp: int  # the time asked for (a timestamp position)
+
+
+class StableView(TypedDict):
+    """What read_committed sees of a partition (the Spark reader's filter)."""
+
+    last_stable_offset: int
+    aborted: list[list[int]]  # [[producer id, first offset, last offset], ...]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..errors import DamagedMetadata
@@ -48,14 +48,14 @@ def damaged(path: str, what: str, reason: str, fix: str = "") -> DamagedMetadata
                            path)
 
 
-def canonical(doc: dict) -> bytes:
+def canonical(doc: Mapping[str, Any]) -> bytes:
     if all(type(v) is int and type(k) is str and k.isidentifier() and k.isascii()
            for k, v in doc.items()):  # (a checkpoint: json.dumps's bytes, 10x faster)
         return ("{" + ",".join([f'"{k}":{doc[k]}' for k in sorted(doc)]) + "}").encode()
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def seal(doc: dict, indent: int | None = None) -> bytes:
+def seal(doc: Mapping[str, Any], indent: int | None = None) -> bytes:
     """``doc`` as JSON bytes with its ``crc32c``."""
     body = {k: v for k, v in doc.items() if k != CRC_KEY}
     sealed = dict(body, **{CRC_KEY: crc32c(canonical(body))})

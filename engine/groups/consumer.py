@@ -334,8 +334,8 @@ class Consumer:
                     elif reach.end > reach.start:
                         self._gaps[tp] = (reach.start, reach.end)
             except OffsetOutOfRange as e:
-                start, end = (e.start, e.end) if e.start is not None and \
-                    self._iso["isolation_level"] == "read_uncommitted" else \
+                start, end = (e.start, e.end) if e.start is not None and e.end is not None \
+                    and self._iso["isolation_level"] == "read_uncommitted" else \
                     self.engine.partition_offsets(topic, p, **self._iso)
                 self._positions[tp] = self._reset(tp, pos, start, end)
         self._save_resets()

@@ -279,7 +279,7 @@ def _payloads(ts: int, rows: list) -> list[bytes]:
 
 
 def check_commit(offsets: dict[tuple[str, int], int], metadata: str,
-                  delete: list[tuple[str, int]]) -> None:
+                  delete: Sequence[tuple[str, int]]) -> None:
     """Refuse what a reader would take for damage (InvalidArgument)."""
     if not isinstance(metadata, str):
         raise InvalidArgument(f"commit metadata must be a string, not {jsondoc.shown(metadata)}")

@@ -149,11 +149,14 @@ class Maintenance:
             from_offset, from_position = from_position.value, None
         elif from_timestamp is not None:
             from_position = Position("timestamp", from_timestamp)
-        if from_position is None and (from_offset is None or from_offset < 0):
-            raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
+        if from_position is None:
+            if from_offset is None or from_offset < 0:
+                raise InvalidArgument("give a non-negative offset or a timestamp to restore from")
+            offset = from_offset
+            return [restore.restore(log, offset, dry_run)
+                    for log in self.find.logs(topic, partitions)]
         at = from_position
-        return [restore.restore(log, positions.resolve(log, at) if at else from_offset,
-                                dry_run)
+        return [restore.restore(log, positions.resolve(log, at), dry_run)
                 for log in self.find.logs(topic, partitions)]
 
     def verify_cold(self, topic: str | None = None) -> list[ColdCheck]:

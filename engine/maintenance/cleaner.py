@@ -167,6 +167,7 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any],
         if body is None:
             body = body_of(ref.buf, ref.start, h, where, opener)
             lay = layout(body, h)
+        assert lay is not None  # (set with body)
         cols = batch_columns(body, h, lay)
         nulls = cols[3].is_null().to_pylist()
         stats["tombstones_in"] += nulls.count(True)
@@ -186,6 +187,7 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any],
         body = body_of(ref.buf, ref.start, h, where, opener)
         lay = layout(body, h)
     if cols is None:
+        assert lay is not None  # (set with body)
         cols = batch_columns(body, h, lay)
     idx = pa.array([i for i, m in enumerate(mask) if m], pa.int32())
     kept_offs = [offs[i] for i in idx.to_pylist()]

@@ -30,6 +30,7 @@ from ..segments.swap import SwapRefused
 from ..txn import isolation
 from ..txn.isolation import Aborted
 from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group
+from .results import CleanerState, CompactionPlan, CompactionResult, Explanation
 
 if TYPE_CHECKING:
     from ..storage.config import TopicConfig
@@ -40,7 +41,7 @@ MAX_PASSES = 1000  # pass history kept in .cleaner (older passes only ever lower
 
 
 # ---------------------------------------------------------------- cleaner state
-def read_cleaner(pdir: str) -> dict[str, Any]:
+def read_cleaner(pdir: str) -> CleanerState:
     """``{"cleaned_end": offset, "passes": [[end_offset, time_ms], ...], "min_tombstone":
     lowest offset of a tombstone the last pass kept, or None}`` (empty when new)."""
     try:
@@ -54,14 +55,14 @@ def read_cleaner(pdir: str) -> dict[str, Any]:
         return {"cleaned_end": 0, "passes": [], "min_tombstone": None}
 
 
-def after_pass(state: dict[str, Any], end: int, now: int, min_tombstone: int | None
-               ) -> dict[str, Any]:
+def after_pass(state: CleanerState, end: int, now: int, min_tombstone: int | None
+               ) -> CleanerState:
     passes = [*state["passes"], [end, now]][-MAX_PASSES:]
     return {"cleaned_end": max(end, state["cleaned_end"]), "passes": passes,
             "min_tombstone": min_tombstone}
 
 
-def tombstone_bound(state: dict[str, Any], delete_retention_ms: int, now: int) -> int:
+def tombstone_bound(state: CleanerState, delete_retention_ms: int, now: int) -> int:
     """Tombstones below this offset were first kept by a pass at least ``delete.retention.ms``
     ago, so this pass may remove them (passes are in time order, their ends never shrink)."""
     bound = 0
@@ -71,7 +72,7 @@ def tombstone_bound(state: dict[str, Any], delete_retention_ms: int, now: int) -
     return bound
 
 
-def first_kept_time(state: dict[str, Any], offset: int) -> int | None:
+def first_kept_time(state: CleanerState, offset: int) -> int | None:
     """When the first pass that covered ``offset`` ran (None: no pass has yet)."""
     for end, t in state["passes"]:
         if offset < end:
@@ -81,7 +82,7 @@ def first_kept_time(state: dict[str, Any], offset: int) -> int | None:
 
 # ---------------------------------------------------------------- plan
 def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = False
-                   ) -> dict[str, Any]:
+                   ) -> CompactionPlan:
     """What a pass over this partition would clean, and why the rest is left alone."""
     segs = log.all_segments(recheck=True)  # (as the files are: another pass may have swapped)
     start = log.start_offset()
@@ -89,7 +90,9 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
     sealed = segs[:-1]
     # never past the last stable offset: an open transaction may still abort
     lso, aborted = isolation.view(log, start)
-    cleanable, held_by, held_by_txn = [], None, None
+    cleanable: list[dict[str, Any]] = []
+    held_by: dict[str, int] | None = None
+    held_by_txn: dict[str, int] | None = None
     for i, seg in enumerate(sealed):
         max_ts = log.segment_max_timestamp(seg)
         if cfg.min_compaction_lag_ms > 0 and max_ts > now - cfg.min_compaction_lag_ms:
@@ -147,8 +150,8 @@ def group_segments(segs: list[dict[str, Any]], max_bytes: int) -> list[list[dict
 
 
 # ---------------------------------------------------------------- swap
-def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
-         min_tombstone: int | None = None) -> dict[str, Any]:
+def swap(log: PartitionLog, plan: CompactionPlan, staged_dir: str, now: int,
+         min_tombstone: int | None = None) -> CompactionResult:
     """Swap the staged segments of ``plan`` in for their sources (PartitionLog.replace_segments).
 
     Refused (CompactionError, the log left alone) if a source segment changed since the plan.
@@ -156,8 +159,9 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
     new = [g[0]["base_offset"] for g in plan["groups"]]
     replaced = [s["base_offset"] for g in plan["groups"] for s in g]
     # which file: a rewritten segment can keep its size exactly
-    expect = {s["base_offset"]: {k: s[k] for k in ("bytes", "ino", "mtime_ns") if k in s}
-              for g in plan["groups"] for s in g}
+    expect: dict[int, dict[str, int]] = {
+        s["base_offset"]: {k: s[k] for k in ("bytes", "ino", "mtime_ns") if k in s}
+        for g in plan["groups"] for s in g}
     cleaner = after_pass(plan["cleaner"], plan["cleanable_end"], now, min_tombstone)
     try:
         log.replace_segments(install=new, staged_dir=staged_dir, remove=replaced, expect=expect,
@@ -169,7 +173,7 @@ def swap(log: PartitionLog, plan: dict[str, Any], staged_dir: str, now: int,
 
 # ---------------------------------------------------------------- in process
 def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: int | None = None,
-                      force: bool = False) -> dict[str, Any]:
+                      force: bool = False) -> CompactionResult:
     """One pass without Spark (the reference the Spark job is measured against)."""
     now = clock.now_ms() if now is None else now
     plan = plan_partition(log, cfg, now, force)
@@ -191,7 +195,7 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
 
 
 def compact_partitions(data_dir: str, logs: list[PartitionLog], force: bool = False
-                       ) -> list[dict[str, Any]]:
+                       ) -> list[CompactionResult]:
     """One pass over each of ``logs`` in this process, staged in ``DATA/.compaction``."""
     root = os.path.join(data_dir, ".compaction")
     guard.make_dir(root)
@@ -208,10 +212,14 @@ def min_tombstone(writes: list[dict[str, Any]]) -> int | None:
     return min(found) if found else None
 
 
-def summarize(writes: list[dict[str, Any]]) -> dict[str, Any]:
-    return {k: sum(w[k] for w in writes) for k in (
-        "bytes_in", "bytes_out", "records_in", "records_out", "tombstones_in",
-        "batches_copied", "batches_rewritten")}
+def summarize(writes: list[dict[str, Any]]) -> CompactionResult:
+    def total(k: str) -> int:
+        return sum(w[k] for w in writes)
+
+    return {"bytes_in": total("bytes_in"), "bytes_out": total("bytes_out"),
+            "records_in": total("records_in"), "records_out": total("records_out"),
+            "tombstones_in": total("tombstones_in"), "batches_copied": total("batches_copied"),
+            "batches_rewritten": total("batches_rewritten")}
 
 
 # ---------------------------------------------------------------- explain
@@ -232,7 +240,7 @@ def tombstones(log: PartitionLog, limit: int = 100_000) -> list[int]:
     return out
 
 
-def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> dict[str, Any]:
+def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> Explanation:
     """The plan of the next pass plus every tombstone's delete horizon."""
     plan = plan_partition(log, cfg, now)
     state = plan["cleaner"]
@@ -245,14 +253,16 @@ def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> dict[str
                      and o < plan["cleanable_end"]})
     waiting = [r["delete_horizon"] for r in rows
                if r["delete_horizon"] is not None and not r["removable_now"]]
-    plan = {k: v for k, v in plan.items() if k not in ("groups", "dir")}
-    plan["tombstones"] = {
+    out: Explanation = {**plan}
+    out.pop("groups", None)
+    out.pop("dir", None)
+    out["tombstones"] = {
         "count": len(rows), "removable_now": sum(r["removable_now"] for r in rows),
         "not_yet_kept": sum(r["first_kept"] is None for r in rows),
         "next_horizon": min(waiting) if waiting else None, "offsets": rows[:1000]}
-    plan["min_cleanable_dirty_ratio"] = cfg.min_cleanable_dirty_ratio
-    plan["min_compaction_lag_ms"] = cfg.min_compaction_lag_ms
-    plan["delete_retention_ms"] = cfg.delete_retention_ms
-    plan["passes"] = len(state["passes"])
-    plan["last_pass"] = state["passes"][-1][1] if state["passes"] else None
-    return plan
+    out["min_cleanable_dirty_ratio"] = cfg.min_cleanable_dirty_ratio
+    out["min_compaction_lag_ms"] = cfg.min_compaction_lag_ms
+    out["delete_retention_ms"] = cfg.delete_retention_ms
+    out["passes"] = len(state["passes"])
+    out["last_pass"] = state["passes"][-1][1] if state["passes"] else None
+    return out

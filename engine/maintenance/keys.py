@@ -68,8 +68,9 @@ class Keys:
                     r = last.get(v)
                     if r is not None and r["tier"] == row["tier"] and \
                             r["next_offset"] == row["base_offset"]:
-                        r.update(next_offset=row["next_offset"], segments=r["segments"] + 1,
-                                 bytes=r["bytes"] + n)
+                        r["next_offset"] = row["next_offset"]
+                        r["segments"] += 1
+                        r["bytes"] += n
                     else:
                         r = last[v] = {"partition": log.partition, "tier": row["tier"],
                                        "base_offset": row["base_offset"],
@@ -80,15 +81,16 @@ class Keys:
                     del last[v]  # (a segment without it ends its run)
         empty: KeyUse = {"bytes": 0, "segments": 0, "ranges": []}
         rows: list[KeyUse] = []
+        current = keys.current if keys is not None else None
         for dk in keys.versions if keys is not None else ():
             rows.append({"version": dk.version, "cipher": dk.cipher,
                          "master_key_id": dk.master_key_id, "created_ms": dk.created_ms,
-                         "current": dk.version == keys.current,  # type: ignore[union-attr]
-                         **found.get(dk.version, empty)})  # type: ignore[typeddict-item]
+                         "current": dk.version == current,
+                         **found.get(dk.version, empty)})
         for v in sorted(set(found) - {0} - {r.get("version") for r in rows}):
             rows.append({"version": v, "cipher": None, "master_key_id": None,  # (damage)
                          "created_ms": None, "current": False, "missing": True,
-                         **found[v]})  # type: ignore[typeddict-item]
+                         **found[v]})
         return {"topic": meta.name, "topic_id": meta.id, "encryption": cfg.encryption_enable,
                 "cipher": cfg.encryption_cipher, "master_key_id": cfg.encryption_key_id or None,
                 "current_version": keys.current if keys is not None else None,
@@ -100,8 +102,9 @@ class Keys:
         process, once it next takes the partition's lock); older batches keep theirs."""
         self.writable()
         before = self.find.topic(topic).keys
-        meta = self.topics.rotate_key(topic)
-        cur = meta.keys.current_key  # type: ignore[union-attr]
+        keys = self.topics.rotate_key(topic).keys
+        assert keys is not None  # (rotate_key gave it one)
+        cur = keys.current_key
         return {"topic": topic, "version": cur.version, "cipher": cur.cipher,
                 "master_key_id": cur.master_key_id,
                 "previous_version": before.current if before is not None else None}
@@ -115,9 +118,10 @@ class Keys:
         before = {m.name: m.keys for m in self.find.all() if m.keys is not None}
         metas = self.topics.rewrap_keys(to, topics)
         return {"master_key_id": to, "topics": [
+            # (rewrap_keys returns topics that have data keys: mypy cannot know)
             {"topic": m.name, "versions": len(m.keys.versions),  # type: ignore[union-attr]
              "previous_master_key_ids": sorted(
-                 {k.master_key_id for k in before[m.name].versions})}  # type: ignore[union-attr]
+                 {k.master_key_id for k in before[m.name].versions})}
             for m in metas]}
 
     # ---------------------------------------------------------------- reencrypt

@@ -152,7 +152,8 @@ def rewrite_segment(src_dir: str, base: int, out_dir: str, target: int,
                 else:
                     data = ref.buf[ref.start:ref.start + h.size]
                 if target:
-                    data = seal(data)  # type: ignore[misc]
+                    assert seal is not None  # (refused above)
+                    data = seal(data)
                 stats["batches_rewritten"] += 1
             out.write(data, pos)
             pos += len(data)
@@ -222,7 +223,7 @@ def run_in_process(logs: dict[tuple[str, int], PartitionLog]
 
 # ---------------------------------------------------------------- commit (the driver)
 def commit_partition(log: PartitionLog, plan: dict[str, Any], results: list[dict[str, Any]],
-                     now_ms: int) -> dict[str, Any]:
+                     now_ms: int) -> ReencryptPartition:
     """Swap one partition's rewritten local segments in (one swap), then replace its cold
     ones' manifest entries with the new objects and remove the old objects."""
     mine = [r for r in results if r["partition"] == log.partition and r["topic"] == log.topic]
@@ -231,10 +232,11 @@ def commit_partition(log: PartitionLog, plan: dict[str, Any], results: list[dict
         raise ReencryptError(f"{log.topic}-{log.partition}: the rewrite returned "
                              f"{len(local)} of {plural(len(plan['local']), 'segment')}; "
                              "nothing was swapped, run the pass again")
-    out = {"segments_rewritten": len(local), "cold_rewritten": 0,
-           "batches_rewritten": sum(r["batches_rewritten"] for r in mine),
-           "batches_copied": sum(r["batches_copied"] for r in mine),
-           "bytes_written": sum(r["bytes_out"] for r in mine)}
+    out: ReencryptPartition = {
+        "segments_rewritten": len(local), "cold_rewritten": 0,
+        "batches_rewritten": sum(r["batches_rewritten"] for r in mine),
+        "batches_copied": sum(r["batches_copied"] for r in mine),
+        "bytes_written": sum(r["bytes_out"] for r in mine)}
     if local:
         try:
             log.replace_segments(install=local, staged_dir=plan["out_dir"], remove=local,
@@ -247,28 +249,29 @@ def commit_partition(log: PartitionLog, plan: dict[str, Any], results: list[dict
     if new:
         entries = tier_manifest.load(log.dir, log.tier_home())
         by_obj = {r["entry"]["object"]: r for r in new}
-        kept, gone = [], []
-        for e in entries:
-            r = by_obj.get(e.object)
+        kept: list[ColdSegment] = []
+        gone: list[ColdSegment] = []
+        for entry in entries:
+            r = by_obj.get(entry.object)
             if r is None:
-                kept.append(e)
+                kept.append(entry)
                 continue
             c = r["copy"]
             kept.append(dataclasses.replace(
-                e, bytes=c["bytes"], crc32c=c["crc32c"], index_bytes=c["index_bytes"],
+                entry, bytes=c["bytes"], crc32c=c["crc32c"], index_bytes=c["index_bytes"],
                 index_crc32c=c["index_crc32c"], timeindex_bytes=c["timeindex_bytes"],
                 timeindex_crc32c=c["timeindex_crc32c"], txnindex_bytes=c.get("txnindex_bytes", 0),
                 txnindex_crc32c=c.get("txnindex_crc32c", 0), object=r["object"],
                 uploaded_ms=now_ms, key_bytes=tuple((v, n) for v, n in r["key_bytes"])))
-            gone.append(e)
+            gone.append(entry)
         log.set_tier(kept)
         failpoint("reencrypt-cold-manifest")
-        for e in gone:
-            for suffix in e.suffixes():
+        for entry in gone:
+            for suffix in entry.suffixes():
                 with contextlib.suppress(OSError, RivvenError):
-                    cold.remove(e.url(suffix))
+                    cold.remove(entry.url(suffix))
             if log.cold is not None:
-                log.cold.forget(e.object)  # (a local copy of the old bytes)
+                log.cold.forget(entry.object)  # (a local copy of the old bytes)
         out["cold_rewritten"] = len(gone)
     return out
 
@@ -325,7 +328,7 @@ def reencrypt_topic(data_dir: str, meta: TopicMeta, logs: list[PartitionLog], ta
             now = clock.now_ms()
             for log, plan in zip(logs, plans):
                 row = plan_row(plan)
-                row.update(commit_partition(log, plan, results or [], now))  # type: ignore
+                row.update(commit_partition(log, plan, results or [], now))
                 out["partitions"].append(row)
     finally:
         guard.remove_tree(data_dir, staging)

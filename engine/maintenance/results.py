@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from ..tiering.results import ManifestRow
+
 
 class SegmentDeleted(TypedDict, total=False):
     """A segment retention deletes (or would: a dry run)."""
@@ -29,7 +31,8 @@ class StartMoved(TypedDict):
     partition: int
     prior_log_start_offset: int
     new_log_start_offset: int
-    deleted_segments: list[dict[str, Any]]
+    # local segments (base_offset, next_offset, bytes), cold ones (their manifest rows)
+    deleted_segments: list[dict[str, Any] | ManifestRow]
 
 
 class CleanerState(TypedDict):

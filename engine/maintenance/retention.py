@@ -18,7 +18,9 @@ from ..segments import filenames
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
+from ..tiering.results import ManifestRow
 from ..tiering.tier_pass import drop_below
+from .results import SegmentDeleted, StartMoved
 
 
 def _age(ms: int) -> str:
@@ -28,7 +30,7 @@ def _age(ms: int) -> str:
     return f"{ms}ms"
 
 
-def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any]]:
+def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[SegmentDeleted]:
     """The segments retention deletes now, oldest first (cold ones first: retention covers
     the whole log), each with ``tier``, ``reason`` and ``detail``."""
     segs = log.all_segments()
@@ -41,7 +43,7 @@ def plan(log: PartitionLog, cfg: TopicConfig, now_ms: int) -> list[dict[str, Any
                for i, seg in enumerate(segs[:-1])]
     total = sum(s.size for s in segs) + sum(e.bytes for e in colds)
     by_delete = "delete" in cfg.cleanup_policy
-    out: list[dict[str, Any]] = []
+    out: list[SegmentDeleted] = []
     for base, nxt, size, ts, where, tier in pieces:
         max_ts = ts if isinstance(ts, int) else log.segment_max_timestamp(ts)
         if nxt <= start:
@@ -71,7 +73,7 @@ def retain(log: PartitionLog, meta: TopicMeta | None = None) -> None:
 
 
 def apply(log: PartitionLog, cfg: TopicConfig, now_ms: int, dry_run: bool = False
-          ) -> list[dict[str, Any]]:
+          ) -> list[SegmentDeleted]:
     """Plan, then (unless ``dry_run``) move the log start past the planned segments and delete
     them (local files, then cold entries and objects). Each row gets the partition's
     ``new_log_start_offset``."""
@@ -88,7 +90,7 @@ def apply(log: PartitionLog, cfg: TopicConfig, now_ms: int, dry_run: bool = Fals
 
 
 def delete_records(logs: dict[int, PartitionLog], before: dict[int, int], dry_run: bool = False
-                   ) -> list[dict[str, Any]]:
+                   ) -> list[StartMoved]:
     """Move each partition's log start offset forward to ``before[p]`` (never back; offsets
     above the log end are refused, before anything changes), deleting whole segments below it,
     cold ones too."""
@@ -108,15 +110,14 @@ def delete_records(logs: dict[int, PartitionLog], before: dict[int, int], dry_ru
 
 
 def delete_before(log: PartitionLog, offset: int, prior: int, dry_run: bool = False
-                  ) -> dict[str, Any]:
+                  ) -> StartMoved:
     """Move the log start forward to ``offset`` (``prior`` is the start now), deleting whole
     segments below it, cold ones too."""
-    row = {"topic": log.topic, "partition": log.partition, "prior_log_start_offset": prior,
-           "new_log_start_offset": max(prior, offset), "deleted_segments": []}
     if dry_run:
-        return row
-    prior, new, gone = log.advance_start(offset)
-    if log.tier and log.tier[0].next_offset <= new:
-        gone = drop_below(log, new) + gone
-    return {**row, "prior_log_start_offset": prior, "new_log_start_offset": new,
-            "deleted_segments": gone}
+        return {"topic": log.topic, "partition": log.partition, "prior_log_start_offset": prior,
+                "new_log_start_offset": max(prior, offset), "deleted_segments": []}
+    prior, new, local = log.advance_start(offset)
+    cold_gone = drop_below(log, new) if log.tier and log.tier[0].next_offset <= new else []
+    gone: list[dict[str, Any] | ManifestRow] = [*cold_gone, *local]
+    return {"topic": log.topic, "partition": log.partition, "prior_log_start_offset": prior,
+            "new_log_start_offset": new, "deleted_segments": gone}

@@ -12,6 +12,7 @@ package (nor ``prometheus_client``): ``Engine.metrics()`` does on first use.
 - ``expose``: the document as Prometheus text; ``write_textfile``; ``serve`` (also as
   ``engine.metrics.serve`` and so on, imported on first use)
 - ``rates``: what happened between two documents (``rivven top``)
+- ``results``: the document and the rates, typed
 """
 
 from typing import Any

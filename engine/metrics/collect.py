@@ -17,6 +17,7 @@ from ..counters import gather
 from ..counters.names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUN_PARTS, RUNS, SERIES, all_metrics
 from ..storage.log import PartitionLog
 from . import state
+from .results import Metrics
 
 RUN_SLOTS = dict(zip((p[0] for p in RUN_PARTS), (RUNS, FAILURES, LAST_SUCCESS, LAST_DURATION)))
 
@@ -36,7 +37,7 @@ def _num(v: float) -> float | int:
 
 class Document:
     def __init__(self) -> None:
-        self.doc: dict[str, Any] = {
+        self.doc: Metrics = {
             m.name: {"type": m.kind, "help": m.help, "labels": list(m.labels), "samples": []}
             for m in all_metrics()}
 
@@ -58,7 +59,7 @@ class Document:
                                           "sum": _num(slots[len(bounds) + 1])})
 
 
-def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> dict[str, Any]:
+def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> Metrics:
     """The metrics of ``eng``'s data dir: every process's series (engine.counters.gather), every
     partition of every topic (through ``open_logs``, those the engine has open), groups,
     WAL, transactions."""
@@ -130,7 +131,7 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> dict[st
     return doc.doc
 
 
-def failed() -> dict[str, Any]:
+def failed() -> Metrics:
     """The document of a scrape that could not gather (``rivven_metrics_up`` 0; the error
     is on the server's stderr): every metric present, without samples."""
     doc = Document()

@@ -18,11 +18,12 @@ from prometheus_client.core import (
 )
 
 from .collect import failed
+from .results import Metrics
 
-Source = Callable[[], dict[str, Any]]
+Source = Callable[[], Metrics]
 
 
-def families(doc: dict[str, Any]) -> list[Metric]:
+def families(doc: Metrics) -> list[Metric]:
     out: list[Metric] = []
     for name, m in doc.items():
         labels = m["labels"]
@@ -57,16 +58,16 @@ class _Collector:
 
 def registry(source: Source) -> CollectorRegistry:
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(_Collector(source))  # type: ignore[arg-type]
+    reg.register(_Collector(source))
     return reg
 
 
-def text(doc: dict[str, Any]) -> bytes:
+def text(doc: Metrics) -> bytes:
     """The Prometheus text exposition format (0.0.4) of a metrics document."""
     return generate_latest(registry(lambda: doc))
 
 
-def write_textfile(path: str, doc: dict[str, Any]) -> None:
+def write_textfile(path: str, doc: Metrics) -> None:
     """node_exporter's textfile collector: ``path`` replaced whole (temporary file, rename),
     so the collector never reads half a file."""
     _write_textfile(path, registry(lambda: doc))

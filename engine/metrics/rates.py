@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from .results import Rates, TopicRates
+
 
 def _by_topic(doc: dict[str, Any], name: str) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
@@ -45,7 +47,7 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
     return lo_bound
 
 
-def rates(before: dict[str, Any], after: dict[str, Any], seconds: float) -> dict[str, Any]:
+def rates(before: dict[str, Any], after: dict[str, Any], seconds: float) -> Rates:
     """What happened between two documents ``seconds`` apart (a counter that went down, a
     reset, counts from 0)."""
     dt = max(seconds, 1e-9)
@@ -62,10 +64,11 @@ def rates(before: dict[str, Any], after: dict[str, Any], seconds: float) -> dict
     cold = _by_topic(after, "rivven_log_cold_bytes")
     topics = sorted({s["labels"]["topic"]
                      for s in after.get("rivven_topic_partitions", {}).get("samples", [])})
-    rows = [{"topic": t, "produce_per_s": produced.get(t, 0.0), "read_per_s": read.get(t, 0.0),
-             "bytes_in_per_s": bytes_in.get(t, 0.0), "lag": int(lag.get(t, 0)),
-             "local_bytes": int(size.get(t, 0)), "cold_bytes": int(cold.get(t, 0))}
-            for t in topics]
+    rows: list[TopicRates] = [
+        {"topic": t, "produce_per_s": produced.get(t, 0.0), "read_per_s": read.get(t, 0.0),
+         "bytes_in_per_s": bytes_in.get(t, 0.0), "lag": int(lag.get(t, 0)),
+         "local_bytes": int(size.get(t, 0)), "cold_bytes": int(cold.get(t, 0))}
+        for t in topics]
     b0, n0, s0 = _histogram(before, "rivven_wal_fsync_duration_seconds")
     b1, n1, s1 = _histogram(after, "rivven_wal_fsync_duration_seconds")
     if n1 < n0:  # (a reset)

@@ -30,7 +30,7 @@ STARTED = "rivven: the Spark session is up, the job starts"
 
 def _groups(plan: dict[str, Any]) -> dict[int, tuple[int, list[dict[str, Any]], str]]:
     """gid -> (partition, source segments, staging folder), numbered in plan order."""
-    out = {}
+    out: dict[int, tuple[int, list[dict[str, Any]], str]] = {}
     for p in plan["partitions"]:
         out_dir = os.path.join(plan["staging"], str(p["partition"]))
         for g in p["groups"]:
@@ -265,11 +265,11 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
             map_in_arrow(tagged.repartition(max(1, min(len(groups), 2 * par)), "gid"),
                          functools.partial(write_task, plan_path, keys), STATS_SCHEMA).collect()]
     done = {r["gid"] for r in rows}
-    for gid, (part, segs, out_dir) in groups.items():  # no survivor: an empty segment
-        if gid not in done:
+    for n, (part, segs, out_dir) in groups.items():  # no survivor: an empty segment
+        if n not in done:
             st = write_group(segs, lambda offs: [False] * len(offs), out_dir,
                              *crypt(plan, keys, part))
-            rows.append({**st, "gid": gid, "tombstones_kept": 0})
+            rows.append({**st, "gid": n, "tombstones_kept": 0})
     by_part: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: r["gid"]):
         by_part.setdefault(str(groups[r["gid"]][0]), []).append(r)

@@ -142,7 +142,7 @@ def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any]) ->
         prepared = tp.prepare()
     finally:
         tp.close()  # (aborts the transaction unless it was prepared)
-    return Written(tuple(prepared), rows)  # type: ignore[arg-type]
+    return Written(tuple(prepared), rows)
 
 
 def _prepared(messages: list[Any]) -> list[tuple[str, int, int]]:
@@ -181,13 +181,13 @@ class RivvenBatchWriter(DataSourceArrowWriter):
         else:
             self.key = f"spark-write-{uuid.uuid4().hex[:16]}"
 
-    def write(self, iterator: Iterator[Any]) -> Written:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> Written:
         partition, attempt = _task()
         tid = f"{self.key}-{partition}" if self.batch is not None else \
             f"{self.key}-{partition}-{attempt}"
         return write_rows(self.opts, tid, self.key, iterator)
 
-    def commit(self, messages: list[Any]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[Any]) -> None:
         from engine import Engine
 
         prepared = _prepared(messages)
@@ -196,7 +196,7 @@ class RivvenBatchWriter(DataSourceArrowWriter):
             if self.batch is None:
                 _orphans(eng, self.key, {p[0] for p in prepared})
 
-    def abort(self, messages: list[Any]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[Any]) -> None:
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
@@ -224,17 +224,17 @@ class RivvenStreamWriter(DataSourceStreamArrowWriter):
         self.opts.check_topic()
         self.key = stream_key(self.opts)
 
-    def write(self, iterator: Iterator[Any]) -> Written:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> Written:
         partition, _ = _task()
         return write_rows(self.opts, f"{self.key}-{partition}", self.key, iterator)
 
-    def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+    def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
             eng.txn.commit_prepared(self.key, _prepared(messages), batchId)
 
-    def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:

@@ -94,7 +94,7 @@ def main(plan_path: str) -> None:
             stopped = True
             break
         seen, batches, rows = tally(q, seen, batches, rows)
-        last = q.lastProgress or {}
+        last: dict[str, Any] = q.lastProgress or {}
         write_json(os.path.join(here, PROGRESS), {
             "phase": "streaming", "batch": seen, "batches": batches, "rows": rows,
             "rows_per_s": last.get("processedRowsPerSecond") or 0.0,

@@ -33,6 +33,7 @@ from .job import PROGRESS, STARTED
 
 if TYPE_CHECKING:
     from ..engine import Engine
+    from ..maintenance.results import CompactionPlan
 
 STAGING = ".compaction"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -316,7 +317,7 @@ def clean_stale(data_dir: str) -> None:
             os.close(fd)
 
 
-def _sanity(plan: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def _sanity(plan: CompactionPlan, rows: list[dict[str, Any]]) -> None:
     """Refuse output that cannot be right: every group written, and the last record of the
     cleaned range survives unless it is a tombstone past its horizon."""
     got = sorted(r["base_offset"] for r in rows)
@@ -544,9 +545,10 @@ def stream(eng: Engine, source: str, dest: str, transform: str | None = None,
     if not dry_run:
         check_java()
     t0 = time.time()
-    job = {"data_dir": eng.path, "from": source, "to": dest, "transform": transform,
-           "checkpoint": checkpoint, "available_now": available_now, "trigger_ms": trigger_ms,
-           "source_options": options, "app_name": f"rivven-stream-{source}-{dest}"}
+    job: dict[str, Any] = {
+        "data_dir": eng.path, "from": source, "to": dest, "transform": transform,
+        "checkpoint": checkpoint, "available_now": available_now, "trigger_ms": trigger_ms,
+        "source_options": options, "app_name": f"rivven-stream-{source}-{dest}"}
     with submission(eng, job["app_name"], "stream_job.py", job, master, confs or [],
                     deploy_mode, dry_run, progress, out, stoppable=True) as (result, _):
         if result is not None:

@@ -113,7 +113,9 @@ class HotCache:
                 picked.append((pos, buf))
                 total += len(buf)
             self.hits[key] = self.hits.get(key, 0) + 1
-        return [BatchRef(pos, read_header(buf, 0, f" in the hot cache at position {pos}"), buf, 0)
+        # (a bytearray the cache owns: BatchRef.buf is only read, segments/segment.py types it bytes)
+        return [BatchRef(pos, read_header(buf, 0, f" in the hot cache at position {pos}"),
+                         buf, 0)  # type: ignore[arg-type]
                 for pos, buf in picked]
 
     def partition_stats(self, key: Hashable) -> dict[str, int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
 
 from ..failpoint import failpoint
 from ..fs import guard
@@ -20,12 +19,13 @@ from ..segments.tier_manifest import ColdSegment
 from ..storage.log import PartitionLog
 from . import cold
 from .cache import download_segment
+from .results import Restored
 from .tier_pass import locked, manifest_row
 
 STAGING_PREFIX = ".restore-"
 
 
-def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[str, Any]:
+def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> Restored:
     """Bring the cold segments from the one holding ``from_offset`` up to the local start back
     to local disk, then drop them from the manifest and the cold store."""
     with locked(log):
@@ -35,10 +35,10 @@ def restore(log: PartitionLog, from_offset: int, dry_run: bool = False) -> dict[
         # entries held locally too (a crash between a tier run's manifest write and its
         # deletes) only lose their cold copy
         pick = [e for e in entries if e.next_offset > from_offset]
-        out: dict[str, Any] = {"topic": log.topic, "partition": log.partition,
-                               "from_offset": from_offset, "dry_run": dry_run,
-                               "segments": [manifest_row(e) for e in pick],
-                               "bytes": sum(e.bytes for e in pick)}
+        out: Restored = {"topic": log.topic, "partition": log.partition,
+                         "from_offset": from_offset, "dry_run": dry_run,
+                         "segments": [manifest_row(e) for e in pick],
+                         "bytes": sum(e.bytes for e in pick)}
         if dry_run or not pick:
             return out
         for name in os.listdir(log.dir):  # a restore that died: we hold the tier lock

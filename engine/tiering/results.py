@@ -66,6 +66,17 @@ class ColdCheck(TypedDict):
     findings: list[dict[str, Any]]
 
 
+class ColdReport(TypedDict):
+    """The cold copies of some partitions checked against their tier manifests
+    (``segment verify --cold``), and this process's cold cache."""
+
+    segments: int
+    objects: int
+    bytes: int
+    cached: int  # cached copies checked
+    findings: list[dict[str, Any]]  # {"object", "base_offset", "problem"}
+
+
 class Restored(TypedDict):
     topic: str
     partition: int

@@ -24,6 +24,7 @@ from ..storage.catalog import home_of
 from ..storage.log import PartitionLog
 from . import cold
 from .cache import ColdCache, cache_root, copy_problem, not_private, trusted_group
+from .results import ColdCheck, ColdReport, TierStatus
 
 STATS_DIR = ".stats"
 
@@ -65,7 +66,7 @@ def verify_cold(log: PartitionLog) -> list[dict[str, Any]]:
     return findings
 
 
-def verify_partition(log: PartitionLog) -> dict[str, Any]:
+def verify_partition(log: PartitionLog) -> ColdCheck:
     """One partition's cold copies read back and checked: objects, bytes, findings."""
     entries = log.cold_entries() if log.tier or log.tier_error else []  # (raises on damage)
     return {"topic": log.topic, "partition": log.partition, "segments": len(log.tier),
@@ -79,7 +80,7 @@ def verified_bytes(log: PartitionLog) -> int:
 
 
 
-def check_manifests(dirs: list[str], progress: Progress | None = None) -> dict[str, Any]:
+def check_manifests(dirs: list[str], progress: Progress | None = None) -> ColdReport:
     """The cold copies of the partitions in ``dirs`` against their tier manifests (a damaged
     manifest is a finding): segments, objects, bytes and findings. ``progress(what, total
     bytes, bytes done)`` follows the reads."""
@@ -137,7 +138,7 @@ def check_cache(root: str, entries: list[ColdSegment], group: int | None = None
     return checked, findings
 
 
-def status(log: PartitionLog, hot: dict[str, int]) -> dict[str, Any]:
+def status(log: PartitionLog, hot: dict[str, int]) -> TierStatus:
     """Where a partition's offsets live: cold range and bytes, local range, hot cache."""
     colds = log.cold_entries()
     segs = log.all_segments()

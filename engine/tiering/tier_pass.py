@@ -30,6 +30,7 @@ from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
 from . import cold
+from .results import ManifestRow, TierPartition, TierRun
 
 LogFor = Callable[[TopicMeta, int], PartitionLog]
 OBJECT_FILE = re.compile(r"[0-9]{20}-")  # how every object's file name begins
@@ -158,7 +159,7 @@ def copy_segment(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def commit(log: PartitionLog, plan: dict[str, Any], copies: list[dict[str, Any]],
-           now_ms: int) -> dict[str, Any]:
+           now_ms: int) -> TierPartition:
     """(Tier lock held.) Add verified copies to the manifest, then delete the local segments
     it holds. A copy whose local segment changed meanwhile (inode or size) is not added."""
     by_base = {c["base_offset"]: c for c in copies}
@@ -217,7 +218,7 @@ def _held_locally(log: PartitionLog, entries: list[ColdSegment], keep_from: int
     return out
 
 
-def manifest_row(e: ColdSegment) -> dict[str, Any]:
+def manifest_row(e: ColdSegment) -> ManifestRow:
     return {"base_offset": e.base_offset, "next_offset": e.next_offset, "bytes": e.bytes,
             "crc32c": e.crc32c, "object": e.object + filenames.LOG}
 
@@ -251,7 +252,7 @@ def collect_garbage(log: PartitionLog, cold_prefix: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ retention
-def drop_below(log: PartitionLog, start: int) -> list[dict[str, Any]]:
+def drop_below(log: PartitionLog, start: int) -> list[ManifestRow]:
     """Remove manifest entries wholly below the log start ``start``, then their objects.
     Skipped (returns []) while a tier run holds the lock: the next retention pass does it."""
     try:
@@ -284,13 +285,13 @@ def tiered_topics(metas: list[TopicMeta], named: str | None) -> list[TopicMeta]:
 
 def run(data_dir: str, metas: list[TopicMeta], log_for: LogFor,
         copier: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
-        dry_run: bool = False, now: int | None = None) -> dict[str, Any]:
+        dry_run: bool = False, now: int | None = None) -> TierRun:
     """One tiering pass over ``metas`` (see ``tiered_topics``): plan every partition (holding
     its tier lock until the end), hand the uploads to ``copier`` (a Spark job, or
     ``copy_segment`` in process), commit. ``copier`` returns None on a dry run."""
     t0 = time.time()
     now = clock.now_ms() if now is None else now
-    out: dict[str, Any] = {"dry_run": dry_run, "partitions": []}
+    out: TierRun = {"dry_run": dry_run, "partitions": []}
     with contextlib.ExitStack() as stack:
         plans = []
         for meta in metas:
@@ -315,7 +316,7 @@ def run(data_dir: str, metas: list[TopicMeta], log_for: LogFor,
         copies = copier(tasks) if tasks else (None if dry_run else [])
         out["copy_s"] = time.time() - t1
         for log, plan, removed in plans:
-            row: dict[str, Any] = {"topic": log.topic, "partition": log.partition,
+            row: TierPartition = {"topic": log.topic, "partition": log.partition,
                                    "planned": plan["upload"], "already_cold": plan["drop"],
                                    "orphans_removed": removed}
             if copies is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TypedDict
 
 from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, RivvenError
 from ..format.records import HEADER_SIZE, read_header
@@ -102,7 +102,7 @@ def plan(rep: SegmentReport, next_base: int | None, point: dict | None,
     headers still readable after the cut), the holes left, and whether to ask first."""
     damage = [f for f in rep.findings if f.kind in CUTTABLE and f.kind != "torn-tail"]
     torn = [f for f in rep.findings if f.kind == "torn-tail"]
-    cut_at = None
+    cut_at: int | None = None
     if damage and truncate_corrupt:
         cut_at = damage[0].position
     elif torn and not damage:
@@ -114,7 +114,7 @@ def plan(rep: SegmentReport, next_base: int | None, point: dict | None,
              for f in rep.findings if f.kind == "gap" and f.offsets
              and (cut_at is None or f.position is None or f.position < cut_at)]
     sealed = next_base is not None
-    if sealed and new_end is not None and new_end < next_base and cut_at is not None:
+    if next_base is not None and new_end is not None and new_end < next_base and cut_at is not None:
         holes.append({"first": new_end, "last": next_base - 1, "offsets": next_base - new_end})
     durable = 0  # bytes of this segment a checkpoint vouches for
     if point is not None and point["segment"] == rep.base_offset:
@@ -135,14 +135,24 @@ def plan(rep: SegmentReport, next_base: int | None, point: dict | None,
             "reindexed": False}
 
 
-_NOTHING = {"batches": 0, "records": 0, "offsets": 0, "incomplete": False, "range": None}
+class _Dropped(TypedDict):
+    batches: int
+    records: int
+    offsets: int
+    incomplete: bool
+    range: list[int] | None  # [first, last] offset
 
 
-def _dropped(path: str, position: int) -> dict[str, Any]:
+_NOTHING: _Dropped = {"batches": 0, "records": 0, "offsets": 0, "incomplete": False,
+                      "range": None}
+
+
+def _dropped(path: str, position: int) -> _Dropped:
     """What a cut at ``position`` drops, as far as headers can be read from there on: whole
     batches, records and offsets, and whether the last is an incomplete batch."""
-    out = dict(_NOTHING)
-    lo = hi = None
+    out = _NOTHING.copy()
+    lo: int | None = None
+    hi: int | None = None
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
@@ -169,7 +179,7 @@ def _dropped(path: str, position: int) -> dict[str, Any]:
             pos += h.size
     finally:
         os.close(fd)
-    out["range"] = [lo, hi] if lo is not None else None
+    out["range"] = [lo, hi] if lo is not None and hi is not None else None  # (set together)
     return out
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from ..tiering.results import ColdReport
+
 
 class SegmentRow(TypedDict, total=False):
     """A segment, cold ones first (``segment list``)."""
@@ -29,7 +31,7 @@ class VerifyReport(TypedDict, total=False):
     bytes: int
     ok: bool
     findings: list[dict[str, Any]]
-    cold: dict[str, Any]  # with cold=True: the cold copies checked
+    cold: ColdReport  # with cold=True: the cold copies checked
 
 
 class SegmentRepair(TypedDict, total=False):

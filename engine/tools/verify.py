@@ -392,7 +392,7 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
             start = point["log_start_offset"]
             for rep in reports:  # offsets below the log start are gone for readers anyway
                 rep.findings = [_above(f, start) for f in rep.findings
-                                if f.kind != "gap" or f.offsets[1] >= start]
+                                if not _gap_below(f, start)]
             _check_start(directory, start, reports, gaps_below)
     return reports
 
@@ -402,9 +402,20 @@ def gap(path: str, position: int | None, lo: int, hi: int, where: str) -> Findin
                    "skip them", (lo, hi))
 
 
+def _gap_below(f: Finding, start: int) -> bool:
+    """Is ``f`` a gap wholly below ``start``?"""
+    if f.kind != "gap":
+        return False
+    assert f.offsets is not None  # (``gap`` gives each its offsets)
+    return f.offsets[1] < start
+
+
 def _above(f: Finding, start: int) -> Finding:
     """A gap finding without its offsets below ``start``."""
-    if f.kind != "gap" or f.offsets[0] >= start:
+    if f.kind != "gap":
+        return f
+    assert f.offsets is not None  # (``gap`` gives each its offsets)
+    if f.offsets[0] >= start:
         return f
     return gap(f.path, f.position, start, f.offsets[1], f.message.split(" are missing ", 1)[1]
                .rsplit(": readers skip them", 1)[0])
@@ -490,9 +501,10 @@ def verify(data_dir: str, targets: list[str], cold: bool = False,
             if not only or rep.path in only:
                 reports.append(rep)
     findings = [f.to_json() for r in reports for f in r.findings]
-    doc: VerifyReport = {"segments": len(reports), "batches": sum(r.batches for r in reports),
-           "records": sum(r.records for r in reports), "bytes": sum(r.bytes for r in reports),
-           "ok": not findings, "findings": findings}
+    doc: VerifyReport = {
+        "segments": len(reports), "batches": sum(r.batches for r in reports),
+        "records": sum(r.records for r in reports), "bytes": sum(r.bytes for r in reports),
+        "ok": not findings, "findings": findings}
     if cold:
         doc["cold"] = check_manifests([d for d, _ in parts], progress)
         doc["ok"] = doc["ok"] and not doc["cold"]["findings"]

@@ -335,9 +335,14 @@ class Coordinator:
                     if st is None or not self._due(st):
                         continue
                     was = st.state
-                    row.update(action=self._finish(st), state=was, error=None)
+                    # (in this order: the JSON's keys are action, state, error)
+                    row["action"] = self._finish(st)
+                    row["state"] = was
+                    row["error"] = None
             except (RivvenError, OSError) as e:
-                row.update(state=row.get("state"), action="failed", error=str(e))
+                row["state"] = row.get("state")
+                row["action"] = "failed"
+                row["error"] = str(e)
             rows.append(row)
         return rows
 

@@ -28,7 +28,7 @@ import contextlib
 import os
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ..errors import DamagedMetadata, InvalidArgument, ProducerFenced, RivvenError, plural
 from ..failpoint import failpoint
@@ -71,7 +71,7 @@ def check_prepared(items: Sequence[Any]) -> list[Prepared]:
 class Decision:
     """One key, its lock held (``Decisions.holding``)."""
 
-    def __init__(self, owner: Decisions, key: str, doc: dict[str, Any]) -> None:
+    def __init__(self, owner: Decisions, key: str, doc: DecisionState) -> None:
         self.owner, self.key, self.doc = owner, key, doc
 
     @property
@@ -155,15 +155,16 @@ class Decisions:
             return {"key": key, "committed": None, "pending": None}
         doc = jsondoc.unseal(raw, path, WHAT, FIX)
         self._check(doc, key, path)
-        return doc
+        return cast(DecisionState, doc)  # (its shape checked just now)
 
-    def write(self, key: str, doc: dict[str, Any]) -> None:
+    def write(self, key: str, doc: DecisionState) -> None:
         durable.write_atomic(self.path(key), jsondoc.seal(doc))
 
-    def finish(self, key: str, doc: dict[str, Any]) -> None:
+    def finish(self, key: str, doc: DecisionState) -> None:
         """(Lock held.) Complete every transaction of the pending decision (each idempotent),
         then record it committed."""
         pending = doc["pending"]
+        assert pending is not None  # (the callers finish a decision that is pending)
         for tid, pid, epoch in pending["transactions"]:
             try:
                 self.coordinator.end(tid, pid, epoch, True, retry=True)

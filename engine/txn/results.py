@@ -3,9 +3,10 @@ prints them as they are, so a key here is a key of the JSON)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, TypedDict, final
 
 
+@final  # (so that ``"error" in row`` tells it from a DamagedTransaction)
 class TransactionRow(TypedDict):
     """A transactional id's state (engine.txn.coordinator.row)."""
 
@@ -23,6 +24,7 @@ class TransactionRow(TypedDict):
     prepared: bool  # held for a two-phase commit: never timed out
 
 
+@final
 class DamagedTransaction(TypedDict):
     """A transactional id whose state file is damaged (a row of ``list``)."""
 
@@ -36,6 +38,13 @@ class RecoveredTransaction(TypedDict, total=False):
     state: str | None  # before
     action: str  # committed, aborted, busy, failed
     error: str | None
+
+
+class AfterCrash(TypedDict, total=False):
+    """What a writable open finishes of the transactions a crash left (after the WAL replay)."""
+
+    decisions: list[DecisionRecovered]  # two-phase commits finished (when there were any)
+    transactions: list[RecoveredTransaction]  # prepared ones finished, timed-out ones aborted
 
 
 class AbortedTransaction(TypedDict):

@@ -19,6 +19,8 @@ from .coordinator import Coordinator
 from .decisions import Decisions, check_prepared
 from .results import (
     AbortedTransaction,
+    AfterCrash,
+    DamagedTransaction,
     DecisionState,
     HangingTransaction,
     ProducerRow,
@@ -46,11 +48,13 @@ class Transactions:
         self.after_write = after_write
 
     # ---------------------------------------------------------------- the ids' states
-    def list_transactions(self, all: bool = False, recover: bool = False) -> list[TransactionRow]:
+    def list_transactions(self, all: bool = False, recover: bool = False
+                          ) -> list[TransactionRow | DamagedTransaction]:
         """The transactional ids with an open or prepared transaction (``all``: every id):
         ``transactional_id, producer_id, epoch, state, partitions, offsets, fences,
-        timeout_ms, started_ms, age_ms, updated_ms``. With ``recover``, prepared
-        transactions are finished and timed-out ones aborted first."""
+        timeout_ms, started_ms, age_ms, updated_ms`` (a damaged state file: ``state``
+        "Damaged" and ``error``). With ``recover``, prepared transactions are finished and
+        timed-out ones aborted first."""
         if recover:
             self.recover()
         return self.coordinator.transactions(all)
@@ -70,11 +74,11 @@ class Transactions:
         self.writable()
         return self.coordinator.recover()
 
-    def after_crash(self) -> dict[str, Any]:
+    def after_crash(self) -> AfterCrash:
         """What a writable open runs after the WAL replay: the two-phase commits a crash cut
         short finished (``decisions``, when there were any), then ``transactions``: prepared
         ones finished, timed-out ones aborted (``recover``)."""
-        out: dict[str, Any] = {}
+        out: AfterCrash = {}
         decided = self.decisions.recover()
         if decided:
             out["decisions"] = decided

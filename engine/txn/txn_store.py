@@ -330,13 +330,14 @@ class TxnStore:
             self._make_dirs()
             fd = guard.open_file(path, os.O_WRONLY | os.O_CREAT)
             new = True
+        s: os.stat_result | None  # the file after the append (None: rewrite it)
         try:
-            s = os.fstat(fd)
-            if st.at is not None and st.at[0] == s.st_ino and st.at[2] == s.st_size:
+            cur = os.fstat(fd)
+            if st.at is not None and st.at[0] == cur.st_ino and st.at[2] == cur.st_size:
                 good = st.at[1]  # read (or written) under this lock: nothing changed since
             else:
                 now = self.read(tid)
-                good = 0 if now is None or now.at is None or now.at[0] != s.st_ino \
+                good = 0 if now is None or now.at is None or now.at[0] != cur.st_ino \
                     else now.at[1]
             if good + len(data) > COMPACT_MIN and good > COMPACT_FACTOR * len(data):
                 s = None  # rewritten below, once this fd is closed

@@ -10,7 +10,7 @@ base modules.
 - ``replay``: replaying dead streams into the segments, cutting their torn tails
 - ``owner``: ``WalOwner``, an engine's stream, interval syncer and checkpoints
 - ``recovery``: ``Recovery`` (``Engine.recovery``): replay, tails, streams, what opening
-  partitions mended, and what a writable open runs first
+  partitions mended, and what a writable open runs first; ``results``: what it returns, typed
 """
 
 from .inventory import (

@@ -9,12 +9,14 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import CorruptRecordError
 from ..format.decode import Opener, body_of, decode_records, layout
 from ..fs import guard
 from ..fs.locks import open_lock_file, try_lock
 from .records import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
+from .results import StreamInfo
 from .stream import LOCK, stream_files
 
 
@@ -70,7 +72,7 @@ def all_streams(data_dir: str) -> list[str]:
             if os.path.isdir(os.path.join(root, n))]
 
 
-def stream_info(stream_dir: str) -> dict:
+def stream_info(stream_dir: str) -> StreamInfo:
     """One stream: files, bytes, records, whether its process looks alive.
 
     Liveness here comes from the pid in the stream's name, not from probing its lock: a probe
@@ -81,7 +83,7 @@ def stream_info(stream_dir: str) -> dict:
     records = 0
     used = 0  # up to where the records end (a zero-filled file is longer)
     parts: set[tuple[str, int]] = set()
-    torn = None
+    torn: dict[str, Any] | None = None
     for f in fs:
         try:
             for rec in scan_file(f):

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..counters.meter import Meter
 from ..errors import RivvenError, UnknownTopic
@@ -27,6 +27,7 @@ from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from ..storage.partitions import Partitions
 from . import replay
+from .results import Checkpointed, ReplayReport, TailCut
 from .stream import RECOVERY_LOCK, WalStream
 
 CHECKPOINT_THREADS = 16  # partitions fsynced at once by a checkpoint
@@ -111,7 +112,7 @@ class WalOwner:
             self.stream.close(delete=delete)
 
     # ---------------------------------------------------------------- checkpoints
-    def checkpoint(self) -> list[dict[str, Any]]:
+    def checkpoint(self) -> list[Checkpointed]:
         """fsync every partition this process wrote, record recovery points, and delete the
         WAL files wholly below them. (On a full disk a recovery point that cannot be written
         does not keep the WAL: the segments are fsynced; ``checkpoint_error`` says so.)"""
@@ -140,10 +141,10 @@ class WalOwner:
                 self.after_checkpoints()
             return done
 
-    def _checkpoint_one(self, item: tuple[str, int, PartitionLog]) -> dict[str, Any] | None:
+    def _checkpoint_one(self, item: tuple[str, int, PartitionLog]) -> Checkpointed | None:
         name, p, log = item
         try:
-            point = {"topic": name, "partition": p, **log.checkpoint()}
+            point: Checkpointed = {"topic": name, "partition": p, **log.checkpoint()}
             if self.after_checkpoint is not None:
                 self.after_checkpoint(log)
             return point
@@ -153,10 +154,10 @@ class WalOwner:
             self.checkpoint_error = e  # (synced: the WAL is not needed for it)
             return None
 
-    def checkpoint_logs(self, logs: list[PartitionLog]) -> list[dict[str, Any]]:
+    def checkpoint_logs(self, logs: list[PartitionLog]) -> list[Checkpointed]:
         """Checkpoint each of ``logs`` whether written or not (a topic deleted meanwhile is
         skipped)."""
-        done = []
+        done: list[Checkpointed] = []
         for log in logs:
             try:
                 done.append({"topic": log.topic, "partition": log.partition, **log.checkpoint()})
@@ -204,13 +205,13 @@ class WalOwner:
     def replay(self, topics: Callable[[], list[TopicMeta]],
                log_for: Callable[[TopicMeta, int], PartitionLog],
                progress: Progress | None,
-               dry_run: bool = False) -> dict[str, Any]:
+               dry_run: bool = False) -> ReplayReport:
         """Replay the streams whose process is gone (engine.wal.replay)."""
         with self.recovery_lock():
             return replay.replay_dead_streams(self.data_dir, self._own(), topics, log_for,
                                               progress, dry_run)
 
-    def recover_tails(self, dry_run: bool = False) -> list[dict[str, Any]]:
+    def recover_tails(self, dry_run: bool = False) -> list[TailCut]:
         """Cut torn tails of dead streams' WAL files (a live stream is left alone)."""
         with self.recovery_lock():
             return replay.cut_dead_tails(self.data_dir, self._own(), dry_run)

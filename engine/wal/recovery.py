@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from ..counters.meter import Meter
 from ..errors import StorageError, disk_full
@@ -15,6 +15,7 @@ from ..progress import Progress
 from ..storage.finder import LogFinder
 from . import inventory
 from .owner import WalOwner
+from .results import CheckpointedAll, Repair, ReplayReport, StreamInfo, TailCut
 
 
 class Recovery:
@@ -27,36 +28,37 @@ class Recovery:
         self.progress = progress
         self.writable = writable
 
-    def replay(self, dry_run: bool = False) -> dict[str, Any]:
+    def replay(self, dry_run: bool = False) -> ReplayReport:
         """Replay the WAL streams whose process is gone (``rivven wal replay``): batches past
         a partition's log end go back into its segments (merged across streams by offset,
         idempotent), then those partitions are checkpointed and the streams deleted."""
         return self.owner.replay(self.find.all, self.find.log, self.progress, dry_run)
 
-    def cut_tails(self, dry_run: bool = False) -> list[dict[str, Any]]:
+    def cut_tails(self, dry_run: bool = False) -> list[TailCut]:
         """Cut torn tails of dead streams' WAL files (``rivven wal recover``; no replay)."""
         return self.owner.recover_tails(dry_run)
 
-    def streams(self) -> list[dict[str, Any]]:
+    def streams(self) -> list[StreamInfo]:
         """Every WAL stream of the data dir: live or dead, files, bytes, partitions."""
         return [inventory.stream_info(d) for d in inventory.all_streams(self.data_dir)]
 
-    def checkpoint_all(self) -> dict[str, Any]:
+    def checkpoint_all(self) -> CheckpointedAll:
         """Replay dead WAL streams, then checkpoint every partition of every topic."""
         self.writable()
         replayed = self.replay()
         return {"replayed": replayed,
                 "checkpoints": self.owner.checkpoint_logs(self.find.logs(None))}
 
-    def repairs(self) -> list[dict[str, Any]]:
+    def repairs(self) -> list[Repair]:
         """What the engine mended or set aside while opening partitions: ``action`` "cut", a
         damaged segment tail it cut (past the checkpoint, with no intact batch after it; WAL
         replay restores what it held: file, position, bytes, reason), or "ignored", a damaged
         metadata file it did not act on (a ``.checkpoint`` that fails its seal or disagrees
         with the log: file, reason)."""
-        return list(self.find.partitions.cuts)
+        # (rows the segments write as they open: engine.segments.segment, segment_set)
+        return cast("list[Repair]", list(self.find.partitions.cuts))
 
-    def at_open(self, counters: Meter) -> dict[str, Any]:
+    def at_open(self, counters: Meter) -> ReplayReport:
         """Replay the dead streams (counted). On a full disk a batch that must go back into
         its segment cannot: the engine opens anyway — the commands that free space need it —
         but refuses appends (their offsets are the replay's) until an open replays the

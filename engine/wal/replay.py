@@ -19,13 +19,14 @@ from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from . import inventory
 from .records import WalTail, scan_file
+from .results import ReplayReport, TailCut
 from .stream import stream_files
 
 
 def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], list[TopicMeta]],
                         log_for: Callable[[TopicMeta, int], PartitionLog],
                         progress: Progress | None,
-                        dry_run: bool) -> dict[str, Any]:
+                        dry_run: bool) -> ReplayReport:
     """Batches of dead streams past each partition's log end go back into its segments
     (merged across streams by offset, idempotent); then those partitions are checkpointed
     and the streams deleted. ``own`` is this process's live stream. The caller holds the
@@ -37,9 +38,9 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
     idempotently — by a later open. A batch that must go back into its segment needs the
     space: that raises (the engine then refuses appends until a replay succeeds)."""
     dead = inventory.dead_streams(data_dir, own)
-    report: dict[str, Any] = {"streams": [d for d, _ in dead], "partitions": [],
-                              "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": [],
-                              "kept": False}
+    report: ReplayReport = {"streams": [d for d, _ in dead], "partitions": [],
+                            "applied": 0, "skipped": 0, "dropped": 0, "torn_tails": [],
+                            "kept": False}
     if not dead:
         return report
     try:
@@ -116,12 +117,12 @@ def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], lis
 
 
 def cut_dead_tails(data_dir: str, own: str | None, dry_run: bool = False
-                   ) -> list[dict[str, Any]]:
+                   ) -> list[TailCut]:
     """Cut dead streams' WAL files where their valid records end (a live stream is left
     alone): a torn tail, or a damaged record and what follows it. One row per cut: where, the
     bytes, why, and how many records with an intact frame follow the damaged one (dropped
     with it)."""
-    out = []
+    out: list[TailCut] = []
     dead = inventory.dead_streams(data_dir, own)
     try:
         for d, _ in dead:
