@@ -18,52 +18,68 @@ from .counters import gather
 from .counters.meter import Meter
 from .crypto.keyring import check_outside
 from .crypto.keyring import resolve as resolve_keyring
-from .crypto.topic import OffsetMetadata, Vault
-from .errors import InvalidArgument, ReadOnlyError, RivvenError, UnknownTopic
-from .fetch import records, streaming
-from .fetch.offsets import Offsets
-from .fetch.positions import Position
-from .format.arrow import empty_table
+from .crypto.topic import Vault
+from .descriptors import Forward, Lazy, new
+from .errors import InvalidArgument, ReadOnlyError, RivvenError
 from .format.records import ColumnBatch, Record
-from .forward import Forward
 from .fs.locks import LockWait
-from .groups.admin import GroupAdmin
-from .maintenance import retention
-from .maintenance.admin import Maintenance
-from .maintenance.keys import Keys
-from .produce.factory import Producers
-from .produce.idempotent import IdempotentProducer
-from .produce.path import ProducePath, ProduceRequest
-from .produce.transactional import TransactionalProducer
 from .progress import Progress
-from .results import RecoveryReport, TopicDeleted, TopicEnsured
+from .results import RecoveryReport
 from .settings import Settings
 from .storage import datadir
 from .storage.budget import FileBudget, effective_limit
 from .storage.catalog import TopicMeta
 from .storage.finder import LogFinder
+from .storage.log import PartitionLog
 from .storage.partitions import Partitions
 from .storage.topics import Topics
-from .tiering import cold, status
+from .tiering import status
 from .tiering.cache import ColdCache
 from .tiering.hot import HotCache
-from .tiering.tier_pass import topic_prefixes
-from .tools.admin import Segments
-from .tools.inspect import describe_topic
-from .tools.results import TopicDescription
-from .txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
-from .txn.decisions import Decisions
-from .txn.hook import PartitionProducers
-from .txn.isolation import READ_UNCOMMITTED
-from .txn.transactions import Transactions
 from .wal.owner import WalOwner
 from .wal.recovery import Recovery
 from .wal.results import Checkpointed
 from .wal.stream import WalStream
 
-if TYPE_CHECKING:  # (imported when first used: logging, which it needs, costs start-up)
+READ_UNCOMMITTED = "read_uncommitted"  # (txn.isolation.READ_UNCOMMITTED: no txn import here)
+DEFAULT_TIMEOUT_MS = 60_000  # (txn.coordinator.DEFAULT_TIMEOUT_MS, for the same reason)
+
+if TYPE_CHECKING:  # (each imported when first used: a command loads what it needs)
+    from .crypto.topic import OffsetMetadata
+    from .fetch.offsets import Offsets
+    from .fetch.positions import Position
+    from .groups.admin import GroupAdmin
     from .groups.consumer import Consumer
+    from .maintenance.admin import Maintenance
+    from .maintenance.keys import Keys
     from .metrics.results import Metrics
+    from .produce.factory import Producers
+    from .produce.idempotent import IdempotentProducer
+    from .produce.path import ProducePath
+    from .produce.transactional import TransactionalProducer
+    from .tools.admin import Segments
+    from .topic_admin import TopicAdmin
+    from .txn.coordinator import Coordinator
+    from .txn.decisions import Decisions
+    from .txn.transactions import Transactions
+
+
+def _retain(log: PartitionLog, meta: TopicMeta | None = None) -> None:
+    from .maintenance.retention import retain
+
+    retain(log, meta)
+
+
+def _request() -> Any:
+    from .produce.path import ProduceRequest
+
+    return ProduceRequest
+
+
+def _producer_state(log: PartitionLog) -> Any:
+    from .txn.hook import PartitionProducers
+
+    return PartitionProducers(log)
 
 
 class Engine:
@@ -110,36 +126,18 @@ class Engine:
         self._hot_stats = status.HotStats(self.path, self.hot, lambda: [
             log for _, _, log in self._partitions.open_logs()], m, not read_only)
         self._partitions = Partitions(self.path, not read_only, st.wal_sync, progress,
-                                      self.cold_cache, self.hot, on_open=retention.retain,
-                                      lock_wait=lw, producers=PartitionProducers, vault=vault,
+                                      self.cold_cache, self.hot, on_open=_retain,
+                                      lock_wait=lw, producers=_producer_state, vault=vault,
                                       counts=m.partition if m.enabled else None,
                                       budget=FileBudget(effective_limit(st.files_max_open)))
         self._wal = wal = WalOwner(self.path, st, self._partitions, read_only,
-                                   after_checkpoint=retention.retain,
+                                   after_checkpoint=_retain,
                                    after_checkpoints=self._hot_stats.publish, lock_wait=lw,
                                    meter=m)
         self._find = find = LogFinder(self._topics, self._partitions, wal.attach)
-        self._path = ProducePath(self._topics, self._partitions.get, wal.attach, m,
-                                 wal.maybe_checkpoint)
-        self._metadata = OffsetMetadata(vault.metadata_keys)
-        sync_commits = st.wal_sync != "none"
+        self._sync_commits = st.wal_sync != "none"
         self._consumers: set[Consumer] = set()
-        self._coordinator = Coordinator(self.path, find.txn_log_of, sync_commits, lw, m)
-        self._decisions = Decisions(self.path, self._coordinator, lw)
-        self._producers = Producers(self.path, self._coordinator, self._decisions, self._path,
-                                    find.log, lw, wal.maybe_checkpoint)
-        # the services (each usable alone: see the module docstring)
-        self.offsets = Offsets(find)
-        self.groups = GroupAdmin(self.path, sync_commits, self.offsets.of_topic,
-                                 self.offsets.for_time, lw, self._metadata, self._writable)
-        self.txn = Transactions(self._coordinator, self._decisions, find, self._writable,
-                                wal.maybe_checkpoint)
-        self.maintenance = Maintenance(self.path, find, m, self._writable, self._hot_stats.own)
-        self.keys = Keys(self.path, self._topics, vault, find, self.groups, self._writable,
-                         self.checkpoint)
         self.recovery = Recovery(self.path, wal, find, progress, self._writable)
-        self.segments = Segments(self.path, find, vault, lw, self._writable,
-                                 wal.reopen_partitions)
         if not read_only:
             datadir.empty_trash(self.path)
             if recover:  # dead WAL streams replayed, then what a crash left of transactions
@@ -183,7 +181,9 @@ class Engine:
             return
         for c in list(self._consumers):
             c.close()
-        self._producers.close_all()  # (open transactions aborted rather than left to time out)
+        producers = self.__dict__.get("_producers")  # (made on first use: Lazy)
+        if producers is not None:
+            producers.close_all()  # (open transactions aborted rather than left to time out)
         # refuse new appends first: one that got in after the checkpoint below passed its
         # partition would be acknowledged, and its WAL deleted, with its segment bytes unsynced
         self._partitions.stop()
@@ -243,44 +243,8 @@ class Engine:
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
                      if_not_exists: bool = False) -> TopicMeta:
         """A new topic: TopicExists when one of that name exists, unless ``if_not_exists``
-        (the existing one is returned then, unchanged: ``engine.storage.topics.not_applied``
-        says what of the call it does not have)."""
-        self._writable()
-        cold.check_config_store(config or {})  # (now, not when tiering first runs)
-        return self._topics.ensure(name, partitions, config or {}, if_not_exists)[0]
-
-    def delete_topic(self, name: str, if_exists: bool = False) -> TopicDeleted:
-        """Remove a topic and all its files; producers to it get UnknownTopic from then on.
-        Returns ``deleted`` (False: there was no such topic, with ``if_exists``),
-        ``cold_prefixes`` (the cold-store prefixes removed: the configured one, and those its
-        tier manifests recorded) and ``problems``: damaged tier manifests, whose objects
-        outside the configured prefix are left in place (never acted on)."""
-        self._writable()
-        try:
-            prefixes, problems = self._topics.delete(name,
-                                                     lambda m: topic_prefixes(self.path, m))
-        except UnknownTopic:
-            if not if_exists:
-                raise
-            return {"topic": name, "deleted": False, "cold_prefixes": [], "problems": []}
-        self._partitions.forget(name)
-        cold.remove_trees(prefixes)  # its cold objects (the topic id keeps a new one apart)
-        return {"topic": name, "deleted": True, "cold_prefixes": sorted(prefixes),
-                "problems": problems}
-
-    def alter_topic_config(self, name: str, set: dict[str, str] | None = None,
-                           delete: Sequence[str] = ()) -> TopicMeta:
-        self._writable()
-        cold.check_config_store(set or {})
-        return self._topics.alter_config(name, set or {}, delete)
-
-    def add_partitions(self, name: str, total: int) -> TopicMeta:
-        self._writable()
-        return self._topics.add_partitions(name, total)
-
-    def describe_topic(self, name: str) -> TopicDescription:
-        """Its configs (with their source) and per partition: offsets, segments, bytes."""
-        return describe_topic(self.topic(name), self._find.logs(name))
+        (the existing one then, unchanged: ``eng.topic_admin.create`` says what it did)."""
+        return self.topic_admin.create(name, partitions, config, if_not_exists)["topic"]
 
     # ---------------------------------------------------------------- produce
     def produce(self, topic: str, records: Iterable[Record], partition: int | None = None,
@@ -291,7 +255,7 @@ class Engine:
             return []
         self._writable()
         with self._path.call(topic):
-            return self._path.produce(ProduceRequest.of_records(topic, recs, partition,
+            return self._path.produce(_request().of_records(topic, recs, partition,
                                                                 compression))
 
     def produce_batch(self, topic: str, values: Sequence[bytes | None],
@@ -306,7 +270,7 @@ class Engine:
         if not len(values):
             return []
         with self._path.call(topic):
-            return self._path.produce(ProduceRequest.of(
+            return self._path.produce(_request().of(
                 topic, values, keys, headers, timestamps, partition, partitions, compression))
 
     def produce_arrow(self, topic: str, table: Any, partition: int | None = None,
@@ -341,6 +305,8 @@ class Engine:
         """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log).
         ``isolation_level="read_committed"``: only up to the last stable offset, without
         the records of aborted transactions (docs/TRANSACTIONS.md)."""
+        from .fetch import records
+
         committed = records.checked(offset, isolation_level)
         if max_records <= 0:
             return []
@@ -357,6 +323,8 @@ class Engine:
         ``engine.storage.reader.Reach``) learns where the scan got to past transaction markers
         and aborted batches, which hold no records: a consumer's position steps over them.
         """
+        from .fetch import records
+
         committed = records.checked(offset, isolation_level)
         if max_records > 0:
             yield from records.read_columns(self._find.partition(topic, partition), offset,
@@ -365,14 +333,18 @@ class Engine:
     def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62,
                    isolation_level: str = READ_UNCOMMITTED) -> Any:
         """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
+        from .fetch import records
+
         committed = records.checked(offset, isolation_level)
         if max_records <= 0:
+            from .format.arrow import empty_table
+
             return empty_table()
         return records.read_arrow(self._find.partition(topic, partition), offset, max_records,
                                   committed)
 
     def stream(self, topic: str | Sequence[str], partitions: Sequence[int] | None = None,
-               start: Position = Position("beginning"), max_records: int | None = None,
+               start: Position | None = None, max_records: int | None = None,
                follow: bool = False, on_idle: Callable[[], None] | None = None,
                idle_timeout_ms: int | None = None, end: Position | None = None,
                isolation_level: str = READ_UNCOMMITTED) -> Iterator[ColumnBatch]:
@@ -382,8 +354,12 @@ class Engine:
         [log start, log end]: rpk's ``-o START:END``; ``follow`` is then moot), with
         ``follow`` on as records arrive (``on_idle`` called before each wait, until
         ``idle_timeout_ms`` pass without a record), at most ``max_records`` in all
-        (``rivven consume``)."""
-        return streaming.stream_topics(self._find, topic, partitions, start, max_records, follow,
+        (``rivven consume``). ``start`` None: the beginning."""
+        from .fetch import streaming
+        from .fetch.positions import Position
+
+        return streaming.stream_topics(self._find, topic, partitions,
+                                       start or Position("beginning"), max_records, follow,
                                        on_idle, idle_timeout_ms, end, isolation_level)
 
     # ---------------------------------------------------------------- consumers, metrics
@@ -411,6 +387,39 @@ class Engine:
 
         return collect.collect(self, {(t, p): log for t, p, log in self._partitions.open_logs()})
 
+    # ---------------------------------------------------------------- built on first use
+    _path: Lazy[ProducePath] = Lazy(lambda e: new(
+        ".produce.path", "ProducePath", e._topics, e._partitions.get, e._wal.attach, e.meter,
+        e._wal.maybe_checkpoint))
+    _metadata: Lazy[OffsetMetadata] = Lazy(lambda e: new(
+        ".crypto.topic", "OffsetMetadata", e._vault.metadata_keys))
+    _coordinator: Lazy[Coordinator] = Lazy(lambda e: new(
+        ".txn.coordinator", "Coordinator", e.path, e._find.txn_log_of, e._sync_commits,
+        e.lock_wait, e.meter))
+    _decisions: Lazy[Decisions] = Lazy(lambda e: new(
+        ".txn.decisions", "Decisions", e.path, e._coordinator, e.lock_wait))
+    _producers: Lazy[Producers] = Lazy(lambda e: new(
+        ".produce.factory", "Producers", e.path, e._coordinator, e._decisions, e._path,
+        e._find.log, e.lock_wait, e._wal.maybe_checkpoint))
+    topic_admin: Lazy[TopicAdmin] = Lazy(lambda e: new(
+        ".topic_admin", "TopicAdmin", e.path, e._topics, e._find, e._writable))
+    offsets: Lazy[Offsets] = Lazy(lambda e: new(".fetch.offsets", "Offsets", e._find))
+    groups: Lazy[GroupAdmin] = Lazy(lambda e: new(
+        ".groups.admin", "GroupAdmin", e.path, e._sync_commits, e.offsets.of_topic,
+        e.offsets.for_time, e.lock_wait, e._metadata, e._writable))
+    txn: Lazy[Transactions] = Lazy(lambda e: new(
+        ".txn.transactions", "Transactions", e._coordinator, e._decisions, e._find,
+        e._writable, e._wal.maybe_checkpoint))
+    maintenance: Lazy[Maintenance] = Lazy(lambda e: new(
+        ".maintenance.admin", "Maintenance", e.path, e._find, e.meter, e._writable,
+        e._hot_stats.own))
+    keys: Lazy[Keys] = Lazy(lambda e: new(
+        ".maintenance.keys", "Keys", e.path, e._topics, e._vault, e._find, e.groups,
+        e._writable, e.checkpoint))
+    segments: Lazy[Segments] = Lazy(lambda e: new(
+        ".tools.admin", "Segments", e.path, e._find, e._vault, e.lock_wait, e._writable,
+        e._wal.reopen_partitions))
+
     # ---------------------------------------------------------------- offsets (flat names)
     list_offsets = Forward("offsets", "list_offsets")
     end_offsets = Forward("offsets", "end")
@@ -422,6 +431,10 @@ class Engine:
     stable_view = Forward("offsets", "stable_view")
 
     # ---------------------------------------------------------------- names of earlier releases
+    delete_topic = Forward("topic_admin", "delete")
+    alter_topic_config = Forward("topic_admin", "alter_config")
+    add_partitions = Forward("topic_admin")
+    describe_topic = Forward("topic_admin", "describe")
     wal_replay = Forward("recovery", "replay")
     wal_recover = Forward("recovery", "cut_tails")
     wal_streams = Forward("recovery", "streams")
@@ -471,10 +484,6 @@ class Engine:
     abort_hanging_transaction = Forward("txn", "abort_hanging")
 
     def ensure_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
-                     exists_ok: bool = True) -> tuple[TopicMeta, TopicEnsured]:
-        from .storage.topics import not_applied
-        self._writable()
-        cold.check_config_store(config or {})
-        meta, created = self._topics.ensure(name, partitions, config or {}, exists_ok)
-        return meta, {"created": created, "not_applied": [] if created else
-                      not_applied(meta, partitions, config or {})}
+                     exists_ok: bool = True) -> tuple[TopicMeta, dict[str, Any]]:
+        out = self.topic_admin.create(name, partitions, config, exists_ok)
+        return out["topic"], {"created": out["created"], "not_applied": out["not_applied"]}

@@ -3,17 +3,23 @@ the commands' ``--json``). Each service's results are in its layer's ``results``
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-from .txn.results import AfterCrash
 from .wal.results import ReplayReport
 
+if TYPE_CHECKING:  # (annotations only: listing topics imports nothing of engine.txn)
+    from .storage.catalog import TopicMeta
+    from .txn.results import DecisionRecovered, RecoveredTransaction
 
-class RecoveryReport(ReplayReport, AfterCrash, total=False):
+
+class RecoveryReport(ReplayReport, total=False):
     """What a writable open recovered (``Engine.last_recovery``): the WAL replay's report
     (``streams, partitions, applied, skipped, dropped, torn_tails``, ``kept``), or
     ``deferred`` (a full disk: the replay waits for the next open); then the two-phase
-    ``decisions`` finished and the ``transactions`` recovered."""
+    ``decisions`` finished and the ``transactions`` recovered (engine.txn.results.AfterCrash)."""
+
+    decisions: list[DecisionRecovered]
+    transactions: list[RecoveredTransaction]
 
 
 class TopicDeleted(TypedDict):
@@ -24,7 +30,8 @@ class TopicDeleted(TypedDict):
 
 
 class TopicEnsured(TypedDict):
-    """What ``ensure_topic`` did besides giving the topic."""
+    """What ``TopicAdmin.create`` did."""
 
+    topic: TopicMeta
     created: bool
     not_applied: list[str]  # an existing topic's: "partitions", "config" it was asked for

@@ -5,14 +5,18 @@ Kafka's ListOffsets. ``list_offsets`` is the one implementation; the others are 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import UnknownTopic
 from ..storage.finder import LogFinder
-from ..txn import isolation
-from ..txn.isolation import READ_UNCOMMITTED
-from . import positions
-from .positions import Position
 from .results import OffsetsRow, StableView
+
+if TYPE_CHECKING:
+    from .positions import Position
+
+# (txn.isolation's: the read path below is imported on first use, so that listing topics
+# with ``unopened`` imports nothing of engine.txn)
+READ_UNCOMMITTED = "read_uncommitted"
 
 
 class Offsets:
@@ -25,6 +29,9 @@ class Offsets:
         """Per partition (of ``partitions``, default all): ``start_offset`` and
         ``end_offset`` (read_committed: the last stable offset is the end), and with ``at``
         the ``offset`` it names (``past_end``; a time's ``timestamp``)."""
+        from ..txn import isolation
+        from . import positions
+
         committed = isolation.check_level(isolation_level)
         return positions.list_offsets(self.find.logs(topic, partitions), at, committed)
 
@@ -61,6 +68,9 @@ class Offsets:
                  isolation_level: str = READ_UNCOMMITTED) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (None if none is),
         cold segments included (read_committed: below the last stable offset only)."""
+        from ..txn import isolation
+        from . import positions
+
         committed = isolation.check_level(isolation_level)
         return positions.offset_for_time(self.find.partition(topic, partition), timestamp,
                                          committed)
@@ -68,6 +78,8 @@ class Offsets:
     def resolve(self, topic: str, partition: int, position: Position) -> int:
         """The offset a ``Position`` (beginning, end, offset N, from_end N, timestamp T) names
         in a partition, inside its [log start, log end]."""
+        from . import positions
+
         return positions.resolve(self.find.partition(topic, partition), position)
 
     def stable_view(self, topic: str, partitions: Sequence[int] | None = None
@@ -75,6 +87,8 @@ class Offsets:
         """Per partition what read_committed sees: ``last_stable_offset`` and ``aborted``, the
         aborted transactions with data between the log start and it, as ``[[producer id,
         first offset, last offset]...]`` (the Spark reader's filter)."""
+        from ..txn import isolation
+
         out: dict[int, StableView] = {}
         for log in self.find.logs(topic, partitions):
             lso, aborted = isolation.view(log, log.offsets()[0])
