@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from typing import Annotated, Any, NoReturn
 
@@ -137,6 +139,18 @@ def confirm(question: str, yes: bool) -> None:
         fail(f"{question} needs confirmation: pass --yes when not at a terminal")
     if not typer.confirm(question, default=False, err=True):
         fail("aborted, nothing was changed")
+
+
+@contextmanager
+def as_usage_error(option: str) -> Iterator[None]:
+    """The engine's InvalidArgument raised inside (a value it cannot use) as a usage error
+    about ``option``: its message, exit 2."""
+    from engine.errors import InvalidArgument
+
+    try:
+        yield
+    except InvalidArgument as e:
+        raise typer.BadParameter(str(e), param_hint=option) from None
 
 
 def usage_error(e: Any, command: str | None = None) -> NoReturn:

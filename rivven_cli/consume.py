@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import Encoding, Isolation, IsolationOpt, PartitionsOpt, open_engine
+from .common import Encoding, Isolation, IsolationOpt, PartitionsOpt, as_usage_error, open_engine
 from .positions import BEGINNING, END, check_past_end, parse_duration, parse_range
 from .render import info
 
@@ -76,13 +76,16 @@ def consume(
         raise typer.BadParameter("--exit stops at the end, --follow/--idle-timeout read on: "
                                  "use one", param_hint="--exit")
     follow = follow or idle_ms is not None
-    from .formats import encoder, formatter, json_lines
+    from engine.format.jsonlines import json_lines
+    from engine.format.text import encoder
+    from engine.format.textformat import formatter
 
-    kenc = encoder(key_encoding, json)
-    venc = encoder(value_encoding, json)
+    kenc = encoder(key_encoding.value, json, on_replace=_not_utf8)
+    venc = encoder(value_encoding.value, json, on_replace=_not_utf8)
     out = sys.stdout.buffer
-    emit = json_lines(kenc, venc) if json else formatter(fmt if fmt is not None else "%v\n",
-                                                         kenc, venc)
+    with as_usage_error("--format"):
+        emit = json_lines(kenc, venc) if json else formatter(
+            fmt if fmt is not None else "%v\n", kenc, venc)
     if group is not None:
         if partition:
             raise typer.BadParameter("--partition cannot be used with --group (the group "
@@ -111,6 +114,11 @@ def consume(
                             idle_timeout_ms=idle_ms, end=stop, isolation_level=level):
             out.write(emit(b))
         out.flush()
+
+
+def _not_utf8() -> None:
+    info("warning: some bytes are not UTF-8 and were replaced; use "
+         "--key-encoding/--value-encoding base64 for binary data")
 
 
 def _names(eng: Any, topics: list[str], regex: bool) -> list[str]:

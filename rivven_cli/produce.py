@@ -14,7 +14,7 @@ import typer
 
 from engine.errors import plural
 
-from .common import Encoding, fail, open_engine
+from .common import Encoding, as_usage_error, fail, open_engine
 from .render import human_bytes, info
 
 READ_SIZE = 1 << 20
@@ -48,9 +48,11 @@ def _refuse(option: str, why: str) -> None:
 def _input(input_format: InputFormat, fmt: str | None, key: str | None, sep: str | None,
            keep_partition: bool, partition: int | None, kenc: Encoding, venc: Encoding) -> Any:
     """The parser the options describe; options that cannot apply to it are usage errors."""
-    from .formats import FormatInput, JsonInput, LinesInput, decoder
+    from engine.format.jsonlines import JsonInput
+    from engine.format.text import LinesInput, decoder
+    from engine.format.textformat import FormatInput
 
-    kdec, vdec = decoder(kenc), decoder(venc)
+    kdec, vdec = decoder(kenc.value), decoder(venc.value)
     if input_format is InputFormat.json:
         if key is not None:
             _refuse("--key", "--input json takes each record's key from its \"key\" field")
@@ -80,7 +82,12 @@ def _input(input_format: InputFormat, fmt: str | None, key: str | None, sep: str
     if fmt is not None:
         if sep is not None:
             _refuse("--key-separator", "--format says where the key is (e.g. -F '%k:%v\\n')")
-        parser: Any = FormatInput(fmt, kbytes, kdec, vdec)
+        with as_usage_error("--format"):
+            parser: Any = FormatInput(fmt, None, kdec, vdec)  # (the format's own errors first)
+        if kbytes is not None:
+            if "key" in parser.fields:
+                _refuse("--key", "--key cannot be used with a --format that has %k")
+            parser = FormatInput(fmt, kbytes, kdec, vdec)
         keyed = key is not None or "key" in parser.fields
     else:
         parser = LinesInput(kbytes, None if sep is None
@@ -282,7 +289,7 @@ class Sender:
         self.topic, self.parser, self.hdrs = topic, parser, hdrs
         self.partition, self.compression = partition, compression
         self.tombstone_empty, self.print_offsets, self.json = tombstone_empty, print_offsets, json
-        from .formats import LinesInput
+        from engine.format.text import LinesInput
 
         self.lines_mode = isinstance(parser, LinesInput)  # (needs no partition count)
         self.what = "line" if parser.terminator == b"\n" else "input record"

@@ -131,11 +131,11 @@ def inspect(
 def _text(enc: Encoding) -> typing.Callable[[bytes | None], str | None]:
     """Bytes of a record as text: utf8 with bytes that are not UTF-8 as ``\\xNN``, base64,
     hex; None stays None."""
-    from .formats import encoder
+    from engine.format.text import encoder
 
     if enc is Encoding.utf8:
         return lambda b: None if b is None else b.decode("utf-8", "backslashreplace")
-    return encoder(enc, for_json=True)
+    return encoder(enc.value, for_json=True)
 
 
 def _inspect_index(file: str, most: int | None, json: bool) -> None:

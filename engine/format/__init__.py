@@ -9,6 +9,8 @@ No file or network I/O, no locks, no clock. May import: ``engine.errors`` only.
 - ``arrow``: a batch body as pyarrow arrays without copying
 - ``codecs``: gzip, snappy, lz4, zstd behind ``compress``/bounded ``decompress``
 - ``crc``: CRC32C (the C library, loaded on first use)
+- ``text``, ``textformat``, ``jsonlines``: records as text lines and back (the encodings
+  of keys and values, kcat's %-format strings, JSON lines): ``rivven consume``/``produce``
 
 The names most callers need are here too: ``from engine.format import encode_batch``.
 """
