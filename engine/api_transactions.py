@@ -43,7 +43,7 @@ class TransactionsApi:
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  producer_id: int | None = None, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None,
-                 decision_key: str | None = None
+                 decision_key: str | None = None, retries: int = 0, retry_backoff_ms: int = 100
                  ) -> idempotent.IdempotentProducer | TransactionalProducer:
         """A producer. With ``transactional_id``: a TransactionalProducer (``begin``,
         ``produce``, ``send_offsets``, ``commit``/``abort``), fencing every older producer of
@@ -57,7 +57,7 @@ class TransactionsApi:
         e.g. by a process that died before it saw its answer: each partition's producer state
         says which sequence comes next, or ``sequences`` ``{(topic, partition): next
         sequence}`` says it (to send the very batches again: their records are then stored
-        once).
+        once). ``retries``/``retry_backoff_ms``: its retry policy (engine.produce.idempotent).
 
         ``decision_key`` (a transactional producer whose prepared transactions are committed
         with ``commit_prepared`` under that key): the key's pending decision is finished
@@ -65,6 +65,8 @@ class TransactionsApi:
         transaction it holds) never aborts one a decision is committing."""
         self._writable()
         if transactional_id is not None:
+            if retries:
+                raise InvalidArgument("retries apply to an idempotent producer (no transactional_id)")
             if producer_id is not None or sequences:
                 raise InvalidArgument("a transactional producer takes its producer id from its "
                                       "transactional id: give one or the other")
@@ -90,7 +92,8 @@ class TransactionsApi:
         else:
             resume = True
         return idempotent.IdempotentProducer(self._producer, producer_id, epoch, sequences, resume,
-                                   after=self._wal.maybe_checkpoint)
+                                   after=self._wal.maybe_checkpoint, retries=retries,
+                                   retry_backoff_ms=retry_backoff_ms)
 
     def complete_transaction(self, prepared: PreparedTransaction | Sequence[Any],
                              commit: bool = True) -> None:
