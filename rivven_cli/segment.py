@@ -12,7 +12,6 @@ import typer
 from engine.errors import plural
 
 from .common import (
-    STATE,
     DryRunOpt,
     Encoding,
     JsonOpt,
@@ -22,6 +21,7 @@ from .common import (
     fail,
     file_openers,
     open_engine,
+    state,
 )
 from .progress import progress_bar
 from .render import human_bytes, info, json_line, print_json, print_table, printable, utc, warn
@@ -193,7 +193,7 @@ def verify(
 
     openers = file_openers().of_partition_dir if decrypt else None
     with progress_bar() as progress:
-        doc = run(STATE["data_dir"], targets or [], cold, progress, openers)
+        doc = run(state().data_dir, targets or [], cold, progress, openers)
     colds = doc.get("cold")
     if json:
         print_json(doc)
