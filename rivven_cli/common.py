@@ -55,6 +55,7 @@ def store_global(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> 
     setattr(ctx.obj, param.name or "", value)
     return value
 
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
 PartitionOpt = Annotated[
     int | None, typer.Option("--partition", "-p", min=0, help="Only this partition.")]
@@ -246,31 +247,33 @@ class RivvenGroup(TyperGroup):
         except typer.TyperException as e:  # (click's exceptions: usage errors)
             usage_error(e)
         except Exception as e:
-            if ctx.obj.debug:
+            # usage errors and exits belong to click/typer (a --help too)
+            if ctx.obj.debug or type(e).__module__.startswith(("click", "typer")):
                 raise
             from engine.errors import RivvenError  # (imported here: start-up never pays)
 
             if isinstance(e, RivvenError):
                 fail(str(e), getattr(e, "exit_code", 1))
-            # usage errors and exits belong to click/typer; anything else is a bug: still one
-            # line, unless --debug
-            if type(e).__module__.startswith(("click", "typer")):
-                raise
+            # anything else is a bug: still one line, unless --debug
             fail(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the "
                  "traceback, and please report it)")
 
 
 class NounGroup(TyperGroup):
     """A group of commands (``rivven topic``): given no command, only global options
-    (``rivven topic -d D``), it shows its help as when given nothing."""
+    (``rivven topic -d D``), it shows its help as when given nothing (not click's "Missing
+    command")."""
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        rest = super().parse_args(ctx, args)
-        if self.no_args_is_help and not ctx.resilient_parsing and not ctx._protected_args:
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**{**kw, "invoke_without_command": True})  # (invoke decides)
+
+    def invoke(self, ctx: Any) -> Any:
+        rv = super().invoke(ctx)
+        if ctx.invoked_subcommand is None:
             from typer._click.exceptions import NoArgsIsHelpError
 
             raise NoArgsIsHelpError(ctx)
-        return rest
+        return rv
 
 
 def global_copy(root: Any) -> TyperOption:

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import typer
 
 from .common import Encoding, Isolation, IsolationOpt, PartitionsOpt, as_usage_error, open_engine
-from .positions import BEGINNING, END, check_past_end, parse_duration, parse_range
 from .render import info
 
 CHUNK = 5000  # records per poll of a group consumer
@@ -68,6 +67,8 @@ def consume(
     With --isolation read_committed it reads only committed records, and stops (or, with
     --follow, waits) at the last stable offset while a transaction is open.
     """
+    from .positions import BEGINNING, END, check_past_end, parse_duration, parse_range
+
     level = isolation.value
     if json and fmt is not None:
         raise typer.BadParameter("use either --json or --format, not both")

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from engine import Position, clock
-from engine.errors import DamagedMetadata
-
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, open_engine
-from .positions import check_past_end, parse_duration, parse_position, parse_time
 from .render import info, print_json, print_table, utc, warn
+
+if TYPE_CHECKING:
+    from engine import Position
 
 app = typer.Typer(no_args_is_help=True)
 GroupArg = Annotated[str, typer.Argument(help="Consumer group name.")]
@@ -142,6 +141,10 @@ def reset_offsets(
     json: JsonOpt = False,
 ) -> None:
     """Plan a move of the group's committed offsets; apply it with --execute."""
+    from engine import Position, clock
+
+    from .positions import parse_duration, parse_position, parse_time
+
     modes = {"to-earliest": to_earliest or None, "to-latest": to_latest or None,
              "to-current": to_current or None, "to-offset": to_offset,
              "to-datetime": to_datetime, "by-duration": by_duration, "shift-by": shift_by,
@@ -181,6 +184,8 @@ def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str | 
     """Plan (and apply) a reset, and show it: a table, JSON or a plan file. ``mode``: a reset
     mode, or a ``Position`` (the engine knows the mode it means). ``past_end``: the position
     asked for and its option, noted on stderr where it lies past a log end."""
+    from .positions import check_past_end
+
     if json and export:
         raise typer.BadParameter("use either --json or --export, not both")
     if resolved and not json:
@@ -240,6 +245,8 @@ def seek(
     json: JsonOpt = False,
 ) -> None:
     """rpk's spelling of reset-offsets --execute: move the group's committed offsets."""
+    from .positions import parse_position
+
     if (to is None) == (to_file is None):
         raise typer.BadParameter("give --to start|end|OFFSET|@TIME or --to-file FILE")
     names = [t.strip() for spec in topics or [] for t in spec.split(",") if t.strip()]
@@ -259,6 +266,8 @@ def seek(
 @app.command()
 def delete(group: GroupArg, yes: YesOpt = False, json: JsonOpt = False) -> None:
     """Delete a group and its committed offsets (refused while it has active consumers)."""
+    from engine.errors import DamagedMetadata
+
     with open_engine() as eng:
         try:
             eng.describe_group(group)  # does it exist? is it active?

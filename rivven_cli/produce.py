@@ -11,8 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.errors import plural
-
 from .common import Encoding, as_usage_error, fail, open_engine
 from .render import human_bytes, info
 
@@ -184,6 +182,8 @@ def produce(
     many records were stored and exits 130, 143 or 141 (128 + the signal, as shells do). With
     --transactional-id the open transaction is aborted and it says what was committed.
     """
+    from engine.errors import plural
+
     from . import interrupts
     from .sender import Sender
 

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from .common import DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, open_engine
-from .positions import check_past_end, parse_position
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -48,6 +47,8 @@ def delete_records(
     json: JsonOpt = False,
 ) -> None:
     """Move log start offsets forward (never back); reads below them fail from then on."""
+    from .positions import check_past_end, parse_position
+
     pos = parse_position(before, "--before", reading=True)
     with open_engine() as eng:
         parts = [partition] if partition is not None else None

@@ -9,8 +9,6 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import plural
-
 from .common import (
     DryRunOpt,
     Encoding,
@@ -23,7 +21,6 @@ from .common import (
     open_engine,
     state,
 )
-from .progress import progress_bar
 from .render import human_bytes, info, json_line, print_json, print_table, printable, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
@@ -189,7 +186,10 @@ def verify(
 ) -> None:
     """Check every batch (header, CRC, body), offsets and gaps, indexes, torn tails and
     .checkpoint (exit 3 on damage). Needs no key unless --decrypt."""
+    from engine.errors import plural
     from engine.tools.verify import verify as run
+
+    from .progress import progress_bar
 
     openers = file_openers().of_partition_dir if decrypt else None
     with progress_bar() as progress:
@@ -261,6 +261,8 @@ def _holes_text(rows: list[dict]) -> str:
 
 
 def _print_recovery(rows: list[dict], verb: str, out: typing.TextIO) -> None:
+    from engine.errors import plural
+
     for r in rows:
         if r["truncate_at"] is not None:
             parts = ([f"{r['batches_removed']} whole batch(es)"] if r["batches_removed"] else []

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from .common import DryRunOpt, JsonOpt, PartitionOpt, open_engine
-from .positions import check_past_end, parse_position
 from .render import human_bytes, info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
@@ -62,6 +61,8 @@ def restore(
 ) -> None:
     """Bring cold segments back to local disk (each checked against the tier manifest), then
     drop them from the cold store."""
+    from .positions import check_past_end, parse_position
+
     pos = parse_position(from_, "--from", reading=True, refuse=("end",))
     parts = [partition] if partition is not None else None
     with open_engine(read_only=dry_run) as eng:

@@ -8,8 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.errors import plural
-
 from .common import JsonOpt, open_engine
 from .interrupts import stop_event
 from .render import human_bytes, json_line
@@ -25,6 +23,8 @@ def _table(r: dict[str, Any]) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from engine.errors import plural
 
     group = plural(round(r["group_commit_records"] or 0), "record")
     head = (f"every {r['seconds']:.1f} s · WAL {r['fsyncs_per_s']:.0f} fsync/s, p50 "

@@ -6,8 +6,6 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import plural
-
 from .common import JsonOpt, YesOpt, confirm, open_engine
 from .render import human_bytes, info, print_json, print_table, printable
 
@@ -128,6 +126,8 @@ def add_partitions(
     json: JsonOpt = False,
 ) -> None:
     """Grow a topic to --total partitions (keyed records may then map elsewhere)."""
+    from engine.errors import plural
+
     with open_engine() as eng:
         meta = eng.add_partitions(name, total)
     if json:

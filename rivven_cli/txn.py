@@ -7,9 +7,6 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.errors import plural
-from engine.txn.txn_store import OPEN
-
 from .common import JsonOpt, PartitionsOpt, YesOpt, confirm, open_engine
 from .render import human_ms, info, print_json, print_table, printable, utc, warn
 
@@ -79,6 +76,8 @@ def describe(transactional_id: TidArg, json: JsonOpt = False) -> None:
 
     Producer id, epoch, state, timeout, when its transaction began and its age, then its
     partitions and the group offsets it commits (with the member fencing them)."""
+    from engine.txn.txn_store import OPEN
+
     with open_engine(read_only=True) as eng:
         d = eng.describe_transaction(transactional_id)
     if json:
@@ -219,6 +218,8 @@ def abort(
 
 
 def _abort_id(tid: str, yes: bool, json: bool) -> None:
+    from engine.txn.txn_store import OPEN
+
     with open_engine() as eng:
         d = eng.describe_transaction(tid)
         # (the open itself finishes prepared and timed-out transactions: say so)
@@ -244,6 +245,8 @@ def _abort_id(tid: str, yes: bool, json: bool) -> None:
 
 
 def _question(d: dict[str, Any]) -> str:
+    from engine.errors import plural
+
     tid, n = d["transactional_id"], len(d["partitions"])
     if d["state"] == "PrepareCommit":
         return (f"the commit of {tid} is decided (PrepareCommit): it can only be completed; "

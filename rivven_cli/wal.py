@@ -10,8 +10,6 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import plural
-
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, fail, file_openers, open_engine
 from .render import human_bytes, info, print_json, print_table
 
@@ -93,6 +91,7 @@ def verify(json: JsonOpt = False) -> None:
     """Check every WAL record's framing, CRC and payload (exit 3 on damage; a dead stream's
     torn tail counts; at the end of a live stream's current file only what stays put while it
     is read again, not a write in flight)."""
+    from engine.errors import plural
     from engine.wal import verify_stream
 
     with open_engine(read_only=True) as eng:
@@ -135,6 +134,8 @@ def recover(dry_run: DryRunOpt = False, yes: YesOpt = False, json: JsonOpt = Fal
 
 
 def _print_cuts(rows: list[dict], dry_run: bool, out: typing.TextIO) -> None:
+    from engine.errors import plural
+
     for r in rows:
         what = ("a damaged record" if r["damaged_record"] else
                 "an incomplete record" if r["incomplete"] else "damaged bytes")
