@@ -260,16 +260,18 @@ class RivvenGroup(TyperGroup):
 
 
 class NounGroup(TyperGroup):
-    """A group of commands (``rivven topic``): given no command, only global options
-    (``rivven topic -d D``), it shows its help as when given nothing (not click's "Missing
-    command")."""
+    """A group of commands (``rivven topic``): one that shows its help when given nothing
+    shows it too when given no command, only global options (``rivven topic -d D``; not
+    click's "Missing command")."""
 
     def __init__(self, **kw: Any) -> None:
-        super().__init__(**{**kw, "invoke_without_command": True})  # (invoke decides)
+        super().__init__(**kw)
+        self.help_without_command = self.no_args_is_help and not self.invoke_without_command
+        self.invoke_without_command = True  # (invoke decides)
 
     def invoke(self, ctx: Any) -> Any:
         rv = super().invoke(ctx)
-        if ctx.invoked_subcommand is None:
+        if ctx.invoked_subcommand is None and self.help_without_command:
             from typer._click.exceptions import NoArgsIsHelpError
 
             raise NoArgsIsHelpError(ctx)
