@@ -293,6 +293,8 @@ def global_copy(root: Any) -> TyperOption:
 
 
 def _give_global_options(commands: Any, options: list[TyperOption]) -> None:
+    """``options`` on every command of ``commands`` and below, but for one that has an
+    option of the same name (once: a second call adds nothing)."""
     for cmd in commands:
         own = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
         cmd.params += [o for o in options if not own & {*o.opts, *o.secondary_opts}]

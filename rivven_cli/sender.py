@@ -1,6 +1,7 @@
 """The plain sender of ``rivven produce``: parses chunks of input and stores them through the
 engine, counting what was acknowledged. The senders of ``--idempotent`` and
-``--transactional-id`` (txn_produce) are kinds of it."""
+``--transactional-id`` (txn_produce) are kinds of it. Imported when ``produce`` runs (it
+loads the engine)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from typing import Any
 
 from engine.errors import plural
+from engine.format.text import LinesInput
 
 from .common import fail
 from .render import human_bytes
@@ -20,7 +22,6 @@ def record_error(e: Exception, idx: int) -> str:
     return re.sub(rf"^record {idx} ", "the record ", str(e))
 
 
-
 class Sender:
     """Parses chunks of input and stores them, counting what was acknowledged."""
 
@@ -30,8 +31,6 @@ class Sender:
         self.topic, self.parser, self.hdrs = topic, parser, hdrs
         self.partition, self.compression = partition, compression
         self.tombstone_empty, self.print_offsets, self.json = tombstone_empty, print_offsets, json
-        from engine.format.text import LinesInput
-
         self.lines_mode = isinstance(parser, LinesInput)  # (needs no partition count)
         self.what = "line" if parser.terminator == b"\n" else "input record"
         self.count = self.nbytes = 0
