@@ -151,21 +151,17 @@ class Engine:
              progress: Progress | None = None,
              on_lock_wait: Callable[[str], None] | None = None,
              keyring: Any = None) -> Engine:
-        """Open (creating when needed, unless ``read_only``) the data dir at ``path``.
-
-        A writable open first replays the WAL streams of processes that died (crash recovery).
-        ``sync=False`` (= ``settings={"wal.sync": "none"}``) skips fsyncs (benchmarks, bulk
-        loads): data survives a process crash but not a machine crash. See engine.settings.
-        ``recover=False`` skips the replay (for tools that mend WAL files first).
-        ``progress(what, total_bytes, done_bytes)`` is called during long recovery work.
-        ``on_lock_wait(message)`` is called once a wait for a lock another process holds has
-        lasted a few seconds, naming the lock and the holder's pid (default: a ``logging``
-        warning on ``rivven.locks``); the wait gives up with LockTimeout after the setting
-        ``lock.timeout.ms``.
-        ``keyring``: the master keys of encrypted topics (docs/ENCRYPTION.md): the path of a
-        keyring file (JSON of base64 32-byte keys, mode 0600), or an object with
-        ``get(key_id) -> bytes`` (a KMS); by default the file ``RIVVEN_KEYRING`` names, if any.
-        """
+        """Open (creating when needed, unless ``read_only``) the data dir at ``path``; a
+        writable open first replays the WAL streams of processes that died.
+        ``sync=False`` (= ``settings={"wal.sync": "none"}``) skips fsyncs: data survives a
+        process crash, not a machine crash (engine.settings). ``recover=False`` skips the
+        replay (tools that mend WAL files first). ``progress(what, total, done)`` follows
+        long recovery work; ``on_lock_wait(message)`` is called once a wait for another
+        process's lock lasted a few seconds (default: a warning on ``rivven.locks``; given
+        up with LockTimeout after ``lock.timeout.ms``). ``keyring``: the master keys of
+        encrypted topics (docs/ENCRYPTION.md): a keyring file's path (JSON of base64 32-byte
+        keys, mode 0600) or an object with ``get(key_id) -> bytes`` (a KMS); by default the
+        file ``RIVVEN_KEYRING`` names."""
         return cls(path, read_only=read_only, sync=sync, settings=settings, recover=recover,
                    progress=progress, on_lock_wait=on_lock_wait, keyring=keyring)
 
@@ -275,11 +271,9 @@ class Engine:
 
     def produce_arrow(self, topic: str, table: Any, partition: int | None = None,
                       compression: str | None = None) -> list[tuple[int, int, int]]:
-        """Append the rows of a pyarrow Table or RecordBatch: columns ``value`` (binary or
-        string) and optionally ``key``, ``timestamp``, ``headers``, ``partition``, as
-        engine.produce.arrow describes; keyed rows go where ``produce`` puts them. Returns
-        ``(partition, base offset, records)`` per batch stored once durable: the rows of
-        each partition, in table order, hold consecutive offsets."""
+        """Append the rows of a pyarrow Table or RecordBatch (columns: engine.produce.arrow);
+        ``(partition, base offset, records)`` per batch stored, once durable: each
+        partition's rows, in table order, hold consecutive offsets."""
         self._writable()
         with self._path.call(topic):
             return self._path.produce_arrow(topic, table, partition, compression)
@@ -288,23 +282,20 @@ class Engine:
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  producer_id: int | None = None, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None,
-                 decision_key: str | None = None
-                 ) -> IdempotentProducer | TransactionalProducer:
-        """A producer: with ``transactional_id`` a TransactionalProducer (``begin``,
-        ``produce``, ``send_offsets``, ``commit``/``abort``), fencing every older producer of
-        that id in any process; without, an IdempotentProducer (a new producer id, or
-        ``producer_id``/``epoch``/``sequences`` taken up). engine.produce.factory has the
-        whole story (``decision_key``, timeouts, taking an id up)."""
+                 decision_key: str | None = None, retries: int = 0,
+                 retry_backoff_ms: int = 100) -> IdempotentProducer | TransactionalProducer:
+        """With ``transactional_id`` a TransactionalProducer (fencing every older producer of
+        that id in any process), else an IdempotentProducer: engine.produce.factory has the
+        whole story (``decision_key``, timeouts, taking an id up, retries)."""
         self._writable()
         return self._producers.make(transactional_id, transaction_timeout_ms, producer_id,
-                                    epoch, sequences, decision_key)
+                                    epoch, sequences, decision_key, retries, retry_backoff_ms)
 
     # ---------------------------------------------------------------- read
     def read(self, topic: str, partition: int, offset: int, max_records: int = 1000,
              isolation_level: str = READ_UNCOMMITTED) -> list[Record]:
-        """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log).
-        ``isolation_level="read_committed"``: only up to the last stable offset, without
-        the records of aborted transactions (docs/TRANSACTIONS.md)."""
+        """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log;
+        read_committed: up to the last stable offset, aborted ones left out)."""
         from .fetch import records
 
         committed = records.checked(offset, isolation_level)
@@ -316,13 +307,10 @@ class Engine:
     def read_columns(self, topic: str, partition: int, offset: int, max_records: int = 1000,
                      isolation_level: str = READ_UNCOMMITTED, reach: Any = None
                      ) -> Iterator[tuple[Any, Any, list, list, Any]]:
-        """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``.
-
-        The first batch may start before ``offset`` and the last may run past ``max_records``:
-        the cheapest way to stream (used by ``rivven consume``). ``reach`` (an
-        ``engine.storage.reader.Reach``) learns where the scan got to past transaction markers
-        and aborted batches, which hold no records: a consumer's position steps over them.
-        """
+        """Per batch ``(offsets, timestamps, keys, values, headers)`` columns from ``offset``
+        (the first batch may start before it, the last run past ``max_records``: the cheapest
+        way to stream). ``reach`` (``storage.reader.Reach``) learns where the scan got to past
+        markers and aborted batches, which hold no records (a consumer steps over them)."""
         from .fetch import records
 
         committed = records.checked(offset, isolation_level)
@@ -378,11 +366,9 @@ class Engine:
         return c
 
     def metrics(self) -> Metrics:
-        """Every metric of the data dir (docs/METRICS.md), as ``{name: {"type", "help",
-        "labels", "samples"}}``: the counters of every process that wrote to it, summed
-        (each counted once, also after it exited or was killed), and the data dir's state
-        (partitions, groups, WAL streams, transactions) read now. ``engine.metrics`` has
-        the Prometheus text, a textfile and an HTTP endpoint (``serve``)."""
+        """Every metric of the data dir (docs/METRICS.md): every process's counters, summed
+        (each counted once, also after it was killed), and the data dir's state read now
+        (``engine.metrics``: the Prometheus text, a textfile, an HTTP endpoint)."""
         from .metrics import collect
 
         return collect.collect(self, {(t, p): log for t, p, log in self._partitions.open_logs()})
@@ -420,15 +406,13 @@ class Engine:
         ".tools.admin", "Segments", e.path, e._find, e._vault, e.lock_wait, e._writable,
         e._wal.reopen_partitions))
 
-    # ---------------------------------------------------------------- offsets (flat names)
+    # ---------------------------------------------------------------- offsets, flat
     list_offsets = Forward("offsets", "list_offsets")
     end_offsets = Forward("offsets", "end")
     start_offsets = Forward("offsets", "start")
     partition_offsets = Forward("offsets", "of_partition")
-    log_offsets = Forward("offsets", "unopened")
     offset_for_time = Forward("offsets", "for_time")
     resolve_offset = Forward("offsets", "resolve")
-    stable_view = Forward("offsets", "stable_view")
 
     # ---------------------------------------------------------------- names of earlier releases
     delete_topic = Forward("topic_admin", "delete")
@@ -463,27 +447,3 @@ class Engine:
     verify = Forward("segments")
     segment_recover = Forward("segments", "recover")
     reindex = Forward("segments")
-
-    # ---------------------------------------------------------------- TEMPORARY (the CLI's)
-    list_groups = Forward("groups", "list_groups")
-    group_names = Forward("groups", "names")
-    describe_group = Forward("groups", "describe")
-    group_state = Forward("groups", "state")
-    reset_group_offsets = Forward("groups", "reset_offsets")
-    delete_group = Forward("groups", "delete")
-    delete_group_offsets = Forward("groups", "delete_offsets")
-    key_status = Forward("keys", "status")
-    rotate_key = Forward("keys", "rotate")
-    rewrap_keys = Forward("keys", "rewrap")
-    segment_list = Forward("segments", "list_segments")
-    tier_status = Forward("maintenance")
-    tier_restore = Forward("maintenance")
-    apply_retention = Forward("maintenance")
-    describe_producers = Forward("txn", "producers")
-    find_hanging_transactions = Forward("txn", "find_hanging")
-    abort_hanging_transaction = Forward("txn", "abort_hanging")
-
-    def ensure_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
-                     exists_ok: bool = True) -> tuple[TopicMeta, dict[str, Any]]:
-        out = self.topic_admin.create(name, partitions, config, exists_ok)
-        return out["topic"], {"created": out["created"], "not_applied": out["not_applied"]}

@@ -4,15 +4,10 @@ kafka-producer-perf-test, on a scratch data dir."""
 from __future__ import annotations
 
 import os
-import shutil
-import statistics
-import tempfile
 import time
 from typing import Annotated, Any
 
 import typer
-
-from engine.errors import plural
 
 from .render import info, print_json, print_table
 
@@ -30,10 +25,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def make_data(records: int, record_size: int, key_size: int, batch: int
-              ) -> tuple[list[list[bytes | None]], list[bytes]]:
+              ) -> tuple[list[bytes | None] | None, list[bytes]]:
     """One batch of realistic-looking values, reused; distinct keys per record slot."""
     vals = [os.urandom(record_size // 2 + 1).hex().encode()[:record_size] for _ in range(batch)]
-    keys: list[Any] = ([b"k%0*d" % (max(key_size - 1, 1), i) for i in range(batch)]
+    keys: list[Any] | None = ([b"k%0*d" % (max(key_size - 1, 1), i) for i in range(batch)]
                        if key_size else None)
     return keys, vals
 
@@ -45,6 +40,8 @@ def _percentile(xs: list[float], q: float) -> float:
 
 def run_produce(eng: Any, topic: str, records: int, keys: Any, vals: list[bytes],
                 compression: str | None) -> dict[str, Any]:
+    import statistics
+
     batch = len(vals)
     lat = []
     done = 0
@@ -66,7 +63,15 @@ def run_produce(eng: Any, topic: str, records: int, keys: Any, vals: list[bytes]
 
 
 def _scratch(d: str | None) -> str:
+    import tempfile
+
     return tempfile.mkdtemp(prefix="rivven-bench-", dir=d)
+
+
+def _remove(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _show(rows: dict[str, dict[str, Any]], json: bool) -> None:
@@ -86,6 +91,7 @@ def bench_produce(records: RecordsOpt = 1_000_000, record_size: SizeOpt = 100,
                   json: JsonOpt = False) -> None:
     """Produce throughput and per-call latency."""
     from engine import Engine
+    from engine.errors import plural
 
     path = _scratch(dir)
     try:
@@ -96,7 +102,7 @@ def bench_produce(records: RecordsOpt = 1_000_000, record_size: SizeOpt = 100,
                  f"partition(s), {batch_size} per call, sync={'on' if sync else 'off'}")
             r = run_produce(eng, "bench", records, keys, vals, compression)
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path)
     _show({"produce": r}, json)
 
 
@@ -132,5 +138,5 @@ def bench_consume(records: RecordsOpt = 1_000_000, record_size: SizeOpt = 100,
                               "records_per_s": round(n / el),
                               "mb_per_s": round(n * size / el / 1e6, 2)}
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path)
     _show(rows, json)

@@ -1,20 +1,60 @@
-"""What every command shares: options defined once, the engine opener, and error mapping."""
+"""What every command shares: options defined once, the global options' state, the engine
+opener, and error mapping.
+
+Nothing of the engine is imported here at start (nor by any command module): ``rivven
+--help`` and shell completion load the command tree only, and a command imports what it uses
+when it runs (tests/test_cli_startup.py keeps it so).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperGroup
-
-from engine.errors import RivvenError, plural
+from typer.core import TyperGroup, TyperOption
 
 DEFAULT_DATA_DIR = "./rivven-data"
-STATE: dict[str, Any] = {"data_dir": DEFAULT_DATA_DIR, "debug": False, "settings": {},
-                         "keyring": None}
+GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms", "keyring")  # (the root's parameters)
+
+
+@dataclass
+class CliState:
+    """The global options of the line, wherever they were given (``rivven -d D topic list``
+    or ``rivven topic list -d D``: the later wins), and the engine the command opened: the
+    root context's ``obj`` (Typer's ``ctx.obj``, shared by every context below it)."""
+
+    data_dir: str = DEFAULT_DATA_DIR
+    debug: bool = False
+    keyring: str | None = None
+    lock_timeout_ms: int | None = None
+    engine: Any = None  # what open_engine opened: its repairs are reported when the command ends
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """The engine settings the options give."""
+        return {} if self.lock_timeout_ms is None else {"lock.timeout.ms": str(self.lock_timeout_ms)}
+
+
+def state() -> CliState:
+    """The running command's ``CliState``."""
+    from typer._click.globals import get_current_context  # (typer's own copy of click)
+
+    return get_current_context().find_root().obj
+
+
+def store_global(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """The callback of the root's global options: their value into ``ctx.obj``."""
+    if param.name == "keyring":
+        value = value or None  # (RIVVEN_KEYRING= set empty: none)
+    setattr(ctx.obj, param.name or "", value)
+    return value
+
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
 PartitionOpt = Annotated[
@@ -49,30 +89,22 @@ class Encoding(str, Enum):
 
 
 def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True) -> Any:
+    """The engine of ``--data-dir``, with the global options' settings; what its opening
+    recovered is reported on stderr (render.recovery_report), its repairs when the command
+    ends."""
     from engine import Engine
 
     from .progress import progress_bar
+    from .render import recovery_report
 
+    st = state()
     with progress_bar() as progress:  # (crash recovery can take a while)
-        eng = Engine.open(STATE["data_dir"], read_only=read_only, sync=sync, recover=recover,
-                          progress=progress, settings=STATE["settings"],
-                          on_lock_wait=_lock_wait, keyring=STATE["keyring"])
-    STATE["engine"] = eng
-    rec = eng.last_recovery
-    if rec.get("deferred"):
-        sys.stderr.write("the WAL of crashed writers waits to be replayed (the disk is full); "
-                         "free space, then produce again\n")
-    if rec.get("streams"):
-        sys.stderr.write(f"recovered {len(rec['streams'])} WAL stream(s) of crashed writers: "
-                         f"{rec['applied']} batch(es) replayed, {rec['skipped']} already in "
-                         "the log" + (f", {rec['dropped']} after a hole dropped"
-                                      if rec.get("dropped") else "")
-                         + ("; the disk is full: the streams are kept and replayed again "
-                            "once there is room" if rec.get("kept") else "") + "\n")
-        for t in rec.get("torn_tails", []):
-            if not t.get("incomplete", True):  # (a write a crash cut short is routine)
-                sys.stderr.write(f"warning: WAL {t['file']} damaged at position {t['position']} "
-                                 f"({t['reason']}): its records after that were not replayed\n")
+        eng = Engine.open(st.data_dir, read_only=read_only, sync=sync, recover=recover,
+                          progress=progress, settings=st.settings,
+                          on_lock_wait=_lock_wait, keyring=st.keyring)
+    st.engine = eng
+    for line in recovery_report(eng.last_recovery):
+        sys.stderr.write(line + "\n")
     return eng
 
 
@@ -83,7 +115,7 @@ def file_openers() -> Any:
     from engine.crypto.topic import Vault
     from engine.tools.openers import Openers
 
-    return Openers(Vault(resolve(STATE["keyring"])))
+    return Openers(Vault(resolve(state().keyring)))
 
 
 def show_engine_warnings() -> None:
@@ -139,6 +171,18 @@ def confirm(question: str, yes: bool) -> None:
         fail("aborted, nothing was changed")
 
 
+@contextmanager
+def as_usage_error(option: str) -> Iterator[None]:
+    """The engine's InvalidArgument raised inside (a value it cannot use) as a usage error
+    about ``option``: its message, exit 2."""
+    from engine.errors import InvalidArgument
+
+    try:
+        yield
+    except InvalidArgument as e:
+        raise typer.BadParameter(str(e), param_hint=option) from None
+
+
 def usage_error(e: Any, command: str | None = None) -> NoReturn:
     """A usage error of click/typer (bad option, missing argument, bad value...) as one line,
     its message and where the help is, exit 2 (typer's default is a box of several lines)."""
@@ -154,11 +198,15 @@ def usage_error(e: Any, command: str | None = None) -> NoReturn:
 
 class RivvenGroup(TyperGroup):
     """Root group: engine errors cross into the CLI here, once, as a red line and an exit code;
-    usage errors too (one line, exit 2); global options are read wherever they are on the
-    line (``hoist_global_options``)."""
+    usage errors too (one line, exit 2). Every command below it takes the global options too
+    (``rivven topic list -d D``, as rpk and Kafka's tools read them anywhere): hidden copies
+    of the root's, read by click's own parser, which store through the root's option (its
+    checks, its messages). A command's own option of the same name wins."""
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_global_options(self, args))
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        root = {p.name: p for p in self.params if p.name in GLOBAL_OPTIONS}
+        _give_global_options(self.commands.values(), [global_copy(p) for p in root.values()])
 
     def _main_shell_completion(self, ctx_args: Any, prog_name: str,
                                complete_var: str | None = None) -> None:
@@ -173,6 +221,8 @@ class RivvenGroup(TyperGroup):
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
                      **extra: Any) -> Any:
+        if parent is None and extra.get("obj") is None:
+            extra["obj"] = CliState()  # (before parsing: the options' callbacks fill it)
         try:
             return super().make_context(info_name, args, parent, **extra)
         except typer.TyperException as e:  # (an option of the root: rivven --bogus)
@@ -183,11 +233,7 @@ class RivvenGroup(TyperGroup):
             try:
                 return super().invoke(ctx)
             finally:
-                _report_repairs()
-        except RivvenError as e:
-            if STATE["debug"]:
-                raise
-            fail(str(e), getattr(e, "exit_code", 1))
+                _report_repairs(ctx.obj)
         except BrokenPipeError:
             # the reader went away (e.g. `| head`): stop quietly like other Unix tools
             try:
@@ -201,108 +247,65 @@ class RivvenGroup(TyperGroup):
         except typer.TyperException as e:  # (click's exceptions: usage errors)
             usage_error(e)
         except Exception as e:
-            # usage errors and exits belong to click/typer; anything else is a bug: still one
-            # line, unless --debug
-            if STATE["debug"] or type(e).__module__.startswith(("click", "typer")):
+            # usage errors and exits belong to click/typer (a --help too)
+            if ctx.obj.debug or type(e).__module__.startswith(("click", "typer")):
                 raise
+            from engine.errors import RivvenError  # (imported here: start-up never pays)
+
+            if isinstance(e, RivvenError):
+                fail(str(e), getattr(e, "exit_code", 1))
+            # anything else is a bug: still one line, unless --debug
             fail(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the "
                  "traceback, and please report it)")
 
 
-def _report_repairs() -> None:
-    eng = STATE.pop("engine", None)
+class NounGroup(TyperGroup):
+    """A group of commands (``rivven topic``): one that shows its help when given nothing
+    shows it too when given no command, only global options (``rivven topic -d D``; not
+    click's "Missing command")."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.help_without_command = self.no_args_is_help and not self.invoke_without_command
+        self.invoke_without_command = True  # (invoke decides)
+
+    def invoke(self, ctx: Any) -> Any:
+        rv = super().invoke(ctx)
+        if ctx.invoked_subcommand is None and self.help_without_command:
+            from typer._click.exceptions import NoArgsIsHelpError
+
+            raise NoArgsIsHelpError(ctx)
+        return rv
+
+
+def global_copy(root: Any) -> TyperOption:
+    """A hidden option of a command below the root with the root option ``root``'s names:
+    its value, when given, goes through ``root`` (its type and range checks, its callback:
+    ``store_global``), so an error names the root's option as when given in front."""
+    def store(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None or value is False:  # not given after this command
+            return None
+        return root.process_value(ctx.find_root(), value)
+
+    return TyperOption(param_decls=[*root.opts, *root.secondary_opts], is_flag=root.is_flag,
+                       default=False if root.is_flag else None, hidden=True,
+                       expose_value=False, callback=store)
+
+
+def _give_global_options(commands: Any, options: list[TyperOption]) -> None:
+    """``options`` on every command of ``commands`` and below, but for one that has an
+    option of the same name (once: a second call adds nothing)."""
+    for cmd in commands:
+        own = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+        cmd.params += [o for o in options if not own & {*o.opts, *o.secondary_opts}]
+        _give_global_options(getattr(cmd, "commands", {}).values(), options)
+
+
+def _report_repairs(st: CliState) -> None:
+    eng, st.engine = st.engine, None
     if eng is None:
         return
-    for c in eng.repairs():
-        if c.get("action") == "ignored":  # damaged metadata: reported, never acted on
-            sys.stderr.write(f"warning: {c['reason']}\n")
-            continue
-        sys.stderr.write(f"repaired: cut {plural(c['bytes'], 'byte')} at {c['file']}:{c['position']} "
-                         f"({c['reason']}); the WAL restores what was acknowledged\n")
+    from .render import repairs_report
 
-
-# ---------------------------------------------------------------- global options anywhere
-GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms", "keyring")  # (the root's parameters)
-
-
-def _options(cmd: Any) -> dict[str, int]:
-    """``{option string: how many values it takes}`` of a command's options."""
-    out = {"--help": 0}
-    for p in cmd.params:
-        if p.param_type_name == "option":
-            n = 0 if p.is_flag or p.count else p.nargs
-            out.update(dict.fromkeys((*p.opts, *p.secondary_opts), n))
-    return out
-
-
-def hoist_global_options(root: Any, args: list[str]) -> list[str]:
-    """``args`` with the global options (``--data-dir``/``-d``, ``--debug``,
-    ``--lock-timeout-ms``, ``--keyring``) found after the command words moved in front of them, as rpk and
-    Kafka's tools read them anywhere: ``rivven topic list -d D`` = ``rivven -d D topic list``.
-
-    The words are walked as click reads them, command by command: an option's value is
-    never taken for an option (``produce t -k -d`` keeps ``-d`` as the key), nothing after
-    ``--`` moves, a command's own option of the same name wins, a cluster of short flags
-    (``-yd D``) is split, and an unknown option or command is left for click to refuse.
-    Moved options go after the ones already in front: the later one wins, as in click."""
-    glob = {o: n for o, n in _options(root).items()
-            if o in {x for p in root.params if p.name in GLOBAL_OPTIONS
-                     for x in (*p.opts, *p.secondary_opts)}}
-    front: list[str] = []  # the root's own options, before the command
-    moved: list[str] = []
-    rest: list[str] = []
-    i = _walk(args, 0, _options(root), {}, front, moved)
-    cmd = root
-    while i < len(args):
-        word = args[i]
-        sub = cmd.commands.get(word) if hasattr(cmd, "commands") else None
-        if word == "--" or (sub is None and hasattr(cmd, "commands")):
-            rest += args[i:]  # (an unknown command: click says so)
-            break
-        rest.append(word)  # a command, or a positional word of one
-        cmd = sub or cmd
-        i = _walk(args, i + 1, _options(cmd), glob, rest, moved)
-    return front + moved + rest
-
-
-def _walk(args: list[str], i: int, own: dict[str, int], glob: dict[str, int],
-          keep: list[str], move: list[str]) -> int:
-    """Read options from ``args[i]`` on, up to a word that is not one (or ``--``): a
-    command's own (and unknown ones) into ``keep``, global ones into ``move``. Returns where
-    it stopped."""
-    while i < len(args):
-        tok = args[i]
-        if tok == "--" or tok == "-" or not tok.startswith("-"):
-            return i
-        i += 1
-        name, eq, _ = tok.partition("=")
-        if name in own or name in glob or tok.startswith("--"):  # (unknown: one word)
-            take = 0 if eq else own.get(name, glob.get(name, 0))
-            (move if name in glob and name not in own else keep).extend(
-                [tok, *args[i:i + take]])
-            i += take
-            continue
-        kept, values = "", []  # a cluster of short options: -yd DIR, -dDIR, -n5
-        for j in range(1, len(tok)):
-            o, attached = "-" + tok[j], tok[j + 1:]
-            if o not in own and o not in glob:  # unknown: left for click to refuse
-                kept += tok[j:]
-                break
-            n = own.get(o, glob.get(o, 0))
-            if o in own:
-                kept += tok[j] if n == 0 else tok[j:]
-            elif n == 0:
-                move.append(o)
-            else:
-                move.append(o + attached) if attached else move.extend([o, *args[i:i + n]])
-            if n == 0:
-                continue
-            if not attached:
-                if o in own:
-                    values = args[i:i + n]
-                i += n
-            break
-        if kept:
-            keep.append("-" + kept)
-        keep += values
-    return i
+    for line in repairs_report(eng.recovery.repairs()):
+        sys.stderr.write(line + "\n")

@@ -24,7 +24,7 @@ def explain(
     """Per partition: dirty ratio, cleanable range, what holds the rest back, tombstones and
     their delete horizons."""
     with open_engine(read_only=True) as eng:
-        parts = eng.explain_compaction(topic)
+        parts = eng.maintenance.explain_compaction(topic)
     if json:
         print_json(parts)
         return

@@ -43,23 +43,21 @@ def attach(cmd: Any, path: tuple[str, ...] = ()) -> None:
 def complete(kind: str, ctx: Any, param: Any, incomplete: str) -> list[str]:
     """The names of ``kind`` (topics, groups, transactional ids) starting with
     ``incomplete``."""
-    data_dir = ctx.find_root().params.get("data_dir")
+    data_dir = ctx.find_root().obj.data_dir  # (the global options' state: common.CliState)
     return [n for n in names(data_dir, kind) if n.startswith(incomplete)]
 
 
-def names(data_dir: str | None, kind: str) -> list[str]:
-    """Topic, group or transactional id names of a data dir; none when it cannot be read (a completion never
-    fails, and never changes anything)."""
+def names(data_dir: str, kind: str) -> list[str]:
+    """Topic, group or transactional id names of a data dir; none when it cannot be read (a
+    completion never fails, and never changes anything)."""
     from engine import Engine
-
-    from .common import DEFAULT_DATA_DIR
 
     lister: dict[str, Callable[[Any], list[str]]] = {
         "topics": lambda eng: [t.name for t in eng.topics()],
-        "groups": lambda eng: eng.group_names(),
-        "transactional ids": lambda eng: eng.transactional_ids()}
+        "groups": lambda eng: eng.groups.names(),
+        "transactional ids": lambda eng: eng.txn.ids()}
     try:
-        with Engine.open(data_dir or DEFAULT_DATA_DIR, read_only=True, recover=False) as eng:
+        with Engine.open(data_dir, read_only=True, recover=False) as eng:
             return lister[kind](eng)
     except Exception:  # (a missing or damaged data dir: nothing to offer)
         return []

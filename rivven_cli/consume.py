@@ -9,8 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import Encoding, Isolation, IsolationOpt, PartitionsOpt, open_engine
-from .positions import BEGINNING, END, check_past_end, parse_duration, parse_range
+from .common import Encoding, Isolation, IsolationOpt, PartitionsOpt, as_usage_error, open_engine
 from .render import info
 
 CHUNK = 5000  # records per poll of a group consumer
@@ -68,6 +67,8 @@ def consume(
     With --isolation read_committed it reads only committed records, and stops (or, with
     --follow, waits) at the last stable offset while a transaction is open.
     """
+    from .positions import BEGINNING, END, check_past_end, parse_duration, parse_range
+
     level = isolation.value
     if json and fmt is not None:
         raise typer.BadParameter("use either --json or --format, not both")
@@ -76,13 +77,16 @@ def consume(
         raise typer.BadParameter("--exit stops at the end, --follow/--idle-timeout read on: "
                                  "use one", param_hint="--exit")
     follow = follow or idle_ms is not None
-    from .formats import encoder, formatter, json_lines
+    from engine.format.jsonlines import json_lines
+    from engine.format.text import encoder
+    from engine.format.textformat import formatter
 
-    kenc = encoder(key_encoding, json)
-    venc = encoder(value_encoding, json)
+    kenc = encoder(key_encoding.value, json, on_replace=_not_utf8)
+    venc = encoder(value_encoding.value, json, on_replace=_not_utf8)
     out = sys.stdout.buffer
-    emit = json_lines(kenc, venc) if json else formatter(fmt if fmt is not None else "%v\n",
-                                                         kenc, venc)
+    with as_usage_error("--format"):
+        emit = json_lines(kenc, venc) if json else formatter(
+            fmt if fmt is not None else "%v\n", kenc, venc)
     if group is not None:
         if partition:
             raise typer.BadParameter("--partition cannot be used with --group (the group "
@@ -111,6 +115,11 @@ def consume(
                             idle_timeout_ms=idle_ms, end=stop, isolation_level=level):
             out.write(emit(b))
         out.flush()
+
+
+def _not_utf8() -> None:
+    info("warning: some bytes are not UTF-8 and were replaced; use "
+         "--key-encoding/--value-encoding base64 for binary data")
 
 
 def _names(eng: Any, topics: list[str], regex: bool) -> list[str]:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from engine import Position, clock
-from engine.errors import DamagedMetadata
-
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, open_engine
-from .positions import check_past_end, parse_duration, parse_position, parse_time
 from .render import info, print_json, print_table, utc, warn
+
+if TYPE_CHECKING:
+    from engine import Position
 
 app = typer.Typer(no_args_is_help=True)
 GroupArg = Annotated[str, typer.Argument(help="Consumer group name.")]
@@ -22,7 +21,7 @@ ForceOpt = Annotated[bool, typer.Option(
 def list_(json: JsonOpt = False) -> None:
     """Groups with their state (Active: live consumers; Empty), topics and total lag."""
     with open_engine(read_only=True) as eng:
-        rows = eng.list_groups()
+        rows = eng.groups.list_groups()
     if json:
         print_json(rows)
         return
@@ -45,7 +44,7 @@ def describe(
     if members and state:
         raise typer.BadParameter("give --members or --state, not both")
     with open_engine(read_only=True) as eng:
-        d = eng.group_state(group) if state else eng.describe_group(group)
+        d = eng.groups.state(group) if state else eng.groups.describe(group)
     if state:
         if json:
             print_json(d)
@@ -142,6 +141,10 @@ def reset_offsets(
     json: JsonOpt = False,
 ) -> None:
     """Plan a move of the group's committed offsets; apply it with --execute."""
+    from engine import Position, clock
+
+    from .positions import parse_duration, parse_position, parse_time
+
     modes = {"to-earliest": to_earliest or None, "to-latest": to_latest or None,
              "to-current": to_current or None, "to-offset": to_offset,
              "to-datetime": to_datetime, "by-duration": by_duration, "shift-by": shift_by,
@@ -167,7 +170,7 @@ def reset_offsets(
         resolved = f"--{mode} {modes[mode]} resolved to {utc(value)} ({value})"
         pos = Position("timestamp", value)
     elif mode == "to-offset":
-        pos = Position("offset", value)
+        pos = Position("offset", to_offset or 0)
     _reset(group, _targets(topic) if topic else None, mode, value, execute, force, json, export,
            resolved, past_end=(pos, f"--{chosen[0]}"), position=to)
 
@@ -181,12 +184,14 @@ def _reset(group: str, targets: dict[str, list[int] | None] | None, mode: str | 
     """Plan (and apply) a reset, and show it: a table, JSON or a plan file. ``mode``: a reset
     mode, or a ``Position`` (the engine knows the mode it means). ``past_end``: the position
     asked for and its option, noted on stderr where it lies past a log end."""
+    from .positions import check_past_end
+
     if json and export:
         raise typer.BadParameter("use either --json or --export, not both")
     if resolved and not json:
         info(resolved)
     with open_engine(read_only=not execute) as eng:
-        plan = eng.reset_group_offsets(group, targets, mode, value, execute=execute, force=force,
+        plan = eng.groups.reset_offsets(group, targets, mode, value, execute=execute, force=force,
                                        new_topics=new_topics)
         rows = plan["partitions"]
         for t in sorted({r["topic"] for r in rows}):
@@ -240,6 +245,8 @@ def seek(
     json: JsonOpt = False,
 ) -> None:
     """rpk's spelling of reset-offsets --execute: move the group's committed offsets."""
+    from .positions import parse_position
+
     if (to is None) == (to_file is None):
         raise typer.BadParameter("give --to start|end|OFFSET|@TIME or --to-file FILE")
     names = [t.strip() for spec in topics or [] for t in spec.split(",") if t.strip()]
@@ -259,13 +266,15 @@ def seek(
 @app.command()
 def delete(group: GroupArg, yes: YesOpt = False, json: JsonOpt = False) -> None:
     """Delete a group and its committed offsets (refused while it has active consumers)."""
+    from engine.errors import DamagedMetadata
+
     with open_engine() as eng:
         try:
-            eng.describe_group(group)  # does it exist? is it active?
+            eng.groups.describe(group)  # does it exist? is it active?
         except DamagedMetadata:
             pass  # deleting the group is the way out of a damaged offsets log
         confirm(f"delete group {group} and its committed offsets?", yes)
-        out = eng.delete_group(group)
+        out = eng.groups.delete(group)
     if json:
         print_json(out)
     elif out["deleted_offsets"] is None:
@@ -282,7 +291,7 @@ def delete_offsets(
 ) -> None:
     """Forget a group's committed offsets for one topic."""
     with open_engine() as eng:
-        out = eng.delete_group_offsets(group, topic)
+        out = eng.groups.delete_offsets(group, topic)
     if json:
         print_json(out)
     else:

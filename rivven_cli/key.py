@@ -31,7 +31,7 @@ def status(
     """Per topic: cipher and master key, each data key version and the segment ranges and
     bytes it covers (local and cold), and the plaintext ones. Needs no keyring."""
     with open_engine(read_only=True) as eng:
-        rows = eng.key_status(topic)
+        rows = eng.keys.status(topic)
     if json:
         print_json(rows)
         return
@@ -63,7 +63,7 @@ def rotate(
     it next takes the partition's lock); older batches stay readable with theirs. 'rivven key
     reencrypt' then moves them to it."""
     with open_engine() as eng:
-        out = eng.rotate_key(topic)
+        out = eng.keys.rotate(topic)
     if json:
         print_json(out)
         return
@@ -86,7 +86,7 @@ def rewrap(
     encryption.key.id: seconds, no batch rewritten. The keyring must hold --to and the master
     keys in use now; those may leave it afterwards."""
     with open_engine() as eng:
-        out = eng.rewrap_keys(to, topic)
+        out = eng.keys.rewrap(to, topic)
     if json:
         print_json(out)
         return
@@ -134,5 +134,5 @@ def reencrypt(
     then drop the data keys no batch uses. Crash-safe like compaction's swap; in this process
     ('rivven spark reencrypt' runs the rewrites on Spark)."""
     with open_engine(read_only=dry_run) as eng:
-        out = eng.reencrypt(topic, dry_run=dry_run)
+        out = eng.keys.reencrypt(topic, dry_run=dry_run)
     render_reencrypt(out, json)

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from .common import Isolation, IsolationOpt, JsonOpt, open_engine
-from .positions import note_past_end, parse_time_position
 from .render import print_json, print_table
 
 
@@ -22,9 +21,11 @@ def offsets(
 ) -> None:
     """Show log start and end offsets of every partition (--isolation read_committed: the
     end is the last stable offset)."""
+    from .positions import note_past_end, parse_time_position
+
     pos = None if at is None else parse_time_position(at, "--time")
     with open_engine(read_only=True) as eng:
-        rows = eng.list_offsets(topic, pos, isolation_level=isolation.value)
+        rows = eng.offsets.list_offsets(topic, pos, isolation_level=isolation.value)
     if pos is not None:
         note_past_end("--time", pos, rows, "OFFSET is the end offset", topic)
     if json:

@@ -257,6 +257,6 @@ def check_past_end(eng: Any, topic: str, pos: Position | None, what: str, then: 
     stable offset)."""
     if pos is None or pos.kind not in ("offset", "from_start", "timestamp"):
         return
-    rows = [r for r in eng.list_offsets(topic, pos, isolation_level=isolation_level)
+    rows = [r for r in eng.offsets.list_offsets(topic, pos, isolation_level=isolation_level)
             if not partitions or r["partition"] in partitions]
     note_past_end(what, pos, rows, then, topic)

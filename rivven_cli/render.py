@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -184,7 +184,7 @@ def printable(text: str) -> str:
                    for c in text)
 
 
-def human_bytes(n: int) -> str:
+def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -243,3 +243,40 @@ def json_line(data: Any) -> str:
     valid JSON, readable, and never raw control bytes on a terminal."""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}",
                        json.dumps(data, ensure_ascii=False, default=str))
+
+
+# ---------------------------------------------------------------- what opening an engine did
+def recovery_report(rec: Mapping[str, Any]) -> list[str]:
+    """The lines on stderr about what opening the engine recovered
+    (``Engine.last_recovery``): WAL streams of crashed writers replayed, or deferred (the disk
+    is full), and a damaged (not merely cut short) WAL."""
+    out = []
+    if rec.get("deferred"):
+        out.append("the WAL of crashed writers waits to be replayed (the disk is full); "
+                   "free space, then produce again")
+    if rec.get("streams"):
+        out.append(f"recovered {len(rec['streams'])} WAL stream(s) of crashed writers: "
+                   f"{rec['applied']} batch(es) replayed, {rec['skipped']} already in the log"
+                   + (f", {rec['dropped']} after a hole dropped" if rec.get("dropped") else "")
+                   + ("; the disk is full: the streams are kept and replayed again once there "
+                      "is room" if rec.get("kept") else ""))
+        for t in rec.get("torn_tails", []):
+            if not t.get("incomplete", True):  # (a write a crash cut short is routine)
+                out.append(f"warning: WAL {t['file']} damaged at position {t['position']} "
+                           f"({t['reason']}): its records after that were not replayed")
+    return out
+
+
+def repairs_report(repairs: list[dict[str, Any]]) -> list[str]:
+    """The lines on stderr about what the engine mended or set aside while the command ran
+    (``Engine.repairs``)."""
+    from engine.errors import plural
+
+    out = []
+    for c in repairs:
+        if c.get("action") == "ignored":  # damaged metadata: reported, never acted on
+            out.append(f"warning: {c['reason']}")
+            continue
+        out.append(f"repaired: cut {plural(c['bytes'], 'byte')} at {c['file']}:{c['position']} "
+                   f"({c['reason']}); the WAL restores what was acknowledged")
+    return out

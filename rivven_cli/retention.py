@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from .common import DryRunOpt, JsonOpt, PartitionOpt, YesOpt, confirm, open_engine
-from .positions import check_past_end, parse_position
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -21,7 +20,7 @@ def apply(
 ) -> None:
     """Delete sealed segments past retention.ms / retention.bytes now, saying why."""
     with open_engine(read_only=dry_run) as eng:
-        rows = eng.apply_retention(topic, dry_run=dry_run)
+        rows = eng.maintenance.apply_retention(topic, dry_run=dry_run)
     freed = sum(r["bytes"] for r in rows)
     if json:
         print_json({"dry_run": dry_run, "segments": rows, "bytes_freed": freed})
@@ -48,17 +47,19 @@ def delete_records(
     json: JsonOpt = False,
 ) -> None:
     """Move log start offsets forward (never back); reads below them fail from then on."""
+    from .positions import check_past_end, parse_position
+
     pos = parse_position(before, "--before", reading=True)
     with open_engine() as eng:
         parts = [partition] if partition is not None else None
         if parts is None or pos.kind != "offset":  # (else: refused past the end)
             check_past_end(eng, topic, pos, "--before", "deleting up to the end offset", parts)
-        plan = eng.delete_records_before(topic, pos, parts, dry_run=True)
+        plan = eng.maintenance.delete_records_before(topic, pos, parts, dry_run=True)
         moving = [r for r in plan if r["new_log_start_offset"] > r["prior_log_start_offset"]]
         if moving:
             where = ", ".join(f"p{r['partition']}:{r['new_log_start_offset']}" for r in moving)
             confirm(f"delete records of {topic} before the new log start offsets ({where})?", yes)
-            done = {r["partition"]: r for r in eng.delete_records(
+            done = {r["partition"]: r for r in eng.maintenance.delete_records(
                 topic, {r["partition"]: r["new_log_start_offset"] for r in moving})}
             plan = [done.get(r["partition"], r) for r in plan]
     if json:

@@ -9,10 +9,7 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import plural
-
 from .common import (
-    STATE,
     DryRunOpt,
     Encoding,
     JsonOpt,
@@ -22,8 +19,8 @@ from .common import (
     fail,
     file_openers,
     open_engine,
+    state,
 )
-from .progress import progress_bar
 from .render import human_bytes, info, json_line, print_json, print_table, printable, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
@@ -36,7 +33,7 @@ def list_(topic: Annotated[str, typer.Argument(help="Topic.")], partition: Parti
           json: JsonOpt = False) -> None:
     """Segments of a topic: files, base/last offsets, records, bytes, time range."""
     with open_engine(read_only=True) as eng:
-        rows = eng.segment_list(topic, partition)
+        rows = eng.segments.list_segments(topic, partition)
     if json:
         print_json(rows)
         return
@@ -131,11 +128,11 @@ def inspect(
 def _text(enc: Encoding) -> typing.Callable[[bytes | None], str | None]:
     """Bytes of a record as text: utf8 with bytes that are not UTF-8 as ``\\xNN``, base64,
     hex; None stays None."""
-    from .formats import encoder
+    from engine.format.text import encoder
 
     if enc is Encoding.utf8:
         return lambda b: None if b is None else b.decode("utf-8", "backslashreplace")
-    return encoder(enc, for_json=True)
+    return encoder(enc.value, for_json=True)
 
 
 def _inspect_index(file: str, most: int | None, json: bool) -> None:
@@ -144,12 +141,12 @@ def _inspect_index(file: str, most: int | None, json: bool) -> None:
 
     from engine.tools.inspect import inspect_index
 
-    rows = islice(inspect_index(file), most)
+    found = islice(inspect_index(file), most)
     if json:
-        for r in rows:
+        for r in found:
             sys.stdout.write(json_line(r) + "\n")
         return
-    rows = list(rows)
+    rows = list(found)
     yes = {True: "yes", False: "NO", None: "-"}
     if file.endswith(".timeindex"):
         cols = ["ENTRY", "TIMESTAMP", "TIME", "RELATIVE", "OFFSET", "BATCH", "TIME-OK"]
@@ -189,11 +186,14 @@ def verify(
 ) -> None:
     """Check every batch (header, CRC, body), offsets and gaps, indexes, torn tails and
     .checkpoint (exit 3 on damage). Needs no key unless --decrypt."""
+    from engine.errors import plural
     from engine.tools.verify import verify as run
+
+    from .progress import progress_bar
 
     openers = file_openers().of_partition_dir if decrypt else None
     with progress_bar() as progress:
-        doc = run(STATE["data_dir"], targets or [], cold, progress, openers)
+        doc = run(state().data_dir, targets or [], cold, progress, openers)
     colds = doc.get("cold")
     if json:
         print_json(doc)
@@ -230,7 +230,7 @@ def recover(
     records, offsets) and which holes are left, and asks first when a cut loses more than
     crash recovery would (--yes: do not ask; --dry-run: only report)."""
     with open_engine(recover=False) as eng:
-        results = eng.segment_recover(targets or [], truncate_corrupt=truncate_corrupt,
+        results = eng.segments.recover(targets or [], truncate_corrupt=truncate_corrupt,
                                       dry_run=True)
         if not dry_run:
             risky = [r for r in results if r["needs_confirmation"] and r["truncate_at"] is not None]
@@ -242,10 +242,10 @@ def recover(
                         f"{sum(r['records_removed'] for r in risky)} record(s)"
                         f"{_holes_text(risky)}?", yes)
             approved = {r["path"]: r["truncate_at"] for r in results}
-            results = eng.segment_recover(targets or [], truncate_corrupt=truncate_corrupt,
+            results = eng.segments.recover(targets or [], truncate_corrupt=truncate_corrupt,
                                           dry_run=False, approved=approved)
             if not any(r["unrepaired"] for r in results):
-                eng.wal_replay()
+                eng.recovery.replay()
     if json:
         print_json(results)
     else:
@@ -261,6 +261,8 @@ def _holes_text(rows: list[dict]) -> str:
 
 
 def _print_recovery(rows: list[dict], verb: str, out: typing.TextIO) -> None:
+    from engine.errors import plural
+
     for r in rows:
         if r["truncate_at"] is not None:
             parts = ([f"{r['batches_removed']} whole batch(es)"] if r["batches_removed"] else []
@@ -286,7 +288,7 @@ def reindex(path: Annotated[str, typer.Argument(help="A .log segment file.")],
     if not path.endswith(".log") or not os.path.isfile(path):
         fail(f"{path} is not a .log segment file")
     with open_engine(recover=False) as eng:
-        r = eng.reindex(path)
+        r = eng.segments.reindex(path)
     if json:
         print_json(r)
         return

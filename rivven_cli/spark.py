@@ -7,10 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.errors import plural
-
 from .common import DryRunOpt, JsonOpt, PartitionsOpt, open_engine
-from .progress import progress_bar
 from .render import human_bytes, info, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -29,6 +26,8 @@ def _pct(before: int, after: int) -> str:
 
 def _with_progress(job: Any) -> Any:
     """``job(engine, progress)`` with the Spark progress bar drawn while it runs."""
+    from .progress import progress_bar
+
     # (the engine first: its recovery has a progress bar of its own, and one shows at a time)
     with open_engine() as eng, progress_bar(tasks=True, label="spark: starting") as update:
         return job(eng, update)
@@ -49,6 +48,7 @@ def compact(
     """Compact a topic on Spark: keep the last record per key, then swap the cleaned
     segments in (crash-safe; producers keep appending meanwhile). --dry-run prints the plan
     and the exact spark-submit command."""
+    from engine.errors import plural
     from engine.spark.submit import compact as run
 
     out = _with_progress(lambda eng, update: run(eng, topic, partition, master, conf or [],
@@ -207,6 +207,7 @@ def stream(
     once, until Ctrl-C (which stops the query cleanly) or, with --available-now, until it
     has caught up. Progress shows micro-batches, rows/s and the lag. --dry-run prints the
     exact spark-submit command."""
+    from engine.errors import plural
     from engine.spark.submit import stream as run
 
     out = _with_progress(lambda eng, update: run(

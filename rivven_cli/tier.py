@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from .common import DryRunOpt, JsonOpt, PartitionOpt, open_engine
-from .positions import check_past_end, parse_position
 from .render import human_bytes, info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
@@ -28,7 +27,7 @@ def status(
     """Per partition: cold and local offset ranges, bytes and segments, the hot cache's bytes
     and hit rate (this machine's live producers), and the last upload."""
     with open_engine(read_only=True) as eng:
-        rows = eng.tier_status(topic)
+        rows = eng.maintenance.tier_status(topic)
         enabled = {m.name: m.typed.remote_storage_enable for m in eng.topics()}
     if json:
         print_json(rows)
@@ -62,11 +61,13 @@ def restore(
 ) -> None:
     """Bring cold segments back to local disk (each checked against the tier manifest), then
     drop them from the cold store."""
+    from .positions import check_past_end, parse_position
+
     pos = parse_position(from_, "--from", reading=True, refuse=("end",))
     parts = [partition] if partition is not None else None
     with open_engine(read_only=dry_run) as eng:
         check_past_end(eng, topic, pos, "--from", "nothing to restore there", parts)
-        rows = eng.tier_restore(topic, partitions=parts, dry_run=dry_run, from_position=pos)
+        rows = eng.maintenance.tier_restore(topic, partitions=parts, dry_run=dry_run, from_position=pos)
         meta = eng.topic(topic)
     if json:
         print_json({"dry_run": dry_run, "partitions": rows})

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
-
-from engine.errors import plural
 
 from .common import JsonOpt, open_engine
 from .interrupts import stop_event
@@ -21,10 +20,12 @@ def _secs(v: float | None) -> str:
     return f"{v * 1000:.2f} ms" if v < 1 else f"{v:.2f} s"
 
 
-def _table(r: dict[str, Any]) -> Any:
+def _table(r: Mapping[str, Any]) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from engine.errors import plural
 
     group = plural(round(r["group_commit_records"] or 0), "record")
     head = (f"every {r['seconds']:.1f} s · WAL {r['fsyncs_per_s']:.0f} fsync/s, p50 "

@@ -6,8 +6,6 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import plural
-
 from .common import JsonOpt, YesOpt, confirm, open_engine
 from .render import human_bytes, info, print_json, print_table, printable
 
@@ -30,8 +28,9 @@ def create(
     from engine.storage.config import parse_pairs
 
     with open_engine() as eng:
-        meta, did = eng.ensure_topic(name, partitions, parse_pairs(config or []),
-                                     exists_ok=if_not_exists)
+        did = eng.topic_admin.create(name, partitions, parse_pairs(config or []),
+                                     if_not_exists=if_not_exists)
+    meta = did["topic"]
     if "partitions" in did["not_applied"]:
         info(f"note: topic {name} exists with {meta.partitions} partition(s), not {partitions}: "
              f"the partitions were not changed (grow them with 'rivven topic add-partitions "
@@ -41,7 +40,8 @@ def create(
              f"topic alter-config {name} --set KEY=VALUE')")
     if json:
         print_json({"topic": name, "id": meta.id, "partitions": meta.partitions,
-                    "config": meta.config, **did})
+                    "config": meta.config, "created": did["created"],
+                    "not_applied": did["not_applied"]})
         return
     info(f"topic {name} {'ready' if did['created'] else 'exists'} "
          f"({meta.partitions} partition{'s' * (meta.partitions != 1)})")
@@ -61,7 +61,7 @@ def list_(
     with open_engine(read_only=True) as eng:
         rows = []
         for t in eng.topics(topics, regex):
-            offsets = eng.log_offsets(t.name).values()
+            offsets = eng.offsets.unopened(t.name).values()
             rows.append({"topic": t.name, "partitions": t.partitions,
                          "records": sum(end - start for start, end in offsets),
                          "end_offsets": sum(end for _, end in offsets), "config": t.config})
@@ -84,7 +84,7 @@ def list_(
 def describe(name: NameArg, json: JsonOpt = False) -> None:
     """Configs (with their source) and per-partition offsets, segments and bytes."""
     with open_engine(read_only=True) as eng:
-        d = eng.describe_topic(name)
+        d = eng.topic_admin.describe(name)
     if json:
         print_json(d)
         return
@@ -113,7 +113,7 @@ def alter_config(
     if not set_ and not delete:
         raise typer.BadParameter("give at least one --set key=value or --delete key")
     with open_engine() as eng:
-        meta = eng.alter_topic_config(name, parse_pairs(set_ or []), delete or [])
+        meta = eng.topic_admin.alter_config(name, parse_pairs(set_ or []), delete or [])
     if json:
         print_json({"topic": name, "config": meta.config})
         return
@@ -128,8 +128,10 @@ def add_partitions(
     json: JsonOpt = False,
 ) -> None:
     """Grow a topic to --total partitions (keyed records may then map elsewhere)."""
+    from engine.errors import plural
+
     with open_engine() as eng:
-        meta = eng.add_partitions(name, total)
+        meta = eng.topic_admin.add_partitions(name, total)
     if json:
         print_json({"topic": name, "partitions": meta.partitions})
         return
@@ -148,11 +150,11 @@ def delete(
     """Delete a topic and all its data."""
     with open_engine() as eng:
         if if_exists and not eng.topics([name]):
-            out = eng.delete_topic(name, if_exists=True)  # (says there was nothing)
+            out = eng.topic_admin.delete(name, if_exists=True)  # (says there was nothing)
         else:
             eng.topic(name)
             confirm(f"delete topic {name} and all its data?", yes)
-            out = eng.delete_topic(name, if_exists=if_exists)
+            out = eng.topic_admin.delete(name, if_exists=if_exists)
     if json:
         print_json(out)
     if out["problems"]:  # damaged tier manifests: what they name outside the prefix stays

@@ -7,9 +7,6 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.errors import plural
-from engine.txn.txn_store import OPEN
-
 from .common import JsonOpt, PartitionsOpt, YesOpt, confirm, open_engine
 from .render import human_ms, info, print_json, print_table, printable, utc, warn
 
@@ -29,7 +26,7 @@ def list_(
     Producer id, epoch, state, partitions, age, timeout and start of each; read-only (a
     writable open finishes prepared and timed-out transactions)."""
     with open_engine(read_only=True) as eng:
-        rows = eng.transactions(all=all_)
+        rows = eng.txn.list_transactions(all=all_)
     if json:
         print_json(rows)
     elif not rows:
@@ -79,8 +76,10 @@ def describe(transactional_id: TidArg, json: JsonOpt = False) -> None:
 
     Producer id, epoch, state, timeout, when its transaction began and its age, then its
     partitions and the group offsets it commits (with the member fencing them)."""
+    from engine.txn.txn_store import OPEN
+
     with open_engine(read_only=True) as eng:
-        d = eng.describe_transaction(transactional_id)
+        d = eng.txn.describe(transactional_id)
     if json:
         print_json(d)
         return
@@ -112,7 +111,7 @@ def producers(
     Producer id, epoch, last sequence, last offset, last record time, last seen, and the
     first offset of its open transaction."""
     with open_engine(read_only=True) as eng:
-        rows = eng.describe_producers(topic, partition or None)
+        rows = eng.txn.producers(topic, partition or None)
     if json:
         print_json(rows)
         return
@@ -141,7 +140,7 @@ def find_hanging(
         raise typer.BadParameter("it needs --topic (the partitions of which topic?)",
                                  param_hint="--partition")
     with open_engine(read_only=True) as eng:
-        rows = eng.find_hanging_transactions(topic, partition or None)
+        rows = eng.txn.find_hanging(topic, partition or None)
     if json:
         print_json(rows)
         return
@@ -209,7 +208,7 @@ def abort(
         confirm(printable(f"write an ABORT marker for the transaction at offset {start_offset} "
                           f"of {topic}-{partition}? Its records are never shown to "
                           "read_committed readers"), yes)
-        row = eng.abort_hanging_transaction(topic, partition, start_offset)
+        row = eng.txn.abort_hanging(topic, partition, start_offset)
     if json:
         print_json(row)
         return
@@ -219,15 +218,17 @@ def abort(
 
 
 def _abort_id(tid: str, yes: bool, json: bool) -> None:
+    from engine.txn.txn_store import OPEN
+
     with open_engine() as eng:
-        d = eng.describe_transaction(tid)
+        d = eng.txn.describe(tid)
         # (the open itself finishes prepared and timed-out transactions: say so)
         done = next((dict(r) for r in eng.last_recovery.get("transactions", [])
                      if r["transactional_id"] == tid and r["action"] in ("aborted", "committed")),
                     None)
         if done is None and d["state"] in OPEN:
             confirm(printable(_question(d)), yes)
-            done = eng.abort_transaction(tid)
+            done = eng.txn.abort(tid)
         elif done is None:
             done = {"transactional_id": tid, "state": d["state"], "action": None}
     if json:
@@ -244,6 +245,8 @@ def _abort_id(tid: str, yes: bool, json: bool) -> None:
 
 
 def _question(d: dict[str, Any]) -> str:
+    from engine.errors import plural
+
     tid, n = d["transactional_id"], len(d["partitions"])
     if d["state"] == "PrepareCommit":
         return (f"the commit of {tid} is decided (PrepareCommit): it can only be completed; "

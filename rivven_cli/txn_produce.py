@@ -1,9 +1,9 @@
 """``rivven produce --idempotent`` and ``--transactional-id``: the senders that store through a
 producer of the engine instead of the engine itself (docs/TRANSACTIONS.md).
 
-- Idempotent: ``Engine.producer()``; a call that fails with a storage error (an fsync or a
-  write that failed: stored or not?) is sent again with ``retry_last()`` — the same batches
-  with the same sequences, so the records are stored once.
+- Idempotent: ``Engine.producer(retries=...)``; a call that fails with a storage error (an
+  fsync or a write that failed: stored or not?) is sent again by the producer (its retry
+  policy) — the same batches with the same sequences, so the records are stored once.
 - Transactional: ``Engine.producer(transactional_id=...)``; one transaction per input chunk, or
   per ``--txn-size`` records (a transaction then spans chunks, and a chunk may end several).
   A record counts once its transaction commits; ``--print-offsets`` prints offsets then. On a
@@ -16,50 +16,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import ProducerFenced, RivvenError, StorageError, plural
+from engine.errors import ProducerFenced, RivvenError, plural
 from engine.produce.transactional import COMMIT_FAILED
 
 from . import interrupts
 from .common import fail
-from .produce import RETRIES, Sender
 from .render import human_bytes
+from .sender import Sender
 
 
 class IdempotentSender(Sender):
-    """Stores through an idempotent producer, retrying a call that failed ambiguously."""
+    """Stores through an idempotent producer whose policy sends a call that failed
+    ambiguously again, up to ``retries`` times (at once: no backoff)."""
 
-    retries = 0  # calls sent again
+    def __init__(self, *args: Any, retries: int) -> None:
+        super().__init__(*args)
+        self.retries = retries
 
     def start(self, eng: Any) -> None:
-        self.target = eng.producer()
-
-    def store(self, cols: dict[str, Any], complete: bool, guard: Any) -> None:
-        with guard.storing():
-            try:
-                acks = self.target.produce_batch(self.topic, **cols, partition=self.partition,
-                                                 compression=self.compression)
-            except StorageError as e:
-                acks = self._retry(e)
-            self.stored(cols["values"])
-            self.printed(acks)
-
-    def _retry(self, first: StorageError) -> list:
-        error = first
-        for _ in range(RETRIES):
-            self.retries += 1
-            try:
-                return self.target.retry_last()
-            except StorageError as e:
-                error = e
-        raise StorageError(f"{error} (the call was sent {RETRIES + 1} times, as idempotent "
-                           f"producer {self.target.producer_id}: its records may be stored in "
-                           "part; those of the calls before it are)")
+        self.target = eng.producer(retries=self.retries, retry_backoff_ms=0)
 
     def summary(self) -> dict[str, Any]:
-        return {"producer_id": self.target.producer_id, "retries": self.retries}
+        return {"producer_id": self.target.producer_id, "retries": self.target.retried}
 
     def summary_text(self) -> str:
-        again = f", {plural(self.retries, 'call')} sent again" if self.retries else ""
+        n = self.target.retried
+        again = f", {plural(n, 'call')} sent again" if n else ""
         return f" as idempotent producer {self.target.producer_id}{again}"
 
 
@@ -122,8 +104,9 @@ class TransactionalSender(Sender):
         self.sending = 0  # (what it acknowledged is counted: what it refused is not)
         idx = getattr(e, "index", None)
         if idx is not None:
-            e.call_index = idx  # type: ignore[attr-defined]  (what its message counts from)
-            e.index = offset + idx  # type: ignore[attr-defined]  (the chunk's record)
+            # (call_index: what its message counts from; index: the chunk's record)
+            e.call_index = idx  # type: ignore[attr-defined]
+            e.index = offset + idx  # type: ignore[attr-defined]
             raise e
         self._end_open()
         fail(f"{e}; {self._kept('before the error')}", getattr(e, "exit_code", 1))

@@ -10,8 +10,6 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import plural
-
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, fail, file_openers, open_engine
 from .render import human_bytes, info, print_json, print_table
 
@@ -22,7 +20,7 @@ app = typer.Typer(no_args_is_help=True)
 def list_(json: JsonOpt = False) -> None:
     """WAL streams: live or dead (left by a process that died), files, bytes, records."""
     with open_engine(read_only=True) as eng:
-        rows = eng.wal_streams()
+        rows = eng.recovery.streams()
     if json:
         print_json(rows)
         return
@@ -93,10 +91,11 @@ def verify(json: JsonOpt = False) -> None:
     """Check every WAL record's framing, CRC and payload (exit 3 on damage; a dead stream's
     torn tail counts; at the end of a live stream's current file only what stays put while it
     is read again, not a write in flight)."""
+    from engine.errors import plural
     from engine.wal import verify_stream
 
     with open_engine(read_only=True) as eng:
-        streams = eng.wal_streams()
+        streams = eng.recovery.streams()
     findings = [{**x, "stream": s["stream"]} for s in streams
                 for x in verify_stream(s["path"], s["live"])]
     if json:
@@ -118,7 +117,7 @@ def recover(dry_run: DryRunOpt = False, yes: YesOpt = False, json: JsonOpt = Fal
     damaged record and the records after it (asks first when intact records would go; no
     replay)."""
     with open_engine(recover=False) as eng:
-        rows = eng.wal_recover(dry_run=True)
+        rows = eng.recovery.cut_tails(dry_run=True)
         if not dry_run:
             drop = sum(r["records_after"] for r in rows)
             if drop:
@@ -126,7 +125,7 @@ def recover(dry_run: DryRunOpt = False, yes: YesOpt = False, json: JsonOpt = Fal
                     _print_cuts(rows, True, sys.stderr)
                 confirm(f"cut {len(rows)} WAL file(s), dropping {drop} intact record(s) after "
                         "damaged ones?", yes)
-            rows = eng.wal_recover(dry_run=False)
+            rows = eng.recovery.cut_tails(dry_run=False)
     if json:
         print_json(rows)
         return
@@ -135,6 +134,8 @@ def recover(dry_run: DryRunOpt = False, yes: YesOpt = False, json: JsonOpt = Fal
 
 
 def _print_cuts(rows: list[dict], dry_run: bool, out: typing.TextIO) -> None:
+    from engine.errors import plural
+
     for r in rows:
         what = ("a damaged record" if r["damaged_record"] else
                 "an incomplete record" if r["incomplete"] else "damaged bytes")
@@ -150,7 +151,7 @@ def replay(dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
     """Apply outstanding records of dead WAL streams to the segments (what a writable open
     does); --dry-run reports what it would do."""
     with open_engine(read_only=dry_run) as eng:
-        rep = eng.wal_replay(dry_run=True) if dry_run else eng.last_recovery
+        rep = eng.recovery.replay(dry_run=True) if dry_run else eng.last_recovery
     if json:
         print_json(rep)
         return
@@ -165,7 +166,7 @@ def replay(dry_run: DryRunOpt = False, json: JsonOpt = False) -> None:
 def checkpoint(json: JsonOpt = False) -> None:
     """Replay dead streams, fsync every partition and record its recovery point."""
     with open_engine(recover=False) as eng:
-        rep = eng.checkpoint_all()
+        rep = eng.recovery.checkpoint_all()
     if json:
         print_json(rep)
         return

@@ -14,6 +14,8 @@ May import: ``engine.errors`` only.
 - ``sealed``: an encrypted batch's envelope (no cipher: engine.crypto's)
 - ``control``: transaction markers' bodies
 - ``native``: the per-record loops in C (``fastcodec.c``), with pure-Python twins
+- ``text``, ``textformat``, ``jsonlines``: records as text lines and back (the encodings
+  of keys and values, kcat's %-format strings, JSON lines): ``rivven consume``/``produce``
 
 The names most callers need are here too: ``from engine.format import encode_batch``.
 """

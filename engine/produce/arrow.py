@@ -290,7 +290,7 @@ def _with_headers(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, c
                   ) -> EncodedBatch:
     """Rows with headers: the general encoder (headers are lists of pairs in Python)."""
     n = b - a
-    hs = []
+    hs: list[list[tuple[str, bytes | None]]] = []
     for h in headers.slice(a, n).to_pylist():
         if h is None:
             hs.append([])

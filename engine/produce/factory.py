@@ -41,7 +41,8 @@ class Producers:
     def make(self, transactional_id: str | None = None,
              transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS, producer_id: int | None = None,
              epoch: int = 0, sequences: Mapping[tuple[str, int], int] | None = None,
-             decision_key: str | None = None) -> IdempotentProducer | TransactionalProducer:
+             decision_key: str | None = None, retries: int = 0, retry_backoff_ms: int = 100
+             ) -> IdempotentProducer | TransactionalProducer:
         """With ``transactional_id``: a TransactionalProducer (``begin``, ``produce``,
         ``send_offsets``, ``commit``/``abort``), fencing every older producer of that id in
         any process; a transaction open longer than ``transaction_timeout_ms`` is aborted
@@ -54,13 +55,17 @@ class Producers:
         before, e.g. by a process that died before it saw its answer: each partition's
         producer state says which sequence comes next, or ``sequences`` ``{(topic,
         partition): next sequence}`` says it (to send the very batches again: their records
-        are then stored once).
+        are then stored once). ``retries``/``retry_backoff_ms``: its retry policy (Kafka's
+        ``retries`` and ``retry.backoff.ms``: engine.produce.idempotent).
 
         ``decision_key`` (a transactional producer whose prepared transactions are committed
         with ``commit_prepared`` under that key): the key's pending decision is finished
         first and the id taken up under its lock, so taking it up (which aborts the
         transaction it holds) never aborts one a decision is committing."""
         if transactional_id is not None:
+            if retries:
+                raise InvalidArgument("retries apply to an idempotent producer (no "
+                                      "transactional_id)")
             if producer_id is not None or sequences:
                 raise InvalidArgument("a transactional producer takes its producer id from its "
                                       "transactional id: give one or the other")
@@ -85,7 +90,8 @@ class Producers:
         else:
             resume = True
         return IdempotentProducer(self.path, producer_id, epoch, sequences, resume,
-                                  after=self.after_write)
+                                  after=self.after_write, retries=retries,
+                                  retry_backoff_ms=retry_backoff_ms)
 
     def close_all(self) -> None:
         """Close every transactional producer still open: an open transaction is aborted

@@ -15,15 +15,22 @@ answers with its original offsets). Until that succeeds the producer takes no ne
 its sequences are spent, the next batch would not follow (use a new producer to give up on
 them). Calls of one producer run one at a time (its sequences are one order per partition);
 use several producers to write in parallel.
+
+``retries`` makes that retry the producer's own policy (Kafka's producer settings
+``retries`` and ``retry.backoff.ms``): a call that fails with a StorageError is sent again,
+its unacknowledged batches as they were, up to ``retries`` times, ``retry_backoff_ms`` apart,
+before the error is raised. The default, 0, raises at once and leaves ``retry_last()`` to
+the caller.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidArgument, InvalidTxnState, UnknownPartition, UnknownTopic
+from ..errors import InvalidArgument, InvalidTxnState, StorageError, UnknownPartition, UnknownTopic
 from ..failpoint import failpoint
 from ..format.records import MAX_EPOCH, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
@@ -61,7 +68,8 @@ class _Call:
         sent = self.sent
         if len(sent) == 1 and sent[0].indices == range(self.count):
             s = sent[0]
-            return list(zip([s.partition] * self.count, range(s.base, s.base + self.count)))  # type: ignore[operator]
+            assert s.base is not None  # (acknowledged)
+            return list(zip([s.partition] * self.count, range(s.base, s.base + self.count)))
         acks: list[Any] = [None] * self.count
         for s in sent:
             for k, i in enumerate(s.indices):
@@ -71,16 +79,23 @@ class _Call:
 
 class IdempotentProducer:
     """An idempotent producer: ``produce``/``produce_batch`` as ``Engine``'s, stored once
-    however often a call is retried (``retry_last``). Thread-safe; calls run one at a time."""
-
+    however often a call is retried (``retry_last``, or the ``retries`` policy).
+    Thread-safe; calls run one at a time. ``retried``: calls the policy sent again."""
 
     def __init__(self, path: ProducePath, producer_id: int, epoch: int = 0,
                  sequences: Mapping[tuple[str, int], int] | None = None, resume: bool = False,
-                 after: Callable[[], None] | None = None) -> None:
+                 after: Callable[[], None] | None = None, retries: int = 0,
+                 retry_backoff_ms: int = 100) -> None:
         if not isinstance(producer_id, int) or producer_id < 0:
             raise InvalidArgument(f"producer_id must be an integer >= 0, not {producer_id!r}")
         if not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
             raise InvalidArgument(f"epoch must be an integer in 0..{MAX_EPOCH}, not {epoch!r}")
+        for name, n in (("retries", retries), ("retry_backoff_ms", retry_backoff_ms)):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise InvalidArgument(f"{name} must be an integer >= 0, not {n!r}")
+        self.retries = retries
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retried = 0
         self._path = path
         self.producer_id = producer_id
         self.epoch = epoch
@@ -151,7 +166,7 @@ class IdempotentProducer:
             meta, cached = self._path.topic_meta(req.topic)
             call = self._last = self._plan(meta, req)
             try:
-                acks = self._send(call)
+                acks = self._send_retrying(call)
             except (UnknownTopic, UnknownPartition):
                 if not cached or any(s.base is not None for s in call.sent):
                     raise
@@ -162,10 +177,30 @@ class IdempotentProducer:
                 if fresh is meta:
                     raise
                 call = self._last = self._plan(fresh, req)
-                acks = self._send(call)
+                acks = self._send_retrying(call)
         if self._after is not None:
             self._after()
         return acks
+
+    def _send_retrying(self, call: _Call) -> list[tuple[int, int]]:
+        """``_send``, and again after a StorageError (an fsync or a write that failed: stored
+        or not?) up to ``retries`` times: what was stored is not stored twice."""
+        for again in range(self.retries + 1):
+            if again:
+                self.retried += 1
+                time.sleep(self.retry_backoff_ms / 1000)
+            try:
+                return self._send(call)
+            except StorageError as e:
+                if again < self.retries:
+                    continue
+                if not again:
+                    raise
+                raise StorageError(
+                    f"{e} (the call was sent {again + 1} times, as idempotent producer "
+                    f"{self.producer_id}: its records may be stored in part; those of the "
+                    "calls before it are)") from e
+        raise AssertionError("unreachable")  # (the last try returns or raises)
 
     def _plan(self, meta: TopicMeta, req: ProduceRequest) -> _Call:
         """The call's batches, sequenced; nothing is spent when the request is refused."""

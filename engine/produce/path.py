@@ -211,9 +211,10 @@ class ProducePath:
             if stamp is not None:
                 f = stamp.fields(log)
                 fields = (f["producer_id"], f["producer_epoch"], f["base_sequence"], f["flags"])
-            planned.append((p, log, arrow_rows.batches(*cols, codec, cfg.max_message_bytes,
-                                                       topic, fields)))
-        out = []
+            planned.append((p, log, arrow_rows.batches(
+                cols[0], cols[1], cols[2], cols[3], codec, cfg.max_message_bytes, topic,
+                fields)))
+        out: list[tuple[int, int, int]] = []
         for p, log, encoded in planned:
             if log.wal is None:
                 self.attach_wal(log)

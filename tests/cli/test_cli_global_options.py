@@ -3,6 +3,7 @@
 moved."""
 
 import json
+import os
 
 from helpers import run_rivven
 from typer.testing import CliRunner
@@ -10,6 +11,11 @@ from typer.testing import CliRunner
 from rivven_cli.main import app
 
 runner = CliRunner()
+
+
+def listed(r):
+    assert r.exit_code == 0, r.output
+    return [t["topic"] for t in json.loads(r.stdout)]
 
 
 # ---------------------------------------------------------------- global options
@@ -36,24 +42,25 @@ def test_debug_and_lock_timeout_after_the_command(data_dir):
     assert r.returncode == 2  # (read by the root: its range check)
 
 
-def test_option_values_and_double_dash_are_never_moved(data_dir):
-    from typer.main import get_command
+def test_option_values_and_double_dash_are_never_moved(data_dir, tmp_path):
+    d = str(tmp_path / "d")
 
-    from rivven_cli.common import hoist_global_options
+    def run(line):  # (anything not sent to d would go to data_dir)
+        return runner.invoke(app, line.split(), env={"RIVVEN_DATA_DIR": data_dir})
 
-    root = get_command(app)
-
-    def h(line):
-        return " ".join(hoist_global_options(root, line.split()))
-
-    assert h("produce t -k -d") == "produce t -k -d"  # -d is the key
-    assert h("consume t -- -d D") == "consume t -- -d D"
-    assert h("topic delete t -yd D") == "-d D topic delete t -y"  # a cluster is split
-    assert h("consume t -nd") == "consume t -nd"  # -n takes 'd' (click would say it is no int)
-    assert h("consume t -o -5 -dD") == "-dD consume t -o -5"
-    assert h("nope -d D") == "nope -d D"  # an unknown command: click says so
-    assert h("-d A topic list -d B") == "-d A -d B topic list"
-    assert h("topic create -d D x -p 3 -c a=b") == "-d D topic create x -p 3 -c a=b"
+    r = run(f"topic create -d {d} x -p 3 -c retention.ms=1000 --json")  # before a word
+    assert r.exit_code == 0 and json.loads(r.stdout)["partitions"] == 3, r.output
+    (tmp_path / "in").write_text("v\n")
+    assert run(f"produce x -k -d -d {d} -f {tmp_path / 'in'}").exit_code == 0  # -k takes -d
+    r = run(f"consume x -o -5 -d{d} -f %k\\n")  # an attached value
+    assert r.exit_code == 0 and r.stdout == "-d\n", r.output
+    r = run("consume x -nd")  # -n takes 'd' (no int): the d is no option
+    assert r.exit_code == 2 and "'-n': 'd' is not a valid int" in r.stderr, r.output
+    r = run(f"nope -d {d}")  # an unknown command: click says so
+    assert r.exit_code == 2 and "No such command 'nope'" in r.stderr, r.output
+    assert run(f"topic delete x -yd {d}").exit_code == 0  # a cluster is split
+    assert listed(run(f"topic list --json -d {d}")) == []
+    assert not os.path.exists(data_dir)
     # the real thing: -d after -k is the key of the record, not the data dir
     run_rivven(data_dir, "topic", "create", "t", check=True)
     run_rivven(data_dir, "produce", "t", "-K", ":", input=b"-d:v\n", check=True)

@@ -121,7 +121,7 @@ def test_quick_offsets_agree_with_a_full_open(data_dir):
     with Engine.open(data_dir, read_only=True) as eng:
         want = _compare(data_dir, eng, "t")
         assert want[1][0] == 17 and want[0] == (0, 40) and want[3] == (0, 0)
-        assert eng.log_offsets("t") == want
+        assert eng.offsets.unopened("t") == want
         assert all(summary.quick_offsets(filenames.partition_dir(data_dir, "t", p)) is not None
                    for p in range(4))
 
@@ -139,7 +139,7 @@ def test_quick_offsets_never_count_a_torn_or_damaged_tail(data_dir):
     with open(seg, "ab") as f:  # a batch cut short by a crash
         f.write(whole[:100])
     with Engine.open(data_dir, read_only=True) as eng:
-        assert eng.log_offsets("t") == {0: (0, 15)}
+        assert eng.offsets.unopened("t") == {0: (0, 15)}
     with open(seg, "r+b") as f:  # a flipped byte in the last complete batch's body
         f.seek(len(whole) - 10)
         b = f.read(1)
