@@ -3,7 +3,7 @@ opener, and error mapping.
 
 Nothing of the engine is imported here at start (nor by any command module): ``rivven
 --help`` and shell completion load the command tree only, and a command imports what it uses
-when it runs (tests/test_cli_startup.py keeps it so).
+when it runs (tests/cli/test_cli_startup.py keeps it so).
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ class Source(Protocol):
 
     def topic(self, name: str) -> Any: ...  # .partitions; raises UnknownTopic
 
-    def partition_offsets(self, topic: str, partition: int,
-                          isolation_level: str = "read_uncommitted") -> tuple[int, int]: ...
+    @property
+    def offsets(self) -> Any: ...  # engine.fetch.offsets.Offsets: of_partition(topic, p, level)
 
     def read_columns(self, topic: str, partition: int, offset: int, max_records: int,
                      isolation_level: str = "read_uncommitted", reach: Reach | None = None
@@ -246,10 +246,10 @@ class Consumer:
         self.leases.release(*tp)
 
     def _start(self, tp: TopicPartition, committed: int | None) -> int:
-        start, end = self.engine.partition_offsets(*tp)
+        start, end = self.engine.offsets.of_partition(*tp)
         if committed is not None and start <= committed <= end:
             return committed
-        return self._reset(tp, committed, start, self.engine.partition_offsets(*tp, **self._iso)[1])
+        return self._reset(tp, committed, start, self.engine.offsets.of_partition(*tp, **self._iso)[1])
 
     def _reset(self, tp: TopicPartition, prior: int | None, start: int, end: int) -> int:
         if prior is not None or self.policy == "none":
@@ -336,7 +336,7 @@ class Consumer:
             except OffsetOutOfRange as e:
                 start, end = (e.start, e.end) if e.start is not None and e.end is not None \
                     and self._iso["isolation_level"] == "read_uncommitted" else \
-                    self.engine.partition_offsets(topic, p, **self._iso)
+                    self.engine.offsets.of_partition(topic, p, **self._iso)
                 self._positions[tp] = self._reset(tp, pos, start, end)
         self._save_resets()
         return out
@@ -430,7 +430,7 @@ class Consumer:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Read that partition from ``offset`` next (checked against the log's range)."""
         tp = self._owned(topic, partition)
-        start, end = self.engine.partition_offsets(topic, partition)
+        start, end = self.engine.offsets.of_partition(topic, partition)
         if not isinstance(offset, int) or not start <= offset <= end:
             raise OffsetOutOfRange(f"cannot seek {topic}-{partition} to {offset}: valid offsets "
                                    f"are {start}..{end}", start, end)
@@ -440,12 +440,12 @@ class Consumer:
         self._positions[tp] = offset
 
     def seek_to_beginning(self, topic: str, partition: int) -> None:
-        self.seek(topic, partition, self.engine.partition_offsets(topic, partition)[0])
+        self.seek(topic, partition, self.engine.offsets.of_partition(topic, partition)[0])
 
     def seek_to_end(self, topic: str, partition: int) -> None:
         """Read from the end next (read_committed: from the last stable offset)."""
         self.seek(topic, partition,
-                  self.engine.partition_offsets(topic, partition, **self._iso)[1])
+                  self.engine.offsets.of_partition(topic, partition, **self._iso)[1])
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
         rest = [r for r in self._buffer[self._buffered:] if (r.topic, r.partition) != tp]

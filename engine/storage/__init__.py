@@ -19,5 +19,5 @@ protocols of ``ports``.
   topics by name (what the services above storage are handed)
 
 Inside the folder nothing imports ``log`` but ``partitions`` and ``finder``: the parts it composes know it
-only by their protocols (no import circle; tests/test_storage_parts.py).
+only by their protocols (no import circle; tests/unit/storage/test_storage_parts.py).
 """

@@ -68,7 +68,7 @@ def trusted_group(data_dir: str, root: str) -> int | None:
 def not_private(st: os.stat_result, group: int | None = None) -> str | None:
     """What makes the directory ``st`` (from lstat) unfit for this process's cache, if
     anything: a symlink, not a directory, another owner, group/other write bits. With
-    ``group`` (the cache of a group-shared data dir: storage.guard.modes) the data dir's
+    ``group`` (the cache of a group-shared data dir: fs.guard.modes) the data dir's
     group is trusted as the data dir trusts it: a member of it may own the cache, and the
     group may write it; others never."""
     if stat.S_ISLNK(st.st_mode):
