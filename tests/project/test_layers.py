@@ -279,3 +279,55 @@ def test_the_architecture_map_names_every_module():
             continue
         missing.append(path)
     assert missing == [], "add them to docs/ARCHITECTURE.md's module map"
+
+
+def import_circles(tree: dict[str, str]) -> list[list[str]]:
+    """The circles of imports between modules (strongly connected groups of more than one
+    module), imports inside functions and under TYPE_CHECKING included."""
+    known = {module_name(p) for p in tree} | {"engine.format.fastcodec"}  # (the C extension)
+    graph: dict[str, set[str]] = {}
+    for path, source in tree.items():
+        mod = module_name(path)
+        for _, target in imports(path, source):
+            while target not in known and "." in target:
+                target = target.rpartition(".")[0]
+            if target != mod:
+                graph.setdefault(mod, set()).add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(known):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_anywhere():
+    assert import_circles(sources()) == []
+
+
+def test_an_import_circle_is_caught():
+    tree = sources()
+    tree["engine/fs/guard.py"] += "\nfrom . import durable\n"  # (durable and reserve import guard)
+    assert import_circles(tree) == [["engine.fs.durable", "engine.fs.guard", "engine.fs.reserve"]]
