@@ -271,7 +271,7 @@ class Engine:
 
     def produce_arrow(self, topic: str, table: Any, partition: int | None = None,
                       compression: str | None = None) -> list[tuple[int, int, int]]:
-        """Append the rows of a pyarrow Table or RecordBatch (columns: engine.produce.arrow);
+        """Append the rows of a pyarrow Table or RecordBatch (columns: engine.produce.from_arrow);
         ``(partition, base offset, records)`` per batch stored, once durable: each
         partition's rows, in table order, hold consecutive offsets."""
         self._writable()
@@ -296,12 +296,12 @@ class Engine:
              isolation_level: str = READ_UNCOMMITTED) -> list[Record]:
         """Up to ``max_records`` records from ``offset`` on (fewer at the end of the log;
         read_committed: up to the last stable offset, aborted ones left out)."""
-        from .fetch import records
+        from .fetch import read_path
 
-        committed = records.checked(offset, isolation_level)
+        committed = read_path.checked(offset, isolation_level)
         if max_records <= 0:
             return []
-        return records.read(self._find.partition(topic, partition), offset, max_records,
+        return read_path.read(self._find.partition(topic, partition), offset, max_records,
                             committed)
 
     def read_columns(self, topic: str, partition: int, offset: int, max_records: int = 1000,
@@ -311,24 +311,24 @@ class Engine:
         (the first batch may start before it, the last run past ``max_records``: the cheapest
         way to stream). ``reach`` (``storage.reader.Reach``) learns where the scan got to past
         markers and aborted batches, which hold no records (a consumer steps over them)."""
-        from .fetch import records
+        from .fetch import read_path
 
-        committed = records.checked(offset, isolation_level)
+        committed = read_path.checked(offset, isolation_level)
         if max_records > 0:
-            yield from records.read_columns(self._find.partition(topic, partition), offset,
+            yield from read_path.read_columns(self._find.partition(topic, partition), offset,
                                             max_records, committed, reach)
 
     def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62,
                    isolation_level: str = READ_UNCOMMITTED) -> Any:
         """A ``pyarrow.Table`` (offset, timestamp, key, value, headers), zero-copy per batch."""
-        from .fetch import records
+        from .fetch import read_path
 
-        committed = records.checked(offset, isolation_level)
+        committed = read_path.checked(offset, isolation_level)
         if max_records <= 0:
             from .format.arrow import empty_table
 
             return empty_table()
-        return records.read_arrow(self._find.partition(topic, partition), offset, max_records,
+        return read_path.read_arrow(self._find.partition(topic, partition), offset, max_records,
                                   committed)
 
     def stream(self, topic: str | Sequence[str], partitions: Sequence[int] | None = None,

@@ -2,7 +2,7 @@
 
 Two sources: **process** series, counted by each live process in its own file and summed
 over every process that ever wrote to the data dir (engine.counters.gather), and **data dir**
-gauges, read from the files at each scrape (engine.metrics.state). Names follow
+gauges, read from the files at each scrape (engine.metrics.gauges). Names follow
 Prometheus's conventions: the ``rivven_`` prefix, base units, ``_total`` on counters.
 """
 

@@ -12,7 +12,7 @@ from ..format.records import ATTR_CONTROL
 from ..segments.segment import Segment
 from ..storage.log import PartitionLog
 from ..txn import isolation
-from .records import offsets, where
+from .read_path import offsets, where
 from .results import OffsetsRow
 
 POSITION_KINDS = ("beginning", "end", "offset", "from_end", "from_start", "timestamp")

@@ -15,7 +15,7 @@ from ..storage.log import PartitionLog
 from ..storage.reader import Reach
 from ..txn import isolation
 from .positions import resolve
-from .records import offsets, read_columns
+from .read_path import offsets, read_columns
 
 
 def stream_topics(find: LogFinder, topic: str | Sequence[str],

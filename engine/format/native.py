@@ -10,7 +10,7 @@ plain case it handles; the caller then takes the general path.
   partition of their own;
 - ``key_partitions(keys, count)``: Kafka's default partition of each key (None for a None key);
 - ``arrow_body(reserve, specs)``, ``arrow_key_partitions(...)``: the same from Arrow buffers
-  (engine.produce.arrow);
+  (engine.produce.from_arrow);
 - ``decode_plain(Record, body, ...)``: the Records of a batch body without explicit offsets
   or headers (C only: without it engine.format.decode takes its general path).
 """

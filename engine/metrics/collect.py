@@ -16,7 +16,7 @@ from .. import clock
 from ..counters import gather
 from ..counters.names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUN_PARTS, RUNS, SERIES, all_metrics
 from ..storage.log import PartitionLog
-from . import state
+from . import gauges
 from .results import Metrics
 
 RUN_SLOTS = dict(zip((p[0] for p in RUN_PARTS), (RUNS, FAILURES, LAST_SUCCESS, LAST_DURATION)))
@@ -99,7 +99,7 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> Metrics
     doc.add("rivven_build_info", {"version": version(), "python": platform.python_version()}, 1)
     for t, n in sorted(topics.items()):
         doc.add("rivven_topic_partitions", {"topic": t}, n)
-    for row in state.partition_rows(eng.path, metas, open_logs):
+    for row in gauges.partition_rows(eng.path, metas, open_logs):
         tp = {"topic": row["topic"], "partition": row["partition"]}
         doc.add("rivven_log_start_offset", tp, row["start"])
         doc.add("rivven_log_end_offset", tp, row["end"])
@@ -108,7 +108,7 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> Metrics
         if row["cold_segments"] is not None:
             doc.add("rivven_log_cold_segments", tp, row["cold_segments"])
             doc.add("rivven_log_cold_bytes", tp, row["cold_bytes"])
-    rows, members = state.group_rows(eng)
+    rows, members = gauges.group_rows(eng)
     for row in rows:
         gtp = {"group": row["group"], "topic": row["topic"], "partition": row["partition"]}
         doc.add("rivven_group_committed_offset", gtp, row["committed"])
@@ -116,12 +116,12 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> Metrics
             doc.add("rivven_group_lag", gtp, row["lag"])
     for g, n in sorted(members.items()):
         doc.add("rivven_group_members", {"group": g}, n)
-    wal = state.wal_state(eng.path, clock.now_ms() / 1000)
+    wal = gauges.wal_state(eng.path, clock.now_ms() / 1000)
     doc.add("rivven_wal_streams", {"state": "live"}, wal["live"])
     doc.add("rivven_wal_streams", {"state": "dead"}, wal["dead"])
     doc.add("rivven_wal_oldest_stream_age_seconds", {}, wal["oldest_age_s"])
     doc.add("rivven_wal_size_bytes", {}, wal["bytes"])
-    txn = state.transaction_state(eng)
+    txn = gauges.transaction_state(eng)
     doc.add("rivven_transactions_open", {}, txn["open"])
     doc.add("rivven_transaction_oldest_open_age_seconds", {}, txn["oldest_age_s"])
     doc.add("rivven_metrics_processes", {"state": "live"}, got.live)

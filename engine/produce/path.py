@@ -183,12 +183,12 @@ class ProducePath:
 
     def produce_arrow(self, topic: str, table: Any, partition: int | None,
                       compression: str | None, stamp: Any = None) -> list[tuple[int, int, int]]:
-        """A pyarrow Table's rows (engine.produce.arrow); ``(partition, base offset,
+        """A pyarrow Table's rows (engine.produce.from_arrow); ``(partition, base offset,
         records)`` per batch stored, each partition's in row order. ``stamp``: a
         transactional producer's (its batches are format 2, its partitions join first)."""
-        from . import arrow as arrow_rows
+        from . import from_arrow
 
-        key, value, ts, headers, part_col = arrow_rows.columns(table)
+        key, value, ts, headers, part_col = from_arrow.columns(table)
         if not len(value):
             return []
         meta, _ = self._meta(topic)
@@ -198,8 +198,8 @@ class ProducePath:
             raise InvalidArgument(
                 f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
                 "every row needs a key")
-        parts = arrow_rows.assign(meta, key, part_col, partition, self._sticky[meta.name])
-        grouped = arrow_rows.groups(parts)
+        parts = from_arrow.assign(meta, key, part_col, partition, self._sticky[meta.name])
+        grouped = from_arrow.groups(parts)
         if stamp is not None:
             stamp.joining(meta, [p for p, _ in grouped])
         planned = []  # every batch encoded before the first is stored
@@ -211,7 +211,7 @@ class ProducePath:
             if stamp is not None:
                 f = stamp.fields(log)
                 fields = (f["producer_id"], f["producer_epoch"], f["base_sequence"], f["flags"])
-            planned.append((p, log, arrow_rows.batches(
+            planned.append((p, log, from_arrow.batches(
                 cols[0], cols[1], cols[2], cols[3], codec, cfg.max_message_bytes, topic,
                 fields)))
         out: list[tuple[int, int, int]] = []

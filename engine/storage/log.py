@@ -47,7 +47,7 @@ from .config import TopicConfig
 from .holds import FlockHolds
 from .partition_lock import PartitionLock
 from .pipeline import AppendPipeline
-from .ports import UNCOUNTED, ColdSegments, HotCache, PartitionCounts, ProducerHook, WalStream
+from .ports import UNCOUNTED, ColdSegments, HotCachePort, PartitionCounts, ProducerHook, WalStreamPort
 from .reader import View
 from .tier_view import TierView
 
@@ -65,11 +65,11 @@ class PartitionLog:
     the tier view and every change of its segments. Thread-safe."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig,
-                 writable: bool, wal: WalStream | None = None, topic_id: bytes = b"",
+                 writable: bool, wal: WalStreamPort | None = None, topic_id: bytes = b"",
                  wal_sync: str = "always", cuts: list[dict] | None = None,
                  progress: Progress | None = None,
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
-                 hot: HotCache | None = None, lock_wait: LockWait = DEFAULT_WAIT,
+                 hot: HotCachePort | None = None, lock_wait: LockWait = DEFAULT_WAIT,
                  producers: Callable[[PartitionLog], ProducerHook] | None = None,
                  keys: TopicKeys | None = None, counts: PartitionCounts | None = None) -> None:
         self.dir = directory

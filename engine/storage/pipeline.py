@@ -31,7 +31,7 @@ from ..segments.segment_set import SegmentSet
 from .config import TopicConfig
 from .holds import HOLD_S, FlockHolds
 from .partition_lock import PartitionLock
-from .ports import HotCache, PartitionCounts, ProducerHook, WalStream
+from .ports import HotCachePort, PartitionCounts, ProducerHook, WalStreamPort
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 MAGIC_AT = 12  # the batch header's magic byte
@@ -72,7 +72,7 @@ class AppendOwner(Protocol):
     def config(self) -> TopicConfig:
         """The topic's configs: the segment limits, ``index.interval.bytes``."""
     @property
-    def wal(self) -> WalStream | None:
+    def wal(self) -> WalStreamPort | None:
         """Where batches are logged first; None: no WAL (each batch fsynced in its segment)."""
     @property
     def wal_sync(self) -> str: ...
@@ -80,7 +80,7 @@ class AppendOwner(Protocol):
     def holds(self) -> FlockHolds | None:
         """The engine's kept flocks (engine.storage.holds), shared by its partitions."""
     @property
-    def hot(self) -> HotCache | None:
+    def hot(self) -> HotCachePort | None:
         """Recent batches in memory, keyed by the owner."""
     @property
     def counts(self) -> PartitionCounts: ...

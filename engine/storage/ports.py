@@ -11,7 +11,7 @@ from ..segments.segment import BatchRef, Segment
 from ..segments.tier_manifest import ColdSegment
 
 
-class HotCache(Protocol):
+class HotCachePort(Protocol):
     """Recent batches kept in memory (engine.tiering.hot.HotCache), keyed by log."""
 
     def add(self, key: Any, base: int, next_offset: int, position: int, buf: Any,
@@ -46,7 +46,7 @@ class ProducerHook(Protocol):
         """A checkpoint made the log durable up to ``end``: take a snapshot."""
 
 
-class WalStream(Protocol):
+class WalStreamPort(Protocol):
     """This process's WAL stream (engine.wal.stream.WalStream), handed to a log with its
     first append: storage never imports engine.wal. The append pipeline logs each batch in
     it, waits for its fsync, and listens (``after_wal_sync``) to write durable batches."""

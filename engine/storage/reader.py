@@ -18,7 +18,7 @@ from ..format.records import BatchHeader, check_crc
 from ..segments.segment import PLAIN_ONLY, BatchRef, Segment, TornTail
 from ..segments.segment_set import SegmentGone, SegmentSet
 from ..segments.tier_manifest import ColdSegment
-from .ports import HotCache, PartitionCounts
+from .ports import HotCachePort, PartitionCounts
 from .tier_view import cold_entry
 
 MAX_RETRIES = 10  # new snapshots in a row before a vanished segment is an error
@@ -46,7 +46,7 @@ class ReadSource(Protocol):
     @property
     def partition(self) -> int: ...
     @property
-    def hot(self) -> HotCache | None: ...
+    def hot(self) -> HotCachePort | None: ...
     @property
     def counts(self) -> PartitionCounts: ...
     @property

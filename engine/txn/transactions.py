@@ -14,7 +14,7 @@ from typing import Any
 from .. import clock
 from ..errors import InvalidArgument, ProducerFenced
 from ..storage.finder import LogFinder
-from . import admin
+from . import hanging
 from .coordinator import Coordinator
 from .decisions import Decisions, check_prepared
 from .results import (
@@ -145,18 +145,18 @@ class Transactions:
         last_sequence, last_offset, last_timestamp, last_seen_ms, txn_start_offset`` (None:
         not known, no open transaction) — Kafka's ``describeProducers`` (``rivven txn
         producers``)."""
-        return admin.producer_rows(self.find.logs(topic, partitions))
+        return hanging.producer_rows(self.find.logs(topic, partitions))
 
     def find_hanging(self, topic: str | None = None, partitions: Sequence[int] | None = None
                      ) -> list[HangingTransaction]:
         """Transactions open in a partition (of ``topic``, default every topic) that no
         transactional id's state has open there, or open longer than their id's timeout
-        (KIP-664's ``find-hanging``; engine.txn.admin): ``topic, partition, producer_id,
+        (KIP-664's ``find-hanging``; engine.txn.hanging): ``topic, partition, producer_id,
         epoch, start_offset, last_seen_ms, transactional_id, state, timeout_ms, age_ms,
         reason`` (unknown-producer, not-in-transaction, timed-out)."""
         if partitions is not None and topic is None:
             raise InvalidArgument("partitions belong to a topic: give the topic too")
-        return admin.find_hanging(self.find.logs(topic, partitions),
+        return hanging.find_hanging(self.find.logs(topic, partitions),
                                   lambda: self.coordinator.transactions(True), clock.now_ms())
 
     def abort_hanging(self, topic: str, partition: int, start_offset: int
@@ -169,5 +169,5 @@ class Transactions:
         self.writable()
         if not isinstance(start_offset, int) or start_offset < 0:
             raise InvalidArgument(f"offset must be a non-negative integer, not {start_offset!r}")
-        return admin.abort_hanging(self.find.writer(topic, partition), start_offset,
+        return hanging.abort_hanging(self.find.writer(topic, partition), start_offset,
                                    lambda: self.coordinator.transactions(True), clock.now_ms())

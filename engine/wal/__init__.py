@@ -22,9 +22,9 @@ from .inventory import (
            truncate_torn_tail,
            verify_stream,
 )
-from .records import FRAME, FRAME_SIZE, SUFFIX, WalRecord, WalTail, encode_batch_record, scan_file
 from .replay import merge_by_offset
 from .stream import RECOVERY_LOCK, WalStream, stream_files
+from .wal_file import FRAME, FRAME_SIZE, SUFFIX, WalRecord, WalTail, encode_batch_record, scan_file
 
 __all__ = ["FRAME", "FRAME_SIZE", "RECOVERY_LOCK", "SUFFIX", "WalRecord", "WalStream", "WalTail",
            "all_streams", "dead_streams", "encode_batch_record", "inspect_file",

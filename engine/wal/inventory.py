@@ -15,9 +15,9 @@ from ..errors import CorruptRecordError
 from ..format.decode import Opener, body_of, decode_records, layout
 from ..fs import guard
 from ..fs.locks import open_lock_file, try_lock
-from .records import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
 from .results import StreamInfo
 from .stream import LOCK, stream_files
+from .wal_file import FRAME, FRAME_SIZE, MAX_RECORD, WalTail, frame_crc, scan_file
 
 
 def pid_alive(stream: str) -> bool:

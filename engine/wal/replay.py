@@ -18,9 +18,9 @@ from ..progress import Progress
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog, RecoveryPointNotWritten
 from . import inventory
-from .records import WalTail, scan_file
 from .results import ReplayReport, TailCut
 from .stream import stream_files
+from .wal_file import WalTail, scan_file
 
 
 def replay_dead_streams(data_dir: str, own: str | None, topics: Callable[[], list[TopicMeta]],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 
-class TornTail(TypedDict):
+class TornTailFound(TypedDict):
     """A dead stream's file whose records end before the file does (a replay found it)."""
 
     file: str
@@ -33,7 +33,7 @@ class ReplayReport(TypedDict, total=False):
     applied: int
     skipped: int
     dropped: int
-    torn_tails: list[TornTail]
+    torn_tails: list[TornTailFound]
     kept: bool  # a full disk: the streams stay (replayed again by a later open)
     deferred: str
 

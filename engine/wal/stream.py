@@ -1,7 +1,7 @@
 """This process's WAL stream: appends from any thread, group-committed fdatasync.
 
 Layout: ``wal/<stream>/stream.lock`` (flock held while the process lives) and the stream's
-files (engine.wal.records has their format). A stream whose lock can be taken belongs to a
+files (engine.wal.wal_file has their format). A stream whose lock can be taken belongs to a
 dead process; whoever finds it recovers it (engine.wal.replay).
 
 A busy stream whose fsyncs are small writes into zero-filled files prepared ahead by a
@@ -20,7 +20,7 @@ from ..counters.meter import Meter
 from ..errors import StorageError, os_error
 from ..fs import durable, guard
 from ..fs.locks import open_lock_file, try_lock
-from .records import SUFFIX, batch_record_parts
+from .wal_file import SUFFIX, batch_record_parts
 
 LOCK = "stream.lock"
 RECOVERY_LOCK = "recovery.lock"

@@ -1,4 +1,4 @@
-"""engine/txn/admin.py through the Engine: the producer state of partitions
+"""engine/txn/hanging.py through the Engine: the producer state of partitions
 (``describe_producers``), hanging transactions (``find_hanging_transactions``, KIP-664) and
 aborting one no transactional id will end (``abort_hanging_transaction``). Real files, real
 processes where a transaction must be left open or cut short."""
@@ -15,7 +15,7 @@ from helpers import ROOT
 from engine import Engine, InvalidArgument, ReadOnlyError, Record
 from engine import clock as clock_mod
 from engine.errors import UnknownPartition
-from engine.txn import admin
+from engine.txn import hanging
 from engine.txn.txn_store import TxnStore
 
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -173,11 +173,11 @@ def test_a_transaction_that_ends_between_the_two_looks_is_not_reported(eng):
         tp.commit()
         return rows
 
-    assert admin.find_hanging(logs, states_then_commit, clock_mod.now_ms()) == []
+    assert hanging.find_hanging(logs, states_then_commit, clock_mod.now_ms()) == []
     # the failing half: the same stale look without the commit in between is reported
     tp.begin()
     tp.produce("t", recs(b"y"), partition=1)
-    (row,) = admin.find_hanging(logs, lambda: [dict(r, state="Empty")
+    (row,) = hanging.find_hanging(logs, lambda: [dict(r, state="Empty")
                                                for r in eng.txn.list_transactions(all=True)],
                                 clock_mod.now_ms())
     assert row["reason"] == "not-in-transaction"

@@ -27,14 +27,14 @@ def dead_pid():
 def wal_frame(payload):
     """A WAL record whose frame (length, type, CRC, padding) is intact, whatever it holds."""
     from engine.format import crc
-    from engine.wal.records import FRAME, FRAME_SIZE
+    from engine.wal.wal_file import FRAME, FRAME_SIZE
 
     value = crc.crc32c(payload, crc.crc32c(bytes([1, 0, 0, 0])))
     return FRAME.pack(len(payload), 1, value) + payload + bytes(-(FRAME_SIZE + len(payload)) & 7)
 
 
 def wal_payload(tid, partition=0, name=b"t", batch_bytes=b"", name_len=None):
-    from engine.wal.records import PAYLOAD
+    from engine.wal.wal_file import PAYLOAD
 
     return PAYLOAD.pack(tid, partition, 1, len(name) if name_len is None else name_len) + \
         name + batch_bytes
@@ -126,7 +126,7 @@ def test_sparse_multi_gib_wal_file_is_scanned_in_flat_memory(data_dir, tail):
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)))
     from engine import wal as wal_mod
-    from engine.wal.records import FRAME
+    from engine.wal.wal_file import FRAME
 
     (wal,) = [os.path.join(s, f) for s in wal_mod.all_streams(data_dir)
               for f in os.listdir(s) if f.endswith(".wal")]
