@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from helpers import new_key, run_rivven, write_keyring
+from helpers.cli import run_in_process
 from helpers.packaging import build_wheel
 
 from engine import Engine
@@ -32,6 +33,15 @@ def spark():
 def rivven(data_dir: str):
     def call(*args: str, **kw):
         return run_rivven(data_dir, *args, **kw)
+    return call
+
+
+@pytest.fixture
+def cli(data_dir: str):
+    """``rivven`` in this process (``helpers.cli``): for input errors and the set-up around
+    them; ``rivven`` (a real process) where a terminal, signals, pipes or start-up count."""
+    def call(*args: str, **kw):
+        return run_in_process(data_dir, *args, **kw)
     return call
 
 
