@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup bytecode demo test quick check lint bench bench-scale clean
+.PHONY: setup bytecode demo test quick fuzz check lint bench bench-scale clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -29,6 +29,13 @@ test: setup
 # the development loop: everything but Spark, kill -9 and the slowest tests (about a minute)
 quick: setup
 	$(BIN)/python -m pytest -q -m "not spark and not crash and not slow"
+
+# the long fuzz campaign: FUZZ_CASES damaged files (of every kind, the kind drawn too) through
+# every reader and command under a memory limit, derandomized (make test runs 96: 8 per kind)
+FUZZ_CASES ?= 2500
+fuzz: setup
+	RIVVEN_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q tests/unit/engine/test_fuzz.py \
+		-k every_reader_survives
 
 lint: setup
 	$(BIN)/ruff check .
