@@ -22,7 +22,8 @@ def frame(payload: bytes) -> bytes:
 
 
 def group_with_commits(rivven, data_dir, commits: int = 1) -> str:
-    """A group g over topic t (3 records) with ``commits`` commits; its offsets.log."""
+    """A group g over topic t (3 records) with ``commits`` commits; its offsets.log
+    (``rivven``: the ``rivven`` or the ``cli`` fixture)."""
     assert rivven("topic", "create", "t").returncode == 0
     assert rivven("produce", "t", input=b"a\nb\nc\n").returncode == 0
     for _ in range(commits):
@@ -54,8 +55,8 @@ CRAFTED_FRAMES = {
 
 @pytest.mark.parametrize("case", sorted(CRAFTED_FRAMES))
 def test_a_crafted_commit_with_a_valid_crc_is_damage_naming_file_and_byte(
-        rivven, data_dir, case):
-    log = group_with_commits(rivven, data_dir)
+        cli, data_dir, case):
+    log = group_with_commits(cli, data_dir)
     at = os.path.getsize(log)
     with open(log, "ab") as f:
         f.write(frame(CRAFTED_FRAMES[case]))
@@ -63,13 +64,13 @@ def test_a_crafted_commit_with_a_valid_crc_is_damage_naming_file_and_byte(
     for args in (("group", "describe", "g"), ("group", "list"),
                  ("consume", "t", "-g", "g", "-n", "1"),
                  ("group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute")):
-        err = clean(rivven(*args), 3)
+        err = clean(cli(*args), 3)
         assert log in err and f"byte {at}" in err, (args, err)
     assert open(log, "rb").read() == before  # nothing cut, nothing appended
     # the way out: delete the group (then it can be used again)
-    r = rivven("group", "delete", "g", "-y")
+    r = cli("group", "delete", "g", "-y")
     assert r.returncode == 0, r.stderr
-    assert rivven("consume", "t", "-g", "g", "-n", "1").returncode == 0
+    assert cli("consume", "t", "-g", "g", "-n", "1").returncode == 0
 
 
 def test_a_bad_frame_with_commits_after_it_is_damage_not_a_torn_tail(rivven, data_dir):
