@@ -1,6 +1,4 @@
-"""Fixtures for every test (pytest finds them here); plain helpers are in ``helpers``. Under
-pytest-xdist (``make test``: ``-n``, ``--dist loadgroup``), the tests of a costly session fixture
-run in one worker."""
+"""Fixtures for every test (pytest finds them here); plain helpers are in ``helpers``."""
 
 from pathlib import Path
 
@@ -10,19 +8,6 @@ from helpers.cli import run_in_process
 from helpers.packaging import build_wheel
 
 from engine import Engine
-
-# session fixtures worth building once: their tests go to one xdist worker (one SparkSession,
-# one wheel), the rest anywhere
-ONE_WORKER = {"spark": "spark-session", "wheel": "wheel"}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        for fixture, group in ONE_WORKER.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
