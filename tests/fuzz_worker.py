@@ -11,6 +11,7 @@ pass (the damage was named); any other exception, a hang past ``CASE_SECONDS`` o
 allocation past the memory limit is a failure, which hypothesis shrinks and prints.
 
     python tests/fuzz_worker.py --cases 2000 --limit-mb 1024 [--seed N] [--kinds log_sealed,wal]
+        [--per-kind] [--cli-every 10]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -380,6 +382,8 @@ def main() -> int:
     ap.add_argument("--case-seconds", type=int, default=CASE_SECONDS)
     ap.add_argument("--cli-every", type=int, default=0,
                     help="also run the rivven commands over every Nth case (0: never)")
+    ap.add_argument("--per-kind", action="store_true",
+                    help="split the cases evenly between the kinds (one campaign per kind)")
     ap.add_argument("--inject", choices=["error", "memory", "hang"],
                     help="plant a bug in verify, to show that each kind of failure is caught")
     args = ap.parse_args()
@@ -396,32 +400,43 @@ def main() -> int:
     chosen = [k for k in args.kinds.split(",") if k] or sorted(kinds)
     counts: dict[str, int] = {}
 
-    @settings(max_examples=args.cases, deadline=None, database=None,
-              derandomize=args.seed is None, print_blob=True,
-              phases=[Phase.explicit, Phase.generate, Phase.shrink],
-              suppress_health_check=list(HealthCheck))
-    @given(kind=st.sampled_from(chosen), mutations=st.lists(mutation, min_size=1, max_size=3),
-           fix=st.booleans())
-    def case(kind: str, mutations: list[tuple], fix: bool) -> None:
-        shutil.rmtree(live)
-        shutil.copytree(pristine, live, symlinks=True)
-        damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
-        counts[kind] = counts.get(kind, 0) + 1
-        signal.alarm(args.case_seconds)
-        try:
-            exercise(live)
-            if args.cli_every and sum(counts.values()) % args.cli_every == 0:
-                shutil.rmtree(live)
-                shutil.copytree(pristine, live, symlinks=True)
-                damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
-                run_commands(live)
-        finally:
-            signal.alarm(0)
+    def campaign(among: list[str], cases: int, seed: int | None) -> None:
+        """``cases`` damaged copies of files of the kinds ``among``, each run over
+        (derandomized unless ``seed``)."""
 
-    if args.seed is not None:
-        case = hseed(args.seed)(case)
-    try:
+        @settings(max_examples=cases, deadline=None, database=None,
+                  derandomize=args.seed is None, print_blob=True,
+                  phases=[Phase.explicit, Phase.generate, Phase.shrink],
+                  suppress_health_check=list(HealthCheck))
+        @given(kind=st.sampled_from(among), mutations=st.lists(mutation, min_size=1, max_size=3),
+               fix=st.booleans())
+        def case(kind: str, mutations: list[tuple], fix: bool) -> None:
+            shutil.rmtree(live)
+            shutil.copytree(pristine, live, symlinks=True)
+            damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
+            counts[kind] = counts.get(kind, 0) + 1
+            signal.alarm(args.case_seconds)
+            try:
+                exercise(live)
+                if args.cli_every and sum(counts.values()) % args.cli_every == 0:
+                    shutil.rmtree(live)
+                    shutil.copytree(pristine, live, symlinks=True)
+                    damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
+                    run_commands(live)
+            finally:
+                signal.alarm(0)
+
+        if seed is not None:
+            case = hseed(seed)(case)
         case()
+
+    try:
+        if args.per_kind:  # (a short run: every kind its share, whatever the first draws are)
+            for kind in chosen:  # (a fixed seed of its own: the same cases every run)
+                campaign([kind], max(1, args.cases // len(chosen)),
+                         (args.seed or 0) + zlib.crc32(kind.encode()))
+        else:
+            campaign(chosen, args.cases, args.seed)
     except BaseException:
         traceback.print_exc()
         print(f"FAILED after {sum(counts.values())} cases: {counts}", flush=True)

@@ -9,6 +9,7 @@ import json
 import os
 
 from helpers import new_key, run_rivven, write_keyring
+from helpers.cli import run_in_process
 from helpers.encryption import marker, reseal_crc, segment_files
 
 from engine.format.records import HEADER_SIZE
@@ -21,7 +22,8 @@ def ok(data_dir: str, *args: str, input: bytes | None = None) -> str:
 
 
 def fails(data_dir: str, code: int, *args: str, input: bytes | None = None) -> str:
-    r = run_rivven(data_dir, *args, input=input)
+    """The one-line error of ``rivven ARGS`` (in this process) and its exit ``code``."""
+    r = run_in_process(data_dir, *args, input=input)
     err = r.stderr.decode()
     assert r.returncode == code, (r.returncode, err)
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err

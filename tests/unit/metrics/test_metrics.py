@@ -12,6 +12,7 @@ import time
 
 import pytest
 from helpers import RIVVEN, ROOT, run_rivven
+from helpers.cli import run_in_process
 from helpers.metrics import http_get, needs_prometheus, promtool, start_producer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -118,7 +119,7 @@ def test_textfile_is_replaced_whole_and_bad_paths_are_one_line_errors(everything
     assert os.listdir(out) == ["rivven.prom"]  # no temporary file left behind
     assert promtool(path.read_bytes()).returncode == 0
     assert b"rivven_log_end_offset" in path.read_bytes()
-    r = run_rivven(everything, "metrics", "--textfile", str(tmp_path / "no" / "such" / "f.prom"))
+    r = run_in_process(everything, "metrics", "--textfile", str(tmp_path / "no" / "such" / "f.prom"))
     assert r.returncode == 1 and b"Traceback" not in r.stderr
     assert r.stderr.decode().count("\n") == 1 and "--textfile" in r.stderr.decode()
 
@@ -128,10 +129,10 @@ def test_serve_from_python_and_port_errors(everything):
         body = http_get(server.url)
         assert b"rivven_log_end_offset" in body
         assert promtool(body).returncode == 0 if shutil.which("promtool") else True
-        r = run_rivven(everything, "metrics", "serve", "--port", str(server.port), timeout=60)
+        r = run_in_process(everything, "metrics", "serve", "--port", str(server.port))
         assert r.returncode == 1 and b"in use" in r.stderr and b"--port" in r.stderr
         assert b"Traceback" not in r.stderr
-    r = run_rivven(everything, "metrics", "serve", "--port", "70000")
+    r = run_in_process(everything, "metrics", "serve", "--port", "70000")
     assert r.returncode == 2
 
 
