@@ -202,16 +202,26 @@ class OffsetMetadata:
         except KeyUnavailable:
             return None, True
 
+    def encrypts(self, topic: str) -> bool:
+        """Does ``topic`` encrypt now (its commit metadata is sealed)?"""
+        found = self.keys_of(topic)
+        return found is not None and found[1]
 
     def resealed(self, group: str, topic: str, partition: int, offset: int, stored: Any
                  ) -> Any:
-        """What a re-encryption keeps of a sealed metadata: sealed with the current key (the
-        text when the topic no longer encrypts); None when it already is. Raises when the
-        keys to open it are not at hand."""
+        """What a re-encryption keeps of a commit's metadata: sealed with the current key
+        (the text when the topic no longer encrypts; a text committed before the topic
+        encrypted, sealed); None when it already is. Raises when the keys to open it are
+        not at hand."""
         found = self.keys_of(topic)
         if found is None:
             return None
         tk, enabled = found
+        if isinstance(stored, str):
+            if not enabled or not stored:
+                return None
+            tk.refresh()  # (never with a version dropped meanwhile)
+            return tk.seal_text(stored, metadata_context(group, partition, offset))
         cur = tk.keyset.current if tk.keyset is not None else None
         if enabled and stored.get("v") == cur:
             return None
