@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import CorruptRecordError, KeyUnavailable
 from ..format.records import BatchHeader
 from . import ciphers
-from .batch import Opener, Sealer
+from .batch import Opener, Sealer, UnknownKeyVersion
 from .keyring import Keyring
 from .keyset import DataKey, KeySet
 
@@ -71,10 +71,12 @@ class TopicKeys:
             ks = self.keyset
             dk = ks.get(version) if ks is not None else None
         if dk is None:
-            raise KeyUnavailable(
-                f"data key version {version} of topic {self.name!r} is not in the catalog "
-                "(dropped by 'rivven key reencrypt' while a batch still used it, or topics.json "
-                "was restored from an older copy); restore topics.json from a backup that has it")
+            # what names it (a batch header, a sealed metadata) is damaged or forged, or the
+            # catalog lost it: damage either way (exit 3), never a missing keyring (exit 1)
+            raise UnknownKeyVersion(
+                f"data key version {version} of topic {self.name!r} is not in the catalog: "
+                "what names it is damaged, or topics.json was restored from an older copy "
+                "(restore one that holds the version)")
         return dk
 
     def key_of(self, version: int) -> tuple[str, bytes]:
@@ -199,7 +201,7 @@ class OffsetMetadata:
             return found[0].open_text(stored, metadata_context(group, partition, offset),
                                       f"the metadata committed by group {group!r} for "
                                       f"{topic}-{partition} at offset {offset}"), True
-        except KeyUnavailable:
+        except (KeyUnavailable, UnknownKeyVersion):
             return None, True
 
     def encrypts(self, topic: str) -> bool:
