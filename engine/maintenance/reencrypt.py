@@ -45,6 +45,7 @@ from ..segments import filenames, tier_manifest
 from ..segments.segment import Segment
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment
+from ..storage import datadir
 from ..storage.catalog import Catalog, TopicMeta
 from ..storage.log import PartitionLog
 from ..tiering import cold, tier_pass
@@ -298,7 +299,8 @@ def reencrypt_topic(data_dir: str, meta: TopicMeta, logs: list[PartitionLog], ta
                     dry_run: bool, runner: Runner | None) -> Reencrypted:
     """Plan, rewrite (``runner(tasks)``, default in this process) and swap in every segment of
     ``logs`` holding a batch under another data key than ``target`` (0: plaintext). Rewrites
-    are staged in ``DATA/.compaction/reencrypt-...`` (removed after); the tier lock of each
+    are staged in ``DATA/.compaction/reencrypt-...`` (removed after; a killed pass's by the
+    next writable open or pass: engine.storage.datadir.staging); the tier lock of each
     partition with cold segments planned is held throughout (no tier run, restore or cold
     retention meanwhile). Crash-safe: a partition holds its old segments or the new ones."""
     plans = [plan_partition(log, target) for log in logs]
@@ -310,28 +312,22 @@ def reencrypt_topic(data_dir: str, meta: TopicMeta, logs: list[PartitionLog], ta
         out["would_drop"] = sorted(k.version for k in (keys.versions if keys else ())
                                    if keys is not None and k.version != keys.current)
         return out
-    staging = os.path.join(data_dir, ".compaction", f"reencrypt-{os.getpid()}-"
-                           f"{uuid.uuid4().hex[:12]}")
-    guard.make_dirs(data_dir, staging)
-    try:
-        with contextlib.ExitStack() as stack:
-            for log, plan in zip(logs, plans):
-                if plan["cold"]:
-                    stack.enter_context(tier_pass.locked(log))
-            tasks = []
-            for i, (log, plan) in enumerate(zip(logs, plans)):
-                if plan["roll"] and log.roll_active():
-                    plans[i] = plan = {**plan_partition(log, target), "roll": True}
-                tasks += tasks_for(log, plan, staging)
-            by_tp = {(log.topic, log.partition): log for log in logs}
-            results = (runner or run_in_process(by_tp))(tasks) if tasks else []
-            now = clock.now_ms()
-            for log, plan in zip(logs, plans):
-                row = plan_row(plan)
-                row.update(commit_partition(log, plan, results or [], now))
-                out["partitions"].append(row)
-    finally:
-        guard.remove_tree(data_dir, staging)
+    with datadir.staging(data_dir, "reencrypt") as staging, contextlib.ExitStack() as stack:
+        for log, plan in zip(logs, plans):
+            if plan["cold"]:
+                stack.enter_context(tier_pass.locked(log))
+        tasks = []
+        for i, (log, plan) in enumerate(zip(logs, plans)):
+            if plan["roll"] and log.roll_active():
+                plans[i] = plan = {**plan_partition(log, target), "roll": True}
+            tasks += tasks_for(log, plan, staging)
+        by_tp = {(log.topic, log.partition): log for log in logs}
+        results = (runner or run_in_process(by_tp))(tasks) if tasks else []
+        now = clock.now_ms()
+        for log, plan in zip(logs, plans):
+            row = plan_row(plan)
+            row.update(commit_partition(log, plan, results or [], now))
+            out["partitions"].append(row)
     return out
 
 

@@ -127,3 +127,54 @@ def test_a_reencrypt_of_cold_segments_killed_after_the_manifest_leaves_orphans_o
     assert plaintext_in([data_dir, cold], [marker(i) for i in range(200)]) == []
     assert run_rivven(data_dir, "segment", "verify", "--cold", "--decrypt",
                       "--keyring", kr).returncode == 0
+
+
+def debris(data_dir: str) -> list[str]:
+    """Staging folders of re-encryption passes, and temp files of the root's atomic writes."""
+    root = os.path.join(data_dir, ".compaction")
+    staged = [n for n in os.listdir(root) if n.startswith("reencrypt-")] \
+        if os.path.isdir(root) else []
+    return staged + [n for n in os.listdir(data_dir) if ".tmp." in n]
+
+
+def test_reencrypts_killed_at_random_points_leave_nothing_a_writable_open_keeps(data_dir, kr):
+    """kill -9 of a real ``rivven key reencrypt``, 20 times at random moments (and at the
+    swap's failpoint every fourth time, where its staging surely exists): each time, the next
+    writable open clears what the killed pass left, and the records are as they were."""
+    import random
+
+    with Engine.open(data_dir, keyring=kr) as eng:
+        eng.create_topic("t", 2, {**ENC, "segment.bytes": "65536"})
+        for i in range(0, 40000, 200):
+            eng.produce("t", [Record(key=b"k", value=marker(j)) for j in range(i, i + 200)],
+                        partition=(i // 200) % 2)
+        before = rows(eng, "t")
+        eng.keys.rotate("t")
+    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "rivven_cli.main", "key", "reencrypt", "t", "--keyring", kr]
+    t0 = time.monotonic()
+    subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True, timeout=180)
+    whole = time.monotonic() - t0  # (start-up included)
+    rng = random.Random(29)
+    left = []
+    for n in range(20):
+        with Engine.open(data_dir, keyring=kr) as eng:  # clears what the last kill left
+            assert debris(data_dir) == [], n
+            eng.keys.rotate("t")  # (work for the next pass)
+        point = {"RIVVEN_FAILPOINT": "reencrypt-swapped"} if n % 4 == 3 else {}
+        proc = subprocess.Popen(cmd, env={**env, **point}, cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=rng.uniform(0.2, 1.2) * whole if not point else 180)
+        except subprocess.TimeoutExpired:
+            pass
+        proc.kill()
+        proc.wait()
+        left.append(len(debris(data_dir)))
+    assert sum(1 for x in left if x) >= 5, left  # (the kills did hit passes under way)
+    with Engine.open(data_dir, keyring=kr) as eng:
+        assert debris(data_dir) == []
+        assert rows(eng, "t") == before
+        eng.keys.reencrypt("t")
+        assert rows(eng, "t") == before
+        assert debris(data_dir) == []

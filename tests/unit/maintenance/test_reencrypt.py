@@ -6,8 +6,10 @@ cleared by the next writable open or pass."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import subprocess
 
 from helpers import run_rivven
 from helpers.encryption import ENC, marker, plaintext_in
@@ -95,3 +97,60 @@ def test_a_superseded_plaintext_frame_is_scrubbed_and_off_again_opens_it(data_di
         assert (rows["t"]["metadata"], rows["t"]["metadata_encrypted"]) == ("sealed now", False)
         assert (rows["p"]["metadata"], rows["p"]["metadata_encrypted"]) == (text, False)
         assert eng.keys.reencrypt("p")["metadata_resealed"] == 0  # (never encrypted)
+
+
+# ---------------------------------------------------------------- staging of dead passes
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_writable_open_clears_the_staging_and_temp_files_of_dead_processes(data_dir):
+    Engine.open(data_dir).close()
+    root = os.path.join(data_dir, ".compaction")
+    os.makedirs(root, exist_ok=True)
+    gone, mine, held = dead_pid(), os.getpid(), dead_pid()
+    dead = [os.path.join(root, f"{kind}-{gone}-{os.urandom(6).hex()}")
+            for kind in ("reencrypt", "local")]
+    for d in dead:  # a rewrite under way when the process was killed
+        os.makedirs(os.path.join(d, "t-0123456789ab-0", ".w-1-x"))
+        with open(os.path.join(d, "t-0123456789ab-0", "00000000000000000000.log"), "wb") as f:
+            f.write(b"x" * 1000)
+        open(os.path.join(d, "lock"), "wb").close()
+    os.makedirs(os.path.join(dead[0] + "0"))  # (not a staging name: left alone)
+    live = os.path.join(root, f"reencrypt-{mine}-{os.urandom(6).hex()}")  # this process's
+    os.makedirs(live)
+    locked = os.path.join(root, f"reencrypt-{held}-{os.urandom(6).hex()}")  # a live holder
+    os.makedirs(locked)                      # in another pid namespace: its lock is held
+    fd = os.open(os.path.join(locked, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    spark_run = os.path.join(root, f"t-1700000000000-{gone}")  # the Spark launcher's rule
+    os.makedirs(spark_run)
+    tmp_dead = os.path.join(data_dir, f"topics.json.tmp.{gone}")
+    tmp_live = os.path.join(data_dir, f"topics.json.tmp.{mine}")
+    for p in (tmp_dead, tmp_live):
+        open(p, "wb").close()
+    try:
+        Engine.open(data_dir, read_only=True).close()  # (a read-only open changes nothing)
+        assert all(os.path.exists(d) for d in dead) and os.path.exists(tmp_dead)
+        Engine.open(data_dir).close()
+        assert not any(os.path.exists(d) for d in dead) and not os.path.exists(tmp_dead)
+        assert all(os.path.exists(p) for p in (live, locked, spark_run, dead[0] + "0",
+                                               tmp_live))
+    finally:
+        os.close(fd)
+
+
+def test_a_pass_clears_dead_staging_and_removes_its_own(data_dir, keyring):
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        eng.create_topic("t", 1, {"segment.bytes": "2048"})
+        for i in range(50):
+            eng.produce("t", [Record(value=marker(i))])
+        eng.alter_topic_config("t", dict(ENC))
+        root = os.path.join(data_dir, ".compaction")
+        left = os.path.join(root, f"reencrypt-{dead_pid()}-{os.urandom(6).hex()}")
+        os.makedirs(left)  # killed after this engine opened
+        out = eng.keys.reencrypt("t")
+        assert out["partitions"][0]["segments_rewritten"] > 0
+        assert os.listdir(root) == []
