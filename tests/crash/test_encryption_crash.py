@@ -248,7 +248,8 @@ def test_a_produce_killed_as_it_records_the_first_sealed_offset(data_dir, kr, po
     where the sealed batches begin (before its batch is logged): with encryption then turned
     off, the plaintext batch appended at the offset the range claims moves it first (never
     refused), and once encryption is on again the range is recorded anew and a forged batch
-    in it is damage."""
+    in it is damage. Then the first plaintext produce after encryption is turned off again,
+    killed the same way: its batch (in the WAL, replayed, or lost) is never refused."""
     def rivven(*args: str, code: int = 0, **kw) -> str:
         r = run_rivven(data_dir, *args, "--keyring", kr, **kw)
         assert r.returncode == code, r.stderr.decode()
@@ -271,6 +272,15 @@ def test_a_produce_killed_as_it_records_the_first_sealed_offset(data_dir, kr, po
     rivven("produce", "t", input=marker(3) + b"\n")  # (sealed at offset 2)
     assert sealed_ranges(data_dir) == [[[2, None]]]
     assert rivven("consume", "t", "-n", "9").split() == [marker(i).decode() for i in (0, 2, 3)]
+    rivven("segment", "verify", "--decrypt")
+    alter(False)
+    rivven("produce", "t", input=marker(4) + b"\n", env={"RIVVEN_FAILPOINT": point},
+           code=-signal.SIGKILL)
+    assert sealed_ranges(data_dir) == ([[[2, None]]] if point == "sealed-range-write"
+                                       else [[[2, 3]]])
+    rivven("produce", "t", input=marker(5) + b"\n")  # (at offset 3: the dead one was lost)
+    assert sealed_ranges(data_dir) == [[[2, 3]]]
+    assert rivven("consume", "t", "-n", "9").split() == [marker(i).decode() for i in (0, 2, 3, 5)]
     rivven("segment", "verify", "--decrypt")
     path = segment_files(data_dir, "t")[0]
     pos, h = batches_of(path)[2]

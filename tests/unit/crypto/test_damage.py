@@ -19,6 +19,7 @@ from helpers.encryption import (
 
 from engine import Engine, Record
 from engine.errors import CorruptRecordError
+from engine.format.encode import encode_batch
 
 KEY_VERSION_AT = 22  # the header's data key version (uint16, docs/FORMAT.md)
 
@@ -182,3 +183,45 @@ def test_maintenance_never_turns_a_forged_plaintext_batch_into_a_sealed_one(data
         with pytest.raises(CorruptRecordError, match="plaintext"):
             eng.maintenance.compact("t", force=True)
     assert open(path, "rb").read() == before
+
+
+def test_a_reader_looks_at_the_ranges_again_before_refusing_a_plaintext_batch():
+    """A read takes the ranges once, as it starts; a writer that turns encryption off narrows
+    them before it appends plaintext, so a batch the read's ranges claim is refused only if
+    the ranges as they are now still claim it."""
+    from engine.crypto.topic import PlaintextBatch, SealedOpener
+    from engine.format.records import read_header
+    from engine.segments.sealed_range import Span
+
+    h = read_header(bytes(encode_batch([None], [b"x"], 0).assign(5)))
+    now = [(Span(0, None),)]
+    opener = SealedOpener(lambda *a: b"", "t-0", (Span(0, None),), lambda: now[0])
+    with pytest.raises(PlaintextBatch, match="offsets 5..5"):
+        opener.plain(h)
+    now[0] = (Span(0, 5),)  # (the writer, meanwhile: encryption off, plaintext from 5)
+    opener.plain(h)
+    with pytest.raises(PlaintextBatch):
+        SealedOpener(lambda *a: b"", "t-0", (Span(0, None),), None).plain(h)
+
+
+def test_verify_looks_at_the_ranges_again_before_reporting_a_plaintext_batch(
+        data_dir, keyring, monkeypatch):
+    """``segment verify`` on a live partition: the ranges it read as it started may still
+    claim a plaintext batch a writer appended after narrowing them; it is reported only if
+    the file as it is now claims it too."""
+    from engine.segments.sealed_range import Span
+    from engine.tools import verify
+
+    sealed_topic(data_dir, keyring, n=1)
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        eng.alter_topic_config("t", {"encryption.enable": "false"})
+        eng.produce("t", [Record(value=marker(1))])  # (the ranges: [0, 1) now)
+        real = verify._sealed_range
+        seen: list[int] = []
+
+        def stale_first(directory: str):  # (as read before the writer narrowed it)
+            seen.append(1)
+            return ((Span(0, None),), None) if len(seen) == 1 else real(directory)
+
+        monkeypatch.setattr(verify, "_sealed_range", stale_first)
+        assert eng.segments.verify(["t"])["ok"] and len(seen) == 2
