@@ -225,3 +225,18 @@ def test_verify_looks_at_the_ranges_again_before_reporting_a_plaintext_batch(
 
         monkeypatch.setattr(verify, "_sealed_range", stale_first)
         assert eng.segments.verify(["t"])["ok"] and len(seen) == 2
+
+
+def test_segment_recover_cuts_a_forged_plaintext_batch_as_damage(data_dir, keyring):
+    path = sealed_topic(data_dir, keyring)
+    (_, _), (_, _), (p2, h2) = batches_of(path)
+    forge_plaintext(path, p2, h2.base_offset, h2.size)
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        size = os.path.getsize(path)
+        eng.segments.recover([path], truncate_corrupt=True, dry_run=True)
+        assert os.path.getsize(path) == size  # (a dry run: nothing cut)
+        eng.segments.recover([path], truncate_corrupt=True)
+        assert eng.segments.verify(["t"], decrypt=True)["ok"]
+        assert [r.value for r in eng.read("t", 0, 0, 10)] == [marker(0), marker(1)]
+        eng.produce("t", [Record(value=marker(3))])  # (sealed, in the range: reads)
+        assert [r.value for r in eng.read("t", 0, 0, 10)][-1] == marker(3)
