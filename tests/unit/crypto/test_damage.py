@@ -240,3 +240,24 @@ def test_segment_recover_cuts_a_forged_plaintext_batch_as_damage(data_dir, keyri
         assert [r.value for r in eng.read("t", 0, 0, 10)] == [marker(0), marker(1)]
         eng.produce("t", [Record(value=marker(3))])  # (sealed, in the range: reads)
         assert [r.value for r in eng.read("t", 0, 0, 10)][-1] == marker(3)
+
+
+def test_compaction_with_encryption_off_takes_the_offsets_it_rewrites_as_text_out_first(
+        data_dir, keyring):
+    """Compaction re-encodes the batches it keeps in part: with encryption turned off, as
+    plaintext. The swap takes their offsets out of the sealed ranges before it installs them,
+    so nothing rivven wrote is refused, and the sealed batches it copied stay claimed."""
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        eng.create_topic("t", 1, {**ENC, "cleanup.policy": "compact", "segment.bytes": "1024"})
+        for i in range(30):  # (a key of its own and a shared one: batches kept in part)
+            eng.produce("t", [Record(key=b"u%d" % i, value=marker(i)),
+                              Record(key=b"k", value=marker(100 + i))])
+        eng.alter_topic_config("t", {"encryption.enable": "false"})
+        before = eng.keys.status("t")[0]["sealed_ranges"]
+        eng.maintenance.compact("t", force=True)
+        after = eng.keys.status("t")[0]["sealed_ranges"]
+        values = [r.value for r in eng.read("t", 0, 0, 100)]
+        assert set(values) >= {marker(i) for i in range(30)} | {marker(129)}
+        assert len(values) < 60  # (the active segment's are left as they are)
+        assert eng.segments.verify(["t"], decrypt=True)["ok"]
+    assert before == [[[0, None]]] and after != before, after
