@@ -139,7 +139,7 @@ class Engine:
         self._consumers: set[Consumer] = set()
         self.recovery = Recovery(self.path, wal, find, progress, self._writable)
         if not read_only:
-            datadir.empty_trash(self.path)
+            datadir.clear_debris(self.path)  # (what dead processes left: trash, staging)
             if recover:  # dead WAL streams replayed, then what a crash left of transactions
                 self.last_recovery = {**self.recovery.at_open(m)}
                 if "deferred" not in self.last_recovery:

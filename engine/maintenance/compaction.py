@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
@@ -27,6 +26,7 @@ from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
 from ..fs import guard
 from ..segments.swap import SwapRefused
+from ..storage import datadir
 from ..txn import isolation
 from ..txn.isolation import Aborted
 from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group
@@ -197,14 +197,8 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
 def compact_partitions(data_dir: str, logs: list[PartitionLog], force: bool = False
                        ) -> list[CompactionResult]:
     """One pass over each of ``logs`` in this process, staged in ``DATA/.compaction``."""
-    root = os.path.join(data_dir, ".compaction")
-    guard.make_dir(root)
-    staging = os.path.join(root, f"local-{os.getpid()}-{uuid.uuid4().hex[:12]}")
-    guard.make_dir(staging)
-    try:
+    with datadir.staging(data_dir, "local") as staging:  # (a killed pass's: cleared later)
         return [compact_partition(log, log.config, staging, force=force) for log in logs]
-    finally:
-        guard.remove_tree(data_dir, staging)
 
 
 def min_tombstone(writes: list[dict[str, Any]]) -> int | None:

@@ -128,6 +128,9 @@ class KeyStatus(TypedDict):
     current_version: int | None
     keys: list[KeyUse]
     plaintext: KeyUse
+    # per partition, the [from, until] offset ranges (until None: to the end) at which it
+    # records that every data batch is sealed (engine.segments.sealed_range); [] for none
+    sealed_ranges: list[list[list[int | None]]]
 
 
 class KeyRotated(TypedDict):
@@ -160,6 +163,9 @@ class ReencryptPartition(TypedDict, total=False):
     batches_rewritten: int
     batches_copied: int
     bytes_written: int
+    # from which offset the partition now records every batch sealed (None: no record,
+    # with encryption off; engine.segments.sealed_range)
+    sealed_from: int | None
 
 
 class Reencrypted(TypedDict, total=False):
