@@ -57,6 +57,8 @@ class CompactionPlan(TypedDict, total=False):
     held_by_lag: dict[str, int] | None
     held_by_transaction: dict[str, int] | None
     aborted: list[list[int]]
+    aborted_txns: list[list[int]]  # [producer id, first, last, lso] with the marker in range
+    markers_kept: list[int]  # last batches of producers in range (a marker there stays)
     clean_bytes: int
     dirty_bytes: int
     dirty_ratio: float
