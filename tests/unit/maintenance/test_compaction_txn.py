@@ -6,6 +6,7 @@ tests/spark/test_spark.py.)"""
 
 import pytest
 from helpers import run_rivven
+from helpers.compaction import transactions
 
 from engine import Engine, Record
 from engine import clock as clock_mod
@@ -15,29 +16,6 @@ from engine.segments.txn_index import read_entries
 RC, RU = "read_committed", "read_uncommitted"
 HOUR = 3600_000
 CFG = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
-
-
-def transactions(eng, n=40, topic="t"):
-    """The issue's log: ``n`` transactions of one transactional id, every third aborted,
-    then plain records that seal the segment holding the last marker. Returns the values
-    read_committed readers must see per key."""
-    want = {}
-    p = eng.producer(transactional_id="x")
-    for i in range(n):
-        p.begin()
-        key, value = b"k%d" % (i % 7), b"v%d-" % i + b"." * 50
-        p.produce(topic, [Record(key=key, value=value)], partition=0)
-        if i % 3 == 2:
-            p.abort()
-        else:
-            p.commit()
-            want[key] = value
-    p.close()
-    for i in range(12):
-        eng.produce(topic, [Record(key=b"z%d" % i, value=b"." * 100)], partition=0)
-        want[b"z%d" % i] = b"." * 100
-    eng.checkpoint()
-    return want
 
 
 def headers(eng, topic="t"):
@@ -151,3 +129,29 @@ def test_a_marker_is_kept_when_its_data_lies_in_an_uncleaned_segment(data_dir, n
             assert findings(eng) == []
             assert [r.value for r in eng.read("t", 0, 0, 100, isolation_level=RC)
                     if r.key == b"a"] == [b"committed"]
+
+
+def test_the_spark_launcher_accepts_a_range_whose_every_transaction_aborted(data_dir, tmp_path):
+    """Its sanity check expects the range's last record to survive; the records of aborted
+    transactions never do, so a range of aborted transactions leaves none (and is right)."""
+    from engine.maintenance.cleaner import TxnRules, write_group
+    from engine.spark import submit
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, {**CFG, "delete.retention.ms": "0"})
+        p = eng.producer(transactional_id="x")
+        for _ in range(20):
+            p.begin()
+            p.produce("t", [Record(key=b"k", value=b"." * 60)], partition=0)
+            p.abort()
+        p.begin()  # open: the cleanable range ends before it
+        p.produce("t", [Record(key=b"k", value=b"open")], partition=0)
+        eng.checkpoint()
+        (plan,) = eng.maintenance.compaction_plan("t", force=True)
+        assert plan["segments"] and not plan["skip"]
+        rows = [write_group(g, lambda offs: [False] * len(offs), str(tmp_path / "out"),
+                            txn=TxnRules.of_plan(plan)) for g in plan["groups"]]
+        assert sum(r["records_out"] for r in rows) == 0 < sum(r["markers_kept"] for r in rows)
+        submit._sanity(plan, rows)
+        p.abort()
+        p.close()
