@@ -154,7 +154,8 @@ def _txn_state(log: PartitionLog, start: int, end: int) -> tuple[list[list[int]]
     producers = producers_of(log)
     recent = [] if producers is None else producers.stable()[1]
     found: dict[int, list[int]] = {}
-    for e in [*log.aborted_txns(start), *recent]:
+    # (the cleaned range is local: cold segments' entries lie below it, never downloaded)
+    for e in [*log.aborted_txns(max(start, log.local_start())), *recent]:
         if e.last_offset >= end:
             continue  # (entries come in offset order, cold then local: a few past the range)
         if e.last_offset >= start:
@@ -270,8 +271,20 @@ def tombstones(log: PartitionLog, limit: int = 100_000) -> list[int]:
     return out
 
 
+def markers(log: PartitionLog, limit: int = 1_000_000) -> list[int]:
+    """Offsets of the transaction markers in the partition's local segments (headers only)."""
+    out: list[int] = []
+    for seg in log.all_segments():
+        out += [ref.header.base_offset for ref in seg.iter_batches(0, seg.size)
+                if ref.header.is_control]
+        if len(out) >= limit:
+            return out[:limit]
+    return out
+
+
 def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> Explanation:
-    """The plan of the next pass plus every tombstone's delete horizon."""
+    """The plan of the next pass plus every tombstone's delete horizon, and what happens to
+    the transaction markers."""
     plan = plan_partition(log, cfg, now)
     state = plan["cleaner"]
     rows = []
@@ -290,6 +303,13 @@ def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> Explanat
         "count": len(rows), "removable_now": sum(r["removable_now"] for r in rows),
         "not_yet_kept": sum(r["first_kept"] is None for r in rows),
         "next_horizon": min(waiting) if waiting else None, "offsets": rows[:1000]}
+    kept = set(plan["markers_kept"])
+    found = markers(log)
+    out["markers"] = {
+        "count": len(found),
+        "removable_now": sum(1 for o in found if o < min(plan["tombstone_bound"],
+                                                         plan["cleanable_end"]) and o not in kept),
+        "kept_as_last": sum(1 for o in found if o in kept)}
     out["min_cleanable_dirty_ratio"] = cfg.min_cleanable_dirty_ratio
     out["min_compaction_lag_ms"] = cfg.min_compaction_lag_ms
     out["delete_retention_ms"] = cfg.delete_retention_ms

@@ -73,6 +73,7 @@ class Explanation(CompactionPlan, total=False):
     """``CompactionPlan`` (without ``groups`` and ``dir``) and the tombstones' horizons."""
 
     tombstones: dict[str, Any]
+    markers: dict[str, int]  # transaction markers: count, removable_now, kept_as_last
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
     delete_retention_ms: int

@@ -84,6 +84,10 @@ def test_markers_stay_until_delete_retention_ms_after_the_pass_that_cleaned_them
         aborts = sorted(e.last_offset for es in entries.values() for e in es)
         assert aborts == before[2::3] and findings(eng) == []
         check_reads(eng, want)
+        assert eng.maintenance.explain_compaction("t")[0]["markers"] == {
+            "count": 40, "removable_now": 0, "kept_as_last": 1}
+        r = run_rivven(data_dir, "compaction", "explain", "t")
+        assert b"transaction markers: 40; 0 past their delete horizon" in r.stdout, r.stdout
         now[0] += HOUR // 2
         eng.maintenance.compact("t", force=True)  # before the horizon: all still there
         assert markers(eng) == before and findings(eng) == []
@@ -91,6 +95,8 @@ def test_markers_stay_until_delete_retention_ms_after_the_pass_that_cleaned_them
         # past the horizon: the pass runs although nothing is dirty, and removes every
         # marker but the producer's last batch (its epoch fences the producer's zombies)
         assert not eng.maintenance.compaction_plan("t")[0]["skip"]
+        assert eng.maintenance.explain_compaction("t")[0]["markers"] == {
+            "count": 40, "removable_now": 39, "kept_as_last": 1}
         eng.maintenance.compact("t")
         assert markers(eng) == [before[-1]]
         assert all(not es for es in txnindex_entries(data_dir).values())
