@@ -156,9 +156,7 @@ def _txn_state(log: PartitionLog, start: int, end: int) -> tuple[list[list[int]]
     found: dict[int, list[int]] = {}
     # (the cleaned range is local: cold segments' entries lie below it, never downloaded)
     for e in [*log.aborted_txns(max(start, log.local_start())), *recent]:
-        if e.last_offset >= end:
-            continue  # (entries come in offset order, cold then local: a few past the range)
-        if e.last_offset >= start:
+        if start <= e.last_offset < end:  # (later ones: markers this pass does not touch)
             found[e.last_offset] = [e.producer_id, e.first_offset, e.last_offset,
                                     e.last_stable_offset]
     last = [] if producers is None else sorted(
