@@ -199,8 +199,7 @@ def _marker(ref: Any, txn: TxnRules, stats: dict[str, Any], entries: list[Aborte
     """A transaction marker's bytes when the pass keeps it (copied as it is), else b"";
     the entry of a kept ABORT marker goes to ``entries``."""
     h = ref.header
-    stats["records_in"] += h.record_count
-    stats["markers_in"] += 1
+    stats["markers_in"] += 1  # (not a record: records_in and records_out count data)
     if not txn.keeps(h.base_offset):
         return b""
     stats["markers_kept"] += 1

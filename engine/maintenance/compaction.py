@@ -248,7 +248,9 @@ def summarize(writes: list[dict[str, Any]]) -> CompactionResult:
     return {"bytes_in": total("bytes_in"), "bytes_out": total("bytes_out"),
             "records_in": total("records_in"), "records_out": total("records_out"),
             "tombstones_in": total("tombstones_in"), "batches_copied": total("batches_copied"),
-            "batches_rewritten": total("batches_rewritten")}
+            "batches_rewritten": total("batches_rewritten"),
+            "markers_in": sum(w.get("markers_in", 0) for w in writes),
+            "markers_kept": sum(w.get("markers_kept", 0) for w in writes)}
 
 
 # ---------------------------------------------------------------- explain

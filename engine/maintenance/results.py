@@ -95,6 +95,8 @@ class CompactionResult(TypedDict, total=False):
     tombstones_in: int
     batches_copied: int
     batches_rewritten: int
+    markers_in: int  # transaction markers (not counted as records)
+    markers_kept: int
     segments_before: int
     segments_after: int
 

@@ -323,7 +323,7 @@ def _sanity(plan: CompactionPlan, rows: list[dict[str, Any]]) -> None:
     aborted transactions, whose records go, or markers only)."""
     got = sorted(r["base_offset"] for r in rows)
     want = sorted(g[0]["base_offset"] for g in plan["groups"])
-    n_in = sum(r["records_in"] - r.get("markers_in", 0) for r in rows)
+    n_in = sum(r["records_in"] for r in rows)
     n_out = sum(r["records_out"] for r in rows)
     if got != want or (n_in and not n_out and plan["tombstone_bound"] < plan["cleanable_end"]
                        and not plan.get("aborted")):

@@ -73,9 +73,13 @@ def test_markers_stay_until_delete_retention_ms_after_the_pass_that_cleaned_them
         want = transactions(eng)
         before = markers(eng)
         assert len(before) == 40
+        batches = headers(eng)  # (one record each)
         out = eng.maintenance.compact("t")[0]
         end = out["plan"]["cleanable_end"]
         assert before[-1] < end  # every marker is in the cleaned range
+        # markers are counted apart from records
+        assert (out["markers_in"], out["markers_kept"]) == (40, 40)
+        assert out["records_in"] == sum(1 for h in batches if h.base_offset < end) - 40
         # the first pass leaves no data of any transaction, and every marker
         assert not [h for h in headers(eng) if h.is_transactional and not h.is_control]
         assert markers(eng) == before
