@@ -37,7 +37,7 @@ quick: setup
 	$(BIN)/python -m pytest -q $(XDIST) -m "not spark and not crash and not slow"
 
 # the long fuzz campaign: FUZZ_CASES damaged files (of every kind, the kind drawn too) through
-# every reader and command under a memory limit, derandomized (make test runs 96: 8 per kind)
+# every reader and command under a memory limit, derandomized (make test runs 8 per kind)
 FUZZ_CASES ?= 2500
 fuzz: setup
 	RIVVEN_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q tests/unit/engine/test_fuzz.py \

@@ -1,8 +1,9 @@
 """Fuzzing every reader of a data dir's files, run by tests/unit/engine/test_fuzz.py in a subprocess
 under a memory limit (RLIMIT_AS).
 
-A data dir is built once (a tiered topic, a compacted topic, a consumer group, a dead writer's
-WAL stream), kept pristine, and for each case copied back into place (cold-store URIs in the
+A data dir is built once (a tiered topic, a compacted topic, a compacted transactional topic
+whose cleaned segments keep ABORT markers and their ``.txnindex``, a consumer group, a dead
+writer's WAL stream), kept pristine, and for each case copied back into place (cold-store URIs in the
 tier manifests are absolute), one of its files damaged by hypothesis — bit flips, extreme
 values written over header fields, truncation, junk appended, JSON values replaced — with the
 checksums optionally fixed afterwards, as an attacker would. Then every reader runs over it,
@@ -111,6 +112,20 @@ def build(path: str) -> dict[str, str]:
             eng.produce("c", [Record(key=b"k%d" % (j % 4), value=None if (i + j) % 9 == 0
                                      else b"c%d" % i) for j in range(8)])
         eng.maintenance.compact("c", force=True)
+        eng.create_topic("x", 1, {"cleanup.policy": "compact", "segment.bytes": "600"})
+        txn = eng.producer(transactional_id="fuzz")
+        for i in range(12):  # every third aborted: the pass keeps their markers and entries
+            txn.begin()
+            txn.produce("x", [Record(key=b"k%d" % (i % 4), value=b"x%d" % i * 8)], partition=0)
+            if i % 3 == 2:
+                txn.abort()
+            else:
+                txn.commit()
+        txn.close()
+        for i in range(8):
+            eng.produce("x", [Record(key=b"z%d" % i, value=b"." * 60)], partition=0)
+        eng.checkpoint()
+        eng.maintenance.compact("x", force=True)
         c = eng.consumer("g", ["t", "c"])
         for _ in range(3):
             c.poll(50)
@@ -119,6 +134,8 @@ def build(path: str) -> dict[str, str]:
     subprocess.run([sys.executable, "-c", DEAD_WRITER, ROOT, path], check=False, timeout=120)
     pdir = os.path.join("topics", "t", "partition-0")
     logs = sorted(f for f in os.listdir(os.path.join(path, pdir)) if f.endswith(".log"))
+    xdir = os.path.join("topics", "x", "partition-0")
+    txnindex = sorted(f for f in os.listdir(os.path.join(path, xdir)) if f.endswith(".txnindex"))
     cdir = os.path.join("topics", "c", "partition-0")
     clogs = sorted(f for f in os.listdir(os.path.join(path, cdir))
                    if f.endswith(".log") and os.path.getsize(os.path.join(path, cdir, f)))
@@ -140,6 +157,7 @@ def build(path: str) -> dict[str, str]:
         "catalog": "topics.json",
         "marker": "rivven.json",
         "cold_log": os.path.relpath(cold, path),
+        "txnindex": os.path.join(xdir, txnindex[0]),  # (of a cleaned segment)
     }
     for k, rel in kinds.items():
         assert os.path.getsize(os.path.join(path, rel)) > 0, (k, rel)
@@ -199,6 +217,11 @@ def fix_offsets(data: bytearray) -> None:
         pos = end
 
 
+def fix_txnindex(data: bytearray) -> None:
+    for pos in range(0, len(data) - 39, 40):  # (engine/segments/txn_index.py's entries)
+        struct.pack_into("<I", data, pos + 32, crc32c(bytes(data[pos:pos + 32])))
+
+
 def fix_json(data: bytearray) -> bytearray:
     from engine.fs import jsondoc
 
@@ -230,6 +253,9 @@ def damage(path: str, kind: str, mutations: list[tuple], fix: bool) -> None:
         elif op == "write" and n:
             pos = m[1] % n
             data[pos:pos + len(m[2])] = m[2]
+        elif op == "field" and kind == "txnindex" and n >= 40:  # an entry's field
+            pos = m[1] % (n // 40) * 40 + m[2] % 4 * 8
+            struct.pack_into("<q", data, pos, max(-(1 << 63), min(m[3], (1 << 63) - 1)))
         elif op == "field" and kind in LOG_KINDS:
             starts = batch_starts(data)
             if starts:
@@ -255,6 +281,8 @@ def damage(path: str, kind: str, mutations: list[tuple], fix: bool) -> None:
             fix_wal(data)
         elif kind == "offsets":
             fix_offsets(data)
+        elif kind == "txnindex":
+            fix_txnindex(data)
         elif kind in JSON_KINDS:
             data = fix_json(data)
     with open(path, "wb") as f:
@@ -285,6 +313,7 @@ def read_everything(eng: Engine) -> None:
                     break
                 pos = recs[-1].offset + 1
             attempt(eng.read_arrow, meta.name, p, start, 500)
+            attempt(eng.read, meta.name, p, start, 500, isolation_level="read_committed")
             attempt(eng.read_columns, meta.name, p, max(start, end - 5), 50)
             attempt(eng.offset_for_time, meta.name, p, 0)
             attempt(eng.offset_for_time, meta.name, p, 1 << 60)

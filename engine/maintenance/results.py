@@ -57,6 +57,8 @@ class CompactionPlan(TypedDict, total=False):
     held_by_lag: dict[str, int] | None
     held_by_transaction: dict[str, int] | None
     aborted: list[list[int]]
+    aborted_txns: list[list[int]]  # [producer id, first, last, lso] with the marker in range
+    markers_kept: list[int]  # last batches of producers in range (a marker there stays)
     clean_bytes: int
     dirty_bytes: int
     dirty_ratio: float
@@ -71,6 +73,7 @@ class Explanation(CompactionPlan, total=False):
     """``CompactionPlan`` (without ``groups`` and ``dir``) and the tombstones' horizons."""
 
     tombstones: dict[str, Any]
+    markers: dict[str, int]  # transaction markers: count, removable_now, kept_as_last
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
     delete_retention_ms: int
@@ -92,6 +95,8 @@ class CompactionResult(TypedDict, total=False):
     tombstones_in: int
     batches_copied: int
     batches_rewritten: int
+    markers_in: int  # transaction markers (not counted as records)
+    markers_kept: int
     segments_before: int
     segments_after: int
 
