@@ -20,7 +20,8 @@ import typer
 from typer.core import TyperGroup, TyperOption
 
 DEFAULT_DATA_DIR = "./rivven-data"
-GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms", "keyring")  # (the root's parameters)
+# (the root's parameters; bootstrap_server: a hint, rivven_cli.habits)
+GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms", "keyring", "bootstrap_server")
 
 
 @dataclass
