@@ -289,10 +289,9 @@ def summarize_error(log_text: str) -> str:
 def clean_stale(data_dir: str) -> None:
     """Remove staging folders of runs that are gone (their lock is free)."""
     root = os.path.join(data_dir, STAGING)
-    try:
-        names = os.listdir(root)
-    except FileNotFoundError:
+    if not guard.real_dir(root):  # (a link: UnexpectedLink, never listed nor emptied)
         return
+    names = os.listdir(root)
     for n in names:
         d = os.path.join(root, n)
         try:

@@ -39,7 +39,7 @@ MARKER = "rivven.json"
 TRASH = "trash"
 # what the engine keeps in the data dir root: never followed when one of them is a link
 OWN_DIRS = ("topics", "wal", TRASH, "groups", "txn", ".compaction", ".tier-cache", ".stats",
-            ".streams")
+            ".streams", "cold")  # (cold: the default cold store, file://DATA_DIR/cold)
 TRASH_NAME_CHARS = 40  # of a topic's name kept in its trash entry's name (for people)
 STAGING = ".compaction"  # (named for its first user; the name is on disk)
 STAGING_KINDS = ("local", "reencrypt")  # in-process passes: <kind>-<pid>-<random>
