@@ -141,6 +141,8 @@ def build(path: str) -> dict[str, str]:
                    if f.endswith(".log") and os.path.getsize(os.path.join(path, cdir, f)))
     wal = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(path, "wal"))
            for f in fs if f.endswith(".wal")]
+    stats = sorted(f for f in os.listdir(os.path.join(path, ".stats")) if f.startswith("m-"))
+    values = [f for f in stats if f.endswith(".values")]  # (the dead writer's, not merged yet)
     manifest = json.load(open(os.path.join(path, pdir, "tier.json")))
     cold = manifest["segments"][1]["object"].removeprefix("file://") + ".log"
     sealed = logs[0][:-4]
@@ -158,6 +160,8 @@ def build(path: str) -> dict[str, str]:
         "marker": "rivven.json",
         "cold_log": os.path.relpath(cold, path),
         "txnindex": os.path.join(xdir, txnindex[0]),  # (of a cleaned segment)
+        "stats_values": os.path.join(".stats", values[0]),
+        "stats_keys": os.path.join(".stats", values[0][:-len(".values")] + ".keys"),
     }
     for k, rel in kinds.items():
         assert os.path.getsize(os.path.join(path, rel)) > 0, (k, rel)
@@ -327,6 +331,7 @@ def read_everything(eng: Engine) -> None:
     attempt(eng.committed_offsets, "g")
     attempt(eng.tier_status)
     attempt(eng.wal_streams)
+    attempt(eng.metrics, [])
 
 
 def write_a_little(eng: Engine) -> None:
@@ -350,6 +355,7 @@ CLI_COMMANDS = [
     ["group", "list"], ["group", "describe", "g"], ["tier", "status"], ["wal", "list"],
     ["wal", "verify"], ["retention", "apply", "--dry-run"], ["segment", "recover", "--dry-run"],
     ["wal", "recover", "--dry-run"], ["produce", "t", "--file", INPUT], ["wal", "checkpoint"],
+    ["metrics"],
 ]
 
 
