@@ -207,3 +207,29 @@ def test_hot_stats_of_dead_processes_are_never_removed_through_a_linked_stats_di
     os.symlink(outside, data / ".stats")
     status.gather_hot_stats(str(data), {})
     assert (outside / "hot-999999.json").read_text() == "{}"
+
+
+def test_key_reencrypt_refuses_a_linked_partition_or_staging_dir(data_dir, tmp_path):
+    """Re-encryption replaces segments (the partition dir) and stages in .compaction/."""
+    from helpers import new_key, write_keyring
+
+    keyring = write_keyring(str(tmp_path / "keyring.json"), {"k1": new_key()})
+    run_rivven(data_dir, "topic", "create", "t", "-c", "encryption.enable=true",
+               "-c", "encryption.key.id=k1", "--keyring", keyring, check=True)
+    assert produce(data_dir, "t", ["a", "b"], "--keyring", keyring).returncode == 0
+    run_rivven(data_dir, "key", "rotate", "t", "--keyring", keyring, check=True)
+    outside = str(tmp_path / "outside")
+    link = linked(pdir(data_dir), outside)
+    before = tree(outside)
+    refused(run_rivven(data_dir, "key", "reencrypt", "t", "--keyring", keyring), link)
+    assert tree(outside) == before
+    os.unlink(link)
+    shutil.move(outside, link)
+    staging = tmp_path / "staging"
+    (staging / "reencrypt-1-abc").mkdir(parents=True)
+    (staging / "reencrypt-1-abc" / "precious.db").write_bytes(b"precious")
+    os.symlink(staging, os.path.join(data_dir, ".compaction"))
+    before = tree(str(staging))
+    refused(run_rivven(data_dir, "key", "reencrypt", "t", "--keyring", keyring),
+            os.path.join(data_dir, ".compaction"))
+    assert tree(str(staging)) == before
