@@ -318,22 +318,31 @@ def test_a_merge_that_would_leave_the_range_sets_the_process_aside(topic_dir):
     assert "m-999990-00000002.values.damaged" in os.listdir(d)
 
 
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory", "a symbolic link"])
 @pytest.mark.parametrize("suffix", [".values", ".keys"])
-def test_a_fifo_is_named_set_aside_and_never_stops_the_scrape(topic_dir, suffix):
+def test_a_fifo_is_named_set_aside_and_never_stops_the_scrape(topic_dir, tmp_path, suffix,
+                                                             kind):
     """A FIFO named <stem>.values gave an error naming <stem>.keys, and every scrape failed
-    until it was removed by hand."""
+    until it was removed by hand (so did any file that is not a regular one)."""
     d = stats(topic_dir)
     with Engine.open(topic_dir) as eng:
         eng.produce("t", [Record(key=None, value=b"v")] * 3, partition=0)
     stem = os.path.join(d, "m-999995-00000000")
     dead_process(d, "m-999995-00000000", [(APPENDED, {"topic": "t", "partition": "1"}, [2.0])])
-    os.unlink(stem + suffix)
-    os.mkfifo(stem + suffix)
+    outside = tmp_path / "outside"
+    os.replace(stem + suffix, outside)
+    if kind == "a FIFO":
+        os.mkfifo(stem + suffix)
+    elif kind == "a directory":
+        os.mkdir(stem + suffix)
+    else:
+        os.symlink(outside, stem + suffix)
     got = gather.gather(d)
     assert [p.split(": ")[0] for p in got.problems] == [stem + suffix]
-    assert "a FIFO, not a regular file" in got.problems[0]
+    assert f"{kind}, not a regular file" in got.problems[0]
     assert appended(topic_dir) == {0: 3}
-    assert not os.path.exists(stem + suffix) and os.path.exists(stem + suffix + ".damaged")
+    assert not os.path.lexists(stem + suffix) and os.path.lexists(stem + suffix + ".damaged")
+    assert outside.exists()  # (a link: the link set aside, never followed)
     assert gather.gather(d).problems == []
 
 
