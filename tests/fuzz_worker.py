@@ -18,6 +18,7 @@ allocation past the memory limit is a failure, which hypothesis shrinks and prin
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import os
@@ -44,6 +45,8 @@ from engine.errors import RivvenError  # noqa: E402
 from engine.format.crc import crc32c  # noqa: E402
 
 CASE_SECONDS = 30
+KEYRING = ""  # the master keys' file (outside the data dir), set by main
+ENCRYPTED = {"encryption.enable": "true", "encryption.key.id": "k1", "segment.bytes": "1500"}
 HEADER = 72
 # batch header fields: (offset, struct format) — see engine/format/records.py
 FIELDS = [(0, "<q"), (8, "<i"), (12, "<B"), (20, "<H"), (24, "<i"), (28, "<i"), (32, "<q"),
@@ -61,8 +64,9 @@ DEAD_WRITER = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from engine import Engine, Record
-eng = Engine.open(sys.argv[2], settings={"checkpoint.interval.bytes": str(1 << 30),
-                                         "checkpoint.interval.ms": str(1 << 30)})
+eng = Engine.open(sys.argv[2], keyring=sys.argv[3],
+                  settings={"checkpoint.interval.bytes": str(1 << 30),
+                            "checkpoint.interval.ms": str(1 << 30)})
 for i in range(6):
     eng.produce("t", [Record(key=b"w%d" % j, value=b"dead-%d-%d" % (i, j)) for j in range(5)])
     eng.produce("c", [Record(key=b"k%d" % (j % 3), value=None if j == 4 else b"x")
@@ -96,7 +100,7 @@ def inject(kind: str) -> None:
 # ---------------------------------------------------------------- the pristine data dir
 def build(path: str) -> dict[str, str]:
     """Make the data dir at ``path``; returns kind -> path (relative) of the file to damage."""
-    with Engine.open(path) as eng:
+    with Engine.open(path, keyring=KEYRING) as eng:
         eng.create_topic("t", 1, TIERED)
         eng.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1200",
                                   "compression.type": "zstd", "min.cleanable.dirty.ratio": "0.01"})
@@ -131,11 +135,23 @@ def build(path: str) -> dict[str, str]:
             c.poll(50)
             c.commit()
         c.close()
-    subprocess.run([sys.executable, "-c", DEAD_WRITER, ROOT, path], check=False, timeout=120)
+        eng.create_topic("e", 1, ENCRYPTED)  # (sealed batches, sealed commit metadata)
+        for i in range(12):
+            eng.produce("e", [Record(key=b"e%d" % j, value=b"secret-%d-%d" % (i, j) * 4)
+                              for j in range(6)])
+        c = eng.consumer("ge", ["e"])
+        for i in range(3):
+            c.poll(20)
+            c.commit(metadata=f"sealed-metadata-{i}")
+        c.close()
+    subprocess.run([sys.executable, "-c", DEAD_WRITER, ROOT, path, KEYRING], check=False,
+                   timeout=120)
     pdir = os.path.join("topics", "t", "partition-0")
     logs = sorted(f for f in os.listdir(os.path.join(path, pdir)) if f.endswith(".log"))
     xdir = os.path.join("topics", "x", "partition-0")
     txnindex = sorted(f for f in os.listdir(os.path.join(path, xdir)) if f.endswith(".txnindex"))
+    edir = os.path.join("topics", "e", "partition-0")
+    elogs = sorted(f for f in os.listdir(os.path.join(path, edir)) if f.endswith(".log"))
     cdir = os.path.join("topics", "c", "partition-0")
     clogs = sorted(f for f in os.listdir(os.path.join(path, cdir))
                    if f.endswith(".log") and os.path.getsize(os.path.join(path, cdir, f)))
@@ -162,6 +178,9 @@ def build(path: str) -> dict[str, str]:
         "txnindex": os.path.join(xdir, txnindex[0]),  # (of a cleaned segment)
         "stats_values": os.path.join(".stats", values[0]),
         "stats_keys": os.path.join(".stats", values[0][:-len(".values")] + ".keys"),
+        "log_encrypted": os.path.join(edir, elogs[0]),
+        "offsets_encrypted": os.path.join("groups", "ge", "offsets.log"),
+        "sealed_range": os.path.join(edir, "encryption.json"),
     }
     for k, rel in kinds.items():
         assert os.path.getsize(os.path.join(path, rel)) > 0, (k, rel)
@@ -241,8 +260,9 @@ def fix_json(data: bytearray) -> bytearray:
     return data
 
 
-JSON_KINDS = {"checkpoint", "manifest", "catalog", "marker"}
-LOG_KINDS = {"log_sealed", "log_active", "log_compacted", "cold_log"}
+JSON_KINDS = {"checkpoint", "manifest", "catalog", "marker", "sealed_range"}
+LOG_KINDS = {"log_sealed", "log_active", "log_compacted", "cold_log", "log_encrypted"}
+OFFSETS_KINDS = {"offsets", "offsets_encrypted"}
 SCALAR = re.compile(rb'-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|"(?:[^"\\]|\\.)*"|true|false|null')
 
 
@@ -283,7 +303,7 @@ def damage(path: str, kind: str, mutations: list[tuple], fix: bool) -> None:
             fix_log(data)
         elif kind == "wal":
             fix_wal(data)
-        elif kind == "offsets":
+        elif kind in OFFSETS_KINDS:
             fix_offsets(data)
         elif kind == "txnindex":
             fix_txnindex(data)
@@ -325,10 +345,12 @@ def read_everything(eng: Engine) -> None:
         attempt(eng.describe_topic, meta.name)
         attempt(eng.list_offsets, meta.name)
     attempt(eng.verify)
+    attempt(eng.verify, decrypt=True)
     attempt(eng.verify_cold)
     attempt(eng.list_groups)
-    attempt(eng.describe_group, "g")
-    attempt(eng.committed_offsets, "g")
+    for group in ("g", "ge"):
+        attempt(eng.describe_group, group)
+        attempt(eng.committed_offsets, group)
     attempt(eng.tier_status)
     attempt(eng.wal_streams)
     attempt(eng.metrics, [])
@@ -344,6 +366,14 @@ def write_a_little(eng: Engine) -> None:
             attempt(c.commit)
         finally:
             attempt(c.close)
+    attempt(eng.produce, "e", [Record(key=b"e1", value=b"after")])
+    c = attempt(eng.consumer, "ge", ["e"])
+    if c is not None:
+        try:
+            attempt(c.poll, 20)
+            attempt(c.commit, None, "after-damage")
+        finally:
+            attempt(c.close)
     attempt(eng.checkpoint)
 
 
@@ -355,7 +385,8 @@ CLI_COMMANDS = [
     ["group", "list"], ["group", "describe", "g"], ["tier", "status"], ["wal", "list"],
     ["wal", "verify"], ["retention", "apply", "--dry-run"], ["segment", "recover", "--dry-run"],
     ["wal", "recover", "--dry-run"], ["produce", "t", "--file", INPUT], ["wal", "checkpoint"],
-    ["metrics"],
+    ["metrics"], ["consume", "e", "-g", "ge", "-n", "5"], ["group", "describe", "ge"],
+    ["segment", "verify", "--decrypt"],
 ]
 
 
@@ -368,7 +399,7 @@ def run_commands(path: str) -> None:
 
     runner = CliRunner()
     for args in CLI_COMMANDS:
-        r = runner.invoke(app, ["--data-dir", path, *args])
+        r = runner.invoke(app, ["--data-dir", path, "--keyring", KEYRING, *args])
         out = r.stdout + r.stderr
         if r.exit_code not in (0, 1, 3) or "internal error" in out or (
                 r.exception is not None and not isinstance(r.exception, SystemExit)):
@@ -377,13 +408,13 @@ def run_commands(path: str) -> None:
 
 
 def exercise(path: str) -> None:
-    eng = attempt(Engine.open, path, read_only=True)
+    eng = attempt(Engine.open, path, read_only=True, keyring=KEYRING)
     if eng is not None:
         try:
             read_everything(eng)
         finally:
             attempt(eng.close)
-    eng = attempt(Engine.open, path)
+    eng = attempt(Engine.open, path, keyring=KEYRING)
     if eng is not None:
         try:
             read_everything(eng)
@@ -428,6 +459,11 @@ def main() -> int:
     logging.getLogger("rivven").setLevel(logging.ERROR)  # (warnings about the damage: expected)
     signal.signal(signal.SIGALRM, _alarm)
     work = tempfile.mkdtemp(prefix="rivven-fuzz-")
+    global KEYRING
+    KEYRING = os.path.join(work, "keyring.json")  # (a fixed key: the same bytes every run)
+    fd = os.open(KEYRING, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"k1": base64.b64encode(bytes(range(32))).decode()}, f)
     live = os.path.join(work, "data")
     pristine = os.path.join(work, "pristine")
     kinds = build(live)

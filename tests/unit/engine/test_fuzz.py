@@ -1,10 +1,11 @@
 """The fuzz test of every reader (tests/fuzz_worker.py): segment, index, WAL, offsets-log,
-checkpoint, manifest, catalog, cold-copy, ``.txnindex`` (of a compacted segment) and
-metric-file (a dead process's ``.values`` and ``.keys``) bytes damaged by hypothesis, every
-reader, the metrics and ``verify`` run over them in a subprocess under a memory limit: no
+checkpoint, manifest, catalog, cold-copy, ``.txnindex`` (of a compacted segment) and metric-file
+(a dead process's ``.values`` and ``.keys``) bytes, and an encrypted topic's segment, sealed
+ranges (``encryption.json``) and group offsets file (sealed metadata), damaged by hypothesis,
+every reader, the metrics and ``verify`` run over them in a subprocess under a memory limit: no
 internal error, no hang, no allocation beyond the limit. The worker's planted bugs show each
-kind of failure is caught. ``make test`` runs 120 cases (8 of each kind); ``make fuzz`` the
-long campaign (2,500)."""
+kind of failure is caught. ``make test`` runs 144 cases (8 of each kind); ``make fuzz`` the long
+campaign (2,500)."""
 
 import json
 import os
@@ -37,17 +38,18 @@ def test_the_fuzzer_catches_each_kind_of_failure(planted, shows):
 # `make test`: a short run, every kind its share of the cases (a fixed seed each); `make fuzz`:
 # the long campaign, the kind of each case drawn too (RIVVEN_FUZZ_CASES=2500)
 CAMPAIGN = os.environ.get("RIVVEN_FUZZ_CASES")
-KINDS = 15  # (the files the worker damages: tests/fuzz_worker.py's build)
+KINDS = 18  # (the files the worker damages: tests/fuzz_worker.py's build)
 CASES = int(CAMPAIGN or 8 * KINDS)
 
 
 @pytest.mark.slow
 def test_every_reader_survives_damaged_bytes_under_a_memory_limit():
-    """Segment, index, WAL, offsets-log, checkpoint, manifest, catalog, marker, cold-copy,
-    ``.txnindex`` (a compacted segment's) and metric (a dead process's .values and .keys)
-    bytes, damaged by hypothesis (derandomized: the same cases every run), checksums fixed in
-    half of them; every reader, the metrics, verify and (every 10th case) the rivven
-    commands, read-only and writable, in a process limited to 1 GiB of address space."""
+    """Segment, index, WAL, offsets-log, checkpoint, manifest, catalog, marker, cold-copy, ``.txnindex``
+    (a compacted segment's), metric (a dead process's .values and .keys) and an encrypted topic's
+    (segment, sealed ranges, offsets file with sealed metadata) bytes, damaged by hypothesis
+    (derandomized: the same cases every run), checksums fixed in half of them; every reader, the metrics,
+    verify and (every 10th case) the rivven commands, read-only and writable, in a process limited to 1
+    GiB of address space."""
     r = fuzz("--cases", str(CASES), "--cli-every", "10", "--limit-mb", "1024",
              *(() if CAMPAIGN else ("--per-kind",)))
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
