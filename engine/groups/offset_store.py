@@ -209,6 +209,7 @@ class OffsetStore:
         (the file is append-only: a later sealed commit leaves the earlier frame). Returns
         how many commits changed."""
         with self._mutex:
+            guard.check_own_dir(self.dir, 2)  # (as commit: the rewrite lands in the group dir)
             lock = os.path.join(self.dir, LOCK)
             try:
                 lock_fd = open_lock_file(lock)

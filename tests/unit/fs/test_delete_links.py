@@ -233,3 +233,25 @@ def test_key_reencrypt_refuses_a_linked_partition_or_staging_dir(data_dir, tmp_p
     refused(run_rivven(data_dir, "key", "reencrypt", "t", "--keyring", keyring),
             os.path.join(data_dir, ".compaction"))
     assert tree(str(staging)) == before
+
+
+def test_key_reencrypt_refuses_a_linked_group_dir(data_dir, tmp_path):
+    """Re-encryption rewrites a group's offsets.log to seal its metadata: a group dir that is
+    a link elsewhere is refused, and the file out there stays as it was."""
+    from helpers import new_key, write_keyring
+
+    keyring = write_keyring(str(tmp_path / "keyring.json"), {"k1": new_key()})
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        eng.create_topic("t", 1)
+        eng.produce("t", [Record(key=b"k", value=b"v")])
+        c = eng.consumer("g", ["t"])
+        c.poll(10)
+        c.commit(metadata="plain-text-metadata")
+        c.close()
+        eng.alter_topic_config("t", set={"encryption.enable": "true", "encryption.key.id": "k1"})
+    link = linked(os.path.join(data_dir, "groups", "g"), str(tmp_path / "outside"))
+    before = tree(str(tmp_path / "outside"))
+    with Engine.open(data_dir, keyring=keyring) as eng, pytest.raises(guard.UnexpectedLink):
+        eng.keys.reencrypt("t")
+    assert tree(str(tmp_path / "outside")) == before
+    assert os.path.islink(link)
