@@ -48,8 +48,6 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from . import worker
-
 TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
 
 
@@ -128,20 +126,27 @@ def tables_of(batch: Any, default_topic: str | None) -> list[tuple[str, Any]]:
 
 
 def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any]) -> Written:
-    """(A task.) The rows in one transaction of ``tid``, prepared."""
-    eng = worker.engine(opts.path, opts.keyring, read_only=False)
-    tp = eng.producer(transactional_id=tid, transaction_timeout_ms=opts.timeout_ms,
-                      decision_key=key)
+    """(A task.) The rows in one transaction of ``tid``, prepared.
+
+    The task's writable engine is its own, closed when the task ends: a Python worker is
+    reused across tasks but ends with ``os._exit`` or a signal (PySpark's daemon), so an
+    engine kept open in it would leave its WAL stream behind for the next open to recover as
+    a crashed writer's. (Closing checkpoints: the stream is removed.)"""
+    from engine import Engine
+
     rows = 0
-    try:
-        tp.begin()
-        for batch in batches:
-            for topic, table in tables_of(batch, opts.topic):
-                tp.produce_arrow(topic, table)  # (the Arrow buffers go into batches as they are)
-                rows += table.num_rows
-        prepared = tp.prepare()
-    finally:
-        tp.close()  # (aborts the transaction unless it was prepared)
+    with Engine.open(opts.path, keyring=opts.keyring) as eng:
+        tp: Any = eng.producer(transactional_id=tid, transaction_timeout_ms=opts.timeout_ms,
+                               decision_key=key)  # (a TransactionalProducer)
+        try:
+            tp.begin()
+            for batch in batches:
+                for topic, table in tables_of(batch, opts.topic):
+                    tp.produce_arrow(topic, table)  # (the Arrow buffers go in as they are)
+                    rows += table.num_rows
+            prepared = tp.prepare()
+        finally:
+            tp.close()  # (aborts the transaction unless it was prepared)
     return Written(tuple(prepared), rows)
 
 

@@ -70,6 +70,10 @@ def test_batch_sink_writes_rows_where_produce_puts_them(spark, data_dir):
         assert values(eng, "side") == sorted(f"v{i}".encode() for i in range(0, 200, 10))
         assert values(eng, "side2") == values(eng, "side")
         assert eng.txn.list_transactions() == []  # nothing left open
+        # nor a WAL stream: the tasks' Python workers live on (reused), but each task closed
+        # its writable engine (a worker ends with os._exit: one kept open would be a dead
+        # stream, recovered by the next open as a crashed writer's)
+        assert eng.recovery.streams() == []
 
 
 def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once(spark,
@@ -225,6 +229,17 @@ def test_offsets_removed_before_they_were_read_fail_the_query_unless_told(spark,
 
 
 # ------------------------------------------------------------------ rivven spark stream
+def assert_nothing_to_recover(data_dir, next_topic):
+    """No WAL stream is left (``rivven wal list``), and the next command (``topic create
+    NEXT_TOPIC``: a writable open) recovers nothing (no ``recovered ... of crashed writers``)."""
+    from helpers import run_rivven
+
+    r = run_rivven(data_dir, "wal", "list", "--json", check=True)
+    assert json.loads(r.stdout) == [], r.stdout
+    r = run_rivven(data_dir, "topic", "create", next_topic, check=True)
+    assert b"recovered" not in r.stderr, r.stderr
+
+
 def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_dir):
     import signal
     import subprocess
@@ -257,6 +272,7 @@ def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_di
             proc.kill()
     assert proc.returncode == 0, err.decode()[-2000:]
     assert b"stream in -> out stopped:" in err and b"Traceback" not in err
+    assert_nothing_to_recover(data_dir, "side1")  # a job stopped by Ctrl-C leaves no crashed writer
     with Engine.open(data_dir) as eng:
         eng.produce_batch("in", [b"c%d" % i for i in range(100)])
     r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--transform",
@@ -264,6 +280,7 @@ def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_di
                    "--available-now", "--master", "local[2]", "--json", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["checkpoint"].endswith(".streams/in--out")
+    assert_nothing_to_recover(data_dir, "side2")  # ... nor one that ends caught up
     with Engine.open(data_dir) as eng:  # resumed at its checkpoint: every record once
         assert values(eng, "out") == sorted(
             b"x" + v for v in [b"a%d" % i for i in range(300)] + [b"b%d" % i for i in range(200)]
@@ -282,6 +299,21 @@ def test_rivven_spark_stream_refuses_unknown_topics_before_spark_starts(data_dir
     assert r.returncode == 1 and b"never catches up" in r.stderr
     r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--dry-run")
     assert r.returncode == 0 and b"spark-submit" in r.stdout and b"stream_job.py" in r.stdout
+
+
+def test_a_spark_error_is_shown_by_its_message_not_its_class_name(data_dir):
+    from helpers import run_rivven
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("in", 1)
+        eng.create_topic("out", 1)
+    r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--transform",
+                   "SELEC nonsense", "--available-now", "--master", "local[1]", timeout=600)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and len(err.splitlines()) == 1, err
+    # (it was "ParseException:; the log is untouched; ...": the message is on the next line)
+    assert "[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'" in err and "SQLSTATE" not in err
+    assert "ParseException" not in err and "full Spark output: " in err
 
 
 def test_a_foreach_batch_write_with_a_batch_id_written_before_is_a_no_op(spark, data_dir):
