@@ -105,6 +105,68 @@ def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once
         assert values(eng, "out") == sorted([b"old"] + [b"v%d" % i for i in range(4000)])
 
 
+def test_a_task_that_prepares_after_its_failed_job_was_aborted_aborts_itself(data_dir):
+    """The race of a failed save() under load, played in order (no Spark: the writer's own
+    calls): Spark does not wait for a failed job's other tasks, so one may prepare after the
+    driver's abort; prepared transactions never time out, so it would hold back `out`'s
+    read_committed readers until someone ran `rivven txn abort`."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from engine.spark.sink import RivvenBatchWriter
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("out", 1)
+    schema = StructType([StructField("value", StringType())])
+    rows = pa.record_batch([pa.array(["a", "b"])], names=["value"])
+    job = RivvenBatchWriter({"path": data_dir, "topic": "out"}, schema)
+    job.abort([None, None])  # a task failed: the driver aborts what it knows of
+    with pytest.raises(Exception, match="ended before transactional id .* prepared"):
+        job.write(iter([rows]))  # another task, slower, finishes afterwards
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.list_transactions() == []  # (was: Ongoing, prepared, for good)
+        assert values(eng, "out") == []
+    # a straggling attempt of a job that committed aborts itself too
+    done = RivvenBatchWriter({"path": data_dir, "topic": "out"}, schema)
+    done.commit([done.write(iter([rows]))])
+    with pytest.raises(Exception, match="ended before transactional id"):
+        done.write(iter([rows]))
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.list_transactions() == [] and values(eng, "out") == [b"a", b"b"]
+
+
+def test_a_failed_micro_batch_fences_the_tasks_still_writing(data_dir, tmp_path):
+    """A streaming micro-batch's abort (its query fails) while a task still writes: the task
+    can no longer prepare (it would stay prepared until the query ran again)."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from engine.errors import ProducerFenced
+    from engine.spark.sink import RivvenStreamWriter
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("out", 1)
+    schema = StructType([StructField("value", StringType())])
+    rows = pa.record_batch([pa.array(["a", "b"])], names=["value"])
+    stream = RivvenStreamWriter({"path": data_dir, "topic": "out",
+                                 "checkpointLocation": str(tmp_path / "ckpt")}, schema)
+    stream.commit([stream.write(iter([rows]))], 0)
+
+    def rows_then_abort():
+        yield rows
+        stream.abort([None, None], 1)  # another task failed: the driver aborts batch 1
+        yield rows
+
+    with pytest.raises(ProducerFenced):
+        stream.write(rows_then_abort())
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.list_transactions() == []  # (was: Ongoing, prepared, for good)
+        assert values(eng, "out") == [b"a", b"b"]
+    stream.commit([stream.write(iter([rows]))], 1)  # batch 1 run again (the query restarted)
+    with Engine.open(data_dir) as eng:
+        assert values(eng, "out") == [b"a", b"a", b"b", b"b"]
+
+
 def test_sink_options_are_checked_with_the_fix(spark, data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("out", 1)
