@@ -73,7 +73,8 @@ class Producers:
             def make() -> TransactionalProducer:
                 return TransactionalProducer(
                     self.coordinator, self.path, self.log_for, transactional_id,
-                    transaction_timeout_ms, self.after_write, self.open.discard)
+                    transaction_timeout_ms, self.after_write, self.open.discard,
+                    self.decisions if decision_key is not None else None, decision_key)
 
             if decision_key is None:
                 tp = make()

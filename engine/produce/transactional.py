@@ -29,7 +29,7 @@ from ..groups.offset_store import check_commit
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
-from ..txn.decisions import PreparedTransaction
+from ..txn.decisions import Decisions, PreparedTransaction, check_job
 from ..txn.fences import check_consumer
 from ..txn.txn_store import TxnPartition
 from .path import ProducePath, ProduceRequest
@@ -53,8 +53,11 @@ class TransactionalProducer:
                  log_for: Callable[[TopicMeta, int], PartitionLog], transactional_id: str,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  after_produce: Callable[[], None] | None = None,
-                 on_close: Callable[[TransactionalProducer], None] | None = None) -> None:
+                 on_close: Callable[[TransactionalProducer], None] | None = None,
+                 decisions: Decisions | None = None, decision_key: str | None = None) -> None:
         self.coordinator = coordinator
+        self._decisions = decisions  # (with decision_key: prepare(job=...) checks the job)
+        self.decision_key = decision_key
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = timeout_ms
         self._producer = producer
@@ -169,22 +172,47 @@ class TransactionalProducer:
                 self._expect(IN_TXN, "abort")
             self._end(False, self.state == ABORT_FAILED)
 
-    def prepare(self) -> PreparedTransaction:
+    def prepare(self, job: str | None = None) -> PreparedTransaction:
         """Phase one of a two-phase commit: the transaction's records are all written and
         durable; it now waits, never timed out, for ``eng.complete_transaction(prepared,
         commit)`` in this or any process (a coordinator of several writers decides), or
         for an abort (``rivven txn abort``, a new producer of the id). This producer is done
         with it: closing it does not abort it. Consumer-fenced offsets cannot be prepared
-        (their fence is checked at the commit, by the producer that holds the consumer)."""
+        (their fence is checked at the commit, by the producer that holds the consumer).
+
+        ``job`` (a producer made with ``decision_key``): the job the transaction is part of,
+        whose end ``commit_prepared``/``abort_prepared`` record under the key. It prepares
+        under the key's lock, and when the job has ended already the transaction is aborted
+        instead and InvalidTxnState raised: nobody would ever decide it."""
         with self._mutex:
             self._expect(IN_TXN, "prepare")
             if self._fences:
                 raise InvalidArgument("a transaction with consumer-fenced offsets cannot be "
                                       "prepared: send them without the consumer, or commit()")
-            self._call(lambda: self.coordinator.hold(self.transactional_id, self.producer_id,
-                                                     self.epoch), ABORTABLE)
-            self.state = PREPARED
-            return PreparedTransaction(self.transactional_id, self.producer_id, self.epoch)
+            if job is None:
+                return self._hold()
+            check_job(job)
+            if self._decisions is None or self.decision_key is None:
+                raise InvalidArgument("prepare(job=...) needs a producer made with "
+                                      "decision_key=K: the job's end is recorded under K")
+            with self._decisions.holding(self.decision_key) as d:
+                assert d is not None  # (a waiting hold yields the key)
+                if d.ended(job):
+                    try:
+                        self._end(False, False)
+                    except ProducerFenced:
+                        pass  # aborted already (the job's end fenced it)
+                    raise InvalidTxnState(
+                        f"job {job!r} of decision key {self.decision_key!r} ended before "
+                        f"transactional id {self.transactional_id!r} prepared: its "
+                        "transaction is aborted (a task that finished after its job)")
+                return self._hold()
+
+    def _hold(self) -> PreparedTransaction:
+        self._call(lambda: self.coordinator.hold(self.transactional_id, self.producer_id,
+                                                 self.epoch), ABORTABLE)
+        self.state = PREPARED
+        return PreparedTransaction(self.transactional_id, self.producer_id, self.epoch)
 
     def close(self) -> None:
         """Abort an open transaction (best effort: else it times out) and let go; a

@@ -21,7 +21,12 @@ Exactly once, a two-phase commit (engine.txn.decisions):
   is visible once; task ``p`` of every micro-batch uses one transactional id, so a retried
   or restarted task fences and aborts what an earlier attempt left;
 - a batch write (``save()``) has a decision key of its own: all of it becomes visible or,
-  when a task fails, nothing (its transactions and those of failed attempts are aborted).
+  when a task fails, nothing (its transactions and those of failed attempts are aborted);
+- a batch write is a *job* under its key: the driver records its end (commit or abort) under
+  the key before it settles anything, and a task prepares under the key's lock, aborting its
+  transaction instead when the job has ended — Spark does not wait for the other tasks of a
+  failed job, and one that prepares after the driver's abort would otherwise stay prepared
+  (never timed out) with nobody to decide it.
 Readers with read_uncommitted see prepared rows before the commit, and rows of aborted
 attempts (as Kafka's read_uncommitted does).
 
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,8 +53,6 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-
-from . import worker
 
 TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
 
@@ -127,21 +131,30 @@ def tables_of(batch: Any, default_topic: str | None) -> list[tuple[str, Any]]:
     return [(t, table.filter(pc.equal(topics, t))) for t in distinct]
 
 
-def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any]) -> Written:
-    """(A task.) The rows in one transaction of ``tid``, prepared."""
-    eng = worker.engine(opts.path, opts.keyring, read_only=False)
-    tp = eng.producer(transactional_id=tid, transaction_timeout_ms=opts.timeout_ms,
-                      decision_key=key)
+def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any],
+               job: str | None = None) -> Written:
+    """(A task.) The rows in one transaction of ``tid``, prepared (for ``job`` under ``key``:
+    aborted instead, InvalidTxnState, when the job ended meanwhile).
+
+    The task's writable engine is its own, closed when the task ends: a Python worker is
+    reused across tasks but ends with ``os._exit`` or a signal (PySpark's daemon), so an
+    engine kept open in it would leave its WAL stream behind for the next open to recover as
+    a crashed writer's. (Closing checkpoints: the stream is removed.)"""
+    from engine import Engine
+
     rows = 0
-    try:
-        tp.begin()
-        for batch in batches:
-            for topic, table in tables_of(batch, opts.topic):
-                tp.produce_arrow(topic, table)  # (the Arrow buffers go into batches as they are)
-                rows += table.num_rows
-        prepared = tp.prepare()
-    finally:
-        tp.close()  # (aborts the transaction unless it was prepared)
+    with Engine.open(opts.path, keyring=opts.keyring) as eng:
+        tp: Any = eng.producer(transactional_id=tid, transaction_timeout_ms=opts.timeout_ms,
+                               decision_key=key)  # (a TransactionalProducer)
+        try:
+            tp.begin()
+            for batch in batches:
+                for topic, table in tables_of(batch, opts.topic):
+                    tp.produce_arrow(topic, table)  # (the Arrow buffers go in as they are)
+                    rows += table.num_rows
+            prepared = tp.prepare(job)
+        finally:
+            tp.close()  # (aborts the transaction unless it was prepared)
     return Written(tuple(prepared), rows)
 
 
@@ -150,11 +163,15 @@ def _prepared(messages: list[Any]) -> list[tuple[str, int, int]]:
 
 
 def _orphans(eng: Any, key: str, keep: set[str]) -> None:
-    """Abort the open transactions of ``key``'s ids that no answer names (attempts that
-    failed before they prepared, or whose answer was lost)."""
+    """Abort the open transactions of ``key``'s ids (``<key>-<task>`` or
+    ``<key>-<task>-<attempt>``: not another key's of which this one is a prefix) that no
+    answer names: attempts that failed before they prepared, whose answer was lost, or that
+    prepared after the job's end was recorded. (After the end is recorded, so one that
+    prepares later aborts itself.)"""
+    ours = re.compile(re.escape(key) + r"-[0-9]+(?:-[0-9]+)?")
     for row in eng.txn.list_transactions():
         tid = row["transactional_id"]
-        if tid.startswith(key + "-") and tid not in keep:
+        if ours.fullmatch(tid) and tid not in keep:
             eng.txn.abort(tid)
 
 
@@ -180,27 +197,29 @@ class RivvenBatchWriter(DataSourceArrowWriter):
             self.key = f"spark-batch-{self.opts.prefix}"
         else:
             self.key = f"spark-write-{uuid.uuid4().hex[:16]}"
+        # this save() under the key (the writer is pickled to the tasks and to the commit)
+        self.job = f"write-{uuid.uuid4().hex[:16]}"
 
     def write(self, iterator: Iterator[Any]) -> Written:
         partition, attempt = _task()
         tid = f"{self.key}-{partition}" if self.batch is not None else \
             f"{self.key}-{partition}-{attempt}"
-        return write_rows(self.opts, tid, self.key, iterator)
+        return write_rows(self.opts, tid, self.key, iterator, self.job)
 
     def commit(self, messages: list[Any]) -> None:
         from engine import Engine
 
         prepared = _prepared(messages)
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.txn.commit_prepared(self.key, prepared, self.batch)
-            if self.batch is None:
+            eng.txn.commit_prepared(self.key, prepared, self.batch, job=self.job)
+            if self.batch is None:  # (with a batch id, a task's attempts share one id)
                 _orphans(eng, self.key, {p[0] for p in prepared})
 
     def abort(self, messages: list[Any]) -> None:
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.txn.abort_prepared(self.key, _prepared(messages))
+            eng.txn.abort_prepared(self.key, _prepared(messages), job=self.job)
             _orphans(eng, self.key, set())
 
 
@@ -239,3 +258,17 @@ class RivvenStreamWriter(DataSourceStreamArrowWriter):
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
             eng.txn.abort_prepared(self.key, _prepared(messages))
+            _fence(eng, self.key)
+
+
+def _fence(eng: Any, key: str) -> None:
+    """(A micro-batch's abort: the query fails with it.) Take up every transactional id of
+    ``key``: whatever a task of the batch has open or prepared is aborted, and a task still
+    running, whose producer is older, can neither write nor prepare any more. (The batch's
+    id is run again by the restarted query, so it cannot be recorded ended as a batch
+    write's job is; a task whose producer is made after this point is the one case left:
+    the query's restart takes its id up and aborts it.)"""
+    ours = re.compile(re.escape(key) + r"-[0-9]+")
+    for tid in eng.txn.ids():
+        if ours.fullmatch(tid):
+            eng.producer(transactional_id=tid, decision_key=key).close()

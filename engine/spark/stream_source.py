@@ -301,7 +301,7 @@ def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
 
     from engine.errors import OffsetOutOfRange
 
-    eng = worker.engine(path, keyring, read_only=True)
+    eng = worker.engine(path, keyring)
     level = "read_committed" if committed else "read_uncommitted"
     offset = r.start if r.start != EARLIEST else eng.offsets.start(r.topic)[r.partition]
     while offset < r.end:

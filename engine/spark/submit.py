@@ -257,31 +257,77 @@ def describe_progress(state: dict[str, Any]) -> tuple[str, int, int]:
 
 # the job's own errors: the last one is the one that ended it
 _JOB_ERRORS = (r"CompactionError: (.+)", r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE|$)",
-               r"(?:RivvenError|ValueError|OSError|FileNotFoundError)\w*: (.+)",
-               r"Exception in thread \"main\" (.+)")
+               r"(?:RivvenError|ValueError|OSError|FileNotFoundError)\w*: (.+)")
+_MAIN_DIED = re.compile(r"Exception in thread \"main\" (.+)")
+# Spark's own errors carry an error class ("[PARSE_SYNTAX_ERROR] Syntax error at or near
+# ..."): the first one logged is the cause, those after it wrap it ("[STREAM_FAILED] Query
+# ... terminated with exception: [DIVIDE_BY_ZERO] ...": the innermost is the one to show)
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*(?:\.[A-Z0-9_]+)*\] \S")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+;?")
+_NOT_AN_ERROR = re.compile(r"^\S+ \S+ (?:WARN|INFO|DEBUG|TRACE) ")  # log4j's other levels
 # anything else: the first error line is the cause, what follows are its consequences
 _FIRST_ERROR = re.compile(
     r"^\S+ \S+ ERROR [\w.$]+: (.+)"  # log4j: "26/11/26 18:18:22 ERROR SparkContext: ..."
     r"|^(?:Error: )?((?:[\w.$]+(?:Exception|Error)\b|Invalid |Could not |Unrecognized ).+)"
     r"|^Error: (.+)"
     r"|^\S+: line \d+: (.+)")  # bash (spark-class): "/x/bin/java: No such file or directory"
+# an exception whose message starts on the next line ("...ParseException: " then the message)
+_BARE_EXCEPTION = re.compile(r"^[\w.$]+(?:Exception|Error):$")
 _ARTIFACTS = re.compile(r"bad array subscript|^at [\w.$<>/]+\(|^Traceback |^File \"")
 
 
+def _message(line: str) -> str:
+    """A log line's text: a JSON log record's ``msg`` (Spark's structured logging), else the
+    line itself."""
+    if line.startswith("{"):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return line
+        if isinstance(doc, dict) and isinstance(doc.get("msg"), str):
+            return "" if doc.get("level") not in (None, "ERROR") else doc["msg"]
+    return line
+
+
+def spark_error(lines: list[str]) -> str | None:
+    """The first error Spark logged with an error class, from its innermost class on, its
+    SQLSTATEs left out: ``[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. (line 1, pos
+    0)``."""
+    for ln in lines:
+        if _NOT_AN_ERROR.search(ln):
+            continue
+        text = _message(ln)
+        found = list(_ERROR_CLASS.finditer(text))
+        if found:
+            return _SQLSTATE.sub("", text[found[-1].start():]).rstrip(" ;")
+    return None
+
+
 def summarize_error(log_text: str) -> str:
-    """The line of a Spark log that says what went wrong: the job's own error, else the first
-    error line (the JVM's, log4j's or spark-class's), never a shell artifact that follows it
-    (``CMD: bad array subscript``)."""
+    """The line of a Spark log that says what went wrong: the job's own error, else Spark's
+    error (one with an error class: its message), else the first error line (the JVM's,
+    log4j's or spark-class's), never a shell artifact that follows it (``CMD: bad array
+    subscript``) and never an exception's name without its message."""
     lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
     for pat in _JOB_ERRORS:
         for ln in reversed(lines):
             m = re.search(pat, ln)
             if m:
                 return m.group(1)[:400]
-    for ln in lines:
+    found = spark_error(lines)
+    if found is not None:
+        return found[:400]
+    for ln in reversed(lines):
+        m = _MAIN_DIED.search(ln)
+        if m:
+            return m.group(1)[:400]
+    for i, ln in enumerate(lines):
         m = _FIRST_ERROR.search(ln)
         if m and not _ARTIFACTS.search(ln):
-            return next(g for g in m.groups() if g)[:400]
+            text = next(g for g in m.groups() if g)
+            if _BARE_EXCEPTION.match(text) and i + 1 < len(lines):
+                text = f"{text} {lines[i + 1]}"  # (its message is on the next line)
+            return text[:400]
     lines = [ln for ln in lines if not _ARTIFACTS.search(ln)]
     return lines[-1][:400] if lines else "spark-submit printed nothing"
 

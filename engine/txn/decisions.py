@@ -16,10 +16,19 @@ A producer of the key takes up its transactional id under the key's lock, after 
 pending decision (``Engine.producer(..., decision_key=K)``): taking up an id aborts the
 transaction it holds, and under the lock that can never be one a decision is committing.
 
+A job (the Spark sink's ``save()``: its tasks prepare, its driver commits or aborts) names
+itself: a commit or abort with ``job=J`` records J as ended under the key *before* it
+completes anything, and a writer that prepares for J (``TransactionalProducer.prepare(job=J)``)
+does so under the key's lock, aborting its transaction instead when J has ended. So a task
+that finishes after its job failed (Spark does not wait for the other tasks of a failed job)
+can never leave a prepared transaction nobody will decide: either it prepared before the end
+was recorded (and the job's end, which looks afterwards, settles it) or it aborts itself.
+
 File ``txn/decisions/<encoded key>.json`` (sealed JSON, written atomically):
 ``{"key": K, "committed": N or null, "pending": null or {"sequence": N or null,
-"transactions": [[transactional id, producer id, epoch], ...]}}``; lock: the same name with
-``.lock``.
+"transactions": [[transactional id, producer id, epoch], ...]}, "ended": [job, ...]}`` (the
+last MAX_ENDED jobs ended; a file written before jobs were recorded has no ``ended``); lock:
+the same name with ``.lock``.
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ WHAT = "transaction decision"
 FIX = ("restore it from a backup, or end its transactions by hand: rivven txn list shows "
        "them prepared, rivven txn abort ends one")
 MAX_KEY_BYTES = 180
+MAX_ENDED = 64  # jobs ended kept per key (a job's late tasks come before many more jobs end)
+MAX_JOB_CHARS = 100
 Prepared = tuple[str, int, int]
 
 
@@ -53,6 +64,14 @@ class PreparedTransaction(NamedTuple):
     transactional_id: str
     producer_id: int
     epoch: int
+
+
+def check_job(job: Any) -> str:
+    """A job's name (``commit_prepared``/``abort_prepared``/``prepare``'s ``job``), checked."""
+    if type(job) is not str or not job or len(job) > MAX_JOB_CHARS or not job.isprintable():
+        raise InvalidArgument(f"a job is a printable string of 1 to {MAX_JOB_CHARS} "
+                              f"characters, not {job!r}")
+    return job
 
 
 def check_prepared(items: Sequence[Any]) -> list[Prepared]:
@@ -79,26 +98,45 @@ class Decision:
         """The sequence number of the last commit under the key (None: none had one)."""
         return self.doc["committed"]
 
-    def commit(self, prepared: Sequence[Any], sequence: int | None = None) -> bool:
+    def ended(self, job: str) -> bool:
+        """Whether ``job``'s end (a commit or an abort) is recorded under the key."""
+        return check_job(job) in self.doc["ended"]
+
+    def _end(self, job: str | None) -> bool:
+        """Record ``job`` ended (in the document; written by the caller); False: no change."""
+        if job is None or self.ended(job):
+            return False
+        self.doc["ended"] = [*self.doc["ended"], job][-MAX_ENDED:]
+        return True
+
+    def commit(self, prepared: Sequence[Any], sequence: int | None = None,
+               job: str | None = None) -> bool:
         """Commit ``prepared`` as one, durably when this returns; False (and every one of
-        them aborted) when ``sequence`` is not above the last committed under the key."""
+        them aborted) when ``sequence`` is not above the last committed under the key.
+        ``job``: recorded ended with the decision (a writer of it can no longer prepare)."""
         txns = check_prepared(prepared)
         if sequence is not None:
             if type(sequence) is not int or sequence < 0:
                 raise InvalidArgument(f"sequence must be a non-negative integer, not "
                                       f"{sequence!r}")
             if self.committed is not None and sequence <= self.committed:
-                self.abort(txns)
+                self.abort(txns, job)
                 return False
+        self._end(job)
         self.doc["pending"] = {"sequence": sequence, "transactions": [list(t) for t in txns]}
         self.owner.write(self.key, self.doc)  # the decision: from here on it commits
         failpoint("decision.after_decide")
         self.owner.finish(self.key, self.doc)
         return True
 
-    def abort(self, prepared: Sequence[Any]) -> None:
-        """Abort ``prepared`` (one already gone is skipped)."""
-        for tid, pid, epoch in check_prepared(prepared):
+    def abort(self, prepared: Sequence[Any], job: str | None = None) -> None:
+        """Abort ``prepared`` (one already gone is skipped); ``job`` is recorded ended first
+        (durably), so a writer of it that prepares later aborts itself."""
+        txns = check_prepared(prepared)
+        if self._end(job):
+            self.owner.write(self.key, self.doc)
+            failpoint("decision.after_job_ended")
+        for tid, pid, epoch in txns:
             try:
                 self.owner.coordinator.end(tid, pid, epoch, False, retry=True)
             except ProducerFenced:
@@ -152,8 +190,9 @@ class Decisions:
         path = self.path(key)
         raw = jsondoc.read(path, WHAT, limit=64 << 20, fix=FIX)
         if raw is None:
-            return {"key": key, "committed": None, "pending": None}
+            return {"key": key, "committed": None, "pending": None, "ended": []}
         doc = jsondoc.unseal(raw, path, WHAT, FIX)
+        doc.setdefault("ended", [])  # (a file written before jobs were recorded)
         self._check(doc, key, path)
         return cast(DecisionState, doc)  # (its shape checked just now)
 
@@ -205,9 +244,17 @@ class Decisions:
         def bad(reason: str) -> DamagedMetadata:
             return jsondoc.damaged(path, WHAT, reason, FIX)
 
-        if set(doc) != {"key", "committed", "pending"} or doc["key"] != key:
+        if set(doc) != {"key", "committed", "pending", "ended"} or doc["key"] != key:
             raise bad(f"keys {sorted(doc)} / key {jsondoc.shown(doc.get('key'))}, expected "
-                      f"key, committed, pending of {key!r}")
+                      f"key, committed, pending, ended of {key!r}")
+        e = doc["ended"]
+        if type(e) is not list or len(e) > MAX_ENDED:
+            raise bad(f"ended is not a list of at most {MAX_ENDED} jobs")
+        for job in e:
+            try:
+                check_job(job)
+            except InvalidArgument as err:
+                raise bad(f"ended: {err}") from None
         c = doc["committed"]
         if c is not None and (type(c) is not int or not 0 <= c <= jsondoc.MAX_INT):
             raise bad(f"committed is {jsondoc.shown(c)}")

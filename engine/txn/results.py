@@ -62,6 +62,7 @@ class DecisionState(TypedDict):
     key: str
     committed: int | None  # the last sequence committed under the key
     pending: PendingDecision | None  # a decision a crash left unfinished
+    ended: list[str]  # jobs whose end is recorded (their writers can no longer prepare)
 
 
 class DecisionRecovered(TypedDict):

@@ -112,29 +112,35 @@ class Transactions:
             self.after_write()
 
     def commit_prepared(self, key: str, prepared: Sequence[Any],
-                        sequence: int | None = None) -> bool:
+                        sequence: int | None = None, job: str | None = None) -> bool:
         """Commit several prepared transactions (any processes) as one, under the decision
         ``key``: all of their records become visible, durably when this returns; a crash
         part way is finished by the next producer of the key, commit under it, or writable
         open (engine.txn.decisions). With ``sequence`` (a batch number): when it is not
         above the last committed under the key, this is a replay and the transactions are
-        aborted instead; returns False then."""
+        aborted instead; returns False then. ``job`` (the writers' ``prepare(job=...)``):
+        recorded ended with the decision, so a writer of the job that prepares afterwards
+        (a straggling task attempt) aborts its transaction instead."""
         self.writable()
         try:
             with self.decisions.holding(key) as d:
-                return d.commit(prepared, sequence)  # type: ignore[union-attr]
+                return d.commit(prepared, sequence, job)  # type: ignore[union-attr]
         finally:
             self.after_write()
 
-    def abort_prepared(self, key: str, prepared: Sequence[Any]) -> None:
-        """Abort prepared transactions (a failed batch of writers), under the key's lock."""
+    def abort_prepared(self, key: str, prepared: Sequence[Any], job: str | None = None
+                       ) -> None:
+        """Abort prepared transactions (a failed batch of writers), under the key's lock;
+        ``job`` is recorded ended first, so a writer of it that prepares afterwards (a task
+        that finishes after its job failed) aborts its transaction instead."""
         self.writable()
         with self.decisions.holding(key) as d:
-            d.abort(prepared)  # type: ignore[union-attr]
+            d.abort(prepared, job)  # type: ignore[union-attr]
 
     def decision(self, key: str) -> DecisionState:
-        """A decision key's state: ``key, committed`` (the last sequence committed, or None)
-        and ``pending`` (None, or the decision a crash left unfinished)."""
+        """A decision key's state: ``key, committed`` (the last sequence committed, or None),
+        ``pending`` (None, or the decision a crash left unfinished) and ``ended`` (the jobs
+        whose end is recorded, the last 64)."""
         return self.decisions.read(self.decisions.check_key(key))
 
     # ---------------------------------------------------------------- partitions

@@ -165,6 +165,56 @@ def test_a_failed_spark_submit_is_summarized_by_its_first_error_not_a_shell_arti
     assert submit.summarize_error("") == "spark-submit printed nothing"
 
 
+# excerpts of real Spark 4 logs (rivven spark stream --transform ...)
+PARSE_LOG = """\
+  File "/venv/pyspark/errors/exceptions/captured.py", line 262, in deco
+    raise converted from None
+pyspark.errors.exceptions.captured.ParseException: \n\
+[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. SQLSTATE: 42601 (line 1, pos 0)
+
+== SQL ==
+SELEC nonsense
+^^^
+"""
+ANALYSIS_LOG = """\
+{"ts": "2026-11-29 00:31:10.255", "level": "ERROR", "logger": "SQLQueryContextLogger", \
+"msg": "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name \
+`nope` cannot be resolved. SQLSTATE: 42703", "context": {"errorClass": "UNRESOLVED_COLUMN"}}
+pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A \
+column, variable, or function parameter with name `nope` cannot be resolved. SQLSTATE: 42703; \
+line 1 pos 7;
+"""
+STREAM_FAILED_LOG = """\
+26/11/29 00:32:20 WARN ResolveWriteToStream: spark.sql.adaptive.enabled is not supported in \
+streaming DataFrames/Datasets and will be disabled.
+26/11/29 00:32:23 ERROR MicroBatchExecution: Query [id = 7532713c, runId = 372fa66d] terminated \
+with error
+org.apache.spark.SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero. Use `try_divide` \
+to tolerate divisor being 0 and return NULL instead. SQLSTATE: 22012
+\tat org.apache.spark.sql.errors.QueryExecutionErrors$.divideByZeroError(QueryExecutionErrors.scala:190)
+pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] Query [id = \
+7532713c, runId = 372fa66d] terminated with exception: [DIVIDE_BY_ZERO] Division by zero. Use \
+`try_divide` to tolerate divisor being 0 and return NULL instead. SQLSTATE: 22012
+"""
+
+
+def test_a_spark_error_is_summarized_by_its_message_not_its_class_name():
+    # the message on the line after the exception's name: the message, not "ParseException:"
+    assert submit.summarize_error(PARSE_LOG) == (
+        "[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. (line 1, pos 0)")
+    assert submit.summarize_error(ANALYSIS_LOG) == (
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        "name `nope` cannot be resolved.")
+    # the cause, not the log4j line announcing it nor the query's wrapper of it
+    assert submit.summarize_error(STREAM_FAILED_LOG) == (
+        "[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate divisor being 0 and "
+        "return NULL instead.")
+    # an error without a class whose message is on the next line: both
+    assert submit.summarize_error("Traceback (most recent call last):\n  x\n"
+                                  "py4j.protocol.Py4JError: \nAn error occurred calling o1\n"
+                                  ) == "py4j.protocol.Py4JError: An error occurred calling o1"
+
+
 # ---------------------------------------------------------------- progress
 class FakeTracker:
     """Spark's status tracker as pyspark.status shows it, driven by the test."""

@@ -70,6 +70,10 @@ def test_batch_sink_writes_rows_where_produce_puts_them(spark, data_dir):
         assert values(eng, "side") == sorted(f"v{i}".encode() for i in range(0, 200, 10))
         assert values(eng, "side2") == values(eng, "side")
         assert eng.txn.list_transactions() == []  # nothing left open
+        # nor a WAL stream: the tasks' Python workers live on (reused), but each task closed
+        # its writable engine (a worker ends with os._exit: one kept open would be a dead
+        # stream, recovered by the next open as a crashed writer's)
+        assert eng.recovery.streams() == []
 
 
 def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once(spark,
@@ -99,6 +103,68 @@ def test_a_failed_batch_write_leaves_the_topic_unchanged_and_a_rerun_writes_once
         .mode("append").save()
     with Engine.open(data_dir) as eng:
         assert values(eng, "out") == sorted([b"old"] + [b"v%d" % i for i in range(4000)])
+
+
+def test_a_task_that_prepares_after_its_failed_job_was_aborted_aborts_itself(data_dir):
+    """The race of a failed save() under load, played in order (no Spark: the writer's own
+    calls): Spark does not wait for a failed job's other tasks, so one may prepare after the
+    driver's abort; prepared transactions never time out, so it would hold back `out`'s
+    read_committed readers until someone ran `rivven txn abort`."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from engine.spark.sink import RivvenBatchWriter
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("out", 1)
+    schema = StructType([StructField("value", StringType())])
+    rows = pa.record_batch([pa.array(["a", "b"])], names=["value"])
+    job = RivvenBatchWriter({"path": data_dir, "topic": "out"}, schema)
+    job.abort([None, None])  # a task failed: the driver aborts what it knows of
+    with pytest.raises(Exception, match="ended before transactional id .* prepared"):
+        job.write(iter([rows]))  # another task, slower, finishes afterwards
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.list_transactions() == []  # (was: Ongoing, prepared, for good)
+        assert values(eng, "out") == []
+    # a straggling attempt of a job that committed aborts itself too
+    done = RivvenBatchWriter({"path": data_dir, "topic": "out"}, schema)
+    done.commit([done.write(iter([rows]))])
+    with pytest.raises(Exception, match="ended before transactional id"):
+        done.write(iter([rows]))
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.list_transactions() == [] and values(eng, "out") == [b"a", b"b"]
+
+
+def test_a_failed_micro_batch_fences_the_tasks_still_writing(data_dir, tmp_path):
+    """A streaming micro-batch's abort (its query fails) while a task still writes: the task
+    can no longer prepare (it would stay prepared until the query ran again)."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from engine.errors import ProducerFenced
+    from engine.spark.sink import RivvenStreamWriter
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("out", 1)
+    schema = StructType([StructField("value", StringType())])
+    rows = pa.record_batch([pa.array(["a", "b"])], names=["value"])
+    stream = RivvenStreamWriter({"path": data_dir, "topic": "out",
+                                 "checkpointLocation": str(tmp_path / "ckpt")}, schema)
+    stream.commit([stream.write(iter([rows]))], 0)
+
+    def rows_then_abort():
+        yield rows
+        stream.abort([None, None], 1)  # another task failed: the driver aborts batch 1
+        yield rows
+
+    with pytest.raises(ProducerFenced):
+        stream.write(rows_then_abort())
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.list_transactions() == []  # (was: Ongoing, prepared, for good)
+        assert values(eng, "out") == [b"a", b"b"]
+    stream.commit([stream.write(iter([rows]))], 1)  # batch 1 run again (the query restarted)
+    with Engine.open(data_dir) as eng:
+        assert values(eng, "out") == [b"a", b"a", b"b", b"b"]
 
 
 def test_sink_options_are_checked_with_the_fix(spark, data_dir):
@@ -225,6 +291,17 @@ def test_offsets_removed_before_they_were_read_fail_the_query_unless_told(spark,
 
 
 # ------------------------------------------------------------------ rivven spark stream
+def assert_nothing_to_recover(data_dir, next_topic):
+    """No WAL stream is left (``rivven wal list``), and the next command (``topic create
+    NEXT_TOPIC``: a writable open) recovers nothing (no ``recovered ... of crashed writers``)."""
+    from helpers import run_rivven
+
+    r = run_rivven(data_dir, "wal", "list", "--json", check=True)
+    assert json.loads(r.stdout) == [], r.stdout
+    r = run_rivven(data_dir, "topic", "create", next_topic, check=True)
+    assert b"recovered" not in r.stderr, r.stderr
+
+
 def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_dir):
     import signal
     import subprocess
@@ -257,6 +334,7 @@ def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_di
             proc.kill()
     assert proc.returncode == 0, err.decode()[-2000:]
     assert b"stream in -> out stopped:" in err and b"Traceback" not in err
+    assert_nothing_to_recover(data_dir, "side1")  # a job stopped by Ctrl-C leaves no crashed writer
     with Engine.open(data_dir) as eng:
         eng.produce_batch("in", [b"c%d" % i for i in range(100)])
     r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--transform",
@@ -264,6 +342,7 @@ def test_rivven_spark_stream_runs_until_ctrl_c_then_resumes_exactly_once(data_di
                    "--available-now", "--master", "local[2]", "--json", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["checkpoint"].endswith(".streams/in--out")
+    assert_nothing_to_recover(data_dir, "side2")  # ... nor one that ends caught up
     with Engine.open(data_dir) as eng:  # resumed at its checkpoint: every record once
         assert values(eng, "out") == sorted(
             b"x" + v for v in [b"a%d" % i for i in range(300)] + [b"b%d" % i for i in range(200)]
@@ -282,6 +361,21 @@ def test_rivven_spark_stream_refuses_unknown_topics_before_spark_starts(data_dir
     assert r.returncode == 1 and b"never catches up" in r.stderr
     r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--dry-run")
     assert r.returncode == 0 and b"spark-submit" in r.stdout and b"stream_job.py" in r.stdout
+
+
+def test_a_spark_error_is_shown_by_its_message_not_its_class_name(data_dir):
+    from helpers import run_rivven
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("in", 1)
+        eng.create_topic("out", 1)
+    r = run_rivven(data_dir, "spark", "stream", "--from", "in", "--to", "out", "--transform",
+                   "SELEC nonsense", "--available-now", "--master", "local[1]", timeout=600)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and len(err.splitlines()) == 1, err
+    # (it was "ParseException:; the log is untouched; ...": the message is on the next line)
+    assert "[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'" in err and "SQLSTATE" not in err
+    assert "ParseException" not in err and "full Spark output: " in err
 
 
 def test_a_foreach_batch_write_with_a_batch_id_written_before_is_a_no_op(spark, data_dir):

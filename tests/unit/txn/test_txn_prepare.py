@@ -125,7 +125,8 @@ def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_n
     assert r.returncode == 0 and r.stdout == b"True\n", r.stderr
     with Engine.open(topics) as eng:
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
-        assert eng.txn.decision("sink-q1") == {"key": "sink-q1", "committed": 7, "pending": None}
+        assert eng.txn.decision("sink-q1") == {"key": "sink-q1", "committed": 7, "pending": None,
+                                             "ended": []}
     again = writers(topics, 3, "b7-again")  # the same batch written once more (a replay)
     r = coordinate(topics, "sink-q1", again, 7)
     assert r.returncode == 0 and r.stdout == b"False\n", r.stderr
@@ -150,3 +151,78 @@ def test_a_damaged_decision_file_is_reported_not_acted_on(topics):
     with Engine.open(topics) as eng:
         [row] = eng.last_recovery["decisions"]  # reported; the open goes on
         assert row["action"] == "failed" and "transaction decision" in row["error"]
+
+
+def write_for(eng, tid, key, value):
+    """A writer of ``key`` (a Spark task): a transaction with one record, not yet prepared."""
+    tp = eng.producer(transactional_id=tid, decision_key=key)
+    tp.begin()
+    tp.produce("out", [Record(value=value)], partition=0)
+    return tp
+
+
+def test_a_writer_that_prepares_after_its_job_ended_aborts_itself(topics):
+    with Engine.open(topics) as eng:
+        early = write_for(eng, "job-0", "sink-j", b"early")
+        early_prep = early.prepare("save-1")
+        late = write_for(eng, "job-1", "sink-j", b"late")  # still writing when the job fails
+        # the driver's abort: the job's end recorded first, then what it knows of aborted
+        eng.txn.abort_prepared("sink-j", [early_prep], job="save-1")
+        assert eng.txn.decision("sink-j")["ended"] == ["save-1"]
+        with pytest.raises(InvalidTxnState, match="job 'save-1' of decision key 'sink-j' ended "
+                           "before transactional id 'job-1' prepared: its transaction is "
+                           "aborted"):
+            late.prepare("save-1")  # (before: prepared, never timed out, decided by nobody)
+        late.close()
+        assert eng.txn.list_transactions() == []  # nothing left to hold back read_committed
+        assert eng.txn.describe("job-1")["state"] == "CompleteAbort"
+        assert committed(eng, 0) == []
+        # a commit ends its job too: a straggling attempt that prepares afterwards aborts
+        ok = write_for(eng, "job-2", "sink-j", b"ok")
+        prepared = ok.prepare("save-2")
+        straggler = write_for(eng, "job-3", "sink-j", b"twice")
+        assert eng.txn.commit_prepared("sink-j", [prepared], job="save-2") is True
+        with pytest.raises(InvalidTxnState, match="job 'save-2'"):
+            straggler.prepare("save-2")
+        assert eng.txn.list_transactions() == [] and committed(eng, 0) == [b"ok"]
+        assert eng.txn.decision("sink-j")["ended"] == ["save-1", "save-2"]
+        # another job of the key is not affected; a replay (a sequence committed) ends its job
+        assert eng.txn.commit_prepared("sink-j", [write_for(eng, "job-4", "sink-j", b"b3")
+                                                  .prepare("save-3")], 3, job="save-3")
+        replay = write_for(eng, "job-5", "sink-j", b"b3-again").prepare("save-4")
+        assert eng.txn.commit_prepared("sink-j", [replay], 3, job="save-4") is False
+        with pytest.raises(InvalidTxnState, match="job 'save-4'"):
+            write_for(eng, "job-6", "sink-j", b"late-replay").prepare("save-4")
+        assert eng.txn.list_transactions() == [] and committed(eng, 0) == [b"ok", b"b3"]
+        # a job needs a producer of a decision key, and a job's name is checked
+        plain = eng.producer(transactional_id="job-7")
+        plain.begin()
+        with pytest.raises(InvalidArgument, match="needs a producer made with decision_key"):
+            plain.prepare("save-5")
+        with pytest.raises(InvalidArgument, match="a job is a printable string"):
+            plain.prepare("")
+        plain.abort()
+
+
+def test_the_jobs_ended_under_a_key_are_bounded_and_a_file_without_them_is_read(topics):
+    from engine.fs import jsondoc
+    from engine.txn.decisions import MAX_ENDED
+
+    with Engine.open(topics) as eng:
+        for i in range(MAX_ENDED + 3):
+            eng.txn.abort_prepared("sink-b", [], job=f"j{i}")
+        assert eng.txn.decision("sink-b")["ended"] == [f"j{i}" for i in range(3, MAX_ENDED + 3)]
+        path = eng._decisions.path("sink-c")
+        eng.txn.commit_prepared("sink-c", [], 4)
+    # a file an earlier release wrote (no "ended")
+    open(path, "wb").write(jsondoc.seal({"key": "sink-c", "committed": 4, "pending": None}))
+    with Engine.open(topics) as eng:
+        assert eng.txn.decision("sink-c") == {"key": "sink-c", "committed": 4, "pending": None,
+                                             "ended": []}
+        eng.txn.abort_prepared("sink-c", [], job="j")
+        assert eng.txn.decision("sink-c")["ended"] == ["j"]
+    open(path, "wb").write(jsondoc.seal({"key": "sink-c", "committed": 4, "pending": None,
+                                         "ended": ["ok", 7]}))
+    with Engine.open(topics) as eng:
+        with pytest.raises(DamagedMetadata, match="ended: a job is a printable string"):
+            eng.txn.decision("sink-c")
