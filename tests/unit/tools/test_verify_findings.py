@@ -57,10 +57,12 @@ def test_crc_valid_batch_out_of_range_is_found_and_produce_fails_cleanly(data_di
     assert r.returncode == 3
     f = json.loads(r.stdout)["findings"][0]
     assert (f["kind"], f["path"], f["position"]) in (("range", log, at), ("header", log, at))
-    for args, inp in ((("produce", "t"), b"x\n"), (("consume", "t", "-n", "1"), None),
-                      (("consume", "t", "-g", "g", "-n", "1"), None)):
-        r = run_rivven(data_dir, *args, input=inp)
+    for args, inp in ((("produce", "t"), b"x\n"), (("consume", "t"), None),
+                      (("consume", "t", "-g", "g"), None)):
+        r = run_rivven(data_dir, *args, input=inp)  # (a read that reaches it)
         assert_clean_error(r, 3, log, f"position {at}")
+    for args in (("consume", "t", "-n", "1"), ("consume", "t", "-g", "h", "-n", "1")):
+        assert_clean_error(run_rivven(data_dir, *args), 0)  # damage stays local (issue 29)
     assert os.path.getsize(log) == at + len(batch(30))  # not cut: damage is reported
     r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
