@@ -24,7 +24,7 @@ def write_batches(seg: Segment, count: int) -> list[tuple]:
     next, max timestamp) of each."""
     out = []
     pos, off = seg.size, seg.next_offset
-    for i in range(count):
+    for _ in range(count):
         buf = make_batch(off, off)
         h = read_header(buf)
         seg.write(buf, pos)
