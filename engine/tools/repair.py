@@ -28,6 +28,7 @@ from typing import TypedDict
 
 from .. import clock
 from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument, RivvenError
+from ..failpoint import failpoint
 from ..format.records import HEADER_SIZE, read_header
 from ..fs import durable, guard
 from ..fs.locks import DEFAULT_WAIT, LockWait, flocked
@@ -287,14 +288,17 @@ def _cut_out(pdir: str, rows: list[SegmentRepair], reports: Mapping[str, Segment
             seg.close()
         Segment(pdir, end, writable=True, create=True).close()
         durable.fsync_dir(pdir)
+        failpoint("repair-rolled")
     work = os.path.join(staging, f"repair-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     guard.make_path(work)
     try:
         for base, row in todo.items():
             _write_without(pdir, base, row["cut_out"], work)
         swap.stage(pdir, work, list(todo))
+        failpoint("repair-staged")
         swap.commit(pdir, list(todo), [], {gaps.NAME: gaps.document(recorded)})
         swap.roll_forward(pdir)
+        failpoint("repair-swapped")
     finally:
         guard.remove_tree(staging, work)
     for row in rows:
