@@ -87,6 +87,21 @@ class DamagedRange(CorruptRecordError):
         self.next_offset = next_offset
 
 
+def refuse_damage(path: str, doing: str) -> Callable[[Damage], None]:
+    """The ``damaged`` callback of a whole-segment rewrite or scan of the segment ``path``
+    (``doing``: compaction, a Spark job's read) that must not go past a damaged batch: it
+    raises DamagedRange naming the batch's offsets and the repair, which cuts it out (its
+    offsets then a recorded gap, which readers, compaction and the Spark jobs step over as
+    they step over compacted offsets)."""
+
+    def refuse(d: Damage) -> None:
+        offs = f"{d.first}..{d.next_offset - 1}" if d.next_offset is not None else f"from {d.first}"
+        raise DamagedRange(f"{d.reason}; {doing} does not go past a damaged batch (offsets "
+                           f"{offs}): 'rivven segment recover {path} --truncate-corrupt' cuts "
+                           "it out first", path, d.position, d.first, d.next_offset)
+    return refuse
+
+
 RESYNC_LIMIT = 64 << 20  # how far past a damaged batch the next intact one is looked for
 _MAGIC = re.compile(b"[%s]" % re.escape(bytes(MAGICS)))  # at byte 12 of a header
 
