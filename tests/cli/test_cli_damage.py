@@ -58,3 +58,27 @@ def test_recover_cuts_out_only_the_damaged_batch(data_dir):
     assert b"known gap: " in r.stdout and b"offsets 50..99 were cut out by a repair" in r.stdout
     r = run_rivven(data_dir, "consume", "t", "-f", "%o\n")
     assert r.returncode == 0 and offsets_of(r) == [*range(50), *range(100, 150)], r.stderr
+
+
+def test_a_damaged_end_is_refused_to_writers_naming_the_repair_and_leaves_no_wal(data_dir):
+    make_topic(data_dir, 3)
+    damage_batch(data_dir, 100)  # (the last batch, which the checkpoint vouches for)
+    r = run_rivven(data_dir, "offsets", "t", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [(p["start_offset"], p["end_offset"]) for p in json.loads(r.stdout)] == [(0, 100)]
+    r = run_rivven(data_dir, "consume", "t", "-o", "60", "-f", "%o\n")
+    assert r.returncode == 3 and offsets_of(r) == list(range(60, 100)), r.stderr
+    assert b"offsets from 100 of t-0 cannot be read" in r.stderr, r.stderr
+    assert b"'rivven segment recover t --truncate-corrupt' cuts it" in r.stderr, r.stderr
+    r = run_rivven(data_dir, "produce", "t", input=b"x\n")
+    err = r.stderr.decode()
+    assert r.returncode == 3 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "appends are refused until 'rivven segment recover" in err, err
+    r = run_rivven(data_dir, "topic", "create", "u")  # (the failed produce left no WAL)
+    assert r.returncode == 0 and b"recovered" not in r.stderr, r.stderr
+    r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes")
+    assert r.returncode == 0, r.stderr
+    r = run_rivven(data_dir, "produce", "t", input=b"x\n")
+    assert r.returncode == 0, r.stderr
+    r = run_rivven(data_dir, "consume", "t", "-f", "%o\n")
+    assert r.returncode == 0 and offsets_of(r) == list(range(101)), r.stderr
