@@ -200,7 +200,7 @@ def verify(
     else:
         for f in doc["findings"]:
             where = "" if f["path"] in f["message"] else f"{f['path']} at position {f['position']}: "
-            typer.echo(f"{f['kind']}: {where}{f['message']}")
+            typer.echo(f"{f['kind']}: {where}{f['message']}{_past(f)}")
         for g in doc.get("known_gaps", []):
             typer.echo(f"known gap: {g['path']}: offsets {g['first']}..{g['last']} were cut out "
                        f"by a repair at {utc(g['time_ms'])} ({g['reason']}); readers skip them")
@@ -208,6 +208,10 @@ def verify(
         info(f"verified {doc['segments']} segment(s), {plural(doc['batches'], 'batch', 'batches')}, "
              f"{plural(doc['records'], 'record')}, {human_bytes(doc['bytes'])}: "
              f"{f'{bad} problem(s) found' if bad else 'OK'}")
+        if any(f["kind"] in ("crc", "header", "body", "offsets", "range") for f in doc["findings"]):
+            info("'rivven segment recover --truncate-corrupt --dry-run' shows what the repair "
+                 "would cut: each damaged batch an intact one follows alone (its offsets then a "
+                 "recorded gap), damage nothing intact follows to the end of its segment")
         if colds is not None:
             for f in colds["findings"]:
                 typer.echo(f"cold: {f['problem']}")
@@ -260,6 +264,16 @@ def recover(
         info(f"{len(results)} segment(s) checked{' (dry run: nothing changed)' if dry_run else ''}")
     if any(r["unrepaired"] for r in results):
         raise typer.Exit(3)
+
+
+def _past(f: dict) -> str:
+    """What a damaged batch an intact one follows means for readers (verify's text)."""
+    if f.get("resume_at") is None:
+        return ""
+    offs = f["offsets"]
+    held = f"offsets {offs[0]}..{offs[1]}" if offs else "its offsets"
+    return (f" ({held} cannot be read; the intact batch at position {f['resume_at']} and "
+            "everything after it can)")
 
 
 def _holes_text(rows: list[dict]) -> str:
