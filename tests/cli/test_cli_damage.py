@@ -41,6 +41,10 @@ def test_recover_cuts_out_only_the_damaged_batch(data_dir):
     make_topic(data_dir, 3)
     log, at = damage_batch(data_dir, 50)
     size = os.path.getsize(log)
+    r = run_rivven(data_dir, "segment", "verify")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert b"(offsets 50..99 cannot be read; the intact batch at position " in r.stdout, r.stdout
+    assert b"'rivven segment recover --truncate-corrupt --dry-run' shows" in r.stderr, r.stderr
     r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--dry-run")
     assert r.returncode == 0, r.stderr
     out = r.stdout.decode()
@@ -82,3 +86,21 @@ def test_a_damaged_end_is_refused_to_writers_naming_the_repair_and_leaves_no_wal
     assert r.returncode == 0, r.stderr
     r = run_rivven(data_dir, "consume", "t", "-f", "%o\n")
     assert r.returncode == 0 and offsets_of(r) == list(range(101)), r.stderr
+
+
+def test_a_group_consumer_gets_the_records_before_the_damage_and_the_way_past_for_its_group(
+        data_dir):
+    make_topic(data_dir, 3)
+    damage_batch(data_dir, 50)
+    r = run_rivven(data_dir, "consume", "t", "-g", "g", "-f", "%o\n")
+    assert r.returncode == 3 and offsets_of(r) == list(range(50)), r.stderr
+    way = b"'rivven group reset-offsets g --topic t:0 --to-offset 100 --execute'"
+    assert way in r.stderr, r.stderr
+    r = run_rivven(data_dir, "group", "describe", "g", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [p["current_offset"] for p in json.loads(r.stdout)["partitions"]] == [50], r.stdout
+    r = run_rivven(data_dir, "group", "reset-offsets", "g", "--topic", "t:0", "--to-offset", "100",
+                   "--execute")
+    assert r.returncode == 0, r.stderr
+    r = run_rivven(data_dir, "consume", "t", "-g", "g", "-f", "%o\n")
+    assert r.returncode == 0 and offsets_of(r) == list(range(100, 150)), r.stderr
