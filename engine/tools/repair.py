@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypedDict
@@ -73,6 +74,8 @@ def recover_segments(data_dir: str, targets: Sequence[str], truncate_corrupt: bo
     agreed to), a cut that needs confirmation and differs from its approved one is refused
     (the files changed since the question)."""
     out: list[SegmentRepair] = []
+    if not dry_run and os.path.isdir(os.path.join(data_dir, STAGING)):
+        _clear_dead(os.path.join(data_dir, STAGING))  # (what a killed repair left)
     for d, only in resolve_targets(data_dir, list(targets)):
         with _partition_locked(d, wait):
             out += recover_partition(d, only, truncate_corrupt, dry_run, approved,
@@ -313,6 +316,24 @@ def _cut_out(pdir: str, rows: list[SegmentRepair], reports: Mapping[str, Segment
                  "log_start_offset": min(start, end)}
     if point is not None:  # (a new file: other processes look at their segments again)
         checkpoint.write_checkpoint(pdir, point)
+
+
+_WORK = re.compile(r"repair-(\d+)-[0-9a-f]{12}")
+
+
+def _clear_dead(staging: str) -> None:
+    """Remove the folders in ``staging`` a killed repair left (its process is gone; a pid
+    reused by a live process keeps its folder, which the next run looks at again)."""
+    for name in os.listdir(staging):
+        m = _WORK.fullmatch(name)
+        if m is None:
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            guard.remove_tree(staging, os.path.join(staging, name))
+        except (PermissionError, OverflowError):
+            pass  # (alive as another user, or no pid at all: left alone)
 
 
 def _write_without(pdir: str, base: int, cuts: Sequence[CutOut], work: str) -> None:

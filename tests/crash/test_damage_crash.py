@@ -38,6 +38,9 @@ def test_kill_9_during_a_cut_out(data_dir, point):
     assert not [f for f in os.listdir(d) if f.endswith((".cleaned", ".swap"))]
     r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes")
     assert r.returncode == 0, r.stderr
+    staging = os.path.join(data_dir, ".compaction")  # (the killed run's folder cleared)
+    left = os.listdir(staging) if os.path.isdir(staging) else []
+    assert not [n for n in left if n.startswith("repair-")], left
     with Engine.open(data_dir) as eng:
         assert offsets(eng) == INTACT
     r = run_rivven(data_dir, "segment", "verify")
