@@ -200,11 +200,18 @@ def verify(
     else:
         for f in doc["findings"]:
             where = "" if f["path"] in f["message"] else f"{f['path']} at position {f['position']}: "
-            typer.echo(f"{f['kind']}: {where}{f['message']}")
+            typer.echo(f"{f['kind']}: {where}{f['message']}{_past(f)}")
+        for g in doc.get("known_gaps", []):
+            typer.echo(f"known gap: {g['path']}: offsets {g['first']}..{g['last']} were cut out "
+                       f"by a repair at {utc(g['time_ms'])} ({g['reason']}); readers skip them")
         bad = len(doc["findings"])
         info(f"verified {doc['segments']} segment(s), {plural(doc['batches'], 'batch', 'batches')}, "
              f"{plural(doc['records'], 'record')}, {human_bytes(doc['bytes'])}: "
              f"{f'{bad} problem(s) found' if bad else 'OK'}")
+        if any(f["kind"] in ("crc", "header", "body", "offsets", "range") for f in doc["findings"]):
+            info("'rivven segment recover --truncate-corrupt --dry-run' shows what the repair "
+                 "would cut: each damaged batch an intact one follows alone (its offsets then a "
+                 "recorded gap), damage nothing intact follows to the end of its segment")
         if colds is not None:
             for f in colds["findings"]:
                 typer.echo(f"cold: {f['problem']}")
@@ -220,7 +227,9 @@ def recover(
     targets: TargetsArg = None,
     dry_run: DryRunOpt = False,
     truncate_corrupt: Annotated[bool, typer.Option(
-        "--truncate-corrupt", help="Also cut a segment at mid-file corruption (drops records).")
+        "--truncate-corrupt", help="Also remove corrupt batches (drops their records): each one "
+        "an intact batch follows is cut out alone, its offsets then a recorded gap that "
+        "verify and readers step over; damage nothing intact follows is truncated.")
     ] = False,
     yes: YesOpt = False,
     json: JsonOpt = False,
@@ -233,15 +242,17 @@ def recover(
         results = eng.segments.recover(targets or [], truncate_corrupt=truncate_corrupt,
                                       dry_run=True)
         if not dry_run:
-            risky = [r for r in results if r["needs_confirmation"] and r["truncate_at"] is not None]
+            risky = [r for r in results if r["needs_confirmation"]
+                     and (r["truncate_at"] is not None or r["cut_out"])]
             if risky:
                 if not yes:
                     _print_recovery(risky, "would", sys.stderr)
-                confirm(f"cut {len(risky)} segment(s), dropping "
-                        f"{sum(r['batches_removed'] for r in risky)} batch(es), "
-                        f"{sum(r['records_removed'] for r in risky)} record(s)"
-                        f"{_holes_text(risky)}?", yes)
-            approved = {r["path"]: r["truncate_at"] for r in results}
+                batches = sum(r["batches_removed"] + len(r["cut_out"]) for r in risky)
+                records = sum(r["records_removed"] + sum(c["records"] for c in r["cut_out"])
+                              for r in risky)
+                confirm(f"cut {len(risky)} segment(s), dropping {batches} batch(es), "
+                        f"{records} record(s){_holes_text(risky)}?", yes)
+            approved = {r["path"]: r for r in results}
             results = eng.segments.recover(targets or [], truncate_corrupt=truncate_corrupt,
                                           dry_run=False, approved=approved)
             if not any(r["unrepaired"] for r in results):
@@ -255,8 +266,19 @@ def recover(
         raise typer.Exit(3)
 
 
+def _past(f: dict) -> str:
+    """What a damaged batch an intact one follows means for readers (verify's text)."""
+    if f.get("resume_at") is None:
+        return ""
+    offs = f["offsets"]
+    held = f"offsets {offs[0]}..{offs[1]}" if offs else "its offsets"
+    return (f" ({held} cannot be read; the intact batch at position {f['resume_at']} and "
+            "everything after it can)")
+
+
 def _holes_text(rows: list[dict]) -> str:
     n = sum(h["offsets"] for r in rows for h in r["holes"])
+    n += sum(c["offsets"] for r in rows for c in r["cut_out"])
     return f", leaving {n} offset(s) in holes" if n else ""
 
 
@@ -273,12 +295,23 @@ def _print_recovery(rows: list[dict], verb: str, out: typing.TextIO) -> None:
             out.write(f"{r['path']}: {verb} truncate at {r['truncate_at']} "
                       f"({plural(r['bytes_removed'], 'byte')}: {what}; "
                       f"{plural(r['records_removed'], 'record')} dropped)\n")
+        for c in r["cut_out"]:
+            offs = (f"offsets {c['first']}..{c['last']}" if c["first"] is not None
+                    else "offsets unknown")
+            out.write(f"{r['path']}: {verb} cut out the damaged batch at {c['position']} "
+                      f"({plural(c['bytes'], 'byte')}: {offs}; "
+                      f"{plural(c['records'], 'record') if c['records'] else 'its records'} "
+                      "dropped); the intact batches around it stay\n")
         for h in r["holes"]:
             out.write(f"{r['path']}: hole: offsets {h['first']}..{h['last']} ({h['offsets']}) "
                       "are in no segment; readers skip them\n")
+        for g in r["recorded_gaps"]:
+            out.write(f"{r['path']}: offsets {g['first']}..{g['last']} "
+                      f"{'will be' if verb == 'would' else 'are'} a recorded gap (.gaps): "
+                      "verify reports them as known, readers skip them\n")
         for u in r["unrepaired"]:
-            out.write(f"{r['path']}: corrupt, left alone (use --truncate-corrupt): "
-                      f"{u['message']}\n")
+            out.write(f"{r['path']}: corrupt, left alone (--truncate-corrupt cuts out the "
+                      f"damaged batch): {u['message']}\n")
 
 
 @app.command()

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from ..errors import InvalidArgument
 from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_CONTROL
-from ..segments.segment import Segment
+from ..segments.segment import Damage, Segment
 from ..storage.log import PartitionLog
 from ..txn import isolation
 from .read_path import offsets, where
@@ -57,7 +57,8 @@ def _offset_for_time(log: PartitionLog, timestamp: int) -> int | None:
 
 def _first_at(log: PartitionLog, seg: Segment, timestamp: int, start: int) -> int | None:
     """(In one segment.) The first offset >= ``start`` with a timestamp >= ``timestamp``."""
-    for ref in seg.iter_batches(seg.position_for_time(timestamp), seg.size):
+    # (a damaged batch's timestamps are unknown: the first intact record at the time is it)
+    for ref in seg.iter_batches(seg.position_for_time(timestamp), seg.size, damaged=_skip):
         h = ref.header
         if h.max_timestamp < timestamp or h.last_offset < start or h.attributes & ATTR_CONTROL:
             continue
@@ -68,6 +69,10 @@ def _first_at(log: PartitionLog, seg: Segment, timestamp: int, start: int) -> in
             if t >= timestamp and off >= start:
                 return off
     return None
+
+
+def _skip(d: Damage) -> None:
+    pass
 
 
 def resolve(log: PartitionLog, position: Position, committed: bool = False) -> int:

@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from operator import attrgetter
 from typing import Any, cast
 
-from ..errors import CorruptRecordError, InvalidArgument
+from ..errors import CorruptRecordError, DamagedMetadata, InvalidArgument
 from ..format.arrow import batch_columns
 from ..format.arrow import table as arrow_table
 from ..format.decode import Layout, body_of, decode_columns, decode_records, layout
 from ..format.records import Record
 from ..segments.segment import BatchRef
 from ..storage.log import PartitionLog
-from ..storage.reader import Reach
+from ..storage.reader import Reach, damaged_body
 from ..txn import isolation
 
 _offset_of = attrgetter("offset")
@@ -73,10 +73,12 @@ def batches(log: PartitionLog, offset: int, max_records: int, committed: bool = 
             at = where(ref)
             try:
                 body = body_of(ref.buf, ref.start, h, at, opener)
-            except CorruptRecordError:
-                log.counts.crc_errors.inc()  # (an encrypted batch whose tag fails)
+                lay = layout(body, h, at)
+            except DamagedMetadata:
                 raise
-            lay = layout(body, h, at)
+            except CorruptRecordError as e:
+                log.counts.crc_errors.inc()  # (an encrypted batch whose tag fails)
+                raise damaged_body(log, ref, e) from None
             # counted before it is handed out: a caller that has what it wants never
             # resumes this generator
             seen += h.next_offset - max(offset, h.base_offset)

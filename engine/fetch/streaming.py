@@ -49,11 +49,15 @@ def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None 
     pass without a record), at most ``max_records``."""
     pos = list(starts)
     stop: list[int | None]
+    # partitions read up to the log end at the start, which a damaged end may lie past
+    # (a read that reaches it fails: engine.storage.reader)
+    to_end: list[bool] = [False] * len(logs)
     if stops is not None:
         follow = False  # (a stop ends the stream: nothing to wait for)
         stop = list(stops)
     else:
         stop = [None if follow else offsets(log, committed)[1] for log in logs]
+        to_end = [not follow] * len(logs)
     left = max_records
     last_record = time.monotonic()
     while True:
@@ -61,6 +65,10 @@ def stream(logs: list[PartitionLog], starts: list[int], max_records: int | None 
         for i, log in enumerate(logs):
             limit = stop[i]
             if limit is not None and pos[i] >= limit:
+                if to_end[i]:
+                    to_end[i] = False
+                    for _ in log.batches(pos[i], 0):  # (nothing: raises at a damaged end)
+                        break
                 continue
             want = chunk if left is None else min(chunk, left)
             if limit is not None:

@@ -21,7 +21,13 @@ from typing import Any, NamedTuple, Protocol
 
 from ..counters.meter import Meter
 from ..crypto.topic import OffsetMetadata
-from ..errors import InvalidArgument, OffsetOutOfRange, ReadOnlyError, UnknownTopic
+from ..errors import (
+    CorruptRecordError,
+    InvalidArgument,
+    OffsetOutOfRange,
+    ReadOnlyError,
+    UnknownTopic,
+)
 from ..format.records import ColumnBatch
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..storage.reader import Reach
@@ -333,6 +339,10 @@ class Consumer:
                             self._positions[tp] = reach.end
                     elif reach.end > reach.start:
                         self._gaps[tp] = (reach.start, reach.end)
+            except CorruptRecordError as e:
+                if want < got or out:
+                    break  # (hand out what was read: the next fetch reaches the damage again)
+                raise _damaged(e, self.group, topic, p) from None
             except OffsetOutOfRange as e:
                 start, end = (e.start, e.end) if e.start is not None and e.end is not None \
                     and self._iso["isolation_level"] == "read_uncommitted" else \
@@ -502,3 +512,14 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"Consumer(group={self.group!r}, member={self.member_id!r}, pid={os.getpid()})"
+
+
+def _damaged(e: CorruptRecordError, group: str, topic: str, partition: int) -> CorruptRecordError:
+    """``e`` (a read that reached a damaged batch: engine.storage.reader) with the way past it
+    for a group's consumers: its committed offset moved past the damage."""
+    nxt = getattr(e, "next_offset", None)  # (a DamagedRange's: where reading can go on)
+    if nxt is None:
+        return e
+    e.args = (f"{e}; the group's consumers go past it with 'rivven group reset-offsets {group} "
+              f"--topic {topic}:{partition} --to-offset {nxt} --execute'", *e.args[1:])
+    return e

@@ -30,7 +30,7 @@ from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
 from ..fs import guard
 from ..segments import filenames, txn_index
-from ..segments.segment import Segment
+from ..segments.segment import Segment, refuse_damage
 from ..segments.txn_index import AbortedTxn
 from ..txn.isolation import Aborted, hidden
 
@@ -75,7 +75,8 @@ def scan_keys(segs: Iterable[dict[str, Any]], aborted: Aborted | None = None,
     for s in segs:
         seg = Segment(os.path.dirname(s["path"]), s["base_offset"], writable=False)
         try:
-            for ref in seg.iter_batches(0, seg.file_size()):
+            for ref in seg.iter_batches(0, seg.file_size(),
+                                        damaged=refuse_damage(seg.path, "compaction")):
                 h = ref.header
                 if hidden(h, aborted):
                     continue
@@ -139,7 +140,7 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
             try:
                 size = src.file_size()
                 stats["bytes_in"] += size
-                for ref in src.iter_batches(0, size):
+                for ref in src.iter_batches(0, size, damaged=refuse_damage(src.path, "compaction")):
                     h = ref.header
                     if h.base_offset < max(prev_end, s["base_offset"]) or \
                             h.next_offset > s["next_offset"]:

@@ -29,6 +29,7 @@ from .. import clock
 from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
 from ..fs import guard
+from ..segments.segment import refuse_damage
 from ..segments.swap import SwapRefused
 from ..storage import datadir
 from ..txn import isolation
@@ -253,7 +254,7 @@ def tombstones(log: PartitionLog, limit: int = 100_000) -> list[int]:
     decoded)."""
     out: list[int] = []
     for seg in log.all_segments():
-        for ref in seg.iter_batches(0, seg.size):
+        for ref in seg.iter_batches(0, seg.size, damaged=refuse_damage(seg.path, "compaction")):
             h = ref.header
             if not h.attributes & ATTR_VALUE_NULLS:
                 continue

@@ -43,7 +43,7 @@ from ..format.sealed import plain_batch
 from ..fs import guard
 from ..segments import filenames, tier_manifest
 from ..segments.sealed_range import Span, covering
-from ..segments.segment import Segment
+from ..segments.segment import Segment, refuse_damage
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment
 from ..storage import datadir
@@ -144,7 +144,7 @@ def rewrite_segment(src_dir: str, base: int, out_dir: str, target: int,
         size = src.file_size()
         stats["bytes_in"] = size
         pos = 0
-        for ref in src.iter_batches(0, size):
+        for ref in src.iter_batches(0, size, damaged=refuse_damage(src.path, "re-encryption")):
             h = ref.header
             if rng and not h.is_control and not h.is_encrypted and \
                     covering(rng, h.base_offset, h.next_offset) is not None:

@@ -1,17 +1,27 @@
 """One segment: a ``.log`` of record batches plus its sparse ``.index`` and ``.timeindex``.
 
-The log is append-only. ``size`` is the length of the prefix known to hold complete, CRC-valid
-batches; everything a reader returns lies inside it. Bytes past it are either a batch being
-written by another process (readers stop there) or a torn tail left by a writer that died
-(the next writer truncates it, holding the partition lock).
+The log is append-only. ``size`` is the length of the prefix known to hold complete batches,
+each CRC-valid or recorded as damaged (``damage``); everything a reader returns lies inside it.
+Bytes past it are either a batch being written by another process (readers stop there), a
+torn tail left by a writer that died (the next writer truncates it, holding the partition
+lock), or a damaged end no intact batch follows (``tail_damage``: a reader's view stops
+before it, a writer refuses to append after it unless it can prove it torn).
+
+Damage stays local (docs/DURABILITY.md, Damage stays where it is). A batch that fails its
+CRC or whose header does not parse is stepped over when an intact batch follows it
+(``next_intact``: where the damaged header's length or stored length says, else the next
+8-byte boundary holding a whole, CRC-valid batch whose offsets continue the log): the view
+goes on past it, appends go on at the end, and a read that reaches its offsets fails naming
+them and the way past (``Damage``; engine.storage.reader).
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from .. import clock
@@ -48,6 +58,113 @@ class TornTail(Exception):
         super().__init__(reason)
         self.position = position
         self.reason = reason
+
+
+class Damage(NamedTuple):
+    """A damaged stretch of a segment's log: the bytes ``[position, end)`` fail their checks
+    (a CRC, a header that does not parse) and held offsets ``first`` .. ``next_offset - 1``.
+    ``end`` is where the next intact batch starts and ``next_offset`` its base offset; when
+    no intact batch follows, ``next_offset`` is None and ``end`` is where the scan stopped
+    (the end of the file or of the view). ``first`` is the offset the intact batch before it
+    ends at (the damaged header's own offsets cannot be trusted)."""
+
+    position: int
+    end: int
+    first: int
+    next_offset: int | None
+    reason: str
+
+
+class DamagedRange(CorruptRecordError):
+    """A read reached offsets a damaged batch held: ``first`` .. ``next_offset - 1``.
+    ``next_offset`` is where reading can go on (None: nothing intact follows it). Exit 3,
+    as all damage."""
+
+    def __init__(self, message: str, path: str | None = None, position: int | None = None,
+                 first: int | None = None, next_offset: int | None = None) -> None:
+        super().__init__(message, path, position)
+        self.first = first
+        self.next_offset = next_offset
+
+
+def refuse_damage(path: str, doing: str) -> Callable[[Damage], None]:
+    """The ``damaged`` callback of a whole-segment rewrite or scan of the segment ``path``
+    (``doing``: compaction, a Spark job's read) that must not go past a damaged batch: it
+    raises DamagedRange naming the batch's offsets and the repair, which cuts it out (its
+    offsets then a recorded gap, which readers, compaction and the Spark jobs step over as
+    they step over compacted offsets)."""
+
+    def refuse(d: Damage) -> None:
+        offs = f"{d.first}..{d.next_offset - 1}" if d.next_offset is not None else f"from {d.first}"
+        raise DamagedRange(f"{d.reason}; {doing} does not go past a damaged batch (offsets "
+                           f"{offs}): 'rivven segment recover {path} --truncate-corrupt' cuts "
+                           "it out first", path, d.position, d.first, d.next_offset)
+    return refuse
+
+
+RESYNC_LIMIT = 64 << 20  # how far past a damaged batch the next intact one is looked for
+_MAGIC = re.compile(b"[%s]" % re.escape(bytes(MAGICS)))  # at byte 12 of a header
+
+
+def next_intact(fd: int, position: int, end: int, base: int, expect: int | None
+                ) -> tuple[int, BatchHeader] | None:
+    """The first whole, CRC-valid batch after the damaged one at ``position`` of a segment
+    (base offset ``base``; ``fd`` its log) that lies before ``end`` and whose offsets fit
+    (at or past ``expect``, the offset the damaged batch should start at, when known; within
+    the segment's int32 range): ``(position, header)``, or None when there is none.
+
+    Looked for first where the damaged header's length says the next batch starts, then
+    where its stored length does, then at every 8-byte boundary (batches are 8-byte
+    aligned) up to RESYNC_LIMIT past it. A CRC32C that matches over a whole batch is what
+    tells a batch boundary from bytes that look like one; a record value that itself holds
+    a whole batch could still be taken for one (docs/DURABILITY.md says what that means)."""
+    raw = os.pread(fd, HEADER_SIZE, position)
+    guesses = []
+    if len(raw) >= LENGTH_PREFIX:
+        guesses.append(position + int.from_bytes(raw[8:12], "little", signed=True) + LENGTH_PREFIX)
+    if len(raw) == HEADER_SIZE:
+        stored = int.from_bytes(raw[68:72], "little", signed=True)
+        guesses.append(position + ((HEADER_SIZE + stored + 7) & ~7))
+    for at in guesses:
+        if position < at and not at & 7:
+            h = _intact_at(fd, at, end, base, expect)
+            if h is not None:
+                return at, h
+    pos = (position + 8) & ~7
+    limit = min(end, position + RESYNC_LIMIT)
+    while pos < limit:
+        chunk = os.pread(fd, min(READ_CHUNK, limit - pos) + HEADER_SIZE, pos)
+        n = min(len(chunk), limit - pos)
+        for m in _MAGIC.finditer(chunk, 12):
+            q = m.start() - 12
+            if q >= n:
+                break
+            if not q & 7:
+                h = _intact_at(fd, pos + q, end, base, expect)
+                if h is not None:
+                    return pos + q, h
+        if len(chunk) <= HEADER_SIZE:
+            break
+        pos += READ_CHUNK
+    return None
+
+
+def _intact_at(fd: int, at: int, end: int, base: int, expect: int | None) -> BatchHeader | None:
+    """The header of the batch at ``at`` when it is whole before ``end``, CRC-valid and its
+    offsets fit (see ``next_intact``); else None."""
+    if at + HEADER_SIZE > end:
+        return None
+    raw = os.pread(fd, HEADER_SIZE, at)
+    if len(raw) < HEADER_SIZE:
+        return None
+    try:
+        h = read_header(raw, 0)
+    except CorruptRecordError:
+        return None
+    if at + h.size > end or h.base_offset < max(base, expect or 0) or \
+            h.next_offset - base > MAX_RELATIVE_OFFSET:
+        return None
+    return h if crc_intact(os.pread(fd, h.size, at)) else None
 
 
 class BatchRef(NamedTuple):
@@ -101,6 +218,11 @@ class Segment:
         self.durable = 0  # bytes known fsynced (from the checkpoint), set by load
         self.cuts: list[dict] = []  # damaged tails this process cut (see _cuttable)
         self.progress: Progress | None = None
+        # damaged batches found inside the log, by position (``damage_at``), and a damaged
+        # end of a reader's view with the file size it was seen at (``catch_up``)
+        self.damage: dict[int, Damage] = {}
+        self.tail_damage: Damage | None = None
+        self._tail_seen = -1
 
     def __repr__(self) -> str:
         return f"Segment({self.path}, size={self.size}, next={self.next_offset})"
@@ -152,10 +274,17 @@ class Segment:
         return os.fstat(self.fd).st_size
 
     # ---------------------------------------------------------------- scanning
-    def iter_batches(self, start: int, end: int, crc: bool | str = True) -> Iterator[BatchRef]:
+    def iter_batches(self, start: int, end: int, crc: bool | str = True,
+                     damaged: Callable[[Damage], None] | None = None,
+                     expect: int | None = None) -> Iterator[BatchRef]:
         """Complete batches in ``[start, end)``; raises TornTail or CorruptRecordError.
         ``crc``: check each batch's CRC (``PLAIN_ONLY``: not an encrypted one's, whose
-        authentication tag the caller checks as it opens it)."""
+        authentication tag the caller checks as it opens it).
+
+        With ``damaged``, a batch that fails its checks is handed to it as a ``Damage``
+        (``expect``: the offset the batch at ``start`` begins at, when known) instead: it
+        raises to stop there, or returns to go on at the next intact batch (when none
+        follows, the iteration ends)."""
         pos = start
         while pos < end:
             want = min(end - pos, READ_CHUNK)
@@ -165,29 +294,64 @@ class Segment:
             if len(buf) < want:
                 raise TornTail(pos + len(buf), "file shorter than expected")
             p = 0
+            resume = -1
             while p + HEADER_SIZE <= len(buf):
-                h = self._header(buf, p, pos + p, end)
-                if p + h.size > len(buf):
-                    if pos + p + h.size > end:
-                        raise TornTail(pos + p, f"batch of {plural(h.size, 'byte')} runs past the end")
-                    if p == 0:  # one batch larger than a chunk: read it whole
-                        buf = os.pread(self.fd, h.size, pos)
-                        if len(buf) < h.size:
-                            raise TornTail(pos, "file shorter than expected")
-                    else:
-                        break
-                if crc is True or (crc and not h.attributes & ATTR_ENCRYPTED):
-                    check_crc(buf, p, h, self.where(pos + p))
+                try:
+                    h = self._header(buf, p, pos + p, end)
+                    if p + h.size > len(buf):
+                        if pos + p + h.size > end:
+                            raise TornTail(pos + p, f"batch of {plural(h.size, 'byte')} runs past the end")
+                        if p == 0:  # one batch larger than a chunk: read it whole
+                            buf = os.pread(self.fd, h.size, pos)
+                            if len(buf) < h.size:
+                                raise TornTail(pos, "file shorter than expected")
+                        else:
+                            break
+                    if crc is True or (crc and not h.attributes & ATTR_ENCRYPTED):
+                        check_crc(buf, p, h, self.where(pos + p))
+                except CorruptRecordError as e:
+                    if damaged is None:
+                        raise
+                    d = self.damage_at(pos + p, end, expect, str(e))
+                    damaged(d)
+                    if d.next_offset is None:
+                        return
+                    resume, expect = d.end, d.next_offset
+                    break
                 yield BatchRef(pos + p, h, buf, p, self.path)
+                expect = h.next_offset
                 p += h.size
+            if resume >= 0:
+                pos = resume
+                continue
             if p == 0:
                 raise TornTail(pos, "incomplete batch header")
             pos += p
 
-    def iter_headers(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    def damage_at(self, position: int, end: int, expect: int | None, reason: str) -> Damage:
+        """The damaged stretch that starts with the batch at ``position`` (it failed with
+        ``reason``), the next intact batch looked for before ``end``; ``expect`` is the
+        offset the batch before it ends at, when known. Remembered by position: a later
+        read steps over it without looking again."""
+        d = self.damage.get(position)
+        if d is not None and d.end <= end and (d.next_offset is not None or d.end == end):
+            return d
+        found = next_intact(self.fd, position, end, self.base, expect)
+        first = self.base if expect is None else expect
+        if found is None:
+            d = Damage(position, end, first, None, reason)
+        else:
+            d = Damage(position, found[0], first, found[1].base_offset, reason)
+        self.damage[position] = d
+        return d
+
+    def iter_headers(self, start: int, end: int,
+                     damaged: Callable[[Damage], None] | None = None,
+                     expect: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of the complete batches in ``[start, end)``, headers only:
         no body is read or checksummed (a prefix the view already checked). Raises TornTail or
-        CorruptRecordError like ``iter_batches``."""
+        CorruptRecordError like ``iter_batches``, and hands a header that does not parse to
+        ``damaged`` as it does."""
         pos = start
         buf = b""
         at = start  # file position of buf[0]
@@ -202,10 +366,21 @@ class Segment:
                 at, p = pos, 0
                 if len(buf) < HEADER_SIZE:
                     raise TornTail(pos, "file shorter than expected")
-            h = self._header(buf, p, pos, end)
+            try:
+                h = self._header(buf, p, pos, end)
+            except CorruptRecordError as e:
+                if damaged is None:
+                    raise
+                d = self.damage_at(pos, end, expect, str(e))
+                damaged(d)
+                if d.next_offset is None:
+                    return
+                pos, expect, buf = d.end, d.next_offset, b""
+                continue
             if pos + h.size > end:
                 raise TornTail(pos, f"batch of {plural(h.size, 'byte')} runs past the end")
             yield pos, h
+            expect = h.next_offset
             small = h.size <= HEADER_CHUNK // 8
             pos += h.size
 
@@ -245,6 +420,8 @@ class Segment:
         or torn tail past it is cut (the WAL replay puts acknowledged batches back).
         """
         self.needs_repair = False
+        self.damage = {}
+        self.tail_damage = None
         self.durable = self.file_size()
         if repair:
             if checkpoint is None or checkpoint["segment"] < self.base:
@@ -313,9 +490,15 @@ class Segment:
         """Scan batches past ``size`` (appended by another process); returns how many.
 
         With ``repair`` (the caller holds the partition lock) a torn tail is truncated;
-        without it, the view simply stops before it.
+        without it, the view simply stops before it. A damaged batch an intact one follows
+        is stepped over (``damage``); a damaged end stops a reader's view before it
+        (``tail_damage``) and is cut by a writer only when ``_cuttable`` (else it raises).
         """
         end = self.file_size()
+        if self.tail_damage is not None:
+            if end == self._tail_seen and not repair:
+                return 0  # (the same damaged end as at the last look)
+            self.tail_damage = None
         start = self.size if from_index is None else from_index
         count = 0
         if from_index is None and end != start:
@@ -330,11 +513,15 @@ class Segment:
         base = self.base
         what = f"scanning {os.path.basename(self.path)} (no checkpoint covers it)"
         next_report = start + SCAN_REPORT_BYTES // 4
+        tail: list[Damage] = []
         try:
-            for ref in self.iter_batches(start, end):
+            for ref in self.iter_batches(start, end, damaged=self._step_over(repair, tail),
+                                         expect=self.next_offset):
                 h = ref.header
                 if h.base_offset < self.next_offset or h.next_offset - base > MAX_RELATIVE_OFFSET:
-                    raise self._misplaced(h, ref.position)
+                    e = self._misplaced(h, ref.position)  # (offsets that fit nowhere: an end)
+                    tail.append(Damage(ref.position, end, self.next_offset, None, str(e)))
+                    raise e
                 self._account(ref.position, h.base_offset, h.size, h.next_offset,
                               h.max_timestamp, index=repair)
                 count += 1
@@ -347,11 +534,41 @@ class Segment:
             if repair:
                 self.truncate(t.position)
         except CorruptRecordError as e:
+            if tail and not repair:
+                self.tail_damage, self._tail_seen = tail[0], end
+                return count
             if not repair or not self._cuttable(self.size, end):
-                raise
+                raise self._refused(e, tail) from None
             self._note_cut(self.size, end, str(e))
             self.truncate(self.size)  # not yet durable when the machine went down
         return count
+
+    def _step_over(self, repair: bool, tail: list[Damage]) -> Callable[[Damage], None]:
+        """What a scan of the view does with a damaged batch: steps over it when an intact
+        one follows, but a writer only below the checkpoint (past it the bytes may be what a
+        crash left mid-write, which the WAL replay puts back: not the writer's to skip);
+        a damaged end is raised (noted in ``tail``) for the caller's torn-tail rule."""
+
+        def step(d: Damage) -> None:
+            if d.next_offset is None:
+                tail.append(d)
+                raise CorruptRecordError(d.reason, self.path, d.position)
+            if repair and d.position >= self.durable:
+                raise CorruptRecordError(
+                    f"{d.reason}; intact batches follow it past the partition's checkpoint, "
+                    "so it is no write a crash tore: appends are refused until 'rivven "
+                    f"segment recover {self.path} --truncate-corrupt' cuts out the damaged "
+                    "batch", self.path, d.position)
+        return step
+
+    def _refused(self, e: CorruptRecordError, tail: list[Damage]) -> CorruptRecordError:
+        """``e`` as a writer refuses a damaged end it may not cut: naming the repair."""
+        if not tail:
+            return e
+        return CorruptRecordError(
+            f"{e}; it is the end of the log and no write a crash tore (the checkpoint vouches "
+            "for it, or it is whole as written): appends are refused until 'rivven segment "
+            f"recover {self.path} --truncate-corrupt' cuts it", self.path, tail[0].position)
 
     def _misplaced(self, h: BatchHeader, position: int) -> CorruptRecordError:
         """A batch read into the view must follow the ones before it, within what this
@@ -377,7 +594,8 @@ class Segment:
         except CorruptRecordError:
             if self._crc_intact(raw, position, end):
                 return False  # written as it is (fields out of range): damage, not a torn write
-            return not self._intact_batch_after(position + 8, end)
+            # (batches are 8-byte aligned: a damaged header cannot hide one elsewhere)
+            return next_intact(self.fd, position, end, self.base, None) is None
         if self._crc_intact(raw, position, end):
             return False  # a whole batch, CRC intact, that does not fit the log: damage
         nxt = position + h.size
@@ -396,26 +614,6 @@ class Segment:
         if not HEADER_SIZE <= size <= min(end - position, MAX_BATCH_BYTES):
             return False
         return crc_intact(os.pread(self.fd, size, position))
-
-    def _intact_batch_after(self, position: int, end: int) -> bool:
-        """Is there a whole, CRC-valid batch at any 8-byte boundary in [position, end)?
-        (Batches are 8-byte aligned, so a damaged header cannot hide one elsewhere.)"""
-        limit = min(end, position + (64 << 20))
-        pos = position
-        while pos < limit:
-            chunk = os.pread(self.fd, min(READ_CHUNK, limit - pos) + HEADER_SIZE, pos)
-            for q in range(0, min(len(chunk), limit - pos), 8):
-                if q + HEADER_SIZE <= len(chunk) and chunk[q + 12] in MAGICS:
-                    try:
-                        h = read_header(chunk, q)
-                        whole = os.pread(self.fd, h.size, pos + q)
-                        if len(whole) == h.size:
-                            check_crc(whole, 0, h)
-                            return True
-                    except CorruptRecordError:
-                        continue
-            pos += READ_CHUNK
-        return False
 
     def _index_due(self, position: int) -> bool:
         return self.bytes_since_index > self.index_interval and position > 0
@@ -485,6 +683,8 @@ class Segment:
     def truncate(self, position: int) -> None:
         """Cut the log at ``position`` (a batch boundary) and drop index entries past it."""
         os.ftruncate(self.fd, position)
+        self.damage = {p: d for p, d in self.damage.items() if d.end <= position}
+        self.tail_damage = None
         self.index.truncate_entries(bisect_left(self.index.values, position))
         keep = self.index.keys[-1] if len(self.index) else 0
         self.timeindex.truncate_entries(bisect_right(self.timeindex.values, keep))
@@ -495,18 +695,27 @@ class Segment:
                         durable: int | None = None) -> int:
         """Rebuild both indexes from the log (same rule as appends); returns the valid end.
 
-        With ``tolerate_corruption`` the indexes cover the log up to the first corrupt batch
-        (the operator chose to leave it); otherwise corruption raises.
+        A damaged batch an intact one follows is stepped over (a writer's, ``durable`` given
+        with ``truncate_torn``: only below ``durable``). A damaged end is cut when a writer
+        may (``_cuttable``); with ``tolerate_corruption`` the indexes cover the log up to it
+        (the operator chose to leave it); otherwise it raises.
         """
         self.size = 0
         self.next_offset = self.base
         self.max_timestamp = -1
         self.bytes_since_index = 0
         self.first_batch_timestamp = None
+        self.damage = {}
+        self.tail_damage = None
         offs: list[tuple[int, int]] = []
         times: list[tuple[int, int]] = []
+        writer = durable is not None and truncate_torn
+        if durable is not None and truncate_torn:
+            self.durable = durable
+        tail: list[Damage] = []
         try:
-            for ref in self.iter_batches(0, self.file_size()):
+            for ref in self.iter_batches(0, self.file_size(), expect=self.base,
+                                         damaged=self._step_over(writer, tail)):
                 h = ref.header
                 if h.base_offset < self.next_offset or \
                         h.next_offset - self.base > MAX_RELATIVE_OFFSET:
@@ -521,13 +730,13 @@ class Segment:
         except TornTail as t:
             if truncate_torn and self.writable:
                 os.ftruncate(self.fd, t.position)
-        except CorruptRecordError:
+        except CorruptRecordError as e:
             end = self.file_size()
-            if durable is not None and truncate_torn and self._cuttable(self.size, end):
+            if writer and self._cuttable(self.size, end):
                 self._note_cut(self.size, end, "damaged batch past the checkpoint")
                 os.ftruncate(self.fd, self.size)
             elif not tolerate_corruption:
-                raise
+                raise self._refused(e, tail) from None
         if self.writable:
             self.index.write_all(offs)
             self.timeindex.write_all(times)
@@ -539,11 +748,16 @@ class Segment:
         checked before use: inside the log, and at a batch with the offset it claims. An index
         that fails (damaged, or not of this .log: a compaction swap cut short by a crash) is
         dropped and reported, and the log scanned from its start instead."""
+        return self.start_for(offset)[0]
+
+    def start_for(self, offset: int) -> tuple[int, int]:
+        """``position_for``, and the base offset of the batch there (the segment's base
+        offset at position 0)."""
         i = self.index.floor(offset - self.base)
         if i < 0:
             if self.index.oversized and not self.needs_repair:
                 self._drop_indexes(f"it has more entries than {self.path} has batches")
-            return 0
+            return 0, self.base
         pos = self.index.values[i]
         ok = 0 < pos < self.size  # (never pread a negative position: EINVAL)
         if ok:
@@ -556,8 +770,8 @@ class Segment:
         if not ok:
             self._drop_indexes(f"entry {i} (offset {self.base + self.index.keys[i]} -> "
                                f"position {pos}) does not point at that batch")
-            return 0
-        return pos
+            return 0, self.base
+        return pos, self.base + self.index.keys[i]
 
     def _drop_indexes(self, reason: str) -> None:
         """Forget the indexes in memory (this reader scans the log instead), leave them for a

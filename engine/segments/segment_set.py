@@ -170,7 +170,7 @@ class SegmentSet:
             act.load(repair=True, checkpoint=self.checkpoint())
         shrank = False
         size = act.file_size()
-        if size != act.size:
+        if size != act.size or act.tail_damage is not None:
             shrank = size < act.size
             act.catch_up(repair)
         # (access, not exists: no exception raised and caught on the common miss)

@@ -178,7 +178,7 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
 
     from ..format.arrow import batch_columns, offsets_column
     from ..format.decode import body_of, layout
-    from ..segments.segment import Segment
+    from ..segments.segment import Segment, refuse_damage
     from ..txn.isolation import Aborted, hidden
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)
@@ -194,7 +194,8 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
     rows = 0
     want_values = "value" in columns or "tombstone" in columns
     try:
-        for ref in seg.iter_batches(split.start, seg.file_size()):
+        for ref in seg.iter_batches(split.start, seg.file_size(),
+                                    damaged=refuse_damage(seg.path, "a Spark job's read")):
             h = ref.header
             if ref.position >= split.end or (split.end_offset is not None
                                              and h.base_offset >= split.end_offset):

@@ -42,9 +42,10 @@ OWN_DIRS = ("topics", "wal", TRASH, "groups", "txn", ".compaction", ".tier-cache
             ".streams", "cold")  # (cold: the default cold store, file://DATA_DIR/cold)
 TRASH_NAME_CHARS = 40  # of a topic's name kept in its trash entry's name (for people)
 STAGING = ".compaction"  # (named for its first user; the name is on disk)
-STAGING_KINDS = ("local", "reencrypt")  # in-process passes: <kind>-<pid>-<random>
+# in-process passes: <kind>-<pid>-<random> (a repair's: tools.repair's, without a lock file)
+STAGING_KINDS = ("local", "reencrypt", "repair")
 STAGING_LOCK = "lock"
-_STAGED = re.compile(r"(?:local|reencrypt)-([0-9]{1,9})-[0-9a-f]{12}")  # (STAGING_KINDS)
+_STAGED = re.compile(r"(?:local|reencrypt|repair)-([0-9]{1,9})-[0-9a-f]{12}")  # STAGING_KINDS
 
 
 def check(path: str, read_only: bool) -> None:

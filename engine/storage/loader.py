@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import CorruptRecordError
 from ..fs import durable
 from ..segments import checkpoint, swap
 from ..segments.segment_set import SegmentSet
@@ -50,7 +51,14 @@ def load(directory: str, segs: SegmentSet, lock: PartitionLock, tier: TierView, 
         segs.drop_orphan_indexes()
         # 4. the active segment: trusted up to the checkpoint, its torn tail cut, indexes
         #    past the checkpoint rebuilt (the WAL replay puts acknowledged batches back)
-        segs.open_active(repair=True)
+        try:
+            segs.open_active(repair=True)
+        except CorruptRecordError:
+            # damage a writer may not cut or step over: opened as a reader sees it (reads
+            # of the intact batches work), and every change loads it again as a writer,
+            # which refuses naming the repair (damage stays local)
+            segs.open_active(repair=False)
+            segs.active.needs_repair = True
         # 5. the log start, and a deletion below it that a crash cut short
         loaded = _log_start(directory, segs, tier, store)
         segs.delete_below(log_start.first_offset(loaded.log_start, segs, tier))

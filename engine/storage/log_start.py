@@ -42,18 +42,23 @@ def checked(directory: str, segs: SegmentSet, resync: Callable[[], object]) -> d
         if point is None:
             return None
         try:
-            checkpoint.check(directory, point, segs.bases, segs.active.file_size(),
-                             segs.active.next_offset)
+            checkpoint.check(directory, point, segs.bases, segs.active.file_size(), _end(segs))
         except DamagedMetadata:
             # a reader's view may lag what another process appended, rolled and then
             # checkpointed (the file is written after the bytes it vouches for)
             resync()
-            checkpoint.check(directory, point, segs.bases, segs.active.file_size(),
-                             segs.active.next_offset)
+            checkpoint.check(directory, point, segs.bases, segs.active.file_size(), _end(segs))
         return point
     except DamagedMetadata as e:
         segs.ignored(e)
         return None
+
+
+def _end(segs: SegmentSet) -> int | None:
+    """The log end a checkpoint must not pass; None when a damaged end hides it (a reader's
+    view stops before the damage: the checkpoint may vouch for the batches in it)."""
+    act = segs.active
+    return None if act.tail_damage is not None else act.next_offset
 
 
 def first_offset(persisted_start: int, segs: SegmentSet, tier: TierView) -> int:

@@ -88,6 +88,8 @@ class AppendOwner(Protocol):
     def producers(self) -> ProducerHook | None:
         """Checks and applies format-2 batches; None: they are refused (tools, Spark)."""
 
+    dirty: bool  # (set by mark_dirty; put back when nothing was logged after all)
+
     def mark_dirty(self) -> None:
         """A batch is about to be logged: the next WAL checkpoint must fsync the partition."""
 
@@ -216,6 +218,7 @@ class AppendPipeline:
             lock.release()
         # dirty before the WAL write: a checkpoint that rotates the WAL after our record then
         # sees this partition and fsyncs it before deleting the file holding the record
+        was_dirty = log.dirty
         log.mark_dirty()
         hook = log.producers
         if not lock.held:
@@ -225,6 +228,9 @@ class AppendPipeline:
                 self._assigned_end = log.flock_taken()
             except BaseException as e:
                 lock.release()
+                # nothing was logged: a partition a writer refuses (a damaged end) is no
+                # checkpoint's to fail at close, which would keep an empty WAL for a replay
+                log.dirty = was_dirty
                 if isinstance(e, Exception) and not isinstance(e, RivvenError):
                     raise StorageError(f"{log.topic}-{log.partition}: append failed: {e}"
                                        ) from e

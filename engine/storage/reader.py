@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 
 from ..errors import ColdObjectError, CorruptRecordError, OffsetOutOfRange
 from ..format.records import BatchHeader, check_crc
-from ..segments.segment import PLAIN_ONLY, BatchRef, Segment, TornTail
+from ..segments.segment import PLAIN_ONLY, BatchRef, Damage, DamagedRange, Segment, TornTail
 from ..segments.segment_set import SegmentGone, SegmentSet
 from ..segments.tier_manifest import ColdSegment
 from .ports import HotCachePort, PartitionCounts
@@ -130,9 +130,11 @@ def batches(log: ReadSource, offset: int, max_bytes: int = 1 << 20, sealed_crc: 
         # reader beyond the log; they may pass the next segment's base for a moment while a
         # compaction swap installs); the active one grows while we read
         limit = MAX_OFFSET if seg is active else end
+        step_over = StepOver(log, seg, offset, None if seg is active else nxt)
+        pos, at = seg.start_for(offset)
         try:
-            for ref in seg.iter_batches(seg.position_for(offset), seg.size,
-                                        True if sealed_crc else PLAIN_ONLY):
+            for ref in seg.iter_batches(pos, seg.size, True if sealed_crc else PLAIN_ONLY,
+                                        damaged=step_over, expect=at):
                 if ref.header.next_offset <= offset:
                     continue
                 if ref.header.next_offset > limit:
@@ -142,9 +144,11 @@ def batches(log: ReadSource, offset: int, max_bytes: int = 1 << 20, sealed_crc: 
                         f"{limit}; run 'rivven segment verify'", seg.path, ref.position)
                 yield ref
                 sent += ref.header.size
-                offset = ref.header.next_offset
+                offset = step_over.offset = ref.header.next_offset
                 if sent >= max_bytes:
                     return
+        except DamagedRange:
+            raise
         except CorruptRecordError:
             log.counts.crc_errors.inc()
             raise
@@ -155,9 +159,61 @@ def batches(log: ReadSource, offset: int, max_bytes: int = 1 << 20, sealed_crc: 
             raise CorruptRecordError(
                 f"sealed segment {seg.path} ends with an incomplete batch at position "
                 f"{t.position}; run 'rivven segment recover'", seg.path, t.position) from None
+        if seg.tail_damage is not None and (seg is not active or offset >= end):
+            step_over(seg.tail_damage)  # (a view stops before a damaged end: reached it)
         if seg is active:
             return
         offset = max(offset, nxt)
+    if offset >= end and active.tail_damage is not None:
+        log.counts.crc_errors.inc()
+        raise damaged_range(log, active, active.tail_damage, None)
+
+
+class StepOver:
+    """What a read does with a damaged batch of ``seg``: one wholly below the ``offset`` it
+    reads from is stepped over; one it reaches fails, naming its offsets and the way past
+    (damage stays local). ``following``: the next segment's base offset (``seg`` sealed)."""
+
+    __slots__ = ("log", "seg", "offset", "following")
+
+    def __init__(self, log: ReadSource, seg: Segment, offset: int, following: int | None
+                 ) -> None:
+        self.log, self.seg, self.offset, self.following = log, seg, offset, following
+
+    def __call__(self, d: Damage) -> None:
+        if d.next_offset is None or self.offset < d.next_offset:
+            self.log.counts.crc_errors.inc()
+            raise damaged_range(self.log, self.seg, d, self.following)
+
+
+def damaged_range(log: ReadSource, seg: Segment | str, d: Damage, following: int | None
+                  ) -> DamagedRange:
+    """The error of a read that reached the damaged batch ``d`` of ``seg`` (or of the file
+    at that path): its offsets and the ways past it (``following``: the next segment's base
+    offset, when ``seg`` is sealed and nothing intact follows the damage in it)."""
+    path = seg if isinstance(seg, str) else seg.path
+    nxt = d.next_offset if d.next_offset is not None else following
+    name, topic, p = f"{log.topic}-{log.partition}", log.topic, log.partition
+    if nxt is None:
+        return DamagedRange(
+            f"offsets from {d.first} of {name} cannot be read: {d.reason}; it is the end of "
+            "the log (nothing intact follows it, and appends are refused): 'rivven segment "
+            f"recover {topic} --truncate-corrupt' cuts it", path, d.position, d.first, None)
+    return DamagedRange(
+        f"offsets {d.first}..{nxt - 1} of {name} cannot be read: {d.reason}; to go past "
+        f"them read from offset {nxt} ('rivven consume {topic} -p {p} -o {nxt}'), delete "
+        f"them and all before with 'rivven delete-records {topic} -p {p} --before {nxt}', or "
+        f"cut out only them with 'rivven segment recover {topic} --truncate-corrupt'",
+        path, d.position, d.first, nxt)
+
+
+def damaged_body(log: ReadSource, ref: BatchRef, e: CorruptRecordError) -> DamagedRange:
+    """The error of a read whose batch ``ref`` is whole (its CRC matches, or it is an
+    encrypted one, checked by its tag) but cannot be opened or laid out: ``e`` with its
+    offsets and the ways past it."""
+    h = ref.header
+    return damaged_range(log, ref.path or "the hot cache", Damage(
+        ref.position, ref.position + h.size, h.base_offset, h.next_offset, str(e)), None)
 
 
 class Reach:
@@ -190,29 +246,44 @@ def headers(segs: SegmentSet, start: int, end: int,
         if start >= end:
             return
         seg = segs.active if bases[i] == segs.active.base else segs.sealed(bases[i])
-        pos = seg.position_for(start) if seg.base <= start else 0
-        try:
-            for position, h in seg.iter_headers(pos, seg.size):
-                if h.last_offset <= last:
-                    # segments overlap while a compaction swap installs (or in the view of a
-                    # process that missed one a crash cut short): offsets already seen, as
-                    # readers skip them
-                    continue
-                last = h.last_offset
-                if h.next_offset <= start:
-                    continue
-                if h.base_offset >= end:
-                    return
-                buf = None
-                if body(h):
-                    buf = os.pread(seg.fd, h.size, position)
-                    if len(buf) < h.size:
-                        raise TornTail(position, "file shorter than expected")
-                    check_crc(buf, 0, h, seg.where(position))
-                yield h, buf
-                start = h.next_offset
-        except TornTail as t:
-            raise CorruptRecordError(
-                f"{seg.path} ends with an incomplete batch at position {t.position} inside the "
-                "checked part of the log; run 'rivven segment verify'", seg.path, t.position
-            ) from None
+        pos, at = seg.start_for(start) if seg.base <= start else (0, seg.base)
+        while pos >= 0:  # (again after a damaged batch, from the intact one after it)
+            resume = -1
+            try:
+                for position, h in seg.iter_headers(pos, seg.size, damaged=_step_over, expect=at):
+                    if h.last_offset <= last:
+                        # segments overlap while a compaction swap installs (or in the view of
+                        # a process that missed one a crash cut short): offsets already seen,
+                        # as readers skip them
+                        continue
+                    if h.base_offset >= end:
+                        return
+                    buf = None
+                    if body(h) and h.next_offset > start:
+                        buf = os.pread(seg.fd, h.size, position)
+                        if len(buf) < h.size:
+                            raise TornTail(position, "file shorter than expected")
+                        try:
+                            check_crc(buf, 0, h, seg.where(position))
+                        except CorruptRecordError as e:
+                            d = seg.damage_at(position, seg.size, at, str(e))
+                            if d.next_offset is not None:
+                                resume, at = d.end, d.next_offset
+                            break
+                    at = h.next_offset
+                    last = h.last_offset
+                    if h.next_offset <= start:
+                        continue
+                    yield h, buf
+                    start = h.next_offset
+            except TornTail as t:
+                raise CorruptRecordError(
+                    f"{seg.path} ends with an incomplete batch at position {t.position} inside "
+                    "the checked part of the log; run 'rivven segment verify'", seg.path,
+                    t.position) from None
+            pos = resume
+
+
+def _step_over(d: Damage) -> None:
+    """(``headers``.) A damaged batch's header cannot be trusted: the producer state goes on
+    without it, as reads step over it."""

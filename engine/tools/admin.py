@@ -1,11 +1,11 @@
 """``Segments`` (``Engine.segments``): the segment files of a data dir for operators — list,
-verify, recover (cut torn or corrupt tails, rebuild indexes) and reindex (``rivven segment``).
-Verification returns findings as data and changes nothing; repair is a separate, explicit
-step, each partition under its lock."""
+verify, recover (cut torn tails and damaged batches, rebuild indexes) and reindex (``rivven
+segment``). Verification returns findings as data and changes nothing; repair is a separate,
+explicit step, each partition under its lock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..crypto.topic import Vault
 from ..fs.locks import LockWait
@@ -52,13 +52,14 @@ class Segments:
                                Openers(self.vault).of_partition_dir if decrypt else None)
 
     def recover(self, targets: Sequence[str], truncate_corrupt: bool = False,
-                dry_run: bool = False, approved: dict[str, int | None] | None = None
+                dry_run: bool = False, approved: Mapping[str, SegmentRepair] | None = None
                 ) -> list[SegmentRepair]:
-        """Truncate torn tails (and with ``truncate_corrupt`` corrupt tails) and rebuild
+        """Truncate torn tails (and with ``truncate_corrupt`` cut out corrupt batches, only
+        them when an intact batch follows, their offsets then a recorded gap) and rebuild
         indexes of the targeted segments, each partition under its lock (``rivven segment
         recover``). One row per segment: the cut, what it drops, the holes left
-        (engine.tools.repair). ``approved`` (path -> cut position of a dry run the user
-        agreed to): a cut that needs confirmation and was not approved as it now stands is
+        (engine.tools.repair). ``approved`` (path -> the row of a dry run the user agreed
+        to): a cut that needs confirmation and was not approved as it now stands is
         refused."""
         if not dry_run:
             self.writable()

@@ -31,11 +31,33 @@ class VerifyReport(TypedDict, total=False):
     bytes: int
     ok: bool
     findings: list[dict[str, Any]]
+    # offsets a repair cut out (``.gaps``): path of the segment, first, last, time_ms, reason
+    known_gaps: list[dict[str, Any]]
     cold: ColdReport  # with cold=True: the cold copies checked
 
 
+class CutOut(TypedDict):
+    """A damaged batch a repair cuts out of its segment (an intact batch follows it): the
+    bytes ``[position, end)`` and the offsets ``first`` .. ``last`` between the intact batches
+    around it (None when unknown), ``records`` as its damaged header says (0: unknown)."""
+
+    position: int
+    end: int
+    bytes: int
+    first: int | None
+    last: int | None
+    offsets: int
+    records: int
+    reason: str
+
+
 class SegmentRepair(TypedDict, total=False):
-    """What recovering one segment does (or would: a dry run)."""
+    """What recovering one segment does (or would: a dry run). ``truncate_at`` cuts the file
+    there (a torn tail, or damage nothing intact follows), and the counts (bytes, records,
+    batches, offsets removed, ``offset_range``) are that cut's; ``cut_out`` removes damaged
+    batches from inside it, each counted in its own row.
+    ``recorded_gaps`` are the offsets it leaves missing that ``.gaps`` records (``by``:
+    cut-out, or truncate for a sealed segment cut short)."""
 
     path: str
     size: int
@@ -49,6 +71,8 @@ class SegmentRepair(TypedDict, total=False):
     end_offset: int | None
     sealed: bool
     holes: list[dict[str, int]]
+    cut_out: list[CutOut]
+    recorded_gaps: list[dict[str, Any]]
     needs_confirmation: bool
     unrepaired: list[dict[str, Any]]
     reindexed: bool

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
@@ -37,9 +37,18 @@ from ..format.records import (
 )
 from ..fs import jsondoc
 from ..progress import Progress, counter
-from ..segments import checkpoint, filenames, sealed_range, snapshot_files, tier_manifest, txn_index
+from ..segments import (
+    checkpoint,
+    filenames,
+    gaps,
+    sealed_range,
+    snapshot_files,
+    tier_manifest,
+    txn_index,
+)
 from ..segments.index import OffsetIndex, TimeIndex, max_entries
 from ..segments.sealed_range import Ranges
+from ..segments.segment import next_intact
 from ..storage.catalog import home_of
 from ..tiering.status import check_manifests
 from .results import VerifyReport
@@ -60,6 +69,10 @@ class Finding:
     message: str
     offsets: tuple[int, int] | None = None
     records: int = 0  # records in the damaged batch(es), when known
+    # damage an intact batch follows: where that batch starts (reads step over the damage
+    # to it; a repair cuts out the bytes in between), and ``offsets`` are those between the
+    # intact batches around it; None: nothing intact follows in this file
+    resume_at: int | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -78,8 +91,9 @@ class SegmentReport:
     last_offset: int | None = None
     min_timestamp: int | None = None
     max_timestamp: int | None = None
-    valid_end: int = 0  # position after the last good batch before any damage
+    valid_end: int = 0  # position after the last good batch before damage nothing follows
     findings: list[Finding] = field(default_factory=list)
+    known_gaps: list[dict] = field(default_factory=list)  # recorded gaps in its offsets
     batch_starts: list[int] = field(default_factory=list, repr=False)
     batch_bases: list[int] = field(default_factory=list, repr=False)
     batch_nexts: list[int] = field(default_factory=list, repr=False)
@@ -88,9 +102,11 @@ class SegmentReport:
     # transactional batches in order: (offset, producer id, "data" | "abort" | "commit")
     txn_events: list[tuple[int, int, str]] = field(default_factory=list, repr=False)
     aborts: list[tuple[int, int]] = field(default_factory=list, repr=False)  # that ended one
+    # where reading went on after damage: position of the intact batch -> its base offset
+    resumed: dict[int, int] = field(default_factory=dict, repr=False)
 
     _PRIVATE = ("findings", "batch_starts", "batch_bases", "batch_nexts", "batch_ends",
-                "batch_max_ts", "txn_events", "aborts")
+                "batch_max_ts", "txn_events", "aborts", "resumed")
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k not in self._PRIVATE} | {
@@ -100,11 +116,19 @@ class SegmentReport:
     def damaged(self) -> bool:
         return any(f.kind in CUTTABLE for f in self.findings)
 
+    @property
+    def broken(self) -> bool:
+        """Damage that ends what can be read of the file (no intact batch follows it)."""
+        return any(f.kind in CUTTABLE and f.resume_at is None for f in self.findings)
+
     def next_at(self, position: int) -> int | None:
         """The offset that follows the good batches before ``position``, when ``position`` is
-        the end of one of them (or 0) and no damage lies before it; else None."""
+        the end of one of them (or 0) and no damage that nothing intact follows lies before
+        it; else None."""
         if position == 0:
             return self.base_offset
+        if position in self.resumed and position <= self.valid_end:
+            return self.resumed[position]
         i = bisect_left(self.batch_ends, position)
         if i < len(self.batch_ends) and self.batch_ends[i] == position <= self.valid_end:
             return self.batch_nexts[i]
@@ -131,6 +155,7 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
         while pos < size:
             buf = os.pread(fd, min(CHUNK, size - pos), pos)
             p = 0
+            resume = -1
             while p + HEADER_SIZE <= len(buf):
                 at = pos + p
                 where = f" in {path} at position {at}"
@@ -138,20 +163,32 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                     h = read_header(buf, p, where)
                 except CorruptRecordError as e:
                     whole = whole_batch_size(fd, buf[p:p + HEADER_SIZE], at, size)
-                    if whole:  # CRC-valid: written like this; the next batch is readable
-                        rep.findings.append(Finding("header", path, at, f"{e} (its CRC "
-                                                    "matches: it was written like this)"))
+                    if not whole:
+                        rest = os.pread(fd, min(size - at, CHUNK), at)
+                        if rest.count(0) == len(rest):
+                            rep.findings.append(Finding(
+                                "torn-tail", path, at, f"{e}; {plural(size - at, 'byte')} from "
+                                "here to the end cannot be read"))
+                            rep.valid_end = rep.valid_end if damaged else at
+                            return rep
+                    f = Finding("header", path, at, f"{e} (its CRC matches: it was written "
+                                "like this)" if whole else str(e))
+                    rep.findings.append(f)
+                    found = _resume(f, fd, at, size, base_offset, expect, None)
+                    if found is None:
+                        if not whole:
+                            f.message += (f"; {plural(size - at, 'byte')} from here to the end "
+                                          "cannot be read")
+                            rep.valid_end = rep.valid_end if damaged else at
+                            return rep
                         rep.valid_end = rep.valid_end if damaged else at
                         damaged = True
                         expect = None
                         p += whole
                         continue
-                    rest = os.pread(fd, min(size - at, CHUNK), at)
-                    kind = "torn-tail" if rest.count(0) == len(rest) else "header"
-                    rep.findings.append(Finding(kind, path, at, f"{e}; {plural(size - at, 'byte')} from "
-                                                "here to the end cannot be read"))
-                    rep.valid_end = rep.valid_end if damaged else at
-                    return rep
+                    resume, expect = found
+                    rep.resumed[resume] = expect
+                    break
                 if at + h.size > size:
                     rep.findings.append(Finding(
                         "torn-tail", path, at, f"incomplete batch at position {at}: header says "
@@ -164,10 +201,19 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                         buf = os.pread(fd, h.size, at)
                     else:
                         break
-                bad = (_bytes_problem(path, buf, p, h, at, where, opener)
-                       or _offsets_problem(rep, h, at, expect, end_offset))
+                bad = _bytes_problem(path, buf, p, h, at, where, opener)
                 if bad is not None:
                     rep.findings.append(bad)
+                    found = _resume(bad, fd, at, size, base_offset, expect, h)
+                    if found is not None:
+                        resume, expect = found
+                        rep.resumed[resume] = expect
+                        break
+                bad = bad or _offsets_problem(rep, h, at, expect, end_offset)
+                if bad is not None:
+                    if bad not in rep.findings:
+                        rep.findings.append(bad)
+                    rep.valid_end = rep.valid_end if damaged else at
                     damaged = True
                     expect = None  # its offsets are not to be trusted: no gap or order check
                 else:
@@ -185,6 +231,11 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
                         rep.valid_end = at + h.size
                     expect = h.next_offset
                 p += h.size
+            if resume >= 0:
+                if progress:
+                    progress(resume - pos)
+                pos = resume
+                continue
             if p == 0:
                 break
             pos += p
@@ -197,6 +248,23 @@ def scan_segment(path: str, base_offset: int, end_offset: int | None = None,
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _resume(f: Finding, fd: int, at: int, size: int, base: int, expect: int | None,
+            h: BatchHeader | None) -> tuple[int, int] | None:
+    """Where reading goes on after the damaged batch at ``at`` (``f`` its finding; ``h`` its
+    header when it parses): the next intact batch, as readers find it (engine.segments.
+    segment.next_intact). Sets the finding's ``resume_at`` and ``offsets`` (those between
+    the intact batches around it) and returns ``(position, base offset)`` of that batch;
+    None when nothing intact follows."""
+    found = next_intact(fd, at, size, base, expect)
+    if found is None:
+        return None
+    nxt, nh = found
+    first = expect if expect is not None else (h.base_offset if h is not None else nh.base_offset)
+    f.resume_at = nxt
+    f.offsets = (min(first, nh.base_offset), nh.base_offset - 1) if first < nh.base_offset else None
+    return nxt, nh.base_offset
 
 
 def whole_batch_size(fd: int, head: bytes, at: int, size: int) -> int:
@@ -322,11 +390,12 @@ def check_indexes(rep: SegmentReport, directory: str) -> None:
             tidx.close()
 
 
-def check_txn_index(rep: SegmentReport, directory: str, vouched: int) -> None:
+def check_txn_index(rep: SegmentReport, directory: str, vouched: int,
+                    known: Sequence[gaps.Gap] = ()) -> None:
     """The ``.txnindex`` must hold one entry per ABORT marker of the segment below
     ``vouched`` (the newest producer-state snapshot: entries are written before it; markers
     after it are known from the log), each naming that marker's producer id and offset, and
-    nothing that is not such a marker."""
+    nothing that is not such a marker (or a marker a repair cut out: in a ``known`` gap)."""
     tpath = filenames.path(directory, rep.base_offset, filenames.TXNINDEX)
     try:
         entries, _ = txn_index.read_entries(tpath, rep.base_offset)
@@ -343,6 +412,8 @@ def check_txn_index(rep: SegmentReport, directory: str, vouched: int) -> None:
                                     f"{pid} at offset {off} has no entry: read_committed "
                                     "readers would see that transaction's records"))
     for pid, off in sorted(have - markers, key=lambda x: x[1]):
+        if any(g.first <= off <= g.last for g in known):
+            continue
         rep.findings.append(Finding("txnindex", tpath, None, f"entry for producer {pid} at "
                                     f"offset {off} names no ABORT marker of {rep.path}"))
 
@@ -356,6 +427,7 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
     point, point_problem = _checkpoint(directory)
     claim, claim_problem = _sealed_range(directory)
     gaps_below = _cleaned_end(directory, bases)  # (the log start is applied once checked)
+    recorded, gaps_problem = _recorded_gaps(directory)
     vouched = max(snapshot_files.offsets(directory), default=0)
     reports = []
     for i, base in enumerate(bases):
@@ -380,10 +452,10 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
                 open_txns.discard(pid)
                 if kind == "abort":
                     rep.aborts.append((pid, offset))
-        check_txn_index(rep, directory, vouched)
+        check_txn_index(rep, directory, vouched, recorded)
     for rep, nxt in zip(reports, bases[1:]):
         end = rep.batch_nexts[-1] if rep.batch_nexts else rep.base_offset
-        if not rep.damaged and end < nxt and nxt > gaps_below:
+        if not rep.broken and end < nxt and nxt > gaps_below:
             rep.findings.append(gap(rep.path, rep.bytes, max(end, gaps_below), nxt - 1,
                                     f"between the end of this segment and the next one (base "
                                     f"offset {nxt})"))
@@ -401,9 +473,44 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
             start = point["log_start_offset"]
             for rep in reports:  # offsets below the log start are gone for readers anyway
                 rep.findings = [_above(f, start) for f in rep.findings
-                                if not _gap_below(f, start)]
+                                if not _gap_below(f, start) and not _damage_below(f, start)]
             _check_start(directory, start, reports, gaps_below)
+            recorded = [g for g in recorded if g.last >= start]
+        if gaps_problem is not None:
+            last.findings.append(Finding("gaps", gaps.path(directory), None, gaps_problem))
+        _known_gaps(reports, recorded)
     return reports
+
+
+def _recorded_gaps(directory: str) -> tuple[list[gaps.Gap], str | None]:
+    """The partition's recorded gaps (engine.segments.gaps), or the problem with the file."""
+    try:
+        return gaps.read(directory), None
+    except DamagedMetadata as e:
+        return [], str(e)
+
+
+def _known_gaps(reports: list[SegmentReport], recorded: list[gaps.Gap]) -> None:
+    """Offsets a repair cut out are a known gap, as compacted ones: each gap finding keeps
+    only what no recorded gap covers, and each recorded gap is listed with the segment its
+    first offset lies in."""
+    if not recorded:
+        return
+    for rep in reports:
+        found: list[Finding] = []
+        for f in rep.findings:
+            if f.kind != "gap" or f.offsets is None:
+                found.append(f)
+                continue
+            where = f.message.split(" are missing ", 1)[1].rsplit(": readers skip them", 1)[0]
+            found += [gap(f.path, f.position, lo, hi, where)
+                      for lo, hi in gaps.uncovered(f.offsets[0], f.offsets[1], recorded)]
+        rep.findings = found
+    bases = [r.base_offset for r in reports]
+    for g in recorded:
+        rep = reports[max(bisect_left(bases, g.first + 1) - 1, 0)]
+        rep.known_gaps.append({"first": g.first, "last": g.last, "time_ms": g.time_ms,
+                               "reason": g.reason})
 
 
 def gap(path: str, position: int | None, lo: int, hi: int, where: str) -> Finding:
@@ -417,6 +524,13 @@ def _gap_below(f: Finding, start: int) -> bool:
         return False
     assert f.offsets is not None  # (``gap`` gives each its offsets)
     return f.offsets[1] < start
+
+
+def _damage_below(f: Finding, start: int) -> bool:
+    """Is ``f`` damage that intact batches enclose, wholly below ``start``? (Readers never
+    reach it: retention deletes its segment once it is sealed.)"""
+    return f.kind in CUTTABLE and f.resume_at is not None and f.offsets is not None \
+        and f.offsets[1] < start
 
 
 def _above(f: Finding, start: int) -> Finding:
@@ -469,7 +583,7 @@ def _checkpoint_problem(directory: str, point: dict, bases: list[int],
     last = reports[-1]
     end = last.batch_nexts[-1] if last.batch_nexts else last.base_offset
     try:
-        checkpoint.check(directory, point, bases, last.bytes, None if last.damaged else end)
+        checkpoint.check(directory, point, bases, last.bytes, None if last.broken else end)
     except DamagedMetadata as e:
         return str(e)
     if point["segment"] == last.base_offset and point["position"] <= last.valid_end:
@@ -538,7 +652,8 @@ def verify(data_dir: str, targets: list[str], cold: bool = False,
     doc: VerifyReport = {
         "segments": len(reports), "batches": sum(r.batches for r in reports),
         "records": sum(r.records for r in reports), "bytes": sum(r.bytes for r in reports),
-        "ok": not findings, "findings": findings}
+        "ok": not findings, "findings": findings,
+        "known_gaps": [{"path": r.path, **g} for r in reports for g in r.known_gaps]}
     if cold:
         doc["cold"] = check_manifests([d for d, _ in parts], progress)
         doc["ok"] = doc["ok"] and not doc["cold"]["findings"]

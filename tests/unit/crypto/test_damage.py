@@ -261,3 +261,21 @@ def test_compaction_with_encryption_off_takes_the_offsets_it_rewrites_as_text_ou
         assert len(values) < 60  # (the active segment's are left as they are)
         assert eng.segments.verify(["t"], decrypt=True)["ok"]
     assert before == [[[0, None]]] and after != before, after
+
+
+def test_reencrypt_stops_at_a_damaged_batch_naming_its_offsets_and_the_repair(data_dir, keyring):
+    """(Issue 29, item 0.) Re-encryption rewrites whole segments: it does not go past a damaged
+    batch (nor drop it unrecorded), and says which offsets and how to cut it out."""
+    from helpers.damage import damage_batch, make_topic
+
+    from engine.segments.segment import DamagedRange
+
+    make_topic(data_dir, 3)
+    log, _ = damage_batch(data_dir, 50)
+    before = open(log, "rb").read()
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        eng.alter_topic_config("t", set={"encryption.enable": "true", "encryption.key.id": "k1"})
+        with pytest.raises(DamagedRange) as e:
+            eng.keys.reencrypt("t")
+    assert "offsets 50..99" in str(e.value) and "--truncate-corrupt" in str(e.value)
+    assert open(log, "rb").read() == before

@@ -264,14 +264,25 @@ def test_rebuild_indexes_truncates_a_torn_tail_only_when_asked(seg):
     assert seg.file_size() == end
 
 
-def test_rebuild_indexes_with_tolerated_corruption_stops_before_it(seg):
+def test_rebuild_indexes_with_tolerated_corruption_stops_before_a_damaged_end(seg):
     rows = write_batches(seg, 4)
-    flip(seg.path, rows[2][0] + HEADER_SIZE + 1, bit=6)
+    flip(seg.path, rows[3][0] + HEADER_SIZE + 1, bit=6)
     with pytest.raises(CorruptRecordError):
         seg.rebuild_indexes(truncate_torn=False)
-    assert seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True) == rows[2][0]
-    assert seg.next_offset == rows[1][3]
-    assert list(seg.index.values) == [rows[1][0]]
+    assert seg.rebuild_indexes(truncate_torn=False, tolerate_corruption=True) == rows[3][0]
+    assert seg.next_offset == rows[2][3]
+    assert list(seg.index.values) == [rows[1][0], rows[2][0]]
+
+
+def test_rebuild_indexes_steps_over_a_damaged_batch_an_intact_one_follows(seg):
+    """(Issue 29, item 0: was "stops before it", the batches after it lost to the view.)"""
+    rows = write_batches(seg, 4)
+    flip(seg.path, rows[2][0] + HEADER_SIZE + 1, bit=6)
+    assert seg.rebuild_indexes(truncate_torn=False) == seg.file_size()
+    assert seg.next_offset == rows[3][3]
+    assert list(seg.index.values) == [rows[1][0], rows[3][0]]  # none at the damaged batch
+    assert [(d.position, d.end, d.first, d.next_offset) for d in seg.damage.values()] == [
+        (rows[2][0], rows[3][0], rows[2][1], rows[3][1])]
 
 
 def test_load_rebuilds_indexes_that_do_not_fit_the_log(seg, tmp_path):

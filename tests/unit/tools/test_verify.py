@@ -84,6 +84,7 @@ def test_mid_file_corruption_needs_truncate_corrupt(data_dir):
     pdir = make(data_dir, batches=5, cfg={})
     log = os.path.join(pdir, "00000000000000000000.log")
     starts = scan_segment(log, 0).batch_starts
+    size = os.path.getsize(log)
     flip(log, starts[2] + 100)
     r = run_rivven(data_dir, "segment", "recover", "--json")
     assert r.returncode == 3  # left alone
@@ -91,11 +92,14 @@ def test_mid_file_corruption_needs_truncate_corrupt(data_dir):
     assert run_in_process(data_dir, "segment", "recover", "--truncate-corrupt").returncode == 1  # no tty
     r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)[0]["records_removed"] == 30
-    assert os.path.getsize(log) == starts[2]
+    # (issue 29: was a truncation at the damage, dropping the intact batches 30..49 too)
+    (cut,) = json.loads(r.stdout)[0]["cut_out"]
+    assert (cut["first"], cut["last"], cut["records"]) == (20, 29, 10)
+    assert os.path.getsize(log) == size - (starts[3] - starts[2])
     with Engine.open(data_dir) as eng:
-        assert eng.end_offsets("t") == {0: 20}
-        assert eng.produce("t", [Record(key=b"k", value=b"new")]) == [(0, 20)]
+        assert eng.end_offsets("t") == {0: 50}
+        assert eng.produce("t", [Record(key=b"k", value=b"new")]) == [(0, 50)]
+        assert [r.offset for r in eng.read("t", 0, 0, 100)] == [*range(20), *range(30, 51)]
     assert run_rivven(data_dir, "segment", "verify").returncode == 0
 
 

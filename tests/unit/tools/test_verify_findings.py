@@ -11,7 +11,7 @@ import struct
 import pytest
 from helpers import flip, run_rivven
 from helpers.cli import run_in_process
-from helpers.verify import assert_clean_error, batch, forge, logs, make
+from helpers.verify import assert_clean_error, batch, consume_all, forge, logs, make
 
 from engine import Engine, Record
 from engine.errors import CorruptRecordError
@@ -60,10 +60,12 @@ def test_crc_valid_batch_out_of_range_is_found_and_produce_fails_cleanly(data_di
     assert r.returncode == 3
     f = json.loads(r.stdout)["findings"][0]
     assert (f["kind"], f["path"], f["position"]) in (("range", log, at), ("header", log, at))
-    for args, inp in ((("produce", "t"), b"x\n"), (("consume", "t", "-n", "1"), None),
-                      (("consume", "t", "-g", "g", "-n", "1"), None)):
-        r = run(data_dir, *args, input=inp)
+    for args, inp in ((("produce", "t"), b"x\n"), (("consume", "t"), None),
+                      (("consume", "t", "-g", "g"), None)):
+        r = run(data_dir, *args, input=inp)  # (a read that reaches it)
         assert_clean_error(r, 3, log, f"position {at}")
+    for args in (("consume", "t", "-n", "1"), ("consume", "t", "-g", "h", "-n", "1")):
+        assert_clean_error(run(data_dir, *args), 0)  # damage stays local (issue 29)
     assert os.path.getsize(log) == at + len(batch(30))  # not cut: damage is reported
     r = run(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
@@ -137,9 +139,33 @@ def test_crc_valid_batch_with_an_invalid_body(data_dir, name):
     r = run(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
     row = json.loads(r.stdout)[-1]
-    assert row["truncate_at"] == at and row["batches_removed"] == 2
-    assert row["records_removed"] >= 10 and row["offset_range"][1] == 49
+    # (issue 29: only the damaged batch goes, the good one after it stays)
+    assert row["truncate_at"] is None and row["batches_removed"] == 0
+    (cut,) = row["cut_out"]
+    assert (cut["position"], cut["end"], cut["first"], cut["last"]) == (
+        at, at + len(bodies()[name]), 30, 39)
     assert run(data_dir, "segment", "verify").returncode == 0
+    r, offsets = consume_all(data_dir, 50, run)
+    assert offsets == [*range(30), *range(40, 50)]
+
+
+@pytest.mark.parametrize("field", [8, 68])  # batch_length, stored_length
+def test_verify_reads_on_past_a_damaged_header(data_dir, field):
+    """(Issue 29, item 0.) A header whose length cannot be read: verify found the batch
+    after it by its CRC as readers do, and checks the rest of the file (it stopped there:
+    "N bytes from here to the end cannot be read", the batches after it unchecked)."""
+    pdir = make(data_dir, batches=5, segment_bytes="1048576")
+    log = logs(pdir)[-1]
+    rep = scan_segment(log, 0)
+    starts = rep.batch_starts
+    flip(log, starts[2] + field, bit=4)
+    after = scan_segment(log, 0)
+    (f,) = after.findings
+    assert (f.kind, f.position, f.resume_at, f.offsets) == ("header", starts[2], starts[3],
+                                                            (20, 29))
+    assert after.batch_bases == [0, 10, 30, 40] and after.valid_end == rep.valid_end
+    r = run_rivven(data_dir, "segment", "verify", "--json")
+    assert r.returncode == 3 and json.loads(r.stdout)["findings"][0]["resume_at"] == starts[3]
 
 
 # ---------------------------------------------------------------- continuity, recover
@@ -251,11 +277,11 @@ def test_recover_below_the_checkpoint_mends_the_checkpoint(data_dir):
     pdir = make(data_dir, batches=5, segment_bytes="1048576")
     log = logs(pdir)[-1]
     starts = scan_segment(log, 0).batch_starts
-    flip(log, starts[3] + 100)
+    flip(log, starts[4] + 100)  # the last batch: nothing intact follows, so it is truncated
     r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
     point = checkpoint.read_checkpoint(pdir)
-    assert (point["position"], point["recovery_point"]) == (starts[3], 30)
+    assert (point["position"], point["recovery_point"]) == (starts[4], 40)
     r = run_rivven(data_dir, "produce", "t", input=b"x\n")
     assert_clean_error(r, 0)
     assert "warning" not in r.stderr.decode()
