@@ -3,11 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup bytecode demo test quick check lint typecheck bench bench-scale clean
+.PHONY: setup test-setup bytecode demo test quick check lint typecheck bench bench-scale clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
-	scripts/ensure-prometheus.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -19,15 +18,20 @@ bytecode: $(BIN)/rivven
 
 setup: $(BIN)/rivven bytecode
 
+# what only the tests need: Prometheus's promtool and server (the metrics tests check rivven's
+# output with them); the demo never runs them
+test-setup: setup
+	scripts/ensure-prometheus.sh
+
 demo: setup
 	$(BIN)/python examples/quickstart.py
 	@echo "rivven is in $(BIN): '. $(BIN)/activate' puts it on PATH in this shell (or run $(BIN)/rivven)"
 
-test: setup
+test: test-setup
 	$(BIN)/python -m pytest -q
 
 # the development loop: everything but Spark, kill -9 and the slowest tests (about a minute)
-quick: setup
+quick: test-setup
 	$(BIN)/python -m pytest -q -m "not spark and not crash and not slow"
 
 lint: setup
