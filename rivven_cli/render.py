@@ -224,8 +224,16 @@ def utc(ms: int | None, timespec: str = "milliseconds") -> str | None:
 
 
 def info(message: str) -> None:
-    """A status line on stderr (never on stdout, which belongs to data)."""
+    """A status line on stderr: a note, a summary of data written or checked, progress (stdout
+    belongs to data)."""
     sys.stderr.write(message + "\n")
+
+
+def done(message: str) -> None:
+    """The line saying what an admin command changed ("topic T ready", "topic T deleted") on
+    stdout, where Kafka's tools print theirs ("Created topic T."); with --json the JSON is
+    printed instead."""
+    sys.stdout.write(message + "\n")
 
 
 def warn(message: str) -> None:

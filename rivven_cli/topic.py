@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, YesOpt, confirm, open_engine
-from .render import human_bytes, info, print_json, print_table, printable
+from .common import JsonOpt, YesOpt, confirm, open_engine, state
+from .render import done, human_bytes, info, print_json, print_table, printable
 
 app = typer.Typer(no_args_is_help=True)
 NameArg = Annotated[str, typer.Argument(help="Topic name.")]
@@ -16,7 +17,8 @@ NameArg = Annotated[str, typer.Argument(help="Topic name.")]
 @app.command()
 def create(
     name: NameArg,
-    partitions: Annotated[int, typer.Option("--partitions", "-p", help="Partition count.")] = 1,
+    partitions: Annotated[int, typer.Option(
+        "--partitions", "-p", min=1, help="Partition count.")] = 1,
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="Topic config key=value (repeatable).")] = None,
     if_not_exists: Annotated[bool, typer.Option(
@@ -43,7 +45,7 @@ def create(
                     "config": meta.config, "created": did["created"],
                     "not_applied": did["not_applied"]})
         return
-    info(f"topic {name} {'ready' if did['created'] else 'exists'} "
+    done(f"topic {name} {'ready' if did['created'] else 'exists'} "
          f"({meta.partitions} partition{'s' * (meta.partitions != 1)})")
 
 
@@ -58,8 +60,13 @@ def list_(
     json: JsonOpt = False,
 ) -> None:
     """List topics with their partitions and sizes."""
+    rows: list[dict] = []
+    if _no_data_yet(state().data_dir):  # (as rpk: an empty list, not an error)
+        info(f"note: no data in {state().data_dir} yet: no topics (create one with 'rivven "
+             "topic create NAME')")
+        _print_topics(rows, json)
+        return
     with open_engine(read_only=True) as eng:
-        rows = []
         for t in eng.topics(topics, regex):
             offsets = eng.offsets.unopened(t.name).values()
             rows.append({"topic": t.name, "partitions": t.partitions,
@@ -70,6 +77,20 @@ def list_(
         pattern = any(c in n for c in "*+?[]()|^$\\")
         info(printable(f"note: no topic is named {n!r}"
                        + (" (add --regex to read it as a regular expression)" if pattern else "")))
+    _print_topics(rows, json)
+
+
+def _no_data_yet(path: str) -> bool:
+    """No data dir at ``path`` yet, or an empty directory (a first write makes it one)."""
+    try:
+        return not os.listdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:  # (a file, no permission: opening names the problem)
+        return False
+
+
+def _print_topics(rows: list[dict], json: bool) -> None:
     if json:
         print_json(rows)
     else:
@@ -82,11 +103,16 @@ def list_(
 
 @app.command()
 def describe(name: NameArg, json: JsonOpt = False) -> None:
-    """Configs (with their source) and per-partition offsets, segments and bytes."""
+    """Configs (with their source) and per-partition offsets, segments and bytes. With --json,
+    "config" is the topic's own settings as in 'topic list --json' (an object), and
+    "config_entries" every setting with its value and source."""
     with open_engine(read_only=True) as eng:
         d = eng.topic_admin.describe(name)
     if json:
-        print_json(d)
+        print_json({"topic": d["topic"], "id": d["id"], "partitions": d["partitions"],
+                    "config": {c["key"]: c["value"] for c in d["config"]
+                               if c["source"] == "topic"},
+                    "config_entries": d["config"], "partition_info": d["partition_info"]})
         return
     typer.echo(f"topic: {name}  partitions: {d['partitions']}  id: {d['id']}")
     print_table(["CONFIG", "VALUE", "SOURCE"],
@@ -117,14 +143,14 @@ def alter_config(
     if json:
         print_json({"topic": name, "config": meta.config})
         return
-    info(f"topic {name} config: " + (", ".join(f"{k}={v}" for k, v in sorted(meta.config.items()))
+    done(f"topic {name} config: " + (", ".join(f"{k}={v}" for k, v in sorted(meta.config.items()))
                                      or "all defaults"))
 
 
 @app.command("add-partitions")
 def add_partitions(
     name: NameArg,
-    total: Annotated[int, typer.Option("--total", help="New total partition count.")],
+    total: Annotated[int, typer.Option("--total", min=1, help="New total partition count.")],
     json: JsonOpt = False,
 ) -> None:
     """Grow a topic to --total partitions (keyed records may then map elsewhere)."""
@@ -135,7 +161,7 @@ def add_partitions(
     if json:
         print_json({"topic": name, "partitions": meta.partitions})
         return
-    info(f"topic {name} now has {plural(meta.partitions, 'partition')}")
+    done(f"topic {name} now has {plural(meta.partitions, 'partition')}")
 
 
 @app.command()
@@ -165,4 +191,4 @@ def delete(
     if not out["deleted"]:
         info(printable(f"topic {name} does not exist: nothing was deleted"))
     elif not json:
-        info(f"topic {name} deleted")
+        done(f"topic {name} deleted")

@@ -184,7 +184,8 @@ def test_topic_describe_and_list_json(data_dir):
     run_rivven(data_dir, "topic", "create", "t", "-p", "2", "-c", "retention.ms=1000", check=True)
     d = json.loads(cli(data_dir, "topic", "describe", "t", "--json").output)
     assert d["partitions"] == 2
-    assert {"key": "retention.ms", "value": "1000", "source": "topic"} in d["config"]
+    assert {"key": "retention.ms", "value": "1000", "source": "topic"} in d["config_entries"]
+    assert d["config"] == {"retention.ms": "1000"}
     rows = json.loads(cli(data_dir, "topic", "list", "--json").output)
     assert rows[0]["topic"] == "t" and rows[0]["partitions"] == 2
 
