@@ -108,7 +108,7 @@ def consume(
         names = _names(eng, topics, regex)
         for name in names:
             check_past_end(eng, name, start, "--offset", "reading from the end offset",
-                           partition, level)
+                           partition, level, below_start="reading from the log start")
             check_past_end(eng, name, stop, "--offset END", "reading to the end", partition,
                            level)
         for b in eng.stream(names, partition, start, num, follow, on_idle=out.flush,
