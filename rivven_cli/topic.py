@@ -12,13 +12,16 @@ from .render import done, human_bytes, info, print_json, print_table, printable
 
 app = typer.Typer(no_args_is_help=True)
 NameArg = Annotated[str, typer.Argument(help="Topic name.")]
+# a bad partition count is a usage error (exit 2), 0 and 20000 as "abc" (the engine's own
+# bound: engine.storage.topics.MAX_PARTITIONS, which tests/cli checks this equals)
+MAX_PARTITIONS = 10_000
 
 
 @app.command()
 def create(
     name: NameArg,
     partitions: Annotated[int, typer.Option(
-        "--partitions", "-p", min=1, help="Partition count.")] = 1,
+        "--partitions", "-p", min=1, max=MAX_PARTITIONS, help="Partition count.")] = 1,
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="Topic config key=value (repeatable).")] = None,
     if_not_exists: Annotated[bool, typer.Option(
@@ -150,7 +153,8 @@ def alter_config(
 @app.command("add-partitions")
 def add_partitions(
     name: NameArg,
-    total: Annotated[int, typer.Option("--total", min=1, help="New total partition count.")],
+    total: Annotated[int, typer.Option(
+        "--total", min=1, max=MAX_PARTITIONS, help="New total partition count.")],
     json: JsonOpt = False,
 ) -> None:
     """Grow a topic to --total partitions (keyed records may then map elsewhere)."""

@@ -156,14 +156,29 @@ def test_success_lines_go_to_stdout_as_kafkas(data_dir):
 @pytest.mark.parametrize("args", [["topic", "create", "t", "-p", "0"],
                                   ["topic", "create", "t", "-p", "abc"],
                                   ["topic", "create", "t", "--partitions", "-1"],
+                                  ["topic", "create", "t", "-p", "10001"],
                                   ["topic", "add-partitions", "t", "--total", "0"]])
 def test_a_bad_partition_count_is_a_usage_error(data_dir, args):
-    """-p 0 and -p abc are the same mistake: a usage error (exit 2) naming the option."""
+    """-p 0 and -p abc are the same mistake: a usage error (exit 2) naming the option (the
+    engine's own check, InvalidArgument, is for its callers: its bound is the CLI's)."""
+    from engine.storage.topics import MAX_PARTITIONS
+    from rivven_cli import topic
+    assert topic.MAX_PARTITIONS == MAX_PARTITIONS
     r = cli(data_dir, *args)
     assert r.exit_code == 2, r.output
     assert "'--partitions'" in r.stderr or "'--total'" in r.stderr
     assert not cli(data_dir, "topic", "list", "--json").exit_code and not [
         t for t in json.loads(cli(data_dir, "topic", "list", "--json").stdout)]
+
+
+def test_the_engine_refuses_a_bad_partition_count_too(data_dir):
+    """(What test_errors_are_one_line_exit_1 proved through the CLI before the CLI checked
+    the count itself.)"""
+    from engine.errors import InvalidArgument
+    with Engine.open(data_dir) as eng:
+        for n in (0, 10_001):
+            with pytest.raises(InvalidArgument, match=f"invalid partition count {n}: use 1 to"):
+                eng.create_topic("t", n)
 
 
 def test_topic_list_before_any_data_is_empty_as_rpks(tmp_path):
