@@ -480,7 +480,7 @@ def test_a_usage_error_is_one_line_naming_the_help(data_dir, words):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["topic", "create"], "Missing argument 'name'"),
+    (["topic", "create"], "Missing argument 'NAME'"),  # (as --help's usage line names it)
     (["consume", "t", "--key-encoding", "rot13"],
      "Invalid value for '--key-encoding': 'rot13' is not one of 'utf8', 'base64', 'hex'"),
     (["topic", "alter-config", "t"], "give at least one --set key=value or --delete key"),
