@@ -50,6 +50,7 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
         with console.capture() as out:
             console.print(table)
         sys.stdout.write("".join(line.rstrip(" ") + "\n" for line in out.get().splitlines()))
+        sys.stdout.flush()  # (as console.print did: before a line on stderr that follows)
     gone = [columns[i] for i in range(len(columns)) if i not in keep]
     if gone:
         info(f"not shown, to fit {console.width} columns: {', '.join(gone)} "
