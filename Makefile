@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test-setup bytecode demo test quick check lint typecheck bench bench-scale clean
+.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -27,12 +27,25 @@ demo: setup
 	$(BIN)/python examples/quickstart.py
 	@echo "rivven is in $(BIN): '. $(BIN)/activate' puts it on PATH in this shell (or run $(BIN)/rivven)"
 
+# the tests are independent (each its own data dir, ports and processes): pytest-xdist runs them
+# in one worker more than the machine has cores (part of the suite waits on Spark, sleeps and
+# killed processes), handed out one at a time, the longest first (tests/conftest.py)
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+XDIST := -n $(TEST_WORKERS) --dist load --maxschedchunk 1
+
 test: test-setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 # the development loop: everything but Spark, kill -9 and the slowest tests (about a minute)
 quick: test-setup
-	$(BIN)/python -m pytest -q -m "not spark and not crash and not slow"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not spark and not crash and not slow"
+
+# the long fuzz campaign: FUZZ_CASES damaged files (of every kind, the kind drawn too) through
+# every reader and command under a memory limit, derandomized (make test runs 8 per kind)
+FUZZ_CASES ?= 2500
+fuzz: setup
+	RIVVEN_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q tests/unit/engine/test_fuzz.py \
+		-k every_reader_survives
 
 lint: setup
 	$(BIN)/ruff check .

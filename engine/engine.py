@@ -139,7 +139,7 @@ class Engine:
         self._consumers: set[Consumer] = set()
         self.recovery = Recovery(self.path, wal, find, progress, self._writable)
         if not read_only:
-            datadir.empty_trash(self.path)
+            datadir.clear_debris(self.path)  # (what dead processes left: trash, staging)
             if recover:  # dead WAL streams replayed, then what a crash left of transactions
                 self.last_recovery = {**self.recovery.at_open(m)}
                 if "deferred" not in self.last_recovery:
@@ -365,13 +365,16 @@ class Engine:
         self._consumers.add(c)
         return c
 
-    def metrics(self) -> Metrics:
+    def metrics(self, problems: list[str] | None = None) -> Metrics:
         """Every metric of the data dir (docs/METRICS.md): every process's counters, summed
         (each counted once, also after it was killed), and the data dir's state read now
-        (``engine.metrics``: the Prometheus text, a textfile, an HTTP endpoint)."""
+        (``engine.metrics``: the Prometheus text, a textfile, an HTTP endpoint). A damaged
+        file of a process's counters is set aside, never merged: one line naming it is
+        appended to ``problems``."""
         from .metrics import collect
 
-        return collect.collect(self, {(t, p): log for t, p, log in self._partitions.open_logs()})
+        return collect.collect(self, {(t, p): log for t, p, log in self._partitions.open_logs()},
+                               problems)
 
     # ---------------------------------------------------------------- built on first use
     _path: Lazy[ProducePath] = Lazy(lambda e: new(

@@ -22,7 +22,8 @@ from typer._types import TyperChoice
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 DEFAULT_DATA_DIR = "./rivven-data"
-GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms", "keyring")  # (the root's parameters)
+# (the root's parameters; bootstrap_server: a hint, rivven_cli.habits)
+GLOBAL_OPTIONS = ("data_dir", "debug", "lock_timeout_ms", "keyring", "bootstrap_server")
 
 
 @dataclass

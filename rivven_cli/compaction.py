@@ -63,4 +63,9 @@ def explain(
                 line += f"; next horizon {_t(tb['next_horizon'])}"
             line += f" (delete.retention.ms={p['delete_retention_ms']})"
         typer.echo(line)
+        mk = p.get("markers") or {}
+        if mk.get("count"):
+            typer.echo(f"  transaction markers: {mk['count']}; {mk['removable_now']} past their "
+                       f"delete horizon (removed by the next pass), {mk['kept_as_last']} kept "
+                       "as their producer's last batch")
         typer.echo(f"  passes so far: {p['passes']}, last {_t(p['last_pass'])}")

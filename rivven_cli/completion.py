@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-TOPIC_PARAMS = ("topic", "topics")
+TOPIC_PARAMS = ("topic", "topics", "topic_opt")  # (topic_opt: produce --topic)
 GROUP_PARAMS = ("group", "groups")
 TXN_PARAMS = ("transactional_id",)
 

@@ -134,6 +134,8 @@ def reset_offsets(
     ] = None,
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (without it: a dry run).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Only show the plan (the default; Kafka's flag).")] = False,
     export: Annotated[bool, typer.Option(
         "--export", help="Print the plan as CSV (topic,partition,offset) for --from-file.")
     ] = False,
@@ -149,6 +151,9 @@ def reset_offsets(
              "to-current": to_current or None, "to-offset": to_offset,
              "to-datetime": to_datetime, "by-duration": by_duration, "shift-by": shift_by,
              "from-file": from_file, "to": to}
+    if dry_run and execute:
+        raise typer.BadParameter("use either --dry-run or --execute, not both",
+                                 param_hint="--dry-run")
     chosen = [k for k, v in modes.items() if v is not None]
     if len(chosen) != 1:
         raise typer.BadParameter("give exactly one of --to POSITION --to-earliest --to-latest "

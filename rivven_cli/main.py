@@ -25,6 +25,7 @@ from . import (
     wal,
 )
 from .common import DEFAULT_DATA_DIR, NounGroup, RivvenGroup, show_engine_warnings, store_global
+from .habits import refuse_server
 
 app = typer.Typer(
     cls=RivvenGroup,
@@ -83,6 +84,10 @@ def root(
         "--lock-timeout-ms", envvar="RIVVEN_LOCK_TIMEOUT_MS", min=-1,
         help="Longest wait for a lock another process holds, in ms (the engine setting "
              "lock.timeout.ms; default 30000, -1 for ever).", callback=store_global)] = None,
+    bootstrap_server: Annotated[str | None, typer.Option(
+        "--bootstrap-server", "--broker-list", "--brokers", "-b", hidden=True,
+        callback=refuse_server, help="Kafka's, rpk's and kcat's broker address: a hint.")
+    ] = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,

@@ -11,7 +11,7 @@ import typer
 
 from .common import JsonOpt, fail, open_engine
 from .interrupts import stop_event
-from .render import print_json
+from .render import print_json, warn
 
 app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 
@@ -31,8 +31,11 @@ def metrics(
         return
     from engine.metrics import text, write_textfile
 
+    problems: list[str] = []
     with open_engine(read_only=True) as eng:
-        doc = eng.metrics()
+        doc = eng.metrics(problems)
+    for line in problems:  # (a damaged file of .stats: set aside, the scrape goes on)
+        warn(line)
     if json:
         print_json(doc)
     elif textfile is not None:

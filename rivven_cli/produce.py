@@ -12,10 +12,16 @@ from typing import Annotated, Any
 import typer
 
 from .common import Encoding, as_usage_error, fail, open_engine
+from .habits import same_or_refuse, x_choice, x_settings
 from .render import human_bytes, info
 
 READ_SIZE = 1 << 20
 RETRIES = 3  # --idempotent: the producer's retries (a call that failed with a storage error)
+# kcat's -X keys (librdkafka's settings) that mean something here
+X_TAKES = {"compression.type": "--compression", "compression.codec": "--compression",
+           "enable.idempotence": "--idempotent", "transactional.id": "--transactional-id",
+           "transaction.timeout.ms": "--transaction-timeout-ms",
+           "acks": "all, -1 or 1: a produce is acknowledged once durable", "client.id": "ignored"}
 
 
 class InputFormat(str, Enum):
@@ -117,9 +123,13 @@ TXN = "Idempotence and transactions"
 
 
 def produce(
-    topic: Annotated[str, typer.Argument(help="Topic to write to.")],
+    topic: Annotated[str | None, typer.Argument(
+        metavar="[TOPIC]", help="Topic to write to (or --topic).", show_default=False)] = None,
     source: Annotated[str | None, typer.Argument(
         metavar="[FILE]", help="Read records from this file (as --file).")] = None,
+    topic_opt: Annotated[str | None, typer.Option(
+        "--topic", "-t", help="The topic, as the argument (Kafka's and kcat's spelling; FILE "
+        "is then the only argument).", show_default=False)] = None,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Key for every record.")] = None,
     key_separator: Annotated[str | None, typer.Option(
         "--key-separator", "-K", help="Split each line into KEY<SEP>VALUE at the first SEP.")
@@ -194,6 +204,11 @@ def produce(
         help="With "
         "--transactional-id: transaction.timeout.ms, how long a transaction may stay open "
         "(default 60000); one open longer is aborted.")] = None,
+    settings: Annotated[list[str] | None, typer.Option(
+        "-X", metavar="KEY=VALUE", help="kcat's settings that mean something here: "
+        "compression.type (or .codec), enable.idempotence, transactional.id, "
+        "transaction.timeout.ms, acks (all, -1 or 1), client.id.", show_default=False)
+    ] = None,
 ) -> None:
     """Produce records: one per line from stdin (or --file), written as lines arrive.
 
@@ -206,6 +221,18 @@ def produce(
     from . import interrupts
     from .sender import Sender
 
+    topic, source = _topic_and_file(topic, source, topic_opt)
+    x = x_settings(settings, X_TAKES, "produce")
+    compression = same_or_refuse("--compression", compression, "-X compression.type=",
+                                 x.get("compression.type", x.get("compression.codec")))
+    idempotent = x_choice(x, "enable.idempotence", {"true": True, "false": False}) or idempotent
+    transactional_id = same_or_refuse("--transactional-id", transactional_id,
+                                      "-X transactional.id=", x.get("transactional.id"))
+    if "transaction.timeout.ms" in x:
+        transaction_timeout_ms = same_or_refuse(
+            "--transaction-timeout-ms", transaction_timeout_ms, "-X transaction.timeout.ms=",
+            _int(x["transaction.timeout.ms"], "transaction.timeout.ms"))
+    x_choice(x, "acks", {"all": "all", "-1": "all", "1": "all"})  # (one copy, made durable)
     if source is not None:
         if file is not None:
             _refuse("--file", "give the input once: as FILE or with --file")
@@ -271,6 +298,29 @@ def produce(
     elif not quiet:
         info(f"produced {plural(count, 'record')} ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
              f"({count / el if el else 0:,.0f} records/s){sender.summary_text()}")
+
+
+def _topic_and_file(topic: str | None, source: str | None, topic_opt: str | None
+                    ) -> tuple[str, str | None]:
+    """The topic (the argument, or --topic: then the one argument is FILE) and FILE."""
+    if topic_opt is not None:
+        if source is not None or (topic is not None and topic == topic_opt):
+            _refuse("--topic", "give the topic once: as TOPIC or with --topic")
+        topic, source = topic_opt, topic
+    if topic is None:
+        raise typer.BadParameter("give the topic to write to: rivven produce TOPIC (or "
+                                 "--topic TOPIC)", param_hint="TOPIC")
+    return topic, source
+
+
+def _int(text: str, key: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n < 1 << 31:
+        raise typer.BadParameter(f"{key}={text}: a whole number of ms from 1", param_hint="-X")
+    return n
 
 
 def _chunks(fd: int, terminator: bytes, most: int) -> Any:

@@ -27,10 +27,18 @@ def create(
     if_not_exists: Annotated[bool, typer.Option(
         "--if-not-exists", help="Succeed when the topic exists (it is left as it is: a note "
         "says what was not applied).")] = False,
+    replication_factor: Annotated[int | None, typer.Option(
+        "--replication-factor", "-r", min=1, help="1 only (Kafka's and rpk's flag): one "
+        "copy, made durable by fsync.", show_default=False)] = None,
     json: JsonOpt = False,
 ) -> None:
     """Create a topic."""
     from engine.storage.config import parse_pairs
+
+    if replication_factor is not None and replication_factor > 1:
+        raise typer.BadParameter(f"{replication_factor}: no replication: one copy, made "
+                                 "durable by fsync (give 1, or leave it out)",
+                                 param_hint="--replication-factor")
 
     with open_engine() as eng:
         did = eng.topic_admin.create(name, partitions, parse_pairs(config or []),
@@ -105,21 +113,29 @@ def _print_topics(rows: list[dict], json: bool) -> None:
 
 
 @app.command()
-def describe(name: NameArg, json: JsonOpt = False) -> None:
+def describe(
+    name: NameArg,
+    print_partitions: Annotated[bool, typer.Option(
+        "--print-partitions", "-p", help="Only the partitions (rpk's -p): a table, or with "
+        "--json their list.")] = False,
+    json: JsonOpt = False,
+) -> None:
     """Configs (with their source) and per-partition offsets, segments and bytes. With --json,
     "config" is the topic's own settings as in 'topic list --json' (an object), and
     "config_entries" every setting with its value and source."""
     with open_engine(read_only=True) as eng:
         d = eng.topic_admin.describe(name)
     if json:
-        print_json({"topic": d["topic"], "id": d["id"], "partitions": d["partitions"],
+        print_json(d["partition_info"] if print_partitions else
+                   {"topic": d["topic"], "id": d["id"], "partitions": d["partitions"],
                     "config": {c["key"]: c["value"] for c in d["config"]
                                if c["source"] == "topic"},
                     "config_entries": d["config"], "partition_info": d["partition_info"]})
         return
-    typer.echo(f"topic: {name}  partitions: {d['partitions']}  id: {d['id']}")
-    print_table(["CONFIG", "VALUE", "SOURCE"],
-                [(c["key"], c["value"], c["source"]) for c in d["config"]], wrap=("VALUE",))
+    if not print_partitions:
+        typer.echo(f"topic: {name}  partitions: {d['partitions']}  id: {d['id']}")
+        print_table(["CONFIG", "VALUE", "SOURCE"],
+                    [(c["key"], c["value"], c["source"]) for c in d["config"]], wrap=("VALUE",))
     print_table(["PARTITION", "START-OFFSET", "END-OFFSET", "SEGMENTS", "SIZE"],
                 [(p["partition"], p["start_offset"], p["end_offset"], p["segments"],
                   human_bytes(p["bytes"])) for p in d["partition_info"]],
@@ -153,14 +169,24 @@ def alter_config(
 @app.command("add-partitions")
 def add_partitions(
     name: NameArg,
-    total: Annotated[int, typer.Option(
-        "--total", min=1, max=MAX_PARTITIONS, help="New total partition count.")],
+    total: Annotated[int | None, typer.Option(
+        "--total", min=1, max=MAX_PARTITIONS, help="New total partition count.",
+        show_default=False)] = None,
+    num: Annotated[int | None, typer.Option(
+        "--num", "-n", min=1, help="Partitions to add (rpk's -n).", show_default=False)] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Grow a topic to --total partitions (keyed records may then map elsewhere)."""
+    """Grow a topic to --total partitions, or by --num (keyed records may then map
+    elsewhere)."""
     from engine.errors import plural
 
+    if (total is None) == (num is None):
+        raise typer.BadParameter("give --num N (partitions to add) or --total N (the new "
+                                 "count)", param_hint="--num")
     with open_engine() as eng:
+        if num is not None:
+            total = eng.topic(name).partitions + num
+        assert total is not None
         meta = eng.topic_admin.add_partitions(name, total)
     if json:
         print_json({"topic": name, "partitions": meta.partitions})

@@ -1,12 +1,31 @@
-"""Fixtures for every test (pytest finds them here); plain helpers are in ``helpers``."""
+"""Fixtures for every test (pytest finds them here); plain helpers are in ``helpers``. Under
+pytest-xdist (``make test``) the longest tests start first."""
 
 from pathlib import Path
 
 import pytest
 from helpers import new_key, run_rivven, write_keyring
+from helpers.cli import run_in_process
 from helpers.packaging import build_wheel
 
 from engine import Engine
+
+
+@pytest.hookimpl(trylast=True)  # (after the folders' conftests have given their markers)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker, the longest tests first (Spark or kill -9 and slow, then slow, then
+    Spark, then kill -9; otherwise in file order): handed out one by one (``--maxschedchunk
+    1``), they spread over the workers instead of one left for the end."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        marks = {m.name for m in item.iter_markers()}
+        heavy = bool(marks & {"spark", "crash"})
+        return (0 if "slow" in marks and heavy else 1 if "slow" in marks else
+                2 if "spark" in marks else 3 if "crash" in marks else 4)
+
+    items.sort(key=rank)
 
 
 @pytest.fixture
@@ -32,6 +51,15 @@ def spark():
 def rivven(data_dir: str):
     def call(*args: str, **kw):
         return run_rivven(data_dir, *args, **kw)
+    return call
+
+
+@pytest.fixture
+def cli(data_dir: str):
+    """``rivven`` in this process (``helpers.cli``): for input errors and the set-up around
+    them; ``rivven`` (a real process) where a terminal, signals, pipes or start-up count."""
+    def call(*args: str, **kw):
+        return run_in_process(data_dir, *args, **kw)
     return call
 
 

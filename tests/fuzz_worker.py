@@ -1,8 +1,9 @@
 """Fuzzing every reader of a data dir's files, run by tests/unit/engine/test_fuzz.py in a subprocess
 under a memory limit (RLIMIT_AS).
 
-A data dir is built once (a tiered topic, a compacted topic, a consumer group, a dead writer's
-WAL stream), kept pristine, and for each case copied back into place (cold-store URIs in the
+A data dir is built once (a tiered topic, a compacted topic, a compacted transactional topic
+whose cleaned segments keep ABORT markers and their ``.txnindex``, a consumer group, a dead
+writer's WAL stream), kept pristine, and for each case copied back into place (cold-store URIs in the
 tier manifests are absolute), one of its files damaged by hypothesis — bit flips, extreme
 values written over header fields, truncation, junk appended, JSON values replaced — with the
 checksums optionally fixed afterwards, as an attacker would. Then every reader runs over it,
@@ -11,6 +12,7 @@ pass (the damage was named); any other exception, a hang past ``CASE_SECONDS`` o
 allocation past the memory limit is a failure, which hypothesis shrinks and prints.
 
     python tests/fuzz_worker.py --cases 2000 --limit-mb 1024 [--seed N] [--kinds log_sealed,wal]
+        [--per-kind] [--cli-every 10]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -109,6 +112,20 @@ def build(path: str) -> dict[str, str]:
             eng.produce("c", [Record(key=b"k%d" % (j % 4), value=None if (i + j) % 9 == 0
                                      else b"c%d" % i) for j in range(8)])
         eng.maintenance.compact("c", force=True)
+        eng.create_topic("x", 1, {"cleanup.policy": "compact", "segment.bytes": "600"})
+        txn = eng.producer(transactional_id="fuzz")
+        for i in range(12):  # every third aborted: the pass keeps their markers and entries
+            txn.begin()
+            txn.produce("x", [Record(key=b"k%d" % (i % 4), value=b"x%d" % i * 8)], partition=0)
+            if i % 3 == 2:
+                txn.abort()
+            else:
+                txn.commit()
+        txn.close()
+        for i in range(8):
+            eng.produce("x", [Record(key=b"z%d" % i, value=b"." * 60)], partition=0)
+        eng.checkpoint()
+        eng.maintenance.compact("x", force=True)
         c = eng.consumer("g", ["t", "c"])
         for _ in range(3):
             c.poll(50)
@@ -117,11 +134,15 @@ def build(path: str) -> dict[str, str]:
     subprocess.run([sys.executable, "-c", DEAD_WRITER, ROOT, path], check=False, timeout=120)
     pdir = os.path.join("topics", "t", "partition-0")
     logs = sorted(f for f in os.listdir(os.path.join(path, pdir)) if f.endswith(".log"))
+    xdir = os.path.join("topics", "x", "partition-0")
+    txnindex = sorted(f for f in os.listdir(os.path.join(path, xdir)) if f.endswith(".txnindex"))
     cdir = os.path.join("topics", "c", "partition-0")
     clogs = sorted(f for f in os.listdir(os.path.join(path, cdir))
                    if f.endswith(".log") and os.path.getsize(os.path.join(path, cdir, f)))
     wal = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(path, "wal"))
            for f in fs if f.endswith(".wal")]
+    stats = sorted(f for f in os.listdir(os.path.join(path, ".stats")) if f.startswith("m-"))
+    values = [f for f in stats if f.endswith(".values")]  # (the dead writer's, not merged yet)
     manifest = json.load(open(os.path.join(path, pdir, "tier.json")))
     cold = manifest["segments"][1]["object"].removeprefix("file://") + ".log"
     sealed = logs[0][:-4]
@@ -138,6 +159,9 @@ def build(path: str) -> dict[str, str]:
         "catalog": "topics.json",
         "marker": "rivven.json",
         "cold_log": os.path.relpath(cold, path),
+        "txnindex": os.path.join(xdir, txnindex[0]),  # (of a cleaned segment)
+        "stats_values": os.path.join(".stats", values[0]),
+        "stats_keys": os.path.join(".stats", values[0][:-len(".values")] + ".keys"),
     }
     for k, rel in kinds.items():
         assert os.path.getsize(os.path.join(path, rel)) > 0, (k, rel)
@@ -197,6 +221,11 @@ def fix_offsets(data: bytearray) -> None:
         pos = end
 
 
+def fix_txnindex(data: bytearray) -> None:
+    for pos in range(0, len(data) - 39, 40):  # (engine/segments/txn_index.py's entries)
+        struct.pack_into("<I", data, pos + 32, crc32c(bytes(data[pos:pos + 32])))
+
+
 def fix_json(data: bytearray) -> bytearray:
     from engine.fs import jsondoc
 
@@ -228,6 +257,9 @@ def damage(path: str, kind: str, mutations: list[tuple], fix: bool) -> None:
         elif op == "write" and n:
             pos = m[1] % n
             data[pos:pos + len(m[2])] = m[2]
+        elif op == "field" and kind == "txnindex" and n >= 40:  # an entry's field
+            pos = m[1] % (n // 40) * 40 + m[2] % 4 * 8
+            struct.pack_into("<q", data, pos, max(-(1 << 63), min(m[3], (1 << 63) - 1)))
         elif op == "field" and kind in LOG_KINDS:
             starts = batch_starts(data)
             if starts:
@@ -253,6 +285,8 @@ def damage(path: str, kind: str, mutations: list[tuple], fix: bool) -> None:
             fix_wal(data)
         elif kind == "offsets":
             fix_offsets(data)
+        elif kind == "txnindex":
+            fix_txnindex(data)
         elif kind in JSON_KINDS:
             data = fix_json(data)
     with open(path, "wb") as f:
@@ -283,6 +317,7 @@ def read_everything(eng: Engine) -> None:
                     break
                 pos = recs[-1].offset + 1
             attempt(eng.read_arrow, meta.name, p, start, 500)
+            attempt(eng.read, meta.name, p, start, 500, isolation_level="read_committed")
             attempt(eng.read_columns, meta.name, p, max(start, end - 5), 50)
             attempt(eng.offset_for_time, meta.name, p, 0)
             attempt(eng.offset_for_time, meta.name, p, 1 << 60)
@@ -296,6 +331,7 @@ def read_everything(eng: Engine) -> None:
     attempt(eng.committed_offsets, "g")
     attempt(eng.tier_status)
     attempt(eng.wal_streams)
+    attempt(eng.metrics, [])
 
 
 def write_a_little(eng: Engine) -> None:
@@ -319,6 +355,7 @@ CLI_COMMANDS = [
     ["group", "list"], ["group", "describe", "g"], ["tier", "status"], ["wal", "list"],
     ["wal", "verify"], ["retention", "apply", "--dry-run"], ["segment", "recover", "--dry-run"],
     ["wal", "recover", "--dry-run"], ["produce", "t", "--file", INPUT], ["wal", "checkpoint"],
+    ["metrics"],
 ]
 
 
@@ -380,6 +417,8 @@ def main() -> int:
     ap.add_argument("--case-seconds", type=int, default=CASE_SECONDS)
     ap.add_argument("--cli-every", type=int, default=0,
                     help="also run the rivven commands over every Nth case (0: never)")
+    ap.add_argument("--per-kind", action="store_true",
+                    help="split the cases evenly between the kinds (one campaign per kind)")
     ap.add_argument("--inject", choices=["error", "memory", "hang"],
                     help="plant a bug in verify, to show that each kind of failure is caught")
     args = ap.parse_args()
@@ -396,32 +435,43 @@ def main() -> int:
     chosen = [k for k in args.kinds.split(",") if k] or sorted(kinds)
     counts: dict[str, int] = {}
 
-    @settings(max_examples=args.cases, deadline=None, database=None,
-              derandomize=args.seed is None, print_blob=True,
-              phases=[Phase.explicit, Phase.generate, Phase.shrink],
-              suppress_health_check=list(HealthCheck))
-    @given(kind=st.sampled_from(chosen), mutations=st.lists(mutation, min_size=1, max_size=3),
-           fix=st.booleans())
-    def case(kind: str, mutations: list[tuple], fix: bool) -> None:
-        shutil.rmtree(live)
-        shutil.copytree(pristine, live, symlinks=True)
-        damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
-        counts[kind] = counts.get(kind, 0) + 1
-        signal.alarm(args.case_seconds)
-        try:
-            exercise(live)
-            if args.cli_every and sum(counts.values()) % args.cli_every == 0:
-                shutil.rmtree(live)
-                shutil.copytree(pristine, live, symlinks=True)
-                damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
-                run_commands(live)
-        finally:
-            signal.alarm(0)
+    def campaign(among: list[str], cases: int, seed: int | None) -> None:
+        """``cases`` damaged copies of files of the kinds ``among``, each run over
+        (derandomized unless ``seed``)."""
 
-    if args.seed is not None:
-        case = hseed(args.seed)(case)
-    try:
+        @settings(max_examples=cases, deadline=None, database=None,
+                  derandomize=args.seed is None, print_blob=True,
+                  phases=[Phase.explicit, Phase.generate, Phase.shrink],
+                  suppress_health_check=list(HealthCheck))
+        @given(kind=st.sampled_from(among), mutations=st.lists(mutation, min_size=1, max_size=3),
+               fix=st.booleans())
+        def case(kind: str, mutations: list[tuple], fix: bool) -> None:
+            shutil.rmtree(live)
+            shutil.copytree(pristine, live, symlinks=True)
+            damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
+            counts[kind] = counts.get(kind, 0) + 1
+            signal.alarm(args.case_seconds)
+            try:
+                exercise(live)
+                if args.cli_every and sum(counts.values()) % args.cli_every == 0:
+                    shutil.rmtree(live)
+                    shutil.copytree(pristine, live, symlinks=True)
+                    damage(os.path.join(live, kinds[kind]), kind, mutations, fix)
+                    run_commands(live)
+            finally:
+                signal.alarm(0)
+
+        if seed is not None:
+            case = hseed(seed)(case)
         case()
+
+    try:
+        if args.per_kind:  # (a short run: every kind its share, whatever the first draws are)
+            for kind in chosen:  # (a fixed seed of its own: the same cases every run)
+                campaign([kind], max(1, args.cases // len(chosen)),
+                         (args.seed or 0) + zlib.crc32(kind.encode()))
+        else:
+            campaign(chosen, args.cases, args.seed)
     except BaseException:
         traceback.print_exc()
         print(f"FAILED after {sum(counts.values())} cases: {counts}", flush=True)

@@ -10,7 +10,13 @@ Every gather and merge holds ``.stats/meter.lock``: a reader never sees a proces
 merged and live, or neither; a gather that cannot have the lock in time fails rather than
 read without it. Series of topics or groups that no longer exist are dropped at each merge
 (``keep``, asked once the lock is held). A file that cannot be read now (not damaged: a
-descriptor limit, a permission) fails the gather: nothing is merged as empty or reset.
+descriptor limit, a permission) fails the gather: nothing is merged as empty or reset. A
+damaged one never stops it: a file set holding values no process counts (``slots.
+check_values``: 1e300, 2^63, negative, NaN, an inconsistent histogram), or whose keys or
+values file is not a regular file (a FIFO), is set aside (``<file>.damaged``, counted by
+``rivven_metrics_files_set_aside``) and named in ``Gathered.problems``, as a damaged
+``retired.json`` is; a merge whose sum would leave the range sets the dead process's files
+aside instead. So ``retired.json`` only ever holds what ``check_values`` accepts.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import stat
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -32,7 +39,7 @@ from .slots import Labels, SlotFile
 RETIRED = "retired.json"
 LOCK = "meter.lock"
 MAX_RETIRED = 256 << 20
-MAX_VALUE = float(1 << 63)
+MAX_VALUE = slots.MAX_VALUE
 Key = tuple[str, Labels]
 Keep = Callable[[str, Labels], bool]
 Values = list[tuple[str, Labels, list[float]]]
@@ -42,6 +49,7 @@ class Gathered(NamedTuple):
     series: dict[Key, list[float]]
     live: int  # processes read live (this one included when it counted anything)
     dead: int  # dead processes counted but not merged (a read-only gather)
+    problems: list[str] = []  # damaged files met (set aside when the gather could write)
 
 
 def add(acc: dict[Key, list[float]], name: str, labels: Labels, values: list[float],
@@ -96,7 +104,11 @@ def _number(v: object) -> bool:
     return isinstance(v, float) and math.isfinite(v) and 0 <= v < MAX_VALUE
 
 
-def _load(stats_dir: str, writable: bool) -> tuple[dict[Key, list[float]], set[str]]:
+def _load(stats_dir: str, writable: bool, problems: list[str] | None = None
+          ) -> tuple[dict[Key, list[float]], set[str]]:
+    """retired.json's series and merged processes; a damaged one (or one that is not a
+    regular file) is set aside (``writable``) and said in ``problems``: counting starts
+    again."""
     path = os.path.join(stats_dir, RETIRED)
     try:
         raw = slots.read_regular(path, MAX_RETIRED)
@@ -109,12 +121,18 @@ def _load(stats_dir: str, writable: bool) -> tuple[dict[Key, list[float]], set[s
             raise jsondoc.damaged(path, "retired metrics", "not a version 1 document")
     except FileNotFoundError:
         return {}, set()
-    except DamagedMetadata:
+    except (DamagedMetadata, slots.Damaged) as e:
         # counting starts again from the live processes (a reset Prometheus understands);
         # the damaged file is kept aside for a look
+        line = str(e) if isinstance(e, slots.Damaged) else e.args[0]
         if writable:
-            with contextlib.suppress(OSError):
-                os.replace(path, path + ".damaged")
+            try:
+                os.replace(path, path + slots.DAMAGED)
+                line += f"; set aside as {RETIRED}{slots.DAMAGED}, counting starts again"
+            except OSError:
+                pass
+        if problems is not None:
+            problems.append(line)
         return {}, set()
     except OSError as e:
         raise _unreadable(path, e) from e
@@ -126,7 +144,8 @@ def _load(stats_dir: str, writable: bool) -> tuple[dict[Key, list[float]], set[s
         vals = row[2]
         if key is None or not isinstance(vals, list) or len(vals) != key[0].slots:
             continue
-        if all(_number(v) for v in vals):
+        if all(_number(v) for v in vals) and slots.check_values(
+                key[0], [float(v) for v in vals]) is None:
             out[(row[0], key[1])] = [float(v) for v in vals]
     return out, {m for m in merged if isinstance(m, str) and m.startswith(slots.PREFIX)}
 
@@ -155,14 +174,43 @@ def _store(stats_dir: str, series: dict[Key, list[float]], merged: set[str]) -> 
         raise
 
 
-def _read(stats_dir: str, ident: str) -> tuple[bool, Values] | None:
-    """(live?, values) of a process's files; None when they are gone."""
+def _read(stats_dir: str, ident: str, writable: bool, problems: list[str]
+          ) -> tuple[bool, Values] | None:
+    """(live?, values) of a process's files; None when they are gone, or damaged: then the
+    problem is added to ``problems`` and (``writable``) the files are set aside — a dead
+    process's both, a live one's only a file that is not a regular file (it counts on in
+    its own; its damaged values are left out of this scrape)."""
+    live: bool | None = None
     try:
         live = slots.is_live(stats_dir, ident)
         values = slots.read_process(stats_dir, ident) if live is not None else None
+    except slots.Damaged as e:
+        problems.append(_set_aside(stats_dir, ident, e, writable, live is not True))
+        return None
     except OSError as e:
-        raise _unreadable(os.path.join(stats_dir, ident + ".keys"), e) from e
+        raise _unreadable(e.filename or os.path.join(stats_dir, ident + ".keys"), e) from e
     return None if live is None or values is None else (live, values)
+
+
+def _set_aside(stats_dir: str, ident: str, e: slots.Damaged, writable: bool, whole: bool
+               ) -> str:
+    """(``writable``) Set aside the damaged file (``whole``: the process's file set); the
+    problem's line, naming the file to blame and what became of it."""
+    line = f"{e.path}: {e.why}"
+    if not writable:
+        return line + "; left out of this scrape (the data dir cannot be written: nothing merged)"
+    try:
+        if whole:
+            moved = slots.set_aside(stats_dir, ident)
+        elif not stat.S_ISREG(os.lstat(e.path).st_mode):  # (no process's file)
+            os.replace(e.path, e.path + slots.DAMAGED)
+            moved = [e.path + slots.DAMAGED]
+        else:  # a live process maps it: set aside once that process is gone
+            return line + "; left out of this scrape while its process lives"
+    except OSError as err:
+        return line + f"; left out of this scrape (cannot set it aside: {err.strerror or err})"
+    return (line + "; set aside as " + " and ".join(os.path.basename(m) for m in moved)
+            + " (never merged: look, then delete)")
 
 
 def gather(stats_dir: str, own: Meter | None = None, keep: Callable[[], Keep] | None = None,
@@ -171,7 +219,8 @@ def gather(stats_dir: str, own: Meter | None = None, keep: Callable[[], Keep] | 
     (unless the data dir cannot be written). ``keep()`` (asked with the lock held) says
     which series still belong to a topic or group that exists."""
     with _locked(stats_dir, wait) as writable:
-        retired, merged = _load(stats_dir, writable)
+        problems: list[str] = []
+        retired, merged = _load(stats_dir, writable, problems)
         keeps = keep() if keep is not None else None
         live_sets: list[Values] = []
         dead: list[tuple[str, Values]] = []
@@ -189,7 +238,7 @@ def gather(stats_dir: str, own: Meter | None = None, keep: Callable[[], Keep] | 
             if own is not None and ident == own.ident:
                 live_sets.append(own.values())
                 continue
-            got = _read(stats_dir, ident)
+            got = _read(stats_dir, ident, writable, problems)
             if got is None:
                 continue
             if got[0]:
@@ -197,9 +246,15 @@ def gather(stats_dir: str, own: Meter | None = None, keep: Callable[[], Keep] | 
             else:
                 dead.append((ident, got[1]))
         if dead and writable:
-            for _, values in dead:
-                for name, labels, vals in values:
-                    add(retired, name, labels, vals, live=False)
+            for ident, values in list(dead):
+                merged_in = _merge(retired, values)
+                if merged_in is None:  # (the sum would leave the range: not a real count)
+                    dead.remove((ident, values))
+                    problems.append(_set_aside(stats_dir, ident, slots.Damaged(
+                        os.path.join(stats_dir, ident + ".values"),
+                        "its counts added to retired.json's leave the range"), True, True))
+                else:
+                    retired = merged_in
             if keeps is not None:
                 retired = {k: v for k, v in retired.items() if keeps(*k)}
             idents = {i for i, _ in dead}
@@ -225,7 +280,19 @@ def gather(stats_dir: str, own: Meter | None = None, keep: Callable[[], Keep] | 
                 add(total, name, labels, vals, live=False)
         if keeps is not None:
             total = {k: v for k, v in total.items() if keeps(*k)}
-        return Gathered(total, len(live_sets), n_dead)
+        return Gathered(total, len(live_sets), n_dead, problems)
+
+
+def _merge(retired: dict[Key, list[float]], values: Values) -> dict[Key, list[float]] | None:
+    """``retired`` with a dead process's ``values`` added, or None when a sum leaves what
+    ``check_values`` accepts (retired.json never holds it)."""
+    out = {k: list(v) for k, v in retired.items()}
+    for name, labels, vals in values:
+        add(out, name, labels, vals, live=False)
+        total = out.get((name, labels))
+        if total is not None and slots.check_values(SERIES[name], total) is not None:
+            return None
+    return out
 
 
 def retire(meter: Meter, wait: LockWait = DEFAULT_WAIT) -> None:
@@ -243,8 +310,10 @@ def retire(meter: Meter, wait: LockWait = DEFAULT_WAIT) -> None:
             if not writable:
                 raise OSError("cannot lock")
             retired, merged = _load(stats_dir, writable)
-            for name, labels, vals in values:
-                add(retired, name, labels, vals, live=False)
+            for name, labels, vals in values:  # (in memory: a value no process counts is
+                if slots.check_values(SERIES[name], vals) is None:  # a broken mapping)
+                    merged_in = _merge(retired, [(name, labels, vals)])
+                    retired = merged_in if merged_in is not None else retired
             present = set(slots.process_files(stats_dir))
             mine = {old.ident} if old.keys_fd >= 0 else set()  # (memory alone: no files)
             _store(stats_dir, retired, {m for m in merged if m in present} | mine)

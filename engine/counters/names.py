@@ -147,6 +147,10 @@ STATE: tuple[Metric, ...] = (
            "age of the oldest open transaction (0 when none is open)", "data dir"),
     Metric("rivven_metrics_processes", "gauge", ("state",),
            "processes whose counters these are: live, or dead and not yet merged", "data dir"),
+    Metric("rivven_metrics_files_set_aside", "gauge", (),
+           "files of .stats set aside as damaged (*.damaged: values no process counts, not a "
+           "regular file, a damaged retired.json): never merged; look, then delete them",
+           "data dir"),
     Metric("rivven_metrics_gather_duration_seconds", "gauge", (),
            "time this scrape took to gather the metrics", "data dir"),
     Metric("rivven_metrics_up", "gauge", (),

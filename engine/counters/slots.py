@@ -8,8 +8,11 @@
   this file while it lives: whoever can take it knows the process is gone.
 
 Readers trust nothing in either file: a line must parse, name a known series with exactly
-its labels and lie inside the values file; a values file larger than ``MAX_SLOTS`` is not
-read.
+its labels and lie inside the values file (a line that does not is skipped); a values file
+larger than ``MAX_SLOTS`` is not read. The values a line names must be ones a process can
+count (``check_values``): a file set holding any other is ``Damaged`` as a whole, and so is
+one of its two files that is not a regular file (a FIFO, a link, a directory) — never waited
+on, never followed.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 from ..errors import RivvenError
 from ..fs import guard
 from ..fs.locks import try_lock
-from .names import SERIES, Series
+from .names import FAILURES, LAST_SUCCESS, RUNS, SERIES, Series
 
 CHUNK = 4096  # slots per mapping (32 KiB: a multiple of the page size)
 MAX_SLOTS = 1 << 23  # 64 MiB of values; a larger file is not read
@@ -36,8 +39,50 @@ MAX_KEYS_BYTES = 64 << 20
 MAX_LABEL = 512
 PREFIX = "m-"
 TMP = ".tmp"  # a keys file being made (flocked before it gets its name)
+DAMAGED = ".damaged"  # a file set aside (its name + this): never read again
 
+MAX_VALUE = float(1 << 63)  # a count at or past it is no count a process made
 Labels = tuple[tuple[str, str], ...]
+
+
+class Damaged(Exception):
+    """A file of ``.stats`` no process wrote as it is: ``path`` (the file to blame) and
+    ``why``. Set aside by the gather, never merged."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+def check_values(s: Series, vals: list[float]) -> str | None:
+    """Why ``vals`` cannot be the slots of a series of kind ``s.kind`` (None: they can).
+    Every slot a finite number in [0, 2^63); a histogram's slots are its per-bucket counts
+    (whole numbers: cumulative and its +Inf count equal to its count by construction), their
+    total below 2^63, no sum without an observation; a run's failures at most its runs."""
+    for v in vals:
+        if math.isnan(v):
+            return "a value is NaN"
+        if not math.isfinite(v) or v >= MAX_VALUE:
+            return f"a value ({v:g}) is out of range (at most 2^63)"
+        if v < 0:
+            return f"a value ({v:g}) is negative"
+    if s.kind == "histogram":
+        counts = vals[:-1]
+        if not all(c.is_integer() for c in counts):
+            return "a histogram bucket holds a fraction of an observation"
+        if sum(counts) >= MAX_VALUE:
+            return "a histogram's count is out of range (at most 2^63)"
+        if not sum(counts) and vals[-1]:
+            return "a histogram has a sum but no observation"
+    elif s.kind == "run":
+        if not (vals[RUNS].is_integer() and vals[FAILURES].is_integer()):
+            return "a run count holds a fraction"
+        if vals[FAILURES] > vals[RUNS]:
+            return "more failed runs than runs"
+        if vals[LAST_SUCCESS] and vals[FAILURES] >= vals[RUNS]:
+            return "a last success without a successful run"
+    return None
 
 
 def check_key(name: Any, labels: Any) -> tuple[Series, Labels] | None:
@@ -197,12 +242,34 @@ def remove_unborn(stats_dir: str) -> None:
 
 def open_regular(path: str) -> int:
     """An fd of a regular file for reading: never a link followed, never a FIFO waited on
-    (OSError otherwise; FileNotFoundError when it is gone)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    (``Damaged`` for anything but a regular file; FileNotFoundError when it is gone; other
+    OSErrors when it cannot be read now)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO):  # a link; a socket or a FIFO's kin
+            raise Damaged(path, _kind(path) + ", not a regular file") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", path)
+        raise Damaged(path, _kind(path, mode) + ", not a regular file")
     return fd
+
+
+def _kind(path: str, mode: int | None = None) -> str:
+    """What ``path`` is, in words (for a message)."""
+    if mode is None:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return "something"
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return word
+    return "something"
 
 
 def read_regular(path: str, limit: int) -> bytes | None:
@@ -235,11 +302,14 @@ def is_live(stats_dir: str, ident: str, suffix: str = ".keys") -> bool | None:
 
 
 def read_process(stats_dir: str, ident: str) -> list[tuple[str, Labels, list[float]]] | None:
-    """Every series a process file set holds, each checked; damaged lines are skipped.
-    None when the files are gone; OSError when they cannot be read now."""
+    """Every series a process file set holds, each checked; lines that do not parse or name
+    no known series are skipped, values no process counts (``check_values``) are
+    ``Damaged`` (naming the values file). None when the files are gone; OSError when they
+    cannot be read now."""
+    values_path = os.path.join(stats_dir, ident + ".values")
     try:
         keys = read_regular(os.path.join(stats_dir, ident + ".keys"), MAX_KEYS_BYTES) or b""
-        raw = read_regular(os.path.join(stats_dir, ident + ".values"), MAX_SLOTS * 8) or b""
+        raw = read_regular(values_path, MAX_SLOTS * 8) or b""
     except FileNotFoundError:
         return None
     values = memoryview(raw[: len(raw) - len(raw) % 8]).cast("d")
@@ -262,9 +332,31 @@ def read_process(stats_dir: str, ident: str) -> list[tuple[str, Labels, list[flo
             continue  # (the file grows before a key line names its slots: damage)
         seen.add(first)
         slots = list(values[first:first + s.slots])
-        if all(math.isfinite(v) and v >= 0 for v in slots):
-            out.append((name, lab, slots))
+        why = check_values(s, slots)
+        if why is not None:
+            raise Damaged(values_path, f"{name} {dict(lab)} at slot {first}: {why}")
+        out.append((name, lab, slots))
     return out
+
+
+def set_aside(stats_dir: str, ident: str) -> list[str]:
+    """Rename a damaged file set out of the way (``<file>.damaged``, kept for a look; the
+    keys file first: without it the values are never read). Returns the new names."""
+    out = []
+    for suffix in (".keys", ".values"):
+        path = os.path.join(stats_dir, ident + suffix)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path, path + DAMAGED)
+            out.append(path + DAMAGED)
+    return out
+
+
+def set_aside_count(stats_dir: str) -> int:
+    """How many files of ``stats_dir`` were set aside as damaged (``*.damaged``)."""
+    try:
+        return sum(1 for n in os.listdir(stats_dir) if n.endswith(DAMAGED))
+    except OSError:
+        return 0
 
 
 def remove_process(stats_dir: str, ident: str) -> None:

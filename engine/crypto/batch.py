@@ -29,6 +29,12 @@ from ..format.records import HEADER_SIZE, BatchHeader
 from ..format.sealed import NONCE, SALT, TAG, aad, envelope, finish, sealed_frame
 from .ciphers import aead, invalid_tag, session_key
 
+
+class UnknownKeyVersion(CorruptRecordError):
+    """A batch or a sealed text names a data key version its topic's catalog entry does not
+    hold: damage (exit 3), whether of what names it or of the catalog."""
+
+
 SESSION_SEALS = 1 << 32
 SESSION_BYTES = 1 << 36
 MAX_OPEN_SESSIONS = 4096
@@ -98,7 +104,8 @@ class Sealer:
 
 class Opener:
     """Opens what a topic's data keys sealed; ``key_of(version) -> (cipher, data key)``
-    (raising KeyUnavailable) finds a version's key."""
+    finds a version's key (raising KeyUnavailable when the keyring cannot give it,
+    UnknownKeyVersion when the catalog has no such version)."""
 
     def __init__(self, topic_id: bytes, key_of: Callable[[int], tuple[str, bytes]]) -> None:
         self.topic_id = topic_id
@@ -132,7 +139,15 @@ class Opener:
         """The stored body of the sealed batch at ``pos`` (CorruptRecordError when its tag
         does not verify: damaged, changed, or moved from its topic, partition or offset)."""
         salt, nonce, ct = envelope(buf, pos, h)
-        a = self._aead(h.key_version, salt)
+        try:
+            a = self._aead(h.key_version, salt)
+        except UnknownKeyVersion:
+            raise UnknownKeyVersion(
+                f"the batch at offsets {h.base_offset}..{h.last_offset}{where} names data key "
+                f"version {h.key_version}, which its topic's catalog entry does not hold: its "
+                "header is damaged or forged, or topics.json was restored from an older copy "
+                "(restore one that holds the version); run 'rivven segment verify --decrypt'"
+            ) from None
         try:
             return a.decrypt(nonce, ct, aad(buf, pos, self.topic_id, partition))
         except invalid_tag():

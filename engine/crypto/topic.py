@@ -14,17 +14,20 @@ from __future__ import annotations
 import functools
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CorruptRecordError, KeyUnavailable
 from ..format.records import BatchHeader
 from . import ciphers
-from .batch import Opener, Sealer
+from .batch import Opener, Sealer, UnknownKeyVersion
 from .keyring import Keyring
 from .keyset import DataKey, KeySet
 
 METADATA_DOMAIN = b"rivven offset metadata v1\x00"
+# where a partition records that every data batch is sealed: ``[start, end)`` ranges, in
+# offset order (end None: to the end of the log; engine.segments.sealed_range)
+Claim = Sequence[tuple[int, "int | None"]]
 
 
 class TopicKeys:
@@ -71,10 +74,12 @@ class TopicKeys:
             ks = self.keyset
             dk = ks.get(version) if ks is not None else None
         if dk is None:
-            raise KeyUnavailable(
-                f"data key version {version} of topic {self.name!r} is not in the catalog "
-                "(dropped by 'rivven key reencrypt' while a batch still used it, or topics.json "
-                "was restored from an older copy); restore topics.json from a backup that has it")
+            # what names it (a batch header, a sealed metadata) is damaged or forged, or the
+            # catalog lost it: damage either way (exit 3), never a missing keyring (exit 1)
+            raise UnknownKeyVersion(
+                f"data key version {version} of topic {self.name!r} is not in the catalog: "
+                "what names it is damaged, or topics.json was restored from an older copy "
+                "(restore one that holds the version)")
         return dk
 
     def key_of(self, version: int) -> tuple[str, bytes]:
@@ -122,9 +127,16 @@ class TopicKeys:
                    partition: int = 0) -> bytes:
         return self.opener.open_batch(buf, pos, h, partition, where)
 
-    def opener_for(self, partition: int) -> Callable[[Any, int, BatchHeader, str], bytes]:
-        """``body_of``'s opener for one partition of the topic."""
-        return functools.partial(_open, self.opener, partition)
+    def opener_for(self, partition: int, claim: Claim = (),
+                   now: Callable[[], Claim] | None = None
+                   ) -> Callable[[Any, int, BatchHeader, str], bytes]:
+        """``body_of``'s opener for one partition of the topic; with ``claim``, the ranges
+        ``[start, end)`` at which the partition records that every data batch is sealed,
+        a ``SealedOpener`` (``now``: the record as it is now)."""
+        base = functools.partial(_open, self.opener, partition)
+        if not claim:
+            return base
+        return SealedOpener(base, f"{self.name}-{partition}", claim, now)
 
     def portable(self) -> StaticKeys:
         """Every version's key the catalog holds, unwrapped, for another process (a Spark
@@ -160,6 +172,54 @@ class TopicKeys:
 def _open(opener: Opener, partition: int, buf: Any, pos: int, h: BatchHeader,
           where: str = "") -> bytes:
     return opener.open_batch(buf, pos, h, partition, where)
+
+
+class PlaintextBatch(CorruptRecordError):
+    """A plaintext data batch where its partition records that every batch is sealed: not
+    written by rivven (damaged, or forged by someone who could write the data dir)."""
+
+
+def _covering(claim: Claim, h: BatchHeader) -> tuple[int, int | None] | None:
+    for start, end in claim:
+        if start < h.next_offset and (end is None or h.base_offset < end):
+            return start, end
+    return None
+
+
+class SealedOpener:
+    """``body_of``'s opener for a partition that records where every data batch is sealed
+    (engine.segments.sealed_range): it opens sealed batches, and ``plain(header, where)``
+    (body_of calls it for each plaintext batch) refuses a plaintext data batch in ``claim``
+    (the record when the read began), unless the record as it is ``now`` no longer claims it
+    (a writer appended it after turning encryption off). Without the first check, a reader
+    still inside a segment that a re-encryption replaced meanwhile (and then claimed sealed)
+    would take its old batches for forgeries."""
+
+    __slots__ = ("open", "label", "claim", "now")
+
+    def __init__(self, open_: Callable[..., bytes], label: str, claim: Claim,
+                 now: Callable[[], Claim] | None) -> None:
+        self.open = open_
+        self.label = label
+        self.claim = claim
+        self.now = now
+
+    def __call__(self, buf: Any, pos: int, h: BatchHeader, where: str = "") -> bytes:
+        return self.open(buf, pos, h, where)
+
+    def plain(self, h: BatchHeader, where: str = "") -> None:
+        if h.is_control or _covering(self.claim, h) is None:
+            return
+        found = _covering(self.now() if self.now is not None else self.claim, h)
+        if found is None:
+            return
+        start, end = found
+        at = f"offsets {start}..{end - 1}" if end is not None else f"offset {start} on"
+        raise PlaintextBatch(
+            f"the batch at offsets {h.base_offset}..{h.last_offset}{where} is plaintext, but "
+            f"every batch of {self.label} at {at} is sealed (encryption.json): rivven did not "
+            "write it (damaged, or forged by someone who could write the data dir); run "
+            "'rivven segment verify'")
 
 
 def metadata_context(group: str, partition: int, offset: int) -> bytes:
@@ -199,19 +259,29 @@ class OffsetMetadata:
             return found[0].open_text(stored, metadata_context(group, partition, offset),
                                       f"the metadata committed by group {group!r} for "
                                       f"{topic}-{partition} at offset {offset}"), True
-        except KeyUnavailable:
+        except (KeyUnavailable, UnknownKeyVersion):
             return None, True
 
+    def encrypts(self, topic: str) -> bool:
+        """Does ``topic`` encrypt now (its commit metadata is sealed)?"""
+        found = self.keys_of(topic)
+        return found is not None and found[1]
 
     def resealed(self, group: str, topic: str, partition: int, offset: int, stored: Any
                  ) -> Any:
-        """What a re-encryption keeps of a sealed metadata: sealed with the current key (the
-        text when the topic no longer encrypts); None when it already is. Raises when the
-        keys to open it are not at hand."""
+        """What a re-encryption keeps of a commit's metadata: sealed with the current key
+        (the text when the topic no longer encrypts; a text committed before the topic
+        encrypted, sealed); None when it already is. Raises when the keys to open it are
+        not at hand."""
         found = self.keys_of(topic)
         if found is None:
             return None
         tk, enabled = found
+        if isinstance(stored, str):
+            if not enabled or not stored:
+                return None
+            tk.refresh()  # (never with a version dropped meanwhile)
+            return tk.seal_text(stored, metadata_context(group, partition, offset))
         cur = tk.keyset.current if tk.keyset is not None else None
         if enabled and stored.get("v") == cur:
             return None
@@ -245,8 +315,13 @@ class StaticKeys:
                                  "handed to this task (rotated meanwhile?); run the job again")
         return got
 
-    def opener_for(self, partition: int) -> Callable[[Any, int, BatchHeader, str], bytes]:
-        return functools.partial(_open, self.opener, partition)
+    def opener_for(self, partition: int, claim: Claim = (),
+                   now: Callable[[], Claim] | None = None
+                   ) -> Callable[[Any, int, BatchHeader, str], bytes]:
+        base = functools.partial(_open, self.opener, partition)
+        if not claim:
+            return base
+        return SealedOpener(base, f"partition {partition} of topic id {self.id}", claim, now)
 
     def seal_batch(self, plain: Any, partition: int) -> bytearray:
         if self._sealer is None:

@@ -29,7 +29,9 @@ _new_tuple = tuple.__new__
 
 # Opens the stored body of an encrypted batch: ``(buf, pos, header, where) -> plaintext``
 # (engine.crypto: the topic's data keys, bound to its partition); raises CorruptRecordError
-# when the tag does not verify, KeyUnavailable when a key is missing.
+# when the tag does not verify, KeyUnavailable when a key is missing. An opener with a
+# ``plain(header, where)`` method is asked about each plaintext batch too, and raises
+# CorruptRecordError where its partition holds only sealed ones (engine.crypto.topic).
 Opener = Callable[[Any, int, BatchHeader, str], Any]
 
 
@@ -108,7 +110,7 @@ def layout(body: Any, h: BatchHeader, where: str = "") -> Layout:
 def body_of(buf: Any, pos: int, h: BatchHeader, where: str = "", opener: Opener | None = None
             ) -> Any:
     """The decompressed body of the (already CRC-checked) batch at ``pos``; an encrypted
-    batch's is opened first by ``opener``."""
+    batch's is opened first by ``opener``, a plaintext one is shown to its ``plain``."""
     start = pos + HEADER_SIZE
     if h.attributes & ATTR_ENCRYPTED:
         if opener is None:
@@ -118,6 +120,9 @@ def body_of(buf: Any, pos: int, h: BatchHeader, where: str = "", opener: Opener 
                 "dir with its keyring (--keyring FILE or RIVVEN_KEYRING)")
         stored = opener(buf, pos, h, where)
     else:
+        plain = getattr(opener, "plain", None)  # (None for a partition with nothing sealed)
+        if plain is not None:
+            plain(h, where)
         stored = memoryview(buf)[start: start + h.stored_length]
     if h.codec == codecs.NONE:
         if len(stored) != h.body_length:

@@ -33,15 +33,22 @@ def json_lines(kenc: Encode, venc: Encode) -> Callable[[Any], bytes]:
     """A function from one ``ColumnBatch`` to its JSON lines (bytes): topic partition
     offset timestamp key value headers; ``kenc``/``venc``: ``encoder(..., for_json=True)``
     of keys and values (header values too)."""
-    def emit(b: Any) -> bytes:
+    each = json_records(kenc, venc)
+    return lambda b: b"".join(each(b))
+
+
+def json_records(kenc: Encode, venc: Encode) -> Callable[[Any], list[bytes]]:
+    """As ``json_lines``, one bytes per record (its line, newline included): what a writer
+    needs to write whole lines only and to know which records it wrote."""
+    def emit(b: Any) -> list[bytes]:
         topic, p = b.topic, b.partition
-        return "".join([
-            jsonlib.dumps({"topic": topic, "partition": p, "offset": o, "timestamp": t,
-                           "key": kenc(k), "value": venc(v),
-                           "headers": [[hk, None if hv is None else venc(hv)] for hk, hv in h]},
-                          separators=(",", ":")) + "\n"
+        return [
+            (jsonlib.dumps({"topic": topic, "partition": p, "offset": o, "timestamp": t,
+                            "key": kenc(k), "value": venc(v),
+                            "headers": [[hk, None if hv is None else venc(hv)] for hk, hv in h]},
+                           separators=(",", ":")) + "\n").encode()
             for o, t, k, v, h in zip(b.offsets, b.timestamps, b.keys, b.values, b.headers)
-        ]).encode()
+        ]
     return emit
 
 

@@ -134,18 +134,24 @@ def _modifier(fmt: str, i: int, t: str) -> tuple[str, int]:
 def formatter(fmt: str, kenc: Encode, venc: Encode) -> Callable[[Any], bytes]:
     """Compile a %-format into a function from one ``ColumnBatch`` to its text (bytes);
     ``kenc``/``venc``: ``encoder(..., for_json=False)`` of keys and values."""
+    each = record_formatter(fmt, kenc, venc)
+    return lambda b: b"".join(each(b))
+
+
+def record_formatter(fmt: str, kenc: Encode, venc: Encode) -> Callable[[Any], list[bytes]]:
+    """As ``formatter``, one bytes per record: what a writer needs to write whole records
+    only and to know which records it wrote."""
     toks = tokens(fmt, OUTPUT_TOKENS)
     if [t for t, _ in toks] in (["v", ""], ["s", ""]) and toks[-1][1] == "\n":
-        def fast(b: Any) -> bytes:  # the common '%v\n': one join per batch
-            return b"\n".join([venc(v) for v in b.values]) + b"\n" if b.values else b""
+        def fast(b: Any) -> list[bytes]:  # the common '%v\n'
+            return [venc(v) + b"\n" for v in b.values]
         return fast
     parts = [_output_part(t, mod, kenc, venc) for t, mod in toks]
 
-    def generic(b: Any) -> bytes:
+    def generic(b: Any) -> list[bytes]:
         p, t = b.partition, b.topic
-        return b"".join([b"".join([f(t, p, o, ts, k, v, h) for f in parts])
-                         for o, ts, k, v, h in zip(b.offsets, b.timestamps, b.keys, b.values,
-                                                   b.headers)])
+        return [b"".join([f(t, p, o, ts, k, v, h) for f in parts])
+                for o, ts, k, v, h in zip(b.offsets, b.timestamps, b.keys, b.values, b.headers)]
     return generic
 
 

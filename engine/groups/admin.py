@@ -108,16 +108,18 @@ class GroupAdmin:
         return out
 
     def reseal_metadata(self, topic: str) -> int:
-        """Every group's sealed commit metadata of ``topic`` sealed anew with the topic's
-        current data key (back to text when it no longer encrypts): part of a re-encryption.
-        Returns how many commits changed."""
+        """Every group's commit metadata of ``topic`` sealed anew with the topic's current
+        data key (text committed before the topic encrypted, sealed; back to text when it no
+        longer encrypts), each group's offsets file rewritten so that no frame keeps it as it
+        was: part of a re-encryption. Returns how many commits changed."""
         self.writable()
         if self.metadata is None:
             return 0
         resealed = self.metadata.resealed
+        scrub = self.metadata.encrypts(topic)
         n = 0
         for g in self.names():
-            n += self._store(g).reseal(topic, functools.partial(resealed, g, topic))
+            n += self._store(g).reseal(topic, functools.partial(resealed, g, topic), scrub)
         return n
 
     def _exists(self, group: str) -> bool:

@@ -4,8 +4,9 @@ Each commit is one frame (engine.fs.framelog: ``<I length><I crc32c(payload)>``)
 UTF-8 JSON payload ``{"ts": ms, "set": [[topic, partition, offset, metadata], ...], "del":
 [[topic, partition]]}``, appended and fdatasynced under ``offsets.lock`` (so a commit
 survives kill -9 and a machine crash once ``commit`` returns). When the file grows well
-past its live content it is rewritten (tmp, fsync, rename): readers see the old file or the
-new one.
+past its live content, and when a re-encryption seals its metadata anew (``reseal``: no frame
+may keep an encrypted topic's metadata as text), it is rewritten with the live commits only
+(tmp, fsync, rename): readers see the old file or the new one.
 
 Loading streams the file frame by frame (a chunk or one frame of at most ``MAX_FRAME`` bytes
 in memory, whatever the file's size) and checks every frame before using it. An unfinished
@@ -198,11 +199,15 @@ class OffsetStore:
                 os.close(lock_fd)
         return ts
 
-    def reseal(self, topic: str, reseal: Callable[[int, int, dict], str | dict | None]
-               ) -> int:
-        """Seal anew the sealed metadata of ``topic``'s committed offsets: ``reseal(partition,
-        offset, stored)`` returns what to keep instead (None: leave it). Appended as commits
-        of the same offsets with their original commit times; returns how many changed."""
+    def reseal(self, topic: str, reseal: Callable[[int, int, str | dict], str | dict | None],
+               scrub: bool = False) -> int:
+        """Seal anew the metadata of ``topic``'s committed offsets: ``reseal(partition,
+        offset, stored)`` returns what to keep instead (None: leave it). The file is then
+        rewritten (tmp, fsync, rename) with the live commits only, each with its original
+        commit time: no frame keeps the metadata as it was. ``scrub`` (the topic encrypts):
+        rewrite it too when only a superseded commit holds the topic's metadata as text
+        (the file is append-only: a later sealed commit leaves the earlier frame). Returns
+        how many commits changed."""
         with self._mutex:
             lock = os.path.join(self.dir, LOCK)
             try:
@@ -211,21 +216,43 @@ class OffsetStore:
                 return 0  # (no group dir: nothing committed)
             try:
                 with flocked(lock_fd, lock, self.lock_wait):
+                    self._drop_debris()
                     self._refresh()
-                    by_ts: dict[int, list] = {}
+                    changed = 0
                     for (t, p), c in sorted(self.offsets.items()):
-                        if t != topic or not isinstance(c.metadata, dict):
+                        if t != topic:
                             continue
                         new = reseal(p, c.offset, c.metadata)
                         if new is not None:
-                            by_ts.setdefault(c.timestamp, []).append([t, p, c.offset, new])
-                    for ts, rows in sorted(by_ts.items()):
-                        for payload in _payloads(ts, rows):
-                            self._append(framelog.frame(payload))
-                        self._merge({"ts": ts, "set": rows})
+                            self.offsets[(t, p)] = Committed(c.offset, new, c.timestamp)
+                            changed += 1
+                    if changed or (scrub and self._holds_text(topic)):
+                        self._rewrite()
             finally:
                 os.close(lock_fd)
-        return sum(len(rows) for rows in by_ts.values())
+        return changed
+
+    def _holds_text(self, topic: str) -> bool:
+        """(Lock held.) Does any frame of the file, superseded or not, hold metadata of
+        ``topic`` as text?"""
+        found = False
+
+        def apply(payload: bytes, pos: int, end: int) -> None:
+            nonlocal found
+            if not found and topic.encode() in payload:  # (most frames: no JSON parsed)
+                found = any(row[0] == topic and type(row[3]) is str and row[3]
+                            for row in self._decode(payload, pos).get("set", ()))
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            framelog.scan(fd, 0, os.fstat(fd).st_size, MAX_FRAME, apply, self._damage,
+                          "commit")
+        finally:
+            os.close(fd)
+        return found
 
     def _drop_debris(self) -> None:
         """(Lock held.) A rewrite's tmp file left by a crash: nobody else writes one now."""

@@ -5,6 +5,14 @@ Spark job is measured against; ``write_group`` turns one group of source segment
 cleaned segment in a staging folder — the same code in process and in Spark executors. Nothing
 here touches a live partition: the swap goes through PartitionLog.replace_segments
 (engine.maintenance.compaction.swap).
+
+Transactions follow Kafka's cleaner (``TxnRules``, from the plan): the records of aborted
+transactions never survive; a committed transaction's surviving records are written as plain
+ones, so after the first pass that covers a transaction's marker no data of it is left in the
+log; the marker itself is kept until ``delete.retention.ms`` after that pass (the tombstones'
+delete horizon, ``tombstone_bound``), and for good while it is its producer's last batch (its
+epoch fences zombies when the producer state is rebuilt from the log). A cleaned segment's
+``.txnindex`` holds the entry of each ABORT marker it keeps, nothing else.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 import os
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ..errors import RivvenError
@@ -21,8 +29,9 @@ from ..format.decode import Opener, body_of, decode_columns, layout
 from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
 from ..fs import guard
-from ..segments import filenames
+from ..segments import filenames, txn_index
 from ..segments.segment import Segment
+from ..segments.txn_index import AbortedTxn
 from ..txn.isolation import Aborted, hidden
 
 
@@ -31,6 +40,31 @@ class CompactionError(RivvenError):
 
 
 Seal = Callable[[bytearray], bytearray]  # a plaintext batch -> the same batch encrypted
+
+
+class TxnRules:
+    """What a pass does with the transaction markers of a partition (picklable: it travels to
+    Spark executors in the plan). A marker below ``bound`` (the tombstone bound: a pass at
+    least ``delete.retention.ms`` ago covered it, and left no data of its transaction) goes,
+    unless its offset is in ``keep`` (its producer's last batch); every other one is copied
+    as it is. ``aborted``: the aborted transactions ``[producer id, first, last, lso]`` whose
+    markers lie in the cleaned range (their ``.txnindex`` entries, written anew beside the
+    markers kept). None of them given (``TxnRules()``): every marker is kept."""
+
+    def __init__(self, bound: int = 0, keep: Iterable[int] = (),
+                 aborted: Iterable[Sequence[int]] = ()) -> None:
+        self.bound = bound
+        self.keep = frozenset(int(o) for o in keep)
+        self.aborted = {int(a[2]): AbortedTxn(*(int(x) for x in a)) for a in aborted}
+
+    @classmethod
+    def of_plan(cls, plan: Any) -> TxnRules:
+        """The rules of a partition's compaction plan (engine.maintenance.compaction)."""
+        return cls(plan["tombstone_bound"], plan.get("markers_kept", ()),
+                   plan.get("aborted_txns", ()))
+
+    def keeps(self, offset: int) -> bool:
+        return offset >= self.bound or offset in self.keep
 
 
 def scan_keys(segs: Iterable[dict[str, Any]], aborted: Aborted | None = None,
@@ -73,7 +107,8 @@ def survivor_offsets(records: Iterable[tuple[int, bytes | None, bool]], tombston
 
 
 def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir: str,
-                opener: Opener | None = None, seal: Seal | None = None) -> dict[str, Any]:
+                opener: Opener | None = None, seal: Seal | None = None,
+                txn: TxnRules | None = None) -> dict[str, Any]:
     """Write the survivors of one group of source segments as one segment in ``out_dir``
     (named after the group's first segment, indexes rebuilt, fsynced).
 
@@ -81,16 +116,20 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     offsets. A batch whose records all survive is copied byte for byte without decoding; a
     partly surviving one is re-encoded from its Arrow columns (only the survivors are
     touched), keeping offsets (as explicit deltas), timestamps, headers and codec.
-    Transaction markers and aborted records are never survivors (``scan_keys``): they go,
-    and the surviving records of transactional batches are written as plain ones. Encrypted
-    batches are opened with ``opener``; a re-encoded batch is sealed with ``seal`` (the
-    topic's current data key) when given (a batch copied whole keeps its own).
+    Aborted records are never survivors (``scan_keys``), and the surviving records of
+    transactional batches are written as plain ones; transaction markers are kept or dropped
+    by ``txn`` (default: all kept), and the ``.txnindex`` is written for the ABORT markers
+    kept. Encrypted batches are opened with ``opener``; a re-encoded batch is sealed with
+    ``seal`` (the topic's current data key) when given (a batch copied whole keeps its own).
     """
     base = group[0]["base_offset"]
     work = work_dir(out_dir)
+    txn = txn if txn is not None else TxnRules()
     stats: dict[str, Any] = {
         "base_offset": base, "bytes_in": 0, "bytes_out": 0, "records_in": 0, "records_out": 0,
-        "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None}
+        "tombstones_in": 0, "batches_copied": 0, "batches_rewritten": 0, "min_tombstone": None,
+        "markers_in": 0, "markers_kept": 0}
+    entries: list[AbortedTxn] = []  # of the ABORT markers kept, in offset order
     out = Segment(work, base, writable=True, create=True)
     try:
         pos = 0
@@ -110,7 +149,10 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
                             f"is outside {max(prev_end, s['base_offset'])}..{s['next_offset']}"
                             " (segments overlap: an interrupted swap?); nothing was swapped")
                     prev_end = h.next_offset
-                    data, n_keep = _clean_batch(ref, keep, stats, opener, seal)
+                    if h.is_control:
+                        data, n_keep = _marker(ref, txn, stats, entries), 0
+                    else:
+                        data, n_keep = _clean_batch(ref, keep, stats, opener, seal)
                     if data:
                         out.write(data, pos)
                         pos += len(data)
@@ -121,6 +163,14 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
         out.sync_all()
     finally:
         out.close()
+    if entries:
+        ix = txn_index.TxnIndex(filenames.path(work, base, filenames.TXNINDEX), base)
+        try:
+            for e in entries:
+                ix.append(e)
+            ix.sync()
+        finally:
+            ix.close()
     publish(work, out_dir, base)
     stats["bytes_out"] = pos
     return stats
@@ -142,6 +192,24 @@ def publish(work: str, out_dir: str, base: int) -> None:
             continue
         os.replace(filenames.path(work, base, suffix), filenames.path(out_dir, base, suffix))
     os.rmdir(work)
+
+
+def _marker(ref: Any, txn: TxnRules, stats: dict[str, Any], entries: list[AbortedTxn]
+            ) -> bytes:
+    """A transaction marker's bytes when the pass keeps it (copied as it is), else b"";
+    the entry of a kept ABORT marker goes to ``entries``."""
+    h = ref.header
+    stats["markers_in"] += 1  # (not a record: records_in and records_out count data)
+    if not txn.keeps(h.base_offset):
+        return b""
+    stats["markers_kept"] += 1
+    if h.base_offset not in txn.keep and (stats["min_tombstone"] is None
+                                          or h.base_offset < stats["min_tombstone"]):
+        stats["min_tombstone"] = h.base_offset  # (a later pass removes it at its horizon)
+    entry = txn.aborted.get(h.base_offset)
+    if entry is not None and entry.producer_id == h.producer_id:
+        entries.append(entry)
+    return bytes(ref.buf[ref.start:ref.start + h.size])
 
 
 def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any],
@@ -180,7 +248,8 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any],
         stats["batches_copied"] += 1
         return bytes(ref.buf[ref.start:ref.start + h.size]), n
     # (a transactional batch is rewritten as a plain one: its transaction ended below the
-    # last stable offset, and the marker that ended it does not survive the pass)
+    # last stable offset, and once no batch of it is transactional nothing depends on its
+    # marker any more: neither readers nor a producer state rebuilt from the log)
     import pyarrow as pa
 
     if body is None:

@@ -9,8 +9,12 @@ has passed since the first pass that kept it (its *delete horizon*); the partiti
 
 Source segments are cleaned in groups of consecutive segments holding at most
 ``segment.bytes`` (so the small survivors of earlier passes merge), each group into one new
-segment named after its first source segment (engine.maintenance.cleaner). The cleaned
-segments go in with one call, ``PartitionLog.replace_segments``, whose swap is crash-safe and
+segment named after its first source segment (engine.maintenance.cleaner). Transactions
+follow Kafka's cleaner: nothing at or past the last stable offset is cleanable, aborted
+records go, a marker stays until its delete horizon (as a tombstone's) and while it is its
+producer's last batch; the plan carries what the cleaner needs for that (``aborted``,
+``aborted_txns``, ``markers_kept``: ``cleaner.TxnRules``). The cleaned segments go in with
+one call, ``PartitionLog.replace_segments``, whose swap is crash-safe and
 finished by whoever finds it half-done (engine.segments.swap); the new ``.cleaner`` state is
 written in the same swap.
 """
@@ -19,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
@@ -27,9 +30,11 @@ from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
 from ..fs import guard
 from ..segments.swap import SwapRefused
+from ..storage import datadir
 from ..txn import isolation
+from ..txn.hook import producers_of
 from ..txn.isolation import Aborted
-from .cleaner import CompactionError, scan_keys, survivor_offsets, write_group
+from .cleaner import CompactionError, TxnRules, scan_keys, survivor_offsets, write_group
 from .results import CleanerState, CompactionPlan, CompactionResult, Explanation
 
 if TYPE_CHECKING:
@@ -108,19 +113,23 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
                           "ino": st.st_ino, "mtime_ns": st.st_mtime_ns})
     end = cleanable[-1]["next_offset"] if cleanable else (sealed[0].base if sealed else
                                                           segs[-1].base)
+    aborted_txns, markers_kept = _txn_state(log, start, end)
     first_dirty = max(state["cleaned_end"], start)
     clean = sum(s["bytes"] for s in cleanable if s["next_offset"] <= first_dirty)
     dirty = sum(s["bytes"] for s in cleanable) - clean
     ratio = dirty / (clean + dirty) if clean + dirty else 0.0
+    # a tombstone or marker the last pass kept is past its horizon: clean whatever the ratio
+    # (Kafka's cleaner too, KIP-534)
+    due = state["min_tombstone"] is not None and \
+        state["min_tombstone"] < tombstone_bound(state, cfg.delete_retention_ms, now)
     if not cfg.compacted:
         skip = f"cleanup.policy is {cfg.cleanup_policy!r}, not compact"
     elif not cleanable:
         skip = "no sealed segment is cleanable yet"
-    elif dirty == 0 and not force and not (
-            state["min_tombstone"] is not None
-            and state["min_tombstone"] < tombstone_bound(state, cfg.delete_retention_ms, now)):
-        skip = "nothing written since the last pass and no tombstone past its horizon"
-    elif ratio < cfg.min_cleanable_dirty_ratio and not force:
+    elif dirty == 0 and not force and not due:
+        skip = ("nothing written since the last pass and no tombstone or transaction marker "
+                "past its horizon")
+    elif ratio < cfg.min_cleanable_dirty_ratio and not force and not due:
         skip = (f"dirty ratio {ratio:.2f} is below min.cleanable.dirty.ratio "
                 f"{cfg.min_cleanable_dirty_ratio}")
     else:
@@ -129,11 +138,30 @@ def plan_partition(log: PartitionLog, cfg: TopicConfig, now: int, force: bool = 
             "log_start_offset": start, "cleanable_end": end, "first_dirty": first_dirty,
             "active_base": segs[-1].base, "end_offset": log.end_offset(),
             "held_by_lag": held_by, "held_by_transaction": held_by_txn,
-            "aborted": aborted.ranges(), "clean_bytes": clean, "dirty_bytes": dirty,
+            "aborted": aborted.ranges(), "aborted_txns": aborted_txns,
+            "markers_kept": markers_kept, "clean_bytes": clean, "dirty_bytes": dirty,
             "dirty_ratio": ratio, "segments": cleanable,
             "groups": group_segments(cleanable, cfg.segment_bytes),
             "tombstone_bound": tombstone_bound(state, cfg.delete_retention_ms, now),
             "cleaner": state, "skip": skip}
+
+
+def _txn_state(log: PartitionLog, start: int, end: int) -> tuple[list[list[int]], list[int]]:
+    """The aborted transactions whose ABORT marker lies in ``[start, end)`` (``[producer id,
+    first, last, lso]``: their ``.txnindex`` entries and those not indexed yet), and the last
+    batch of each producer the partition's state knows that lies there (a marker there is
+    kept: Kafka's rule, its epoch fences the producer's zombies)."""
+    producers = producers_of(log)
+    recent = [] if producers is None else producers.stable()[1]
+    found: dict[int, list[int]] = {}
+    # (the cleaned range is local: cold segments' entries lie below it, never downloaded)
+    for e in [*log.aborted_txns(max(start, log.local_start())), *recent]:
+        if start <= e.last_offset < end:  # (later ones: markers this pass does not touch)
+            found[e.last_offset] = [e.producer_id, e.first_offset, e.last_offset,
+                                    e.last_stable_offset]
+    last = [] if producers is None else sorted(
+        {e.last_offset for _, e in producers.state().entries() if start <= e.last_offset < end})
+    return [found[o] for o in sorted(found)], last
 
 
 def group_segments(segs: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, Any]]]:
@@ -186,8 +214,9 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
                                    f" of {log.topic}-{log.partition}")
     # (a bounded name: a topic's name may have 249 characters, a file name at most 255 bytes)
     out_dir = os.path.join(staging, f"{log.topic[:40]}-{log.topic_id.hex()[:12]}-{log.partition}")
-    writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir, log.opener, seal)
-              for g in plan["groups"]]
+    rules = TxnRules.of_plan(plan)
+    writes = [write_group(g, lambda offs: [o in keep for o in offs], out_dir, log.opener, seal,
+                          rules) for g in plan["groups"]]
     swapped = swap(log, plan, out_dir, now, min_tombstone(writes))
     guard.remove_tree(staging, out_dir)
     return {"plan": plan, "skipped": None, "keys": stats["keys"],
@@ -197,14 +226,8 @@ def compact_partition(log: PartitionLog, cfg: TopicConfig, staging: str, now: in
 def compact_partitions(data_dir: str, logs: list[PartitionLog], force: bool = False
                        ) -> list[CompactionResult]:
     """One pass over each of ``logs`` in this process, staged in ``DATA/.compaction``."""
-    root = os.path.join(data_dir, ".compaction")
-    guard.make_dir(root)
-    staging = os.path.join(root, f"local-{os.getpid()}-{uuid.uuid4().hex[:12]}")
-    guard.make_dir(staging)
-    try:
+    with datadir.staging(data_dir, "local") as staging:  # (a killed pass's: cleared later)
         return [compact_partition(log, log.config, staging, force=force) for log in logs]
-    finally:
-        guard.remove_tree(data_dir, staging)
 
 
 def min_tombstone(writes: list[dict[str, Any]]) -> int | None:
@@ -219,7 +242,9 @@ def summarize(writes: list[dict[str, Any]]) -> CompactionResult:
     return {"bytes_in": total("bytes_in"), "bytes_out": total("bytes_out"),
             "records_in": total("records_in"), "records_out": total("records_out"),
             "tombstones_in": total("tombstones_in"), "batches_copied": total("batches_copied"),
-            "batches_rewritten": total("batches_rewritten")}
+            "batches_rewritten": total("batches_rewritten"),
+            "markers_in": sum(w.get("markers_in", 0) for w in writes),
+            "markers_kept": sum(w.get("markers_kept", 0) for w in writes)}
 
 
 # ---------------------------------------------------------------- explain
@@ -240,8 +265,20 @@ def tombstones(log: PartitionLog, limit: int = 100_000) -> list[int]:
     return out
 
 
+def markers(log: PartitionLog, limit: int = 1_000_000) -> list[int]:
+    """Offsets of the transaction markers in the partition's local segments (headers only)."""
+    out: list[int] = []
+    for seg in log.all_segments():
+        out += [ref.header.base_offset for ref in seg.iter_batches(0, seg.size)
+                if ref.header.is_control]
+        if len(out) >= limit:
+            return out[:limit]
+    return out
+
+
 def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> Explanation:
-    """The plan of the next pass plus every tombstone's delete horizon."""
+    """The plan of the next pass plus every tombstone's delete horizon, and what happens to
+    the transaction markers."""
     plan = plan_partition(log, cfg, now)
     state = plan["cleaner"]
     rows = []
@@ -260,6 +297,13 @@ def explain_partition(log: PartitionLog, cfg: TopicConfig, now: int) -> Explanat
         "count": len(rows), "removable_now": sum(r["removable_now"] for r in rows),
         "not_yet_kept": sum(r["first_kept"] is None for r in rows),
         "next_horizon": min(waiting) if waiting else None, "offsets": rows[:1000]}
+    kept = set(plan["markers_kept"])
+    found = markers(log)
+    out["markers"] = {
+        "count": len(found),
+        "removable_now": sum(1 for o in found if o < min(plan["tombstone_bound"],
+                                                         plan["cleanable_end"]) and o not in kept),
+        "kept_as_last": sum(1 for o in found if o in kept)}
     out["min_cleanable_dirty_ratio"] = cfg.min_cleanable_dirty_ratio
     out["min_compaction_lag_ms"] = cfg.min_compaction_lag_ms
     out["delete_retention_ms"] = cfg.delete_retention_ms

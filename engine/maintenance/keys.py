@@ -48,8 +48,9 @@ class Keys:
         configs, its data key versions (cipher, master key, created) and what each covers:
         ``bytes``, ``segments`` and ``ranges`` (runs of consecutive segments of a partition
         and tier: ``partition``, ``tier``, ``base_offset``, ``next_offset``, ``segments``,
-        ``bytes``), and the same of ``plaintext`` batches. Reads batch headers and tier
-        manifests only: no keyring needed."""
+        ``bytes``), and the same of ``plaintext`` batches; ``sealed_ranges``: per partition,
+        the offset ranges at which it records every data batch sealed. Reads batch headers,
+        tier manifests and ``encryption.json`` only: no keyring needed."""
         metas = ([self.find.topic(topic)] if topic is not None else
                  [m for m in self.find.all() if m.keys is not None or m.typed.encryption_enable])
         return [self._status(m) for m in metas]
@@ -58,7 +59,9 @@ class Keys:
         cfg = meta.typed
         keys = meta.keys
         found: dict[int, KeyUse] = {}
+        sealed: list[list[list[int | None]]] = []
         for log in self.find.logs(meta.name):
+            sealed.append([list(s) for s in log.sealed_range.current()])
             last: dict[int, KeyRange] = {}  # the open range of each version
             for row in log.key_usage():
                 for v, n in row["key_bytes"].items():
@@ -94,7 +97,7 @@ class Keys:
         return {"topic": meta.name, "topic_id": meta.id, "encryption": cfg.encryption_enable,
                 "cipher": cfg.encryption_cipher, "master_key_id": cfg.encryption_key_id or None,
                 "current_version": keys.current if keys is not None else None,
-                "keys": rows, "plaintext": found.get(0, empty)}
+                "keys": rows, "plaintext": found.get(0, empty), "sealed_ranges": sealed}
 
     # ---------------------------------------------------------------- rotate, rewrap
     def rotate(self, topic: str) -> KeyRotated:

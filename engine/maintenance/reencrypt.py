@@ -36,15 +36,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import clock
-from ..errors import RivvenError, plural
+from ..errors import CorruptRecordError, RivvenError, plural
 from ..failpoint import failpoint
 from ..format.decode import Opener
 from ..format.sealed import plain_batch
 from ..fs import guard
 from ..segments import filenames, tier_manifest
+from ..segments.sealed_range import Span, covering
 from ..segments.segment import Segment
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment
+from ..storage import datadir
 from ..storage.catalog import Catalog, TopicMeta
 from ..storage.log import PartitionLog
 from ..tiering import cold, tier_pass
@@ -92,7 +94,7 @@ def tasks_for(log: PartitionLog, plan: dict[str, Any], staging: str) -> list[dic
     plan["out_dir"] = out_dir
     tasks: list[dict[str, Any]] = []
     base_task = {"topic": log.topic, "partition": log.partition, "target": plan["target"],
-                 "out_dir": out_dir}
+                 "out_dir": out_dir, "claim": [list(s) for s in log.sealed_range.current()]}
     for r in plan["local"]:
         st = os.stat(filenames.path(log.dir, r["base_offset"], filenames.LOG))
         r["expect"] = {"bytes": st.st_size, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
@@ -121,13 +123,18 @@ def entry_of(row: dict[str, Any]) -> ColdSegment:
 
 # ---------------------------------------------------------------- rewrite (anywhere)
 def rewrite_segment(src_dir: str, base: int, out_dir: str, target: int,
-                    opener: Opener | None, seal: Seal | None) -> dict[str, Any]:
+                    opener: Opener | None, seal: Seal | None,
+                    claim: Sequence[Any] | None = None) -> dict[str, Any]:
     """Write the segment at ``base`` of ``src_dir`` into ``out_dir`` with every data batch
     under ``target`` (``seal`` seals with it; 0: plaintext), indexes rebuilt, ``.txnindex``
-    copied, fsynced. Returns counts."""
+    copied, fsynced. A plaintext data batch in ``claim`` (the ``[start, end)`` ranges where
+    the partition records that every batch is sealed) is damage: never sealed, nothing
+    written.
+    Returns counts."""
     if target and seal is None:
         raise ReencryptError(f"data key version {target} is the target but no key to seal "
                              "with was given")
+    rng = tuple(Span(*s) for s in claim or ())
     src = Segment(src_dir, base, writable=False)
     work = work_dir(out_dir)
     out = Segment(work, base, writable=True, create=True)
@@ -139,6 +146,13 @@ def rewrite_segment(src_dir: str, base: int, out_dir: str, target: int,
         pos = 0
         for ref in src.iter_batches(0, size):
             h = ref.header
+            if rng and not h.is_control and not h.is_encrypted and \
+                    covering(rng, h.base_offset, h.next_offset) is not None:
+                raise CorruptRecordError(
+                    f"the batch at offsets {h.base_offset}..{h.last_offset}"
+                    f"{src.where(ref.position)} is plaintext where every batch of the "
+                    "partition is sealed (encryption.json): rivven did not write it; nothing "
+                    "was rewritten, run 'rivven segment verify'")
             if h.is_control or h.key_version == target:
                 data: Any = memoryview(ref.buf)[ref.start:ref.start + h.size]
                 stats["batches_copied"] += 1
@@ -184,14 +198,15 @@ def run_task(task: dict[str, Any], opener: Opener | None, seal: Seal | None
                            "kind": task["kind"]}
     if task["kind"] == "local":
         return {**out, **rewrite_segment(task["dir"], base, task["out_dir"], task["target"],
-                                         opener, seal)}
+                                         opener, seal, task.get("claim"))}
     entry = entry_of(task["entry"])
     got = work_dir(task["out_dir"])
     try:
         download_segment(entry, got)
         made = work_dir(task["out_dir"])
         try:
-            stats = rewrite_segment(got, base, made, task["target"], opener, seal)
+            stats = rewrite_segment(got, base, made, task["target"], opener, seal,
+                                    task.get("claim"))
             seg = Segment(made, base, writable=False)
             try:
                 kb = key_bytes(seg, stats["bytes_out"])
@@ -298,7 +313,8 @@ def reencrypt_topic(data_dir: str, meta: TopicMeta, logs: list[PartitionLog], ta
                     dry_run: bool, runner: Runner | None) -> Reencrypted:
     """Plan, rewrite (``runner(tasks)``, default in this process) and swap in every segment of
     ``logs`` holding a batch under another data key than ``target`` (0: plaintext). Rewrites
-    are staged in ``DATA/.compaction/reencrypt-...`` (removed after); the tier lock of each
+    are staged in ``DATA/.compaction/reencrypt-...`` (removed after; a killed pass's by the
+    next writable open or pass: engine.storage.datadir.staging); the tier lock of each
     partition with cold segments planned is held throughout (no tier run, restore or cold
     retention meanwhile). Crash-safe: a partition holds its old segments or the new ones."""
     plans = [plan_partition(log, target) for log in logs]
@@ -310,28 +326,27 @@ def reencrypt_topic(data_dir: str, meta: TopicMeta, logs: list[PartitionLog], ta
         out["would_drop"] = sorted(k.version for k in (keys.versions if keys else ())
                                    if keys is not None and k.version != keys.current)
         return out
-    staging = os.path.join(data_dir, ".compaction", f"reencrypt-{os.getpid()}-"
-                           f"{uuid.uuid4().hex[:12]}")
-    guard.make_dirs(data_dir, staging)
-    try:
-        with contextlib.ExitStack() as stack:
-            for log, plan in zip(logs, plans):
-                if plan["cold"]:
-                    stack.enter_context(tier_pass.locked(log))
-            tasks = []
-            for i, (log, plan) in enumerate(zip(logs, plans)):
-                if plan["roll"] and log.roll_active():
-                    plans[i] = plan = {**plan_partition(log, target), "roll": True}
-                tasks += tasks_for(log, plan, staging)
-            by_tp = {(log.topic, log.partition): log for log in logs}
-            results = (runner or run_in_process(by_tp))(tasks) if tasks else []
-            now = clock.now_ms()
-            for log, plan in zip(logs, plans):
-                row = plan_row(plan)
-                row.update(commit_partition(log, plan, results or [], now))
-                out["partitions"].append(row)
-    finally:
-        guard.remove_tree(data_dir, staging)
+    with datadir.staging(data_dir, "reencrypt") as staging, contextlib.ExitStack() as stack:
+        for log, plan in zip(logs, plans):
+            if plan["cold"]:
+                stack.enter_context(tier_pass.locked(log))
+        tasks = []
+        for i, (log, plan) in enumerate(zip(logs, plans)):
+            if plan["roll"] and log.roll_active():
+                plans[i] = plan = {**plan_partition(log, target), "roll": True}
+            tasks += tasks_for(log, plan, staging)
+        by_tp = {(log.topic, log.partition): log for log in logs}
+        results = (runner or run_in_process(by_tp))(tasks) if tasks else []
+        now = clock.now_ms()
+        for log, plan in zip(logs, plans):
+            row = plan_row(plan)
+            row.update(commit_partition(log, plan, results or [], now))
+            out["partitions"].append(row)
+    for log, row in zip(logs, out["partitions"]):
+        # every batch under the target now: the partition records it (a forged plaintext
+        # batch anywhere in it is damage from here on)
+        claim = log.claim_sealed()
+        row["sealed_from"] = claim[0].start if claim else None
     return out
 
 

@@ -57,6 +57,8 @@ class CompactionPlan(TypedDict, total=False):
     held_by_lag: dict[str, int] | None
     held_by_transaction: dict[str, int] | None
     aborted: list[list[int]]
+    aborted_txns: list[list[int]]  # [producer id, first, last, lso] with the marker in range
+    markers_kept: list[int]  # last batches of producers in range (a marker there stays)
     clean_bytes: int
     dirty_bytes: int
     dirty_ratio: float
@@ -71,6 +73,7 @@ class Explanation(CompactionPlan, total=False):
     """``CompactionPlan`` (without ``groups`` and ``dir``) and the tombstones' horizons."""
 
     tombstones: dict[str, Any]
+    markers: dict[str, int]  # transaction markers: count, removable_now, kept_as_last
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
     delete_retention_ms: int
@@ -92,6 +95,8 @@ class CompactionResult(TypedDict, total=False):
     tombstones_in: int
     batches_copied: int
     batches_rewritten: int
+    markers_in: int  # transaction markers (not counted as records)
+    markers_kept: int
     segments_before: int
     segments_after: int
 
@@ -128,6 +133,9 @@ class KeyStatus(TypedDict):
     current_version: int | None
     keys: list[KeyUse]
     plaintext: KeyUse
+    # per partition, the [from, until] offset ranges (until None: to the end) at which it
+    # records that every data batch is sealed (engine.segments.sealed_range); [] for none
+    sealed_ranges: list[list[list[int | None]]]
 
 
 class KeyRotated(TypedDict):
@@ -160,6 +168,9 @@ class ReencryptPartition(TypedDict, total=False):
     batches_rewritten: int
     batches_copied: int
     bytes_written: int
+    # from which offset the partition now records every batch sealed (None: no record,
+    # with encryption off; engine.segments.sealed_range)
+    sealed_from: int | None
 
 
 class Reencrypted(TypedDict, total=False):

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from .. import clock
-from ..counters import gather
+from ..counters import gather, slots
 from ..counters.names import FAILURES, LAST_DURATION, LAST_SUCCESS, RUN_PARTS, RUNS, SERIES, all_metrics
 from ..storage.log import PartitionLog
 from . import gauges
@@ -59,10 +59,12 @@ class Document:
                                           "sum": _num(slots[len(bounds) + 1])})
 
 
-def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> Metrics:
+def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog],
+            problems: list[str] | None = None) -> Metrics:
     """The metrics of ``eng``'s data dir: every process's series (engine.counters.gather), every
     partition of every topic (through ``open_logs``, those the engine has open), groups,
-    WAL, transactions."""
+    WAL, transactions. Damaged files of ``.stats`` met on the way (set aside, never merged)
+    are appended to ``problems``, one line each naming the file."""
     t0 = time.monotonic()
 
     def keep() -> gather.Keep:  # (asked once the gather holds its lock: never stale)
@@ -74,6 +76,8 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> Metrics
         return kept
 
     got = gather.gather(eng.meter.stats_dir, eng.meter, keep, eng.lock_wait)
+    if problems is not None:
+        problems.extend(got.problems)
     metas = eng.topics()
     topics = {m.name: m.partitions for m in metas}
     doc = Document()
@@ -126,6 +130,8 @@ def collect(eng: Any, open_logs: dict[tuple[str, int], PartitionLog]) -> Metrics
     doc.add("rivven_transaction_oldest_open_age_seconds", {}, txn["oldest_age_s"])
     doc.add("rivven_metrics_processes", {"state": "live"}, got.live)
     doc.add("rivven_metrics_processes", {"state": "dead"}, got.dead)
+    doc.add("rivven_metrics_files_set_aside", {}, slots.set_aside_count(eng.meter.stats_dir)
+            if eng.meter.stats_dir else 0)
     doc.add("rivven_metrics_gather_duration_seconds", {}, time.monotonic() - t0)
     doc.add("rivven_metrics_up", {}, 1)
     return doc.doc

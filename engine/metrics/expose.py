@@ -103,4 +103,11 @@ def serve(engine: Any, port: int = 9464, bind: str = "127.0.0.1") -> Server:
     ``http://bind:port/metrics`` from a background thread, for an application that embeds
     the engine; ``port=0`` picks a free port (``Server.port``). Returns the running server:
     ``close()`` it, or use it as a context manager."""
-    return Server(engine.metrics, port, bind)
+    def source() -> Metrics:
+        problems: list[str] = []
+        doc: Metrics = engine.metrics(problems)
+        for line in problems:  # (the scrape goes on: the file is set aside)
+            sys.stderr.write(f"warning: {line}\n")
+        return doc
+
+    return Server(source, port, bind)

@@ -1,7 +1,7 @@
 """Layer 4 — the files of a partition directory, each on its own: segments and their indexes,
 the recovery point, the replacement protocol, the aborted-transaction index, the
-producer-state snapshot files, the tier manifest. A file here knows its own bytes and rules,
-never the partition object that composes them (``engine.storage.log``).
+producer-state snapshot files, the tier manifest, the sealed ranges. A file here knows its own
+bytes and rules, never the partition object that composes them (``engine.storage.log``).
 
 May import: ``engine.fs``, ``engine.format`` and the base modules.
 
@@ -15,4 +15,5 @@ May import: ``engine.fs``, ``engine.format`` and the base modules.
 - ``snapshot_files``: ``<offset>.snapshot``, the producer-state snapshots (their bytes are
   ``engine.txn.snapshot``'s)
 - ``tier_manifest``: ``tier.json``, which offsets are cold and where
+- ``sealed_range``: ``encryption.json``, the offsets where every data batch is sealed
 """

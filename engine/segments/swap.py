@@ -6,11 +6,14 @@ calls, under the partition lock:
 1. ``stage``: move each staged file to ``<name>.cleaned`` in the partition dir and fsync it;
 2. ``commit``: write ``compaction.swap.json`` atomically — the commit point:
    ``{"segments": [bases installed], "replaces": [bases removed],
-   "files": {name: JSON written as that file}}``;
+   "files": {name: JSON written as that file}, "txnindex": [installed bases that bring a
+   .txnindex]}``;
 3. ``roll_forward``: ``.cleaned`` -> ``.swap`` (fsync dir), ``.swap`` -> final name, newest
-   segment first (fsync dir; a replaced segment with the same base goes in this one rename),
-   write the side files (``.cleaner``, ``tier.json``), delete the replaced segments that were
-   not overwritten, delete the swap manifest.
+   segment first (fsync dir; a replaced segment with the same base goes in this one rename,
+   and the ``.txnindex`` of a replaced segment whose replacement brings none is deleted
+   after it: its entries would name markers the new segment may not hold), write the side
+   files (``.cleaner``, ``tier.json``), delete the replaced segments that were not
+   overwritten, delete the swap manifest.
 
 Whoever finds the manifest finishes the swap: a writer opening the partition, or the next
 replacement (``roll_forward`` is idempotent). Without it, ``.cleaned`` and ``.swap`` files are
@@ -19,6 +22,7 @@ debris of a swap that never committed, and are removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -59,7 +63,12 @@ def stage(pdir: str, staged_dir: str, bases: Sequence[int]) -> None:
 def commit(pdir: str, install: Sequence[int], remove: Sequence[int],
            side_files: Mapping[str, Any]) -> None:
     """(Lock held, staged.) The commit point: from here on the swap happens."""
-    manifest = {"segments": list(install), "replaces": list(remove), "files": dict(side_files)}
+    # which new segments bring a .txnindex: the roll-forward deletes the old one of the others
+    # (it cannot tell later whether a .txnindex at an installed base is the new or the old one)
+    with_txn = [b for b in install if os.path.exists(
+        filenames.path(pdir, b, filenames.TXNINDEX + filenames.CLEANED))]
+    manifest = {"segments": list(install), "replaces": list(remove), "files": dict(side_files),
+                "txnindex": with_txn}
     durable.write_atomic(os.path.join(pdir, MANIFEST), json.dumps(manifest).encode())
 
 
@@ -72,6 +81,8 @@ def _read(pdir: str) -> dict[str, Any] | None:
         install = [int(b) for b in m["segments"]]
         remove = [int(b) for b in m["replaces"]]
         side = dict(m.get("files") or {})
+        txn = m.get("txnindex")  # (None in a manifest of an earlier rivven: left alone)
+        with_txn = None if txn is None else {int(b) for b in txn}
         if "cleaner" in m:  # written by rivven before the protocol moved into storage
             side[".cleaner"] = m["cleaner"]
     except FileNotFoundError:
@@ -84,7 +95,7 @@ def _read(pdir: str) -> dict[str, Any] | None:
             raise RivvenError(f"swap manifest {p} names the file {name!r} outside its partition")
     if any(b < 0 for b in install + remove):
         raise RivvenError(f"swap manifest {p} names a negative base offset")
-    return {"install": install, "remove": remove, "files": side}
+    return {"install": install, "remove": remove, "files": side, "txnindex": with_txn}
 
 
 def roll_forward(pdir: str) -> bool:
@@ -117,6 +128,9 @@ def roll_forward(pdir: str) -> bool:
             if os.path.exists(s):
                 os.replace(s, filenames.path(pdir, b, suffix))
                 failpoint("swap-installing")
+        if m["txnindex"] is not None and b not in m["txnindex"]:
+            with contextlib.suppress(FileNotFoundError):  # (the replaced segment's, if any)
+                os.unlink(filenames.path(pdir, b, filenames.TXNINDEX))
         failpoint("swap-installed")
     durable.fsync_dir(pdir)
     # 3. side files (the tier manifest must name cold copies before local ones go)

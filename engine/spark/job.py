@@ -48,6 +48,13 @@ def crypt(plan: dict[str, Any], keys: Any, partition: int) -> tuple[Any, Any]:
     return keys.opener_for(partition), seal
 
 
+def txn_rules(plan: dict[str, Any], partition: int) -> Any:
+    """The cleaner's rules for one partition's transaction markers (its plan's)."""
+    from engine.maintenance.cleaner import TxnRules
+
+    return TxnRules.of_plan(next(p for p in plan["partitions"] if p["partition"] == partition))
+
+
 def _write(plan: dict[str, Any], gid: int, offsets: list[Any], tombs: int, keys: Any = None
            ) -> dict[str, Any]:
     import pyarrow as pa
@@ -61,7 +68,8 @@ def _write(plan: dict[str, Any], gid: int, offsets: list[Any], tombs: int, keys:
     def keep(offs: Any) -> Any:
         return pc.is_in(pa.array(offs, pa.int64()), value_set=keep_set)
 
-    return {**write_group(segs, keep, out_dir, *crypt(plan, keys, part)), "gid": gid,
+    return {**write_group(segs, keep, out_dir, *crypt(plan, keys, part), txn_rules(plan, part)),
+            "gid": gid,
             "tombstones_kept": tombs}
 
 
@@ -210,7 +218,7 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from engine.maintenance.cleaner import write_group
-    from engine.spark.job import crypt, write_task  # by reference: this runs as __main__
+    from engine.spark.job import crypt, txn_rules, write_task  # by reference: runs as __main__
     from engine.spark.keys import for_topic
     from engine.spark.source import RivvenDataSource
     from engine.spark.transform import survivors
@@ -268,7 +276,7 @@ def run(spark: Any, plan: dict[str, Any], plan_path: str) -> dict[str, Any]:
     for n, (part, segs, out_dir) in groups.items():  # no survivor: an empty segment
         if n not in done:
             st = write_group(segs, lambda offs: [False] * len(offs), out_dir,
-                             *crypt(plan, keys, part))
+                             *crypt(plan, keys, part), txn_rules(plan, part))
             rows.append({**st, "gid": n, "tombstones_kept": 0})
     by_part: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: r["gid"]):

@@ -161,6 +161,18 @@ def _last_per_key(batches: list[Any], columns: list[str]) -> Iterator[Any]:
     yield from out.to_batches(max_chunksize=ROWS_PER_BATCH)
 
 
+def sealed_claim(directory: str) -> Any:
+    """Where a partition records that every batch is sealed (none when damaged: the engine
+    reports that file)."""
+    from ..errors import DamagedMetadata
+    from ..segments import sealed_range
+
+    try:
+        return sealed_range.read(directory)
+    except DamagedMetadata:
+        return ()
+
+
 def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
     import pyarrow as pa
 
@@ -171,7 +183,13 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)
     aborted = Aborted.from_ranges(split.aborted) if split.aborted else None
-    opener = split.keys.opener_for(split.partition) if split.keys is not None else None
+    opener = None
+    if split.keys is not None:  # (a plaintext batch where the partition has only sealed ones:
+        #                          damage, as on every read path; engine.segments.sealed_range)
+        pdir = os.path.dirname(split.path)  # (read again before refusing: a writer that
+        #                                      turned encryption off narrows it first)
+        opener = split.keys.opener_for(split.partition, sealed_claim(pdir),
+                                       lambda: sealed_claim(pdir))
     parts: list[tuple[int, int, tuple[Any, ...]]] = []
     rows = 0
     want_values = "value" in columns or "tombstone" in columns

@@ -289,10 +289,9 @@ def summarize_error(log_text: str) -> str:
 def clean_stale(data_dir: str) -> None:
     """Remove staging folders of runs that are gone (their lock is free)."""
     root = os.path.join(data_dir, STAGING)
-    try:
-        names = os.listdir(root)
-    except FileNotFoundError:
+    if not guard.real_dir(root):  # (a link: UnexpectedLink, never listed nor emptied)
         return
+    names = os.listdir(root)
     for n in names:
         d = os.path.join(root, n)
         try:
@@ -319,12 +318,14 @@ def clean_stale(data_dir: str) -> None:
 
 def _sanity(plan: CompactionPlan, rows: list[dict[str, Any]]) -> None:
     """Refuse output that cannot be right: every group written, and the last record of the
-    cleaned range survives unless it is a tombstone past its horizon."""
+    cleaned range survives unless it is a tombstone past its horizon (or the range holds
+    aborted transactions, whose records go, or markers only)."""
     got = sorted(r["base_offset"] for r in rows)
     want = sorted(g[0]["base_offset"] for g in plan["groups"])
     n_in = sum(r["records_in"] for r in rows)
     n_out = sum(r["records_out"] for r in rows)
-    if got != want or (n_in and not n_out and plan["tombstone_bound"] < plan["cleanable_end"]):
+    if got != want or (n_in and not n_out and plan["tombstone_bound"] < plan["cleanable_end"]
+                       and not plan.get("aborted")):
         raise compaction.CompactionError(
             f"the job's output for partition {plan['partition']} is incomplete ({len(got)} of "
             f"{plural(len(want), 'segment')}, {n_out} of {plural(n_in, 'record')}); nothing was swapped")

@@ -1,4 +1,5 @@
-"""The data dir itself: its marker and format version, partition dirs, and the trash.
+"""The data dir itself: its marker and format version, partition dirs, the trash, and the
+staging of maintenance passes.
 
 ``rivven.json`` marks a data dir and holds its format version; a writable open of an empty or
 new directory makes one (mode 0700: see engine.fs.guard for the mode policy). Directories
@@ -6,17 +7,31 @@ that go away (a deleted topic, the debris of a create cut short) are first renam
 ``trash/`` — one atomic step — under a short name of their own (whatever the topic's name:
 a name may be 249 characters), then removed; a writable open empties whatever a crash left
 there. Nothing is removed through a link (``guard.remove_tree``).
+
+A maintenance pass run in process (compaction, re-encryption) stages what it writes in
+``.compaction/<kind>-<pid>-<random>/`` and holds that folder's ``lock`` (flock) while it runs
+(``staging``). A writable open, and every such pass as it starts, clears the staging of dead
+passes (``clear_dead_staging``): a folder whose lock nobody holds and whose process is gone.
+The same open removes the temp files that atomic writes of the data dir's root files
+(``topics.json``, ``rivven.json``) leave when their process is killed (``NAME.tmp.<pid>``,
+the pid gone). The Spark launcher's runs stage in the same folder under their own rule
+(engine.spark.submit: a run's folder goes once its lock is free, at the next Spark run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import stat
 import time
+import uuid
+from collections.abc import Iterator
 
 from ..errors import DataDirError, os_error
 from ..fs import durable, guard, jsondoc, reserve
-from ..fs.locks import open_lock_file
+from ..fs.locks import open_lock_file, try_lock
 from ..segments import filenames
 
 FORMAT_VERSION = 1
@@ -24,8 +39,12 @@ MARKER = "rivven.json"
 TRASH = "trash"
 # what the engine keeps in the data dir root: never followed when one of them is a link
 OWN_DIRS = ("topics", "wal", TRASH, "groups", "txn", ".compaction", ".tier-cache", ".stats",
-            ".streams")
+            ".streams", "cold")  # (cold: the default cold store, file://DATA_DIR/cold)
 TRASH_NAME_CHARS = 40  # of a topic's name kept in its trash entry's name (for people)
+STAGING = ".compaction"  # (named for its first user; the name is on disk)
+STAGING_KINDS = ("local", "reencrypt")  # in-process passes: <kind>-<pid>-<random>
+STAGING_LOCK = "lock"
+_STAGED = re.compile(r"(?:local|reencrypt)-([0-9]{1,9})-[0-9a-f]{12}")  # (STAGING_KINDS)
 
 
 def check(path: str, read_only: bool) -> None:
@@ -120,3 +139,77 @@ def empty_trash(data_dir: str) -> None:
     if guard.real_dir(root):
         for name in os.listdir(root):
             guard.remove_tree(data_dir, os.path.join(root, name))
+
+
+def clear_debris(data_dir: str) -> None:
+    """What dead processes left (a writable open): the trash, the staging of dead passes,
+    the temp files of atomic writes of the root's files."""
+    empty_trash(data_dir)
+    clear_dead_staging(data_dir)
+    for name in os.listdir(data_dir):
+        stem, sep, pid = name.rpartition(".tmp.")
+        if sep and stem and pid.isdigit() and len(pid) < 10 and not alive(int(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(data_dir, name))
+
+
+def alive(pid: int) -> bool:
+    """Is process ``pid`` running (as far as this process can tell)?"""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # (another user's)
+    return True
+
+
+@contextlib.contextmanager
+def staging(data_dir: str, kind: str) -> Iterator[str]:
+    """A new staging folder ``.compaction/<kind>-<pid>-<random>`` for one pass in this
+    process, its lock held while the pass runs; removed afterwards (and, when this process is
+    killed, by the next writable open or pass). The staging of dead passes is cleared first."""
+    assert kind in STAGING_KINDS
+    clear_dead_staging(data_dir)
+    path = os.path.join(data_dir, STAGING, f"{kind}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    guard.make_dirs(data_dir, path)
+    fd = open_lock_file(os.path.join(path, STAGING_LOCK))
+    try:
+        try_lock(fd)  # (a new file: nobody else holds it)
+        try:
+            yield path
+        finally:
+            guard.remove_tree(data_dir, path)
+    finally:
+        os.close(fd)
+
+
+def clear_dead_staging(data_dir: str) -> None:
+    """Remove the staging folders of in-process passes that died: their lock is free (or was
+    never taken) and their process is gone. A live pass always holds its lock; the process
+    check covers the moment between its folder's creation and the lock."""
+    root = os.path.join(data_dir, STAGING)
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return
+    for name in names:
+        m = _STAGED.fullmatch(name)
+        if m is None or alive(int(m.group(1))):
+            continue
+        d = os.path.join(root, name)
+        try:
+            if not stat.S_ISDIR(os.lstat(d).st_mode):  # (a link goes, never followed)
+                guard.remove_tree(data_dir, d)
+                continue
+            fd = guard.open_file(os.path.join(d, STAGING_LOCK), os.O_RDWR)
+        except FileNotFoundError:  # killed before it took its lock (or gone meanwhile)
+            guard.remove_tree(data_dir, d)
+            continue
+        try:
+            if try_lock(fd):
+                guard.remove_tree(data_dir, d)
+        finally:
+            os.close(fd)

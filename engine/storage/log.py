@@ -28,14 +28,22 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..crypto.batch import Sealer
-from ..crypto.topic import TopicKeys
+from ..crypto.topic import PlaintextBatch, TopicKeys
 from ..errors import DamagedMetadata, KeyUnavailable, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
 from ..fs import guard
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from ..progress import Progress
-from ..segments import checkpoint, filenames, snapshot_files, swap, tier_manifest, txn_index
+from ..segments import (
+    checkpoint,
+    filenames,
+    sealed_range,
+    snapshot_files,
+    swap,
+    tier_manifest,
+    txn_index,
+)
 from ..segments.segment import BatchRef, Segment
 from ..segments.segment_set import SegmentSet
 from ..segments.swap import SwapRefused
@@ -86,7 +94,11 @@ class PartitionLog:
         self.cuts = cuts if cuts is not None else []  # shared with the engine (repairs())
         # the topic's data keys: appends seal with them (encryption.enable), reads open
         self.keys = keys
-        self.opener = keys.opener_for(partition) if keys is not None else None
+        self._opener = keys.opener_for(partition) if keys is not None else None
+        # where every data batch is sealed (engine.segments.sealed_range): as it is on disk,
+        # and as this process last read or wrote it under the flock
+        self.sealed_range = sealed_range.Tracker(directory)
+        self._claim: sealed_range.Ranges = ()
         self.dirty = False  # appended since the last checkpoint
         if writable:  # (partition-N, its topic's dir and topics/: nothing written through a link)
             guard.check_own_dir(directory, 3)
@@ -115,6 +127,23 @@ class PartitionLog:
         # format-2 batches (idempotent and transactional producers) are checked against it;
         # without one (tools, Spark) they are refused
         self.producers: ProducerHook | None = producers(self) if producers is not None else None
+
+    @property
+    def opener(self) -> Callable[[Any, int, BatchHeader, str], Any] | None:
+        """What opens this partition's encrypted batches (None: a log opened without its
+        topic's keys), taken once per read: where the partition records that every batch is
+        sealed, it also refuses a plaintext data batch there as damage (one ``stat`` of
+        ``encryption.json``; engine.crypto.topic.SealedOpener)."""
+        base = self._opener
+        if base is None:
+            return None
+        claim = self.sealed_range.current()
+        if not claim:
+            if self.sealed_range.error is not None:
+                self.segs.ignored(self.sealed_range.error)
+            return base
+        assert self.keys is not None  # (base is its opener)
+        return self.keys.opener_for(self.partition, claim, self.sealed_range.current)
 
     def seal_fn(self) -> Callable[[bytearray], bytearray] | None:
         """How maintenance seals the batches it writes anew (compaction's re-encoded ones, a
@@ -355,7 +384,27 @@ class PartitionLog:
             # key set now (a drop holds this flock while it checks, so what is read here is
             # safe to seal with while the flock is held)
             self.keys.refresh()
+        if self.keys is not None:  # (every writer of it holds this flock: it stays as read)
+            self._claim = self.sealed_range.current()
         return end
+
+    def sealing(self, sealed: bool, offset: int) -> None:
+        """(flock held.) A data batch, ``sealed`` or not, is about to be logged at ``offset``
+        (the log end): ``encryption.json`` says so first, durably (a change of the ranges:
+        rare), so that no reader ever sees a batch it contradicts."""
+        claim = self._claim
+        if not claim and not sealed:
+            return
+        new = sealed_range.after_append(claim, sealed, offset)
+        if new != claim:
+            self._set_claim(new)
+
+    def _set_claim(self, new: sealed_range.Ranges) -> None:
+        """(flock held.) Write the partition's sealed ranges."""
+        failpoint("sealed-range-write")
+        sealed_range.write(self.dir, new)
+        failpoint("sealed-range-written")
+        self._claim = new
 
     def sealer(self) -> Sealer | None:
         """(flock held.) What seals a data batch appended now: the topic's current data key
@@ -601,12 +650,66 @@ class PartitionLog:
                     raise SwapRefused(f"segment {p} changed or vanished since the plan "
                                       "(retention or another pass?); nothing was swapped")
             if install:
+                self._claim_for_swap(staged_dir or "", install)
                 swap.stage(self.dir, staged_dir or "", install)
             failpoint("swap-cleaned")
             swap.commit(self.dir, install, remove, side_files or {})
             failpoint("swap-committed")
             swap.roll_forward(self.dir)
             self._after_swap(remove)
+
+    def _claim_for_swap(self, staged_dir: str, install: Sequence[int]) -> None:
+        """(flock held.) Staged segments about to go in hold plaintext data batches where the
+        partition records that every batch is sealed: with the topic no longer encrypting
+        (a re-encryption back to plaintext, compaction re-encoding), the ranges are narrowed
+        first, so no reader ever refuses them; while it encrypts, nothing of ours writes
+        such a batch (a copy of a forged one: refused, nothing swapped)."""
+        claim = self.sealed_range.current()
+        if not claim:
+            return
+        found = [(os.path.join(staged_dir, filenames.name(b, filenames.LOG)), pos, h)
+                 for b in install
+                 for pos, h in sealed_range.plaintext(
+                     os.path.join(staged_dir, filenames.name(b, filenames.LOG)), claim)]
+        if not found:
+            return
+        if self.config.encryption_enable:
+            path, pos, h = found[0]
+            raise SwapRefused(
+                f"{self.topic}-{self.partition}: the segment staged at {path} holds a plaintext "
+                f"batch at offsets {h.base_offset}..{h.last_offset} (position {pos}), where "
+                "every batch is sealed (encryption.json); nothing was swapped: run 'rivven "
+                "segment verify --decrypt' on the partition")
+        self._set_claim(sealed_range.without(claim, [(h.base_offset, h.next_offset)
+                                                     for _, _, h in found]))
+
+    def claim_sealed(self) -> sealed_range.Ranges:
+        """After a re-encryption: record that every data batch is sealed when the topic
+        encrypts and no plaintext one is left (local or cold), or that none is when it does
+        not and no sealed one is left. Returns the ranges now recorded."""
+        with self.mutation():
+            claim = self.sealed_range.current()
+            used = {v for row in self.key_usage() for v in row["key_bytes"]}
+            if self.config.encryption_enable and 0 not in used:
+                want: sealed_range.Ranges = (sealed_range.Span(0, None),)
+            elif not self.config.encryption_enable and not used - {0}:
+                want = ()
+                # (a pass back to plaintext rewrote every sealed batch and narrowed the ranges
+                # before each swap: a plaintext batch still in them is not ours)
+                for seg in self.segs.all() if claim else ():
+                    found = sealed_range.plaintext(seg.path, claim)
+                    if found:
+                        pos, h = found[0]
+                        raise PlaintextBatch(
+                            f"the batch at offsets {h.base_offset}..{h.last_offset} in "
+                            f"{seg.path} at position {pos} is plaintext where every batch of "
+                            f"{self.topic}-{self.partition} is sealed (encryption.json): rivven "
+                            "did not write it; run 'rivven segment verify'")
+            else:
+                return claim  # (a writer changed the configs meanwhile: leave it as it is)
+            if want != claim:
+                self._set_claim(want)
+            return want
 
     def _after_swap(self, removed: Sequence[int]) -> None:
         for b in removed:

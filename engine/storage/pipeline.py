@@ -99,6 +99,11 @@ class AppendOwner(Protocol):
         """(flock held.) What seals a data batch appended now (None: plaintext); raises
         KeyUnavailable when the topic's key cannot be had."""
 
+    def sealing(self, sealed: bool, offset: int) -> None:
+        """(flock held.) A data batch, ``sealed`` or not, is about to be logged at
+        ``offset``: the partition's record of where every batch is sealed says so first
+        (engine.segments.sealed_range)."""
+
     def roll(self) -> Segment:
         """(flock held.) Seal the active segment and start a new one at the end."""
 
@@ -225,7 +230,8 @@ class AppendPipeline:
                                        ) from e
                 raise
         # (a marker is never sealed; raises before anything is checked or written)
-        sealer = None if batch.buf[ATTRS_AT] & ATTR_CONTROL else log.sealer()
+        control = batch.buf[ATTRS_AT] & ATTR_CONTROL
+        sealer = None if control else log.sealer()
         header = None
         if batch.buf[MAGIC_AT] == MAGIC_PRODUCER:  # (one byte: plain batches pay nothing more)
             header = read_header(batch.buf)
@@ -238,6 +244,8 @@ class AppendPipeline:
             if original is not None:
                 return self._duplicate(original)
         base = self._assigned_end
+        if not control:  # (raises before anything is logged: no offsets used)
+            log.sealing(sealer is not None, base)
         buf = batch.assign(base)
         if sealer is not None:  # the WAL and the segment get the very same sealed bytes
             buf = sealer.seal_batch(buf, log.topic_id, log.partition)

@@ -110,6 +110,7 @@ class Topics:
         runs under the catalog lock, before the files go)."""
         with self.catalog.locked() as topics:
             meta = self._existing(topics.pop(name, None), name)
+            self._check_dirs(meta)  # (before anything changes: the topic stays as it is)
             # The catalog goes first: a crash after it leaves only files, which the next
             # create of this name (under this same lock) moves to trash.
             try:
@@ -133,6 +134,13 @@ class Topics:
             raise UnknownTopic(f"topic {name!r} does not exist (deleted meanwhile)")
         return meta
 
+    def _check_dirs(self, meta: TopicMeta) -> None:
+        """Every partition dir of ``meta``, its topic dir and ``topics/`` are real directories
+        (UnexpectedLink names the first link): a partition dir linked elsewhere would have its
+        target's lock file unlinked and its tier manifest read as this topic's."""
+        for p in range(meta.partitions):
+            guard.check_own_dir(filenames.partition_dir(self.data_dir, meta.name, p), 3)
+
     def _remove_files(self, meta: TopicMeta, before_removal: Callable[[TopicMeta], Any] | None
                       ) -> Any:
         """(catalog lock held.) Mark each partition gone for writers (its lock file unlinked
@@ -146,7 +154,7 @@ class Topics:
                 continue
             try:
                 with flocked(fd, lock, self.catalog.lock_wait):
-                    os.unlink(lock)
+                    guard.remove_tree(self.data_dir, lock)  # (no link on the way: checked again)
             finally:
                 os.close(fd)
         kept = before_removal(meta) if before_removal is not None else None

@@ -227,6 +227,8 @@ def remove(uri: str) -> None:
     path = local_path(uri)
     try:
         if path is not None:
+            # (<topic>-<id>/partition-N are rivven's own: never removed through a link)
+            guard.check_own_dir(os.path.dirname(path), 2)
             os.unlink(path)
         else:
             fs, p = _fs(uri)

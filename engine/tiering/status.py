@@ -240,9 +240,9 @@ def gather_hot_stats(data_dir: str, own: dict[str, dict[str, int]]) -> dict[str,
                 doc = json.load(fh)
             for key, st in doc["partitions"].items():
                 add(key, st)
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # that process is gone, and its cache with it
+        except ProcessLookupError:  # that process is gone, and its cache with it
+            with contextlib.suppress(OSError, guard.UnexpectedLink):
+                guard.remove_tree(data_dir, path)  # (never through a linked .stats)
         except (ValueError, OSError, KeyError, TypeError, AttributeError):
             pass
     return out

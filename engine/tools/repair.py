@@ -34,13 +34,18 @@ from .verify import (
 
 
 @contextlib.contextmanager
-def _partition_locked(pdir: str, wait: LockWait) -> Iterator[None]:
-    """The partition's flock when it has a lock file (a topic's partition); else nothing."""
+def _partition_locked(pdir: str, wait: LockWait, data_dir: str | None = None
+                      ) -> Iterator[None]:
+    """The partition's flock when it has a lock file (a topic's partition); else nothing.
+    Neither the partition dir nor (one of ``data_dir``'s topics) its topic dir and
+    ``topics/`` may be a link: a repair cuts and removes files there."""
+    topics = os.path.abspath(os.path.join(data_dir, "topics")) if data_dir else None
+    own = topics is not None and os.path.dirname(os.path.dirname(os.path.abspath(pdir))) == topics
+    guard.check_own_dir(pdir, 3 if own else 1)
     lock = os.path.join(pdir, filenames.LOCK_FILE)
     if not os.path.lexists(lock):
         yield
         return
-    guard.check_own_dir(pdir)
     fd = guard.open_file(lock, os.O_RDWR)
     try:
         with flocked(fd, lock, wait):
@@ -59,7 +64,7 @@ def recover_segments(data_dir: str, targets: Sequence[str], truncate_corrupt: bo
     and differs from its approved one is refused (the files changed since the question)."""
     out: list[SegmentRepair] = []
     for d, only in resolve_targets(data_dir, list(targets)):
-        with _partition_locked(d, wait):
+        with _partition_locked(d, wait, data_dir):
             out += recover_partition(d, only, truncate_corrupt, dry_run, approved)
     return out
 

@@ -4,7 +4,9 @@
 CRC32C and body (decompressed, laid out and every column checked, as a reader would), its
 offsets (increasing, inside the segment's range, no gap), checks every ``.index`` and
 ``.timeindex`` entry against the log, the offsets between segments (no overlap, no gap), and
-``.checkpoint`` (intact, and agreeing with the segments). Gaps are allowed only where the log
+``.checkpoint`` (intact, and agreeing with the segments), and for a topic that encrypts no
+plaintext data batch where ``encryption.json`` records only sealed ones (headers: no key
+needed; engine.segments.sealed_range). Gaps are allowed only where the log
 may legitimately have them (docs/DURABILITY.md, What verify checks): in a compacted range
 (below ``.cleaner``'s ``cleaned_end``), below the log start, and below the first local
 segment of a tiered partition when the tier manifest covers them. It never changes a file;
@@ -35,8 +37,9 @@ from ..format.records import (
 )
 from ..fs import jsondoc
 from ..progress import Progress, counter
-from ..segments import checkpoint, filenames, snapshot_files, tier_manifest, txn_index
+from ..segments import checkpoint, filenames, sealed_range, snapshot_files, tier_manifest, txn_index
 from ..segments.index import OffsetIndex, TimeIndex, max_entries
+from ..segments.sealed_range import Ranges
 from ..storage.catalog import home_of
 from ..tiering.status import check_manifests
 from .results import VerifyReport
@@ -44,13 +47,13 @@ from .results import VerifyReport
 CHUNK = 8 << 20
 CLEANER = ".cleaner"  # (engine.maintenance.compaction's state file: a peer, not imported)
 # findings about a batch's own bytes: what ``segment recover --truncate-corrupt`` cuts at
-CUTTABLE = ("crc", "header", "body", "offsets", "range", "torn-tail")
+CUTTABLE = ("crc", "header", "body", "offsets", "range", "torn-tail", "plaintext")
 
 
 @dataclass
 class Finding:
     # crc | header | body | torn-tail | offsets | range | gap | index | timeindex | txnindex
-    # | checkpoint
+    # | checkpoint | plaintext (where every batch is sealed) | encryption (encryption.json)
     kind: str
     path: str
     position: int | None
@@ -351,6 +354,7 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
     segment they follow. ``opener``: open encrypted batches and check their tags too."""
     bases = filenames.segment_bases(directory)
     point, point_problem = _checkpoint(directory)
+    claim, claim_problem = _sealed_range(directory)
     gaps_below = _cleaned_end(directory, bases)  # (the log start is applied once checked)
     vouched = max(snapshot_files.offsets(directory), default=0)
     reports = []
@@ -364,6 +368,8 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
             time.sleep(0.05)
             rep = scan_segment(path, base, nxt, gaps_below=gaps_below, opener=opener)
         check_indexes(rep, directory)
+        if claim:
+            check_sealed(rep, claim, directory)
         reports.append(rep)
     open_txns: set[int] = set()  # producers with transactional data and no marker yet
     for rep in reports:
@@ -383,6 +389,9 @@ def verify_partition(directory: str, progress: Callable[[int], None] | None = No
                                     f"offset {nxt})"))
     if reports:
         last = reports[-1]
+        if claim_problem is not None:
+            last.findings.append(Finding("encryption", sealed_range.path(directory), None,
+                                         claim_problem))
         if point_problem is None and point is not None:
             point_problem = _checkpoint_problem(directory, point, bases, reports)
         if point_problem is not None:
@@ -419,6 +428,31 @@ def _above(f: Finding, start: int) -> Finding:
         return f
     return gap(f.path, f.position, start, f.offsets[1], f.message.split(" are missing ", 1)[1]
                .rsplit(": readers skip them", 1)[0])
+
+
+def check_sealed(rep: SegmentReport, claim: Ranges, directory: str) -> None:
+    """A plaintext data batch where the partition records that every batch is sealed
+    (``encryption.json``): rivven never writes one there (a forgery with a recomputed CRC
+    passes every other check). The file is read again before a batch is reported: a live
+    writer that turned encryption off narrows it before appending plaintext."""
+    found = sealed_range.plaintext(rep.path, claim, rep.batch_starts)
+    now = _sealed_range(directory)[0] if found else ()
+    for pos, h in found:
+        span = sealed_range.covering(now, h.base_offset, h.next_offset)
+        if span is None:
+            continue
+        rep.findings.append(Finding(
+            "plaintext", rep.path, pos, f"batch at offsets {h.base_offset}..{h.last_offset} is "
+            f"plaintext, but every batch of the partition at {span} is sealed "
+            f"({sealed_range.path(directory)}): rivven did not write it (damaged or forged)",
+            (h.base_offset, h.last_offset), h.record_count))
+
+
+def _sealed_range(directory: str) -> tuple[Ranges, str | None]:
+    try:
+        return sealed_range.read(directory), None
+    except DamagedMetadata as e:
+        return (), str(e)
 
 
 def _checkpoint(directory: str) -> tuple[dict | None, str | None]:

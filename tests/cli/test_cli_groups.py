@@ -114,12 +114,12 @@ def test_reset_offsets_sets_up_a_group_that_does_not_exist_yet(rivven, data_dir)
     assert out["new_group"] is False
 
 
-def test_a_new_groups_name_is_checked_by_the_dry_run_too(rivven, data_dir):
+def test_a_new_groups_name_is_checked_by_the_dry_run_too(cli, data_dir):
     fill(data_dir, partitions=1, n=1)
     for name, text in (("a\x01b", "control character"), ("x" * 250, "too long"),
                        ("é" * 43, "too long")):
         for extra in ((), ("--execute",)):
-            r = rivven("group", "reset-offsets", name, "--topic", "t", "--to-earliest", *extra)
+            r = cli("group", "reset-offsets", name, "--topic", "t", "--to-earliest", *extra)
             error(r, text)
     assert not os.path.exists(os.path.join(data_dir, "groups"))
 
@@ -173,23 +173,23 @@ def test_to_current_export_and_from_file_round_trip(rivven, data_dir, tmp_path):
     ("t,7,1\n", "partition 7 does not exist"),
     (b"t,0,\xff\n", "line 1: not UTF-8 text"),
 ])
-def test_a_bad_plan_file_names_the_line(rivven, data_dir, tmp_path, text, message):
+def test_a_bad_plan_file_names_the_line(cli, data_dir, tmp_path, text, message):
     fill(data_dir, partitions=1, n=3)
     plan = tmp_path / "plan.csv"
     plan.write_bytes(text if isinstance(text, bytes) else text.encode())
-    error(rivven("group", "reset-offsets", "g", "--from-file", str(plan), "--execute"), message)
+    error(cli("group", "reset-offsets", "g", "--from-file", str(plan), "--execute"), message)
     assert not os.path.exists(os.path.join(data_dir, "groups"))
 
 
-def test_plan_options_usage(rivven, data_dir, tmp_path):
+def test_plan_options_usage(cli, data_dir, tmp_path):
     fill(data_dir, partitions=1, n=3)
-    error(rivven("group", "reset-offsets", "g", "--from-file", str(tmp_path / "none.csv")),
+    error(cli("group", "reset-offsets", "g", "--from-file", str(tmp_path / "none.csv")),
           "cannot read reset plan")
-    usage(rivven("group", "reset-offsets", "g", "--topic", "t", "--to-current", "--export",
-                 "--json"))
-    usage(rivven("group", "reset-offsets", "g", "--topic", "t", "--to-current",
-                 "--from-file", "x"))
-    usage(rivven("group", "reset-offsets", "g", "--to-current"))  # no scope
+    usage(cli("group", "reset-offsets", "g", "--topic", "t", "--to-current", "--export",
+              "--json"))
+    usage(cli("group", "reset-offsets", "g", "--topic", "t", "--to-current",
+              "--from-file", "x"))
+    usage(cli("group", "reset-offsets", "g", "--to-current"))  # no scope
 
 
 # ---------------------------------------------------------------- describe

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from helpers import ROOT, produce_into_head, run_rivven
+from helpers.cli import run_in_process
 from typer.testing import CliRunner
 
 from engine import Engine, Record
@@ -27,8 +28,8 @@ def cli(data_dir, *args, input=None):
 
 
 def produce(data_dir, *args, input=b""):
-    """rivven produce as a real process (it reads stdin's file descriptor)."""
-    r = run_rivven(data_dir, "produce", *args, input=input)
+    """rivven produce (in this process: its stdin a real file, whose descriptor it reads)."""
+    r = run_in_process(data_dir, "produce", *args, input=input)
     r.stderr = r.stderr.decode()
     r.exit_code = r.returncode
     return r
@@ -39,7 +40,7 @@ def env(data_dir):
 
 
 def end_offsets(data_dir, topic):
-    r = run_rivven(data_dir, "offsets", topic, "--json", check=True)
+    r = run_in_process(data_dir, "offsets", topic, "--json", check=True)
     return {row["partition"]: row["end_offset"] for row in json.loads(r.stdout)}
 
 
@@ -207,15 +208,15 @@ def test_produce_lines_keeps_an_empty_line_as_an_empty_value(data_dir):
 
 # ================================================================ the line, not the record
 def test_a_record_too_large_names_its_line_never_the_record_index(data_dir):
-    run_rivven(data_dir, "topic", "create", "t", "-c", "max.message.bytes=1000", check=True)
+    run_in_process(data_dir, "topic", "create", "t", "-c", "max.message.bytes=1000", check=True)
     for extra in ([], ["--batch-records", "1"]):
-        r = run_rivven(data_dir, "produce", "t", *extra, input=b"a\n" + b"x" * 2000 + b"\nc\n")
+        r = run_in_process(data_dir, "produce", "t", *extra, input=b"a\n" + b"x" * 2000 + b"\nc\n")
         err = r.stderr.decode()
         assert r.returncode == 1 and "line 2:" in err, err
         assert "record 0" not in err and "record 1" not in err, err
     # lines skipped by --input json count as lines
-    r = run_rivven(data_dir, "produce", "t", "--input", "json", "--batch-records", "2",
-                   input=b'\n{"value": "a"}\n\n{"value": "' + b"x" * 2000 + b'"}\n')
+    r = run_in_process(data_dir, "produce", "t", "--input", "json", "--batch-records", "2",
+                       input=b'\n{"value": "a"}\n\n{"value": "' + b"x" * 2000 + b'"}\n')
     err = r.stderr.decode()
     assert r.returncode == 1 and "line 4:" in err and "record 0" not in err, err
 

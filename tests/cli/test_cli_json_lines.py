@@ -1,6 +1,6 @@
 """``rivven produce --input json``: a line with what a record cannot hold (Infinity, NaN,
 numbers out of range, deep nesting, lone surrogates, a bad partition, timestamp or headers) is
-a clean error naming the line, never an internal one; the real CLI in a subprocess."""
+a clean error naming the line, never an internal one (the CLI in process: ``cli``)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ BAD_LINES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_LINES))
-def test_a_bad_json_input_line_is_a_clean_error_naming_the_line(rivven, case):
-    assert rivven("topic", "create", "t", "-p", "2").returncode == 0
+def test_a_bad_json_input_line_is_a_clean_error_naming_the_line(cli, case):
+    assert cli("topic", "create", "t", "-p", "2").returncode == 0
     line, says = BAD_LINES[case]
-    r = rivven("produce", "t", "--input", "json", input=b'{"value": "first"}\n' + line + b"\n"
-               + b'{"value": "never"}\n')
+    r = cli("produce", "t", "--input", "json", input=b'{"value": "first"}\n' + line + b"\n"
+            + b'{"value": "never"}\n')
     err = clean(r, 1)
     assert "line 2:" in err and says in err, err
-    r = rivven("consume", "t", "-f", "%v\n")
+    r = cli("consume", "t", "-f", "%v\n")
     assert r.stdout == b"first\n"  # the line before is stored, nothing after

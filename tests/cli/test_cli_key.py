@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 
 from helpers import new_key, run_rivven, write_keyring
-from helpers.encryption import marker, reseal_crc, segment_files
+from helpers.cli import run_in_process
+from helpers.encryption import batches_of, forge_plaintext, marker, reseal_crc, segment_files
 
 from engine.format.records import HEADER_SIZE
 
@@ -21,7 +23,8 @@ def ok(data_dir: str, *args: str, input: bytes | None = None) -> str:
 
 
 def fails(data_dir: str, code: int, *args: str, input: bytes | None = None) -> str:
-    r = run_rivven(data_dir, *args, input=input)
+    """The one-line error of ``rivven ARGS`` (in this process) and its exit ``code``."""
+    r = run_in_process(data_dir, *args, input=input)
     err = r.stderr.decode()
     assert r.returncode == code, (r.returncode, err)
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
@@ -141,3 +144,38 @@ def test_inspect_shows_key_versions_and_records_only_with_the_key(data_dir, keyr
     assert json.loads(out.splitlines()[1])["value"] == "hello"
     err = fails(data_dir, 1, "segment", "inspect", path, "--records")
     assert "master key 'k1'" in err
+
+
+def test_a_batch_naming_an_unknown_key_version_is_exit_3_and_verify_lists_each(data_dir,
+                                                                               keyring):
+    encrypted_topic(data_dir, keyring, [marker(0)])
+    for i in (1, 2):
+        ok(data_dir, "produce", "t", "--keyring", keyring, input=marker(i) + b"\n")
+    path = segment_files(data_dir, "t")[0]
+    (_, _), (p1, _), (p2, _) = batches_of(path)
+    for pos, v in ((p1, 7), (p2, 9)):
+        reseal_crc(path, pos, lambda buf, v=v: struct.pack_into("<H", buf, 22, v))
+    err = fails(data_dir, 3, "consume", "t", "-o", "1", "-n", "1", "--keyring", keyring)
+    assert "data key version 7" in err and "topics.json" in err
+    r = run_rivven(data_dir, "segment", "verify", "--decrypt", "--json", "--keyring", keyring)
+    assert r.returncode == 3, r.stderr.decode()
+    found = json.loads(r.stdout)["findings"]
+    assert [(f["kind"], f["position"]) for f in found] == [("body", p1), ("body", p2)]
+
+
+def test_a_forged_plaintext_batch_is_exit_3_and_verify_reports_it(data_dir, keyring):
+    encrypted_topic(data_dir, keyring, [marker(0)])
+    for i in (1, 2):
+        ok(data_dir, "produce", "t", "--keyring", keyring, input=marker(i) + b"\n")
+    path = segment_files(data_dir, "t")[0]
+    pos, h = batches_of(path)[-1]  # the last sealed batch, as plaintext (same size, CRC)
+    forge_plaintext(path, pos, h.base_offset, h.size)
+    err = fails(data_dir, 3, "consume", "t", "-n", "3", "--keyring", keyring)
+    assert "offsets 2..2" in err and "plaintext" in err
+    assert ok(data_dir, "consume", "t", "-n", "2", "--keyring", keyring).split() == [
+        marker(0).decode(), marker(1).decode()]
+    for extra in ((), ("--decrypt", "--keyring", keyring)):
+        r = run_rivven(data_dir, "segment", "verify", "--json", *extra)
+        assert r.returncode == 3, r.stderr.decode()
+        (f,) = json.loads(r.stdout)["findings"]
+        assert (f["kind"], f["position"], f["offsets"]) == ("plaintext", pos, [2, 2])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, run_rivven
+from helpers.cli import run_in_process
 
 from engine import Engine, Record
 from rivven_cli import render
@@ -385,14 +386,14 @@ def test_plural_agrees():
 
 def test_counts_of_one_are_singular(data_dir):
     assert cli(data_dir, "topic", "create", "t").exit_code == 0
-    r = run_rivven(data_dir, "produce", "t", input=b"one\n")
+    r = run_in_process(data_dir, "produce", "t", input=b"one\n")
     assert r.returncode == 0 and b"produced 1 record (" in r.stderr, r.stderr
     r = cli(data_dir, "segment", "verify")
     assert r.exit_code == 0 and "1 batch, 1 record," in r.stderr, r.stderr
     r = cli(data_dir, "topic", "add-partitions", "t", "--total", "1")
     assert r.exit_code == 1 and "has 1 partition;" in one_line(r.stderr)
-    r = run_rivven(data_dir, "produce", "t", "--input", "json", "--batch-records", "1",
-                   input=b'{"value":"a"}\nnot json\n')
+    r = run_in_process(data_dir, "produce", "t", "--input", "json", "--batch-records", "1",
+                       input=b'{"value":"a"}\nnot json\n')
     assert r.returncode == 1 and "the 1 record before it is stored" in one_line(r.stderr.decode())
 
 
@@ -430,15 +431,15 @@ def test_an_error_shows_its_text_as_it_is(data_dir, args, shown):
 
 def test_bad_headers_name_the_pairs(data_dir):
     assert cli(data_dir, "topic", "create", "t").exit_code == 0
-    r = run_rivven(data_dir, "produce", "t", "--input", "json",
-                   input=b'{"value":"x","headers":[1]}\n')
+    r = run_in_process(data_dir, "produce", "t", "--input", "json",
+                       input=b'{"value":"x","headers":[1]}\n')
     err = one_line(r.stderr.decode())
     assert r.returncode == 1 and "a list of [key, value] pairs" in err and "  " not in err
 
 
 def test_a_record_too_large_names_its_topic(data_dir):
     assert cli(data_dir, "topic", "create", "clicks", "-c", "max.message.bytes=1024").exit_code == 0
-    r = run_rivven(data_dir, "produce", "clicks", input=b"x" * 2000 + b"\n")
+    r = run_in_process(data_dir, "produce", "clicks", input=b"x" * 2000 + b"\n")
     err = one_line(r.stderr.decode())
     assert r.returncode == 1 and "'rivven topic alter-config clicks --set max.message.bytes=" \
         in err and "TOPIC" not in err
@@ -454,7 +455,7 @@ def test_a_missing_topic_is_said_and_listing_named(data_dir):
         assert "'rivven topic list'" in err and "topic create" not in err, err
     r = cli(data_dir, "topic", "delete", "clicsk", "--yes")
     assert "did you mean 'clicks'?" in one_line(r.stderr)
-    r = run_rivven(data_dir, "produce", "nope", input=b"x\n")  # a writer: how to create it
+    r = run_in_process(data_dir, "produce", "nope", input=b"x\n")  # a writer: how to create it
     assert "create it with 'rivven topic create nope'" in one_line(r.stderr.decode())
 
 
@@ -479,7 +480,7 @@ def test_a_usage_error_is_one_line_naming_the_help(data_dir, words):
         f"{' '.join(words)} --help'" in err, err
 
 
-@pytest.mark.parametrize("args,message", [
+USAGE_ERRORS = [
     (["topic", "create"], "Missing argument 'NAME'"),  # (as --help's usage line names it)
     (["consume", "t", "--key-encoding", "rot13"],
      "Invalid value for '--key-encoding': 'rot13' is not one of 'utf8', 'base64', 'hex'"),
@@ -488,8 +489,21 @@ def test_a_usage_error_is_one_line_naming_the_help(data_dir, words):
     (["nosuch"], "No such command 'nosuch'"),
     (["group", "reset-offsets", "g", "--all-topics", "--by-duration", "xyz"],
      "cannot read duration 'xyz': use 90s"),
-])
+]
+
+
+@pytest.mark.parametrize("args,message", USAGE_ERRORS)
+def test_usage_errors_are_one_line_exit_2(data_dir, args, message):
+    r = run_in_process(data_dir, *args)
+    err = one_line(r.stderr.decode())
+    assert r.returncode == 2 and err.startswith("error: ") and message in err, err
+    assert "--help'" in err
+
+
+@pytest.mark.parametrize("args,message", [USAGE_ERRORS[1], USAGE_ERRORS[3]],
+                         ids=["of-a-command", "of-the-root"])
 def test_usage_errors_in_a_real_process(data_dir, args, message):
+    """Exit 2 and the one line as a shell sees them (a command's option, the root's)."""
     r = run_rivven(data_dir, *args)
     err = one_line(r.stderr.decode())
     assert r.returncode == 2 and err.startswith("error: ") and message in err, err

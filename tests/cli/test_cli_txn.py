@@ -15,6 +15,7 @@ import time
 import pytest
 import txn_view
 from helpers import ROOT, produce_into_head, run_rivven
+from helpers.cli import run_in_process
 from typer.testing import CliRunner
 
 from engine import Engine, ProducerFenced, Record
@@ -40,9 +41,10 @@ def env(data_dir):
     return dict(ENV, RIVVEN_DATA_DIR=data_dir)
 
 
-def produce(data_dir, *args, input=b""):
-    """``rivven produce`` as a real process (it reads stdin's file descriptor)."""
-    r = run_rivven(data_dir, "produce", *args, input=input)
+def produce(data_dir, *args, input=b"", run=run_rivven):
+    """``rivven produce`` as a real process, or ``run=run_in_process`` in this one (for input
+    errors: its stdin is a real file there too)."""
+    r = run(data_dir, "produce", *args, input=input)
     r.err = r.stderr.decode()
     return r
 
@@ -165,7 +167,7 @@ def test_offsets_are_printed_only_once_committed(t):
     its offset is never printed."""
     good = b"".join(b'{"value": "r%d"}\n' % i for i in range(6))
     r = produce(t, "t", "--input", "json", "--transactional-id", "loader", "--txn-size", "5",
-                "--print-offsets", input=good + b"{oops\n")
+                "--print-offsets", input=good + b"{oops\n", run=run_in_process)
     assert r.returncode == 1, r.err
     assert r.stdout.decode().split() == [x for o in range(5) for x in ("0", str(o))]
     err = " ".join(r.err.split())
@@ -179,7 +181,8 @@ def test_offsets_are_printed_only_once_committed(t):
 def test_a_record_too_large_aborts_its_transaction_and_names_its_line(data_dir):
     ok(cli(data_dir, "topic", "create", "t", "-c", "max.message.bytes=1000"))
     r = produce(data_dir, "t", "--transactional-id", "loader", "--txn-size", "2",
-                "--batch-records", "1", input=b"a\nb\nc\n" + b"x" * 2000 + b"\nd\n")
+                "--batch-records", "1", input=b"a\nb\nc\n" + b"x" * 2000 + b"\nd\n",
+                run=run_in_process)
     err = " ".join(r.err.split())
     assert r.returncode == 1 and "line 4:" in err and "record 0" not in err, err
     assert "2 records" in err and "the open transaction (1 record) was aborted" in err, err
@@ -194,7 +197,7 @@ def test_a_record_too_large_aborts_its_transaction_and_names_its_line(data_dir):
     (["--transactional-id", "x", "--txn-size", "0"], "--txn-size", "0"),
 ])
 def test_options_that_cannot_apply_are_refused(t, args, option, why):
-    r = produce(t, "t", *args, input=lines(3))
+    r = produce(t, "t", *args, input=lines(3), run=run_in_process)
     assert r.returncode == 2, r.err
     assert option in r.err and why in " ".join(r.err.split()), r.err
     assert end_offsets(t, "t") == {0: 0}

@@ -34,3 +34,26 @@ def reference(before, cleanable_end, bound=0):
             last[r.key] = r
     keep = {r.offset for r in last.values() if not (r.value is None and r.offset < bound)}
     return [r for r in before if r.offset >= cleanable_end or r.offset in keep]
+
+
+def transactions(eng, n=40, topic="t"):
+    """The issue's log: ``n`` transactions of one transactional id, every third aborted,
+    then plain records that seal the segment holding the last marker. Returns the values
+    read_committed readers must see per key."""
+    want = {}
+    p = eng.producer(transactional_id="x")
+    for i in range(n):
+        p.begin()
+        key, value = b"k%d" % (i % 7), b"v%d-" % i + b"." * 50
+        p.produce(topic, [Record(key=key, value=value)], partition=0)
+        if i % 3 == 2:
+            p.abort()
+        else:
+            p.commit()
+            want[key] = value
+    p.close()
+    for i in range(12):
+        eng.produce(topic, [Record(key=b"z%d" % i, value=b"." * 100)], partition=0)
+        want[b"z%d" % i] = b"." * 100
+    eng.checkpoint()
+    return want

@@ -8,6 +8,7 @@ import os
 
 from engine import Engine
 from engine.format import sealed
+from engine.format.encode import encode_batch
 from engine.format.records import HEADER_SIZE, read_header
 from engine.segments import filenames
 
@@ -70,5 +71,20 @@ def reseal_crc(path: str, pos: int, edit) -> None:
         buf = bytearray(f.read(h.size))
         edit(buf)
         sealed.finish(buf)
+        f.seek(pos)
+        f.write(buf)
+
+
+def forge_plaintext(path: str, pos: int, base: int, size: int) -> None:
+    """Replace the batch at ``pos`` (``size`` bytes) with a plaintext batch of the same base
+    offset and size and a valid CRC: what someone who can write the files, but holds no key,
+    can do (the checkpoint, the indexes and the offsets all still agree)."""
+    for n in range(1, size):
+        buf = encode_batch([None], [b"F" * n], 1_700_000_000_000).assign(base)
+        if len(buf) == size:
+            break
+    else:
+        raise AssertionError(f"no plaintext batch of {size} bytes")
+    with open(path, "r+b") as f:
         f.seek(pos)
         f.write(buf)

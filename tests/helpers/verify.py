@@ -54,9 +54,10 @@ def make(data_dir, batches=60, segment_bytes="2048", cfg=None):
     return pdir_of(data_dir)
 
 
-def consume_all(data_dir, n):
-    r = run_rivven(data_dir, "consume", "t", "--offset", "beginning", "-n", str(n), "-f",
-                   "%o\n")
+def consume_all(data_dir, n, run=run_rivven):
+    """The offsets of ``rivven consume t`` from the beginning (``run``: run_rivven, or
+    helpers.cli.run_in_process)."""
+    r = run(data_dir, "consume", "t", "--offset", "beginning", "-n", str(n), "-f", "%o\n")
     return r, [int(x) for x in r.stdout.split()]
 
 

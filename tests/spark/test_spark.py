@@ -363,3 +363,63 @@ def test_source_honours_read_committed(spark, data_dir):
     assert read(isolationLevel="read_committed") == [b"a", b"committed"]
     with pytest.raises(Exception, match="isolationLevel"):
         read(isolationLevel="dirty")
+
+
+def test_the_compaction_job_follows_the_transaction_rules_of_the_pass_in_process(
+        spark, data_dir, tmp_path):
+    """The job's write tasks (run here through the shared session, as spark-submit runs
+    them) keep and drop the same markers, and write the same segments and .txnindex files,
+    as Engine.compact on a copy of the same log; verify agrees with both."""
+    import shutil
+
+    from helpers.compaction import transactions
+
+    from engine import clock
+    from engine.maintenance import compaction
+    from engine.segments import filenames
+    from engine.spark import job, submit
+
+    cfg = {"cleanup.policy": "compact", "segment.bytes": "1024", "delete.retention.ms": "0",
+           "min.cleanable.dirty.ratio": "0.01"}
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1, cfg)
+        want = transactions(eng)
+        eng.maintenance.compact("t", force=True)  # keeps the markers: the next pass drops them
+        eng.produce("t", [Record(key=b"k1", value=b"new")], partition=0)
+        transactions(eng, 6)
+    copy = str(tmp_path / "copy")
+    shutil.copytree(data_dir, copy)
+    with Engine.open(copy) as eng:
+        eng.maintenance.compact("t", force=True)
+    with Engine.open(data_dir) as eng:
+        now = clock.now_ms()
+        plans = eng.maintenance.compaction_plan("t", force=True, now=now)
+        staging = str(tmp_path / "staging")
+        os.mkdir(staging)
+        plan = {"data_dir": data_dir, "topic": "t", "now": now, "partitions": plans,
+                "staging": staging, "seal": False}
+        plan_path = os.path.join(staging, "plan.json")
+        with open(plan_path, "w") as f:
+            json.dump(plan, f)
+        result = job.run(spark, plan, plan_path)
+        for p in plans:
+            rows = result["partitions"][str(p["partition"])]
+            submit._sanity(p, rows)
+            eng.maintenance.apply_compaction("t", p, os.path.join(staging, "0"), now,
+                                             compaction.min_tombstone(rows))
+            assert sum(r["markers_in"] for r in rows) > sum(r["markers_kept"] for r in rows) > 0
+
+    def files(d):
+        pdir = filenames.partition_dir(d, "t", 0)
+        return {f: open(os.path.join(pdir, f), "rb").read() for f in os.listdir(pdir)
+                if f.endswith((filenames.LOG, filenames.TXNINDEX))}
+
+    assert files(data_dir) == files(copy)
+    assert any(f.endswith(filenames.TXNINDEX) for f in files(data_dir))
+    for d in (data_dir, copy):
+        r = run_rivven(d, "segment", "verify")
+        assert r.returncode == 0, r.stdout + r.stderr
+        with Engine.open(d, read_only=True) as eng:
+            got = {r.key: r.value for r in eng.read("t", 0, 0, 10**6,
+                                                      isolation_level="read_committed")}
+            assert got[b"k1"] != b"new" and set(want) <= set(got)

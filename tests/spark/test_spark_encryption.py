@@ -14,7 +14,7 @@ import time
 
 import pytest
 from helpers import run_rivven
-from helpers.encryption import plaintext_in
+from helpers.encryption import batches_of, forge_plaintext, plaintext_in, segment_files
 
 from engine import Engine, Record
 
@@ -166,6 +166,20 @@ def test_source_without_a_keyring_says_so(spark, data_dir, keyring, tmp_path, mo
         source(spark, data_dir, "enc", other).collect()
     assert [r.value for r in source(spark, data_dir, "plain").orderBy("offset").collect()] == \
         [mark(i) for i in range(20)]
+
+
+def test_source_refuses_a_plaintext_batch_where_every_batch_is_sealed(spark, data_dir, keyring):
+    """The last sealed batch replaced by a plaintext one of the same offsets and size, its
+    CRC recomputed (no key needed): damage, as on the engine's read paths."""
+    with Engine.open(data_dir, keyring=keyring) as eng:
+        eng.create_topic("enc", 1, ENC)
+        for i in range(3):
+            eng.produce("enc", [Record(value=mark(i))])
+    path = segment_files(data_dir, "enc")[0]
+    pos, h = batches_of(path)[-1]
+    forge_plaintext(path, pos, h.base_offset, h.size)
+    with pytest.raises(Exception, match="offsets 2..2.* is plaintext, but every batch"):
+        source(spark, data_dir, "enc", keyring).collect()
 
 
 # ---------------------------------------------------------------- real spark-submit runs

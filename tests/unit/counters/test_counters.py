@@ -122,7 +122,7 @@ def test_damaged_process_files_are_read_defensively(topic_dir):
         b"99999999999 " + json.dumps([APPENDED, {"topic": "t", "partition": "1"}]).encode(),
         b"3 {not json",
         b"4 " + json.dumps([APPENDED, {"topic": "t", "partition": "x" * 10000}]).encode(),
-        b"5 " + json.dumps([APPENDED, {"topic": "t", "partition": "1"}]).encode(),  # NaN
+        b"5 " + json.dumps([APPENDED, {"topic": "t", "partition": "1"}]).encode(),  # good
         b"6 " + json.dumps([APPENDED, {"topic": "t", "partition": "2"}]).encode(),  # past end
         b"0 " + json.dumps(["rivven_checkpoints_total", {}]).encode(),  # slot reused
         b"7 " + json.dumps(["rivven_checkpoints_total", {}]).encode(),  # no newline: in flight
@@ -130,9 +130,11 @@ def test_damaged_process_files_are_read_defensively(topic_dir):
     with open(os.path.join(d, ident + ".keys"), "wb") as f:
         f.write(b"\n".join(lines))
     with open(os.path.join(d, ident + ".values"), "wb") as f:
-        f.write(struct.pack("<6d", 42, 1, 1, 1, 1, math.nan) + b"\x01\x02")  # a torn slot
-    got = gather.gather(d).series  # (dead: merged)
-    assert got == {(APPENDED, (("topic", "t"), ("partition", "0"))): [42.0]}
+        f.write(struct.pack("<6d", 42, 1, 1, 1, 1, 7) + b"\x01\x02")  # a torn slot
+    got = gather.gather(d)  # (dead: merged; a value no process counts: test_values_...)
+    assert got.series == {(APPENDED, (("topic", "t"), ("partition", "0"))): [42.0],
+                          (APPENDED, (("topic", "t"), ("partition", "1"))): [7.0]}
+    assert got.problems == []
     assert process_files(topic_dir) == []
 
 
@@ -220,11 +222,13 @@ def test_what_cannot_be_trusted_in_stats_is_skipped_or_refused(topic_dir):
         f.write(jsondoc.seal(doc))
     assert appended(topic_dir) == {1: 3}
     assert sorted(os.listdir(d)) == ["meter.lock", "retired.json"]
-    # a FIFO where a keys file belongs: the scrape fails naming it, never hangs
+    # a FIFO where a keys file belongs: named, set aside, never waited on; the scrape goes on
     os.mkfifo(os.path.join(d, "m-999996-00000000.keys"))
-    from engine.errors import StorageError
-    with pytest.raises(StorageError, match="m-999996-00000000.keys"):
-        gather.gather(d)
+    got = gather.gather(d)
+    assert [p.split(": ")[0] for p in got.problems] == [os.path.join(d, "m-999996-00000000.keys")]
+    assert "a FIFO, not a regular file" in got.problems[0]
+    assert got.series[(APPENDED, (("topic", "t"), ("partition", "1")))] == [3.0]
+    assert "m-999996-00000000.keys.damaged" in os.listdir(d)
 
 
 def test_a_poll_smaller_than_a_batch_still_counts_what_it_read(topic_dir):
@@ -238,3 +242,123 @@ def test_a_poll_smaller_than_a_batch_still_counts_what_it_read(topic_dir):
     (read,) = [s["value"] for s in doc["rivven_records_read_total"]["samples"]
                if s["labels"]["partition"] == "0"]
     assert read >= 1010  # whole batches as they were fetched, never none
+
+
+# ------------------------------------------------------------- values no process counts
+FSYNC = "rivven_wal_fsync_duration_seconds"
+GOOD_FSYNC = [1.0] + [0.0] * len(FSYNC_BUCKETS) + [0.0005]  # one observation, its sum
+N = len(FSYNC_BUCKETS)
+
+
+def dead_process(d: str, ident: str, series: list[tuple[str, dict, list[float]]]) -> None:
+    """A dead process's file set (no flock on its keys file) holding ``series``."""
+    os.makedirs(d, exist_ok=True)
+    lines, values = [], []
+    for name, labels, vals in series:
+        lines.append(f"{len(values)} {json.dumps([name, labels])}\n".encode())
+        values += vals
+    with open(os.path.join(d, ident + ".keys"), "wb") as f:
+        f.write(b"".join(lines))
+    with open(os.path.join(d, ident + ".values"), "wb") as f:
+        f.write(struct.pack(f"<{len(values)}d", *values))
+
+
+@pytest.mark.parametrize("name,vals,why", [
+    (APPENDED, [1e300], "out of range"),
+    (APPENDED, [float(1 << 63)], "out of range"),
+    (APPENDED, [-5.0], "negative"),
+    (APPENDED, [math.nan], "NaN"),
+    (APPENDED, [math.inf], "out of range"),
+    (FSYNC, [2.0, -1.0] + [0.0] * (N - 1) + [0.001], "negative"),  # buckets not cumulative
+    (FSYNC, [0.5] + [0.0] * N + [0.001], "fraction"),
+    (FSYNC, [1.0] + [0.0] * N + [math.nan], "NaN"),  # sum NaN
+    (FSYNC, [0.0] * (N + 1) + [3.0], "a sum but no observation"),
+    (FSYNC, [float(1 << 62)] * 2 + [0.0] * (N - 1) + [1.0], "count is out of range"),
+    ("rivven_compaction", [1.0, 2.0, 0.0, 0.0], "more failed runs than runs"),
+    ("rivven_compaction", [1.0, 1.0, 1.7e9, 2.0], "a last success without"),
+])
+def test_values_no_process_counts_are_set_aside_never_merged(topic_dir, name, vals, why):
+    """A dead process's file holding 1e300 or 2^63 was scraped as that value and merged
+    into retired.json for good; an inconsistent histogram was accepted."""
+    d = stats(topic_dir)
+    with Engine.open(topic_dir) as eng:
+        eng.produce("t", [Record(key=None, value=b"v")] * 3, partition=0)
+    labels = {"topic": "t", "partition": "1"} if name == APPENDED else {}
+    if name == "rivven_compaction":
+        labels = {"topic": "t"}
+    retired = os.path.join(d, gather.RETIRED)
+    before = json.loads(open(retired).read())["series"]
+    base = gather.gather(d).series
+    dead_process(d, "m-999999-0badf00d", [(APPENDED, {"topic": "t", "partition": "0"}, [4.0]),
+                                          (name, labels, vals)])
+    got = gather.gather(d)
+    assert len(got.problems) == 1
+    problem = got.problems[0]
+    assert problem.startswith(os.path.join(d, "m-999999-0badf00d.values") + ": ") and why in problem
+    assert "set aside as m-999999-0badf00d.keys.damaged and m-999999-0badf00d.values.damaged" in problem
+    # nothing of it merged (its good series neither: the file as a whole is not trusted)
+    assert got.series == base
+    assert json.loads(open(retired).read())["series"] == before  # never polluted
+    assert sorted(n for n in os.listdir(d) if n.endswith(".damaged")) == [
+        "m-999999-0badf00d.keys.damaged", "m-999999-0badf00d.values.damaged"]
+    again = gather.gather(d)  # set aside once: the next scrape is clean
+    assert again.problems == [] and again.series == got.series
+
+
+def test_a_merge_that_would_leave_the_range_sets_the_process_aside(topic_dir):
+    d = stats(topic_dir)
+    big = float(1 << 62) + float(1 << 61)
+    dead_process(d, "m-999990-00000001", [(APPENDED, {"topic": "t", "partition": "0"}, [big])])
+    assert appended(topic_dir) == {0: big}  # (a value a process may hold: merged)
+    dead_process(d, "m-999990-00000002", [(APPENDED, {"topic": "t", "partition": "0"}, [big])])
+    got = gather.gather(d)
+    assert len(got.problems) == 1 and "leave the range" in got.problems[0]
+    assert "m-999990-00000002.values" in got.problems[0]
+    assert appended(topic_dir) == {0: big}
+    assert "m-999990-00000002.values.damaged" in os.listdir(d)
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory", "a symbolic link"])
+@pytest.mark.parametrize("suffix", [".values", ".keys"])
+def test_a_fifo_is_named_set_aside_and_never_stops_the_scrape(topic_dir, tmp_path, suffix,
+                                                             kind):
+    """A FIFO named <stem>.values gave an error naming <stem>.keys, and every scrape failed
+    until it was removed by hand (so did any file that is not a regular one)."""
+    d = stats(topic_dir)
+    with Engine.open(topic_dir) as eng:
+        eng.produce("t", [Record(key=None, value=b"v")] * 3, partition=0)
+    stem = os.path.join(d, "m-999995-00000000")
+    dead_process(d, "m-999995-00000000", [(APPENDED, {"topic": "t", "partition": "1"}, [2.0])])
+    outside = tmp_path / "outside"
+    os.replace(stem + suffix, outside)
+    if kind == "a FIFO":
+        os.mkfifo(stem + suffix)
+    elif kind == "a directory":
+        os.mkdir(stem + suffix)
+    else:
+        os.symlink(outside, stem + suffix)
+    got = gather.gather(d)
+    assert [p.split(": ")[0] for p in got.problems] == [stem + suffix]
+    assert f"{kind}, not a regular file" in got.problems[0]
+    assert appended(topic_dir) == {0: 3}
+    assert not os.path.lexists(stem + suffix) and os.path.lexists(stem + suffix + ".damaged")
+    assert outside.exists()  # (a link: the link set aside, never followed)
+    assert gather.gather(d).problems == []
+
+
+def test_a_live_process_with_values_no_process_counts_is_left_out_not_moved(topic_dir):
+    """A live process maps its values file: it is left out of the scrape (named), set aside
+    only once that process is gone; its own close merges none of the damaged values."""
+    d = stats(topic_dir)
+    m = Meter(topic_dir)
+    m.get(APPENDED, topic="t", partition=0).inc(5)
+    m.get(APPENDED, topic="t", partition=1).inc(1)
+    with open(m.slots.values_path, "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack("<d", 1e300))
+    got = gather.gather(d)
+    assert len(got.problems) == 1 and m.slots.values_path in got.problems[0]
+    assert "left out of this scrape while its process lives" in got.problems[0]
+    assert os.path.exists(m.slots.values_path)
+    gather.retire(m)
+    assert appended(topic_dir) == {0: 5}

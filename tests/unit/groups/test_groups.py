@@ -9,6 +9,7 @@ import time
 
 import pytest
 from helpers import ROOT, run_rivven
+from helpers.cli import run_in_process
 from helpers.groups import fill, pairs
 
 from engine import Engine, Record
@@ -292,11 +293,11 @@ def test_reset_offsets_every_target_kind(data_dir):
                  ["--to-earliest"], ["--all-topics", "--topic", "t", "--to-earliest"],
                  ["--topic", "t:0", "--to-datetime", "yesterday"],
                  ["--topic", "t:0", "--by-duration", "PT"]):
-        r = run_rivven(data_dir, "group", "reset-offsets", "g", *args)
+        r = run_in_process(data_dir, "group", "reset-offsets", "g", *args)
         assert r.returncode == 2, (args, r.stderr)
-    r = run_rivven(data_dir, "group", "reset-offsets", "g", "--topic", "nope", "--to-earliest")
+    r = run_in_process(data_dir, "group", "reset-offsets", "g", "--topic", "nope", "--to-earliest")
     assert r.returncode == 1 and b"does not exist" in r.stderr and b"Traceback" not in r.stderr
-    r = run_rivven(data_dir, "group", "reset-offsets", "new", "--topic", "t", "--shift-by", "1")
+    r = run_in_process(data_dir, "group", "reset-offsets", "new", "--topic", "t", "--shift-by", "1")
     assert r.returncode == 1 and b"no committed offset" in r.stderr
 
 

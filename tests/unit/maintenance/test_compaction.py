@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from helpers import run_rivven
+from helpers.cli import run_in_process
 from helpers.compaction import CFG, everything, random_log, reference
 
 from engine import Engine, Record
@@ -121,5 +122,5 @@ def test_compaction_explain_cli(data_dir):
     r = run_rivven(data_dir, "compaction", "explain", "c", "--json", check=True)
     (p,) = json.loads(r.stdout)
     assert p["tombstones"]["count"] > 0 and p["dirty_ratio"] == 1.0
-    r = run_rivven(data_dir, "spark", "compact", "nope")
+    r = run_in_process(data_dir, "spark", "compact", "nope")
     assert r.returncode == 1 and b"does not exist" in r.stderr

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from helpers import run_rivven
+from helpers.cli import run_in_process
 
 from engine import Engine, Record
 from engine.errors import OffsetOutOfRange
@@ -98,7 +99,7 @@ def test_delete_records_moves_the_start_and_survives_reopen(data_dir, tmp_path):
     saved = str(tmp_path / "first.log")
     shutil.copy(first, saved)
 
-    r = run_rivven(data_dir, "delete-records", "t", "--before", "125", "--json")
+    r = run_in_process(data_dir, "delete-records", "t", "--before", "125", "--json")
     assert r.returncode == 1 and b"needs confirmation" in r.stderr  # not at a terminal
     r = run_rivven(data_dir, "delete-records", "t", "--before", "125", "--yes", "--json",
                    check=True)
@@ -118,9 +119,9 @@ def test_delete_records_moves_the_start_and_survives_reopen(data_dir, tmp_path):
     # never back; never past the end; @TIMESTAMP
     r = run_rivven(data_dir, "delete-records", "t", "--before", "50", "--yes", check=True)
     assert b"nothing to delete" in r.stderr
-    r = run_rivven(data_dir, "delete-records", "t", "--before", "301", "-p", "0", "--yes")
+    r = run_in_process(data_dir, "delete-records", "t", "--before", "301", "-p", "0", "--yes")
     assert r.returncode == 1 and b"the log ends at 300" in r.stderr
-    r = run_rivven(data_dir, "delete-records", "t", "--before", "later", "--yes")
+    r = run_in_process(data_dir, "delete-records", "t", "--before", "later", "--yes")
     assert r.returncode == 2
 
     # a crash between persisting the start and unlinking: the next writer finishes the job

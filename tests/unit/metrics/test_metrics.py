@@ -12,6 +12,7 @@ import time
 
 import pytest
 from helpers import RIVVEN, ROOT, run_rivven
+from helpers.cli import run_in_process
 from helpers.metrics import http_get, needs_prometheus, promtool, start_producer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -118,7 +119,7 @@ def test_textfile_is_replaced_whole_and_bad_paths_are_one_line_errors(everything
     assert os.listdir(out) == ["rivven.prom"]  # no temporary file left behind
     assert promtool(path.read_bytes()).returncode == 0
     assert b"rivven_log_end_offset" in path.read_bytes()
-    r = run_rivven(everything, "metrics", "--textfile", str(tmp_path / "no" / "such" / "f.prom"))
+    r = run_in_process(everything, "metrics", "--textfile", str(tmp_path / "no" / "such" / "f.prom"))
     assert r.returncode == 1 and b"Traceback" not in r.stderr
     assert r.stderr.decode().count("\n") == 1 and "--textfile" in r.stderr.decode()
 
@@ -128,10 +129,10 @@ def test_serve_from_python_and_port_errors(everything):
         body = http_get(server.url)
         assert b"rivven_log_end_offset" in body
         assert promtool(body).returncode == 0 if shutil.which("promtool") else True
-        r = run_rivven(everything, "metrics", "serve", "--port", str(server.port), timeout=60)
+        r = run_in_process(everything, "metrics", "serve", "--port", str(server.port))
         assert r.returncode == 1 and b"in use" in r.stderr and b"--port" in r.stderr
         assert b"Traceback" not in r.stderr
-    r = run_rivven(everything, "metrics", "serve", "--port", "70000")
+    r = run_in_process(everything, "metrics", "serve", "--port", "70000")
     assert r.returncode == 2
 
 
@@ -216,14 +217,79 @@ def test_a_scrape_holds_the_files_of_one_partition_at_a_time(data_dir):
 
 
 def test_a_scrape_that_cannot_gather_is_one_line_and_up_zero(everything):
-    os.makedirs(os.path.join(everything, ".stats", "retired.json.d"), exist_ok=True)
-    retired = os.path.join(everything, ".stats", "retired.json")
-    os.replace(retired, retired + ".saved")
-    os.rename(os.path.join(everything, ".stats", "retired.json.d"), retired)  # a directory
-    r = run_rivven(everything, "metrics")
-    err = r.stderr.decode()
-    assert r.returncode == 1 and err.count("\n") == 1 and "retired.json" in err, err
-    with Engine.open(everything, read_only=True) as eng, em.serve(eng, port=0) as server:
-        got = samples(http_get(server.url).decode())
+    """(meter.lock held past lock.timeout.ms: a scraper stopped with Ctrl-Z.) Until issue 29
+    a retired.json that was a directory did this; it is damage now, set aside (below)."""
+    from helpers.fs import holder
+
+    with holder(os.path.join(everything, ".stats", "meter.lock")):
+        r = run_rivven(everything, "--lock-timeout-ms", "300", "metrics")
+        err = r.stderr.decode()
+        errors = [line for line in err.splitlines() if not line.startswith("waiting:")]
+        assert r.returncode == 1 and len(errors) == 1 and "meter.lock" in errors[0], err
+        with Engine.open(everything, read_only=True, settings={"lock.timeout.ms": "300"}
+                         ) as eng, em.serve(eng, port=0) as server:
+            got = samples(http_get(server.url).decode())
     assert value(got, "rivven_metrics_up") == 0
     assert value(got, "rivven_build_info", version=version(), python=sys.version.split()[0]) == 1
+
+
+def dead_process(d: str, stem: str, series: list[tuple[str, dict, list[float]]]) -> str:
+    """A dead process's file set in ``d`` (no flock on its keys): its stem's path."""
+    import struct
+
+    lines, values = [], []
+    for name, labels, vals in series:
+        lines.append(f"{len(values)} {json.dumps([name, labels])}\n")
+        values += vals
+    with open(os.path.join(d, stem + ".keys"), "w") as f:
+        f.write("".join(lines))
+    with open(os.path.join(d, stem + ".values"), "wb") as f:
+        f.write(struct.pack(f"<{len(values)}d", *values))
+    return os.path.join(d, stem)
+
+
+def test_a_damaged_file_of_stats_is_one_warning_and_the_scrape_goes_on(everything):
+    """A dead process's file holding 1e300 was scraped and merged into retired.json as that
+    value; a FIFO named <stem>.values gave an error naming <stem>.keys and every scrape
+    failed until someone removed it; a retired.json that was a directory failed them too."""
+    d = os.path.join(everything, ".stats")
+    base = samples(run_rivven(everything, "metrics", check=True).stdout.decode())
+    orders0 = value(base, "rivven_records_appended_total", topic="orders", partition=0)
+    huge = dead_process(d, "m-999999-00000001", [
+        ("rivven_records_appended_total", {"topic": "orders", "partition": "0"}, [1e300])])
+    fifo = dead_process(d, "m-999999-00000002", [
+        ("rivven_records_appended_total", {"topic": "orders", "partition": "0"}, [5.0])])
+    os.unlink(fifo + ".values")
+    os.mkfifo(fifo + ".values")
+    hist = dead_process(d, "m-999999-00000003", [  # buckets not cumulative
+        ("rivven_wal_fsync_duration_seconds", {}, [3.0, -1.0] + [0.0] * 15 + [0.01])])
+    r = run_rivven(everything, "metrics", timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    lines = sorted(err.splitlines())
+    assert len(lines) == 3, err
+    assert lines[0].startswith(f"warning: {huge}.values: ") and "out of range" in lines[0]
+    assert lines[1].startswith(f"warning: {fifo}.values: ") and "a FIFO" in lines[1]
+    assert lines[2].startswith(f"warning: {hist}.values: ") and "negative" in lines[2]
+    got = samples(r.stdout.decode())
+    assert value(got, "rivven_records_appended_total", topic="orders", partition=0) == orders0
+    assert value(got, "rivven_metrics_files_set_aside") == 6
+    assert value(got, "rivven_metrics_up") == 1
+    if shutil.which("promtool"):
+        assert promtool(r.stdout).returncode == 0
+    retired = open(os.path.join(d, "retired.json")).read()
+    assert "1e+300" not in retired and "1e300" not in retired
+    # the next scrape is clean; a retired.json that is a directory is set aside too
+    retired_path = os.path.join(d, "retired.json")
+    os.unlink(retired_path)
+    os.mkdir(retired_path)
+    os.mkfifo(os.path.join(d, "m-999999-00000004.keys"))
+    with Engine.open(everything, read_only=True) as eng, em.serve(eng, port=0) as server:
+        body = http_get(server.url, timeout=30)
+    got = samples(body.decode())
+    assert value(got, "rivven_metrics_up") == 1
+    assert value(got, "rivven_metrics_files_set_aside") == 8
+    assert os.path.isdir(retired_path + ".damaged")
+    assert os.path.exists(os.path.join(d, "m-999999-00000004.keys.damaged"))
+    r = run_rivven(everything, "metrics", check=True)
+    assert r.stderr == b""

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import run_rivven
+from helpers.cli import run_in_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -212,8 +213,8 @@ def test_cli_table_input_errors(data_dir, tmp_path, args, code, message):
     pq.write_table(pa.table({"value": [b"v"]}), tmp_path / "good.parquet")
     paths = {"NOPE": str(tmp_path / "nope"), "BAD": str(tmp_path / "bad.parquet"),
              "GOOD": str(tmp_path / "good.parquet")}
-    run_rivven(data_dir, "topic", "create", "t", check=True)
-    r = run_rivven(data_dir, "produce", "t", *[paths.get(a, a) for a in args], input=b"")
+    run_in_process(data_dir, "topic", "create", "t", check=True)
+    r = run_in_process(data_dir, "produce", "t", *[paths.get(a, a) for a in args], input=b"")
     err = r.stderr.decode()
     for name, path in paths.items():
         message = message.replace(name, path)

@@ -1,13 +1,15 @@
 """A partition's .checkpoint: crafted, damaged or disagreeing with the segments, it is
 reported and never acted on (no segment deleted because of it); it is sealed, the old format is
 still read, and a writer never moves the log start back from a stale copy. Real files and real
-``rivven`` subprocesses."""
+``rivven`` subprocesses (of the crafted and disagreeing checkpoints, one case each; the others
+in process)."""
 
 import json
 import os
 
 import pytest
 from helpers import flip, run_rivven
+from helpers.cli import run_in_process
 from helpers.verify import assert_clean_error, consume_all, logs, make
 
 from engine import Engine
@@ -67,21 +69,22 @@ CRAFTED = {
 
 @pytest.mark.parametrize("name", sorted(CRAFTED))
 def test_crafted_checkpoint_is_reported_and_ignored(data_dir, name):
+    run = run_rivven if name == "deep" else run_in_process  # (one through a real process)
     pdir = make(data_dir, batches=30)
     before = logs(pdir)
     ckpt = os.path.join(pdir, ".checkpoint")
     with open(ckpt, "wb") as f:
         f.write(CRAFTED[name])
-    r = run_rivven(data_dir, "segment", "verify")
+    r = run(data_dir, "segment", "verify")
     assert_clean_error(r, 3)
     assert f"checkpoint: {ckpt}" in r.stdout.decode() or ckpt in r.stdout.decode()
-    r, offsets = consume_all(data_dir, 300)  # a reader: reads everything, warns
+    r, offsets = consume_all(data_dir, 300, run)  # a reader: reads everything, warns
     assert_clean_error(r, 0, "warning:", ckpt)
     assert offsets == list(range(300))
-    r = run_rivven(data_dir, "produce", "t", input=b"after\n")  # a writer: the same
+    r = run(data_dir, "produce", "t", input=b"after\n")  # a writer: the same
     assert_clean_error(r, 0, "warning:", ckpt)
     assert logs(pdir) == before
-    assert run_rivven(data_dir, "segment", "verify").returncode == 0  # the next one is sealed
+    assert run(data_dir, "segment", "verify").returncode == 0  # the next one is sealed
 
 
 def test_checkpoint_is_sealed_and_a_flipped_bit_is_found(data_dir):
@@ -119,6 +122,7 @@ def test_checkpoint_of_the_old_format_is_still_read(data_dir):
                                     "position inside a batch", "recovery point off",
                                     "recovery point past the end"])
 def test_checkpoint_that_disagrees_with_the_segments(data_dir, change):
+    run = run_rivven if change == "newer segment" else run_in_process  # (one: a real process)
     pdir = make(data_dir, batches=30)
     point = checkpoint.read_checkpoint(pdir)
     size = os.path.getsize(logs(pdir)[-1])
@@ -134,14 +138,14 @@ def test_checkpoint_that_disagrees_with_the_segments(data_dir, change):
     else:
         bad["recovery_point"] += 1000
     checkpoint.write_checkpoint(pdir, bad)  # sealed: only the check against the log sees it
-    r = run_rivven(data_dir, "segment", "verify", "--json")
+    r = run(data_dir, "segment", "verify", "--json")
     assert r.returncode == 3, r.stdout
     (f,) = json.loads(r.stdout)["findings"]
     assert f["kind"] == "checkpoint" and "disagrees with the log" in f["message"]
     if change in ("newer segment", "position past the end", "recovery point past the end"):
-        r = run_rivven(data_dir, "produce", "t", input=b"x\n")  # what the loader sees too
+        r = run(data_dir, "produce", "t", input=b"x\n")  # what the loader sees too
         assert_clean_error(r, 0, "warning:", "disagrees with the log")
-        r, offsets = consume_all(data_dir, 301)
+        r, offsets = consume_all(data_dir, 301, run)
         assert offsets == list(range(301))
 
 

@@ -41,17 +41,17 @@ CRAFTED_CATALOGS = {
 
 
 @pytest.mark.parametrize("case", sorted(CRAFTED_CATALOGS))
-def test_a_crafted_catalog_is_damage_naming_the_file_in_every_command(rivven, data_dir, case):
-    assert rivven("topic", "create", "t").returncode == 0
+def test_a_crafted_catalog_is_damage_naming_the_file_in_every_command(cli, data_dir, case):
+    assert cli("topic", "create", "t").returncode == 0
     path = os.path.join(data_dir, "topics.json")
     text = CRAFTED_CATALOGS[case]
     with open(path, "wb") as f:
         f.write(text if isinstance(text, bytes) else text.encode())
     before = open(path, "rb").read()
     for args in (("topic", "list"), ("consume", "t", "-n", "1"), ("topic", "create", "u")):
-        err = clean(rivven(*args, input=b"x\n"), 3)
+        err = clean(cli(*args, input=b"x\n"), 3)
         assert path in err and "damaged" in err, (args, err)
-    r = rivven("produce", "t", input=b"x\n")
+    r = cli("produce", "t", input=b"x\n")
     assert path in clean(r, 3)
     assert open(path, "rb").read() == before  # never rewritten from damage
 
@@ -107,12 +107,12 @@ def test_a_catalog_written_before_seals_is_still_read_and_sealed_on_the_next_cha
     "[" * 10_000 + "]" * 10_000,
     '{"format": ' + "[" * 10_000 + "]" * 10_000 + "}",
 ])
-def test_a_crafted_marker_is_damage_naming_the_file(rivven, data_dir, text):
-    assert rivven("topic", "create", "t").returncode == 0
+def test_a_crafted_marker_is_damage_naming_the_file(cli, data_dir, text):
+    assert cli("topic", "create", "t").returncode == 0
     marker = os.path.join(data_dir, "rivven.json")
     with open(marker, "w") as f:
         f.write(text)
     for args in (("topic", "list"), ("produce", "t")):
-        err = clean(rivven(*args, input=b"x\n"), 3)
+        err = clean(cli(*args, input=b"x\n"), 3)
         assert marker in err and "damaged" in err
     assert open(marker).read() == text

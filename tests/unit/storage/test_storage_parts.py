@@ -91,6 +91,9 @@ class Owner:
     def sealer(self) -> None:
         return None
 
+    def sealing(self, sealed: bool, offset: int) -> None:
+        assert not sealed  # (nothing sealed: a plaintext topic's ranges stay empty)
+
     def roll(self):
         return self.segs.roll()
 

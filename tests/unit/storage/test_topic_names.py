@@ -1,5 +1,6 @@
 """Topic names: checked at creation (1-249 characters), and the longest ones can be deleted and
-created again (their trash entry fits a file name). The real ``rivven``."""
+created again (their trash entry fits a file name). The real ``rivven`` (names checked: in
+process)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,10 @@ def test_longest_topic_name_can_be_deleted_and_recreated(data_dir):
 
 @pytest.mark.parametrize("name,ok", [("t" * 249, True), ("t" * 250, False),
                                      ("é", False), ("a\nb", False)])
-def test_topic_names_are_checked_at_creation(rivven, name, ok):
-    r = rivven("topic", "create", name)
+def test_topic_names_are_checked_at_creation(cli, name, ok):
+    r = cli("topic", "create", name)
     if ok:
         assert r.returncode == 0, r.stderr
-        assert rivven("produce", name, input=b"x\n").returncode == 0
+        assert cli("produce", name, input=b"x\n").returncode == 0
     else:
         assert "1-249 characters" in clean(r, 1)

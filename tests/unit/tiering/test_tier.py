@@ -11,6 +11,7 @@ import time
 
 import pytest
 from helpers import ROOT, run_rivven
+from helpers.cli import run_in_process
 from helpers.tiering import cold_objects, everything, expected, load_manifest, local_bases, make, pdir
 
 from engine import Engine, Record
@@ -38,11 +39,11 @@ def test_config_rules(data_dir):
         with pytest.raises(InvalidConfig, match="local.retention.ms=1000 must not exceed"):
             eng.alter_topic_config("a", {"retention.ms": "500"})
         assert eng.topic("a").config == {"retention.ms": "-1", "local.retention.ms": "1000"}
-    r = run_rivven(data_dir, "topic", "alter-config", "a", "--set", "cleanup.policy=compact",
-                   "--set", "remote.storage.enable=true")
+    r = run_in_process(data_dir, "topic", "alter-config", "a", "--set", "cleanup.policy=compact",
+                       "--set", "remote.storage.enable=true")
     assert r.returncode == 1 and b"Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    r = run_rivven(data_dir, "spark", "tier", "a")
+    r = run_in_process(data_dir, "spark", "tier", "a")
     assert r.returncode == 1 and b"remote.storage.enable=false" in r.stderr
 
 
@@ -168,7 +169,7 @@ def test_restore_brings_segments_back(data_dir):
         assert everything(eng) == expected(400)
     r = run_rivven(data_dir, "segment", "verify", "--cold")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = run_rivven(data_dir, "tier", "restore", "t", "--from", "x")
+    r = run_in_process(data_dir, "tier", "restore", "t", "--from", "x")
     assert r.returncode == 2 and b"is not a position: use beginning, N" in r.stderr
 
 

@@ -5,6 +5,7 @@ import os
 import random
 
 from helpers import flip, run_rivven
+from helpers.cli import run_in_process
 
 from engine import Engine, Record
 from engine.tools.verify import scan_segment, verify_partition
@@ -87,7 +88,7 @@ def test_mid_file_corruption_needs_truncate_corrupt(data_dir):
     r = run_rivven(data_dir, "segment", "recover", "--json")
     assert r.returncode == 3  # left alone
     assert json.loads(r.stdout)[0]["unrepaired"]
-    assert run_rivven(data_dir, "segment", "recover", "--truncate-corrupt").returncode == 1  # no tty
+    assert run_in_process(data_dir, "segment", "recover", "--truncate-corrupt").returncode == 1  # no tty
     r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)[0]["records_removed"] == 30

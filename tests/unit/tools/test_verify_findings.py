@@ -1,7 +1,8 @@
 """What ``segment verify`` and ``segment recover`` find in segments: batch headers
 range-checked (a CRC-valid batch with impossible fields), bodies verified, batches past a sealed
 segment's end, offset continuity (holes, missing segments, documented gaps are not findings),
-and an honest recover. Real files and real ``rivven`` subprocesses."""
+and an honest recover. Real files and real ``rivven`` subprocesses (of each family of forged
+batches, one case; the others in process)."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import struct
 
 import pytest
 from helpers import flip, run_rivven
+from helpers.cli import run_in_process
 from helpers.verify import assert_clean_error, batch, forge, logs, make
 
 from engine import Engine, Record
@@ -48,26 +50,27 @@ def append_active(pdir, data):
 def test_crc_valid_batch_out_of_range_is_found_and_produce_fails_cleanly(data_dir, fields):
     """The reproducer: a CRC-valid batch with base offset 10^15, INT64_MAX or last delta
     2^31-1 passed verify, and produce crashed with `argument out of range`."""
+    run = run_rivven if fields == {"base_offset": 10**15} else run_in_process  # (one: real)
     pdir = make(data_dir, batches=3, segment_bytes="1048576")
     log = logs(pdir)[-1]
     at = os.path.getsize(log)
     # past the checkpoint, where a writer cuts what a crash left: a CRC-valid batch is not that
     append_active(pdir, forge(batch(30), **fields))
-    r = run_rivven(data_dir, "segment", "verify", "--json")
+    r = run(data_dir, "segment", "verify", "--json")
     assert r.returncode == 3
     f = json.loads(r.stdout)["findings"][0]
     assert (f["kind"], f["path"], f["position"]) in (("range", log, at), ("header", log, at))
     for args, inp in ((("produce", "t"), b"x\n"), (("consume", "t", "-n", "1"), None),
                       (("consume", "t", "-g", "g", "-n", "1"), None)):
-        r = run_rivven(data_dir, *args, input=inp)
+        r = run(data_dir, *args, input=inp)
         assert_clean_error(r, 3, log, f"position {at}")
     assert os.path.getsize(log) == at + len(batch(30))  # not cut: damage is reported
-    r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
+    r = run(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
     row = json.loads(r.stdout)[0]
     assert row["truncate_at"] == at and row["batches_removed"] == 1
-    assert run_rivven(data_dir, "produce", "t", input=b"x\n").returncode == 0
-    assert run_rivven(data_dir, "segment", "verify").returncode == 0
+    assert run(data_dir, "produce", "t", input=b"x\n").returncode == 0
+    assert run(data_dir, "segment", "verify").returncode == 0
 
 
 def test_batch_past_the_end_of_a_sealed_segment(data_dir):
@@ -114,28 +117,29 @@ def bodies():
 def test_crc_valid_batch_with_an_invalid_body(data_dir, name):
     """The reproducer: codec 5-7, record_count 0, wrong body/stored length, explicit-offsets
     flag without deltas: CRC-valid, passed verify and recover; every consume failed there."""
+    run = run_rivven if name == "codec 5" else run_in_process  # (one through a real process)
     pdir = make(data_dir, batches=3, segment_bytes="1048576")
     log = logs(pdir)[-1]
     at = os.path.getsize(log)
     append_active(pdir, bodies()[name])
     append_active(pdir, batch(40))  # a good batch after it: nothing hides the damage
-    r = run_rivven(data_dir, "segment", "verify", "--json")
+    r = run(data_dir, "segment", "verify", "--json")
     assert r.returncode == 3
     f = json.loads(r.stdout)["findings"][0]
     assert (f["path"], f["position"]) == (log, at) and f["kind"] in ("body", "header"), f
-    r = run_rivven(data_dir, "consume", "t", "--offset", "beginning", "-n", "50")
+    r = run(data_dir, "consume", "t", "--offset", "beginning", "-n", "50")
     if name == "non-zero padding":  # (readers never look at it: only verify minds)
         assert_clean_error(r, 0)
     else:
         assert_clean_error(r, 3, log, f"position {at}")
-    r = run_rivven(data_dir, "segment", "recover", "--json")  # left alone, said so
+    r = run(data_dir, "segment", "recover", "--json")  # left alone, said so
     assert r.returncode == 3 and json.loads(r.stdout)[-1]["unrepaired"]
-    r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
+    r = run(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
     row = json.loads(r.stdout)[-1]
     assert row["truncate_at"] == at and row["batches_removed"] == 2
     assert row["records_removed"] >= 10 and row["offset_range"][1] == 49
-    assert run_rivven(data_dir, "segment", "verify").returncode == 0
+    assert run(data_dir, "segment", "verify").returncode == 0
 
 
 # ---------------------------------------------------------------- continuity, recover

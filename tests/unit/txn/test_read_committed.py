@@ -171,10 +171,12 @@ def test_an_abort_in_a_later_segment_hides_data_in_an_earlier_one(data_dir):
 
 
 # ---------------------------------------------------------------- compaction
-def test_compaction_drops_aborted_records_and_markers_and_stops_at_the_lso(data_dir):
+def test_compaction_drops_aborted_records_keeps_markers_and_stops_at_the_lso(data_dir):
     """Kafka's cleaner rules: an aborted transaction's records never survive (even as a
-    key's last value), markers of cleaned segments go, committed transactional records
-    survive as plain ones, and nothing at or past the last stable offset is cleaned."""
+    key's last value), committed transactional records survive as plain ones, markers stay
+    (until their delete horizon, and while each is its producer's last batch: here both
+    are), and nothing at or past the last stable offset is cleaned. (Markers and their
+    horizon: tests/unit/maintenance/test_compaction_txn.py.)"""
     cfg = {"cleanup.policy": "compact", "segment.bytes": "1024", "delete.retention.ms": "0",
            "min.cleanable.dirty.ratio": "0.01"}
 
@@ -205,10 +207,14 @@ def test_compaction_drops_aborted_records_and_markers_and_stops_at_the_lso(data_
         assert got[b"k"] == b"plain-1" and got[b"j"] == b"committed"
         assert values(eng, RC, "c")[:2] == [b"plain-1", b"committed"]
         assert b"pending" not in values(eng, RC, "c")
-        # what was cleaned holds neither markers nor transactional batches any more
+        # what was cleaned holds no transactional data any more; the markers stay
         log = eng._path.log_for(eng.topic("c"), 0)
         cleaned = [h for h, _ in log.headers(0, plan["cleanable_end"], lambda h: False)]
-        assert cleaned and not any(h.is_control or h.is_transactional for h in cleaned)
+        assert cleaned and not any(h.is_transactional and not h.is_control for h in cleaned)
+        assert [h.base_offset for h in cleaned if h.is_control] == [3, 4]
+        eng.maintenance.compact("c", force=True)  # (delete.retention.ms=0: past the horizon)
+        cleaned = [h for h, _ in log.headers(0, plan["cleanable_end"], lambda h: False)]
+        assert [h.base_offset for h in cleaned if h.is_control] == [3, 4]  # producers' last
         # the open transaction commits: its record is back for read_committed, all intact
         append(eng, control.encode_marker(3, 1, True, NOW), "c")
         assert b"pending" in values(eng, RC, "c")
