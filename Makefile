@@ -3,11 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup bytecode demo test quick fuzz check lint typecheck bench bench-scale clean
+.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
-	scripts/ensure-prometheus.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -19,6 +18,11 @@ bytecode: $(BIN)/rivven
 
 setup: $(BIN)/rivven bytecode
 
+# what only the tests need: Prometheus's promtool and server (the metrics tests check rivven's
+# output with them); the demo never runs them
+test-setup: setup
+	scripts/ensure-prometheus.sh
+
 demo: setup
 	$(BIN)/python examples/quickstart.py
 	@echo "rivven is in $(BIN): '. $(BIN)/activate' puts it on PATH in this shell (or run $(BIN)/rivven)"
@@ -29,11 +33,11 @@ demo: setup
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 XDIST := -n $(TEST_WORKERS) --dist load --maxschedchunk 1
 
-test: setup
+test: test-setup
 	$(BIN)/python -m pytest -q $(XDIST)
 
 # the development loop: everything but Spark, kill -9 and the slowest tests (about a minute)
-quick: setup
+quick: test-setup
 	$(BIN)/python -m pytest -q $(XDIST) -m "not spark and not crash and not slow"
 
 # the long fuzz campaign: FUZZ_CASES damaged files (of every kind, the kind drawn too) through

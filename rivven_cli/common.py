@@ -17,7 +17,9 @@ from enum import Enum
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperGroup, TyperOption
+from typer._click.types import FloatParamType, IntParamType, IntRange, StringParamType
+from typer._types import TyperChoice
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 DEFAULT_DATA_DIR = "./rivven-data"
 # (the root's parameters; bootstrap_server: a hint, rivven_cli.habits)
@@ -208,6 +210,7 @@ class RivvenGroup(TyperGroup):
         super().__init__(**kw)
         root = {p.name: p for p in self.params if p.name in GLOBAL_OPTIONS}
         _give_global_options(self.commands.values(), [global_copy(p) for p in root.values()])
+        tidy_help(self)
 
     def _main_shell_completion(self, ctx_args: Any, prog_name: str,
                                complete_var: str | None = None) -> None:
@@ -310,3 +313,100 @@ def _report_repairs(st: CliState) -> None:
 
     for line in repairs_report(eng.recovery.repairs()):
         sys.stderr.write(line + "\n")
+
+
+# ---------------------------------------------------------------- --help as a reader wants it
+# what an option's value is, beside it in --help (Typer shows "<str>", "<int range>")
+METAVARS = {
+    "--before": "POS", "--bind": "HOST", "--by-duration": "DURATION", "--checkpoint": "DIR",
+    "--compression": "CODEC", "--conf": "KEY=VALUE", "--config": "KEY=VALUE",
+    "--data-dir": "DIR", "--delete": "KEY", "--deploy-mode": "MODE", "--dir": "DIR",
+    "--file": "FILE", "--format": "FORMAT", "--from": "POS", "--from-file": "FILE",
+    "--group": "GROUP", "--header": "KEY=VALUE", "--idle-timeout": "DURATION", "--key": "KEY",
+    "--key-separator": "SEP", "--keyring": "FILE", "--master": "URL", "--member-id": "ID",
+    "--offset": "POS", "--port": "PORT", "--set": "KEY=VALUE", "--starting-offsets": "WHERE",
+    "--time": "TIME", "--to": "POS", "--to-datetime": "TIME", "--to-file": "FILE",
+    "--topic": "TOPIC", "--topics": "TOPICS", "--transactional-id": "ID", "--transform": "SQL",
+    "--interval": "SECONDS", "--input": "KIND", "--key-encoding": "ENCODING",
+    "--value-encoding": "ENCODING", "--isolation": "LEVEL",  # (their help names the choices)
+}
+METAVARS_OF_COMMAND = {("rewrap", "--to"): "KEY_ID", ("stream", "--from"): "TOPIC",
+                       ("stream", "--to"): "TOPIC"}
+
+
+class _Text(StringParamType):
+    """A text argument's type: its name says what it is (TOPIC), no "<str>" beside it."""
+
+    def get_metavar(self, param: Any, ctx: Any = None) -> str:
+        return ""
+
+
+class _Range(IntRange):
+    """An int range whose upper bound is a storage limit (2^31 - 1), shown by its lower
+    bound only ("x>=1"): a reader never nears the other, and it crowded the help."""
+
+    def _describe_range(self) -> str:
+        return f"x>={self.min}"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        rv = IntParamType.convert(self, value, param, ctx)
+        if not self.min <= rv <= self.max:  # (the error names both bounds)
+            self.fail(f"{rv} is not in the range {self.min}<=x<={self.max}", param, ctx)
+        return rv
+
+
+class _Argument(TyperArgument):
+    """An argument shown as click and most tools show one: ``NAME`` when required,
+    ``[NAME]`` when not, ``NAME...`` when repeated (Typer's own: ``{name}``)."""
+
+    def make_metavar(self, ctx: Any, *, usage: bool = False) -> str:
+        var = self.metavar or (self.name or "").upper()
+        if var.startswith("["):
+            return var
+        var += "..." if self.nargs != 1 else ""
+        return var if self.required or not usage else f"[{var}]"
+
+
+def tidy_help(cmd: Any) -> None:
+    """The help of ``cmd`` and every command below it: paragraphs reflowed (a docstring's
+    line breaks would show as ragged lines), metavars that say what a value is."""
+    if cmd.help:
+        cmd.help = _reflow(cmd.help)
+    for p in cmd.params:
+        if isinstance(p, TyperArgument):
+            p.__class__ = _Argument
+            p.metavar = p.metavar or (p.name or "").upper()
+            if type(p.type) is StringParamType:
+                p.type = _Text()
+        elif isinstance(p, TyperOption) and not p.is_flag and p.metavar is None:
+            p.metavar = _option_metavar(cmd.name, p)
+            if type(p.type) is IntRange and p.type.min is not None and \
+                    (p.type.max or 0) >= (1 << 31) - 1:
+                p.type.__class__ = _Range
+    for sub in getattr(cmd, "commands", {}).values():
+        tidy_help(sub)
+
+
+def _option_metavar(command: str | None, p: TyperOption) -> str:
+    long = next((o for o in p.opts if o.startswith("--")), p.opts[0])
+    if (command or "", long) in METAVARS_OF_COMMAND:
+        return METAVARS_OF_COMMAND[(command or "", long)]
+    if long in METAVARS:
+        return METAVARS[long]
+    if isinstance(p.type, TyperChoice):
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in p.type.choices) + "]"
+    if isinstance(p.type, IntParamType | FloatParamType):
+        return "N"
+    return "TEXT"
+
+
+def _reflow(text: str) -> str:
+    """``text`` (a docstring) with each paragraph's lines joined: the terminal wraps them.
+    A paragraph of indented lines (an example) or click's "\\b" keeps its lines."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") or any(line.startswith(" ") for line in
+                                                        p.splitlines())
+                       else " ".join(line.strip() for line in p.splitlines())
+                       for p in paragraphs)

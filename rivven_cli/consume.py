@@ -153,7 +153,7 @@ def consume(
         names = _names(eng, names, regex)
         for name in [] if quiet else names:
             check_past_end(eng, name, start, "--offset", "reading from the end offset",
-                           partition, level)
+                           partition, level, below_start="reading from the log start")
             check_past_end(eng, name, stop, "--offset END", "reading to the end", partition,
                            level)
         try:

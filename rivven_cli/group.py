@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .common import DryRunOpt, JsonOpt, YesOpt, confirm, open_engine
-from .render import info, print_json, print_table, utc, warn
+from .render import done, info, print_json, print_table, utc, warn
 
 if TYPE_CHECKING:
     from engine import Position
@@ -283,9 +283,9 @@ def delete(group: GroupArg, yes: YesOpt = False, json: JsonOpt = False) -> None:
     if json:
         print_json(out)
     elif out["deleted_offsets"] is None:
-        info(f"group {group} deleted (with its damaged offsets log)")
+        done(f"group {group} deleted (with its damaged offsets log)")
     else:
-        info(f"group {group} deleted ({out['deleted_offsets']} committed offset(s))")
+        done(f"group {group} deleted ({out['deleted_offsets']} committed offset(s))")
 
 
 @app.command("delete-offsets")

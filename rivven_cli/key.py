@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import DryRunOpt, JsonOpt, open_engine
-from .render import human_bytes, info, print_json, print_table, utc
+from .render import done, human_bytes, info, print_json, print_table, utc
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -67,7 +67,7 @@ def rotate(
     if json:
         print_json(out)
         return
-    info(f"{topic}: data key v{out['version']} ({out['cipher']}, under master key "
+    done(f"{topic}: data key v{out['version']} ({out['cipher']}, under master key "
          f"{out['master_key_id']}) is current"
          + (f"; v{out['previous_version']} still opens older batches"
             if out["previous_version"] else ""))
@@ -93,7 +93,7 @@ def rewrap(
     print_table(["TOPIC", "VERSIONS", "FROM", "TO"],
                 [(t["topic"], t["versions"], ", ".join(t["previous_master_key_ids"]), to)
                  for t in out["topics"]], right=("VERSIONS",))
-    info(f"rewrapped the data keys of {len(out['topics'])} topic(s) under master key {to}")
+    done(f"rewrapped the data keys of {len(out['topics'])} topic(s) under master key {to}")
 
 
 def render_reencrypt(out: dict[str, Any], json: bool) -> None:
@@ -119,7 +119,7 @@ def render_reencrypt(out: dict[str, Any], json: bool) -> None:
         return
     dropped = ", ".join(f"v{v}" for v in out["dropped_versions"]) or "none"
     kept = ", ".join(f"v{v}" for v in out["kept_versions"]) or "none"
-    info(f"rewrote {segs} segment(s) of {out['topic']} under {target}; dropped data keys: "
+    done(f"rewrote {segs} segment(s) of {out['topic']} under {target}; dropped data keys: "
          f"{dropped}; kept: {kept}")
 
 

@@ -251,12 +251,31 @@ def note_past_end(what: str, pos: Position, rows: Iterable[dict[str, Any]], then
 
 def check_past_end(eng: Any, topic: str, pos: Position | None, what: str, then: str,
                    partitions: Sequence[int] | None = None,
-                   isolation_level: str = "read_uncommitted") -> None:
+                   isolation_level: str = "read_uncommitted", below_start: str | None = None
+                   ) -> None:
     """``note_past_end`` for a position of one topic, asking the engine where it lies (only
     for the kinds that can lie past the end: N, +N, @TIME; read_committed: past the last
-    stable offset)."""
+    stable offset). With ``below_start`` (what is done instead), an offset N below a
+    partition's log start gets a note too (kcat calls it out of range)."""
     if pos is None or pos.kind not in ("offset", "from_start", "timestamp"):
         return
     rows = [r for r in eng.offsets.list_offsets(topic, pos, isolation_level=isolation_level)
             if not partitions or r["partition"] in partitions]
     note_past_end(what, pos, rows, then, topic)
+    if below_start is not None and pos.kind == "offset":
+        note_below_start(what, pos, [r for r in rows if pos.value < r["start_offset"]],
+                         below_start, topic)
+
+
+def note_below_start(what: str, pos: Position, rows: Sequence[dict[str, Any]], then: str,
+                     topic: str) -> None:
+    """One ``note:`` line on stderr naming the partitions whose log start is past offset
+    ``pos`` (their records before it were deleted: retention, delete-records, compaction)."""
+    from .render import info, printable
+
+    if not rows:
+        return
+    parts = [f"{topic}-{r['partition']} (log start offset {r['start_offset']})" for r in rows[:4]]
+    more = f" and {len(rows) - 4} more partition(s)" if len(rows) > 4 else ""
+    info(printable(f"note: {what} {shown(pos)} is before the log start of {', '.join(parts)}"
+                   f"{more}: the records before it were deleted; {then}"))

@@ -116,6 +116,12 @@ def _table_options(kind: InputFormat, key: Any, sep: Any, header: Any, tomb: boo
                     else f"it does not apply to --input {kind.value}")
 
 
+# the options of produce --help by subject (the common ones first, under "Options")
+INPUT = "Input formats"
+BATCHES = "Batches and compression"
+TXN = "Idempotence and transactions"
+
+
 def produce(
     topic: Annotated[str | None, typer.Argument(
         metavar="[TOPIC]", help="Topic to write to (or --topic).", show_default=False)] = None,
@@ -133,29 +139,37 @@ def produce(
     partition: Annotated[int | None, typer.Option(
         "--partition", "-p", min=0, help="Write every record to this partition.")] = None,
     compression: Annotated[str | None, typer.Option(
-        "--compression", "-z", help="none, gzip, snappy, lz4 or zstd (default: topic config).")
+        "--compression", "-z", rich_help_panel=BATCHES,
+        help="none, gzip, snappy, lz4 or zstd (default: topic config).")
     ] = None,
     tombstone_empty: Annotated[bool, typer.Option(
-        "--tombstone-empty", help="An empty value becomes a null value (a tombstone).")] = False,
+        "--tombstone-empty", rich_help_panel=INPUT,
+        help="An empty value becomes a null value (a tombstone).")] = False,
     input_format: Annotated[InputFormat, typer.Option(
-        "--input", help="lines: one value per line; json: one object per line with "
-        "key/value/headers/partition/timestamp (what consume --json prints; topic and offset "
-        "are ignored, blank lines skipped); parquet or arrow (an IPC file, or a stream on "
-        "stdin): the columns value and optionally key, timestamp, headers, partition, "
-        "produced batch by batch (Engine.produce_arrow).")] = InputFormat.lines,
+        "--input", rich_help_panel=INPUT,
+        help="lines, json, parquet or arrow. lines: one value per line; json: one "
+        "object per line with key, value, headers, partition, timestamp (what consume --json "
+        "prints; topic and offset are ignored, blank lines skipped); parquet or arrow (an IPC "
+        "file, or a stream on stdin): the columns value and optionally key, timestamp, "
+        "headers, partition, produced batch by batch (Engine.produce_arrow).")
+    ] = InputFormat.lines,
     fmt: Annotated[str | None, typer.Option(
-        "--format", "-F", help="Parse each record with %-tokens, as rpk's produce -f: %k %v "
+        "--format", "-F", rich_help_panel=INPUT,
+        help="Parse each record with %-tokens, as rpk's produce -f: %k %v "
         "%T %p (%t %o read and ignored), e.g. '%k %v\\n'; the last literal ends a record "
         "('%v\\0': NUL-separated).")] = None,
     keep_partition: Annotated[bool, typer.Option(
-        "--keep-partition", help="With --input json: write each consumed record (a line with "
+        "--keep-partition", rich_help_panel=INPUT,
+        help="With --input json: write each consumed record (a line with "
         "an offset) to its \"partition\" too (by default the partitioner places it).")
     ] = False,
     key_encoding: Annotated[Encoding, typer.Option(
-        "--key-encoding", help="How keys are written in the input: utf8 (as they are), "
+        "--key-encoding", rich_help_panel=INPUT,
+        help="How keys are written in the input: utf8 (as they are), "
         "base64 or hex.")] = Encoding.utf8,
     value_encoding: Annotated[Encoding, typer.Option(
-        "--value-encoding", help="How values (and JSON header values) are written in the "
+        "--value-encoding", rich_help_panel=INPUT,
+        help="How values (and JSON header values) are written in the "
         "input: utf8, base64 or hex.")] = Encoding.utf8,
     print_offsets: Annotated[bool, typer.Option(
         "--print-offsets", help="Print 'PARTITION OFFSET' per record once it is durable "
@@ -164,25 +178,30 @@ def produce(
     file: Annotated[str | None, typer.Option(
         "--file", "-f", help="Read records from this file instead of stdin.")] = None,
     batch_records: Annotated[int, typer.Option(
-        "--batch-records", min=1, help="Most records per produce call.")] = 10_000,
+        "--batch-records", min=1, rich_help_panel=BATCHES,
+        help="Most records per produce call.")] = 10_000,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
     json: Annotated[bool, typer.Option(
         "--json", help="--print-offsets as JSON lines, and the summary as JSON on stderr.")
     ] = False,
     idempotent: Annotated[bool, typer.Option(
-        "--idempotent", help="Write as an idempotent producer (a producer id of its own, "
+        "--idempotent", rich_help_panel=TXN,
+        help="Write as an idempotent producer (a producer id of its own, "
         "sequences per partition): a call that fails with a storage error is sent again, "
         f"up to {RETRIES} times, and stored once.")] = False,
     transactional_id: Annotated[str | None, typer.Option(
-        "--transactional-id", help="Write in transactions of this transactional id (any "
+        "--transactional-id", rich_help_panel=TXN,
+        help="Write in transactions of this transactional id (any "
         "older producer of it is fenced): one per input chunk, or per --txn-size records; "
         "read_committed readers see a transaction's records once it commits. Ctrl-C aborts "
         "the open one.")] = None,
     txn_size: Annotated[int | None, typer.Option(
-        "--txn-size", min=1, help="With --transactional-id: N records per transaction (the "
+        "--txn-size", min=1, rich_help_panel=TXN,
+        help="With --transactional-id: N records per transaction (the "
         "last may hold fewer), whatever the input chunks.")] = None,
     transaction_timeout_ms: Annotated[int | None, typer.Option(
-        "--transaction-timeout-ms", min=1, max=(1 << 31) - 1, help="With "
+        "--transaction-timeout-ms", min=1, max=(1 << 31) - 1, rich_help_panel=TXN,
+        help="With "
         "--transactional-id: transaction.timeout.ms, how long a transaction may stay open "
         "(default 60000); one open longer is aborted.")] = None,
     settings: Annotated[list[str] | None, typer.Option(

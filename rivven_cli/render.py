@@ -44,9 +44,13 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
         table.add_row(*[Text(_fold(r[i], w)) for i, w in zip(keep, widths)])
     if tty:
         console.width = max(console.width, total)  # (only when even folded it cannot fit)
-    else:
+        console.print(table)
+    else:  # piped: no line ends in the padding Rich adds (a script's diff or grep $ trips)
         console = Console(highlight=False, width=max(total, 1))
-    console.print(table)
+        with console.capture() as out:
+            console.print(table)
+        sys.stdout.write("".join(line.rstrip(" ") + "\n" for line in out.get().splitlines()))
+        sys.stdout.flush()  # (as console.print did: before a line on stderr that follows)
     gone = [columns[i] for i in range(len(columns)) if i not in keep]
     if gone:
         info(f"not shown, to fit {console.width} columns: {', '.join(gone)} "
@@ -55,7 +59,7 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
 
 def _plain(columns: Sequence[str], cells: list[list[str]], right: Sequence[str]) -> bool:
     """Piped: the very lines Rich prints for an ASCII table at its natural width (columns
-    two spaces apart, every line padded to the table's width), without Rich's cost (a
+    two spaces apart; no trailing blanks, as print_table strips them), without Rich's cost (a
     10,000-partition ``topic list`` spent a tenth of its time there). False when Rich must
     do it (wide or non-ASCII text, a cell with edge spaces, colour forced on by the environment)."""
     import os
@@ -70,7 +74,7 @@ def _plain(columns: Sequence[str], cells: list[list[str]], right: Sequence[str])
     out = []
     for r in [list(columns), *cells]:
         out.append("  ".join(c.rjust(w) if rj else c.ljust(w)
-                             for c, w, rj in zip(r, widths, rjust)) + "\n")
+                             for c, w, rj in zip(r, widths, rjust)).rstrip(" ") + "\n")
     sys.stdout.write("".join(out))
     return True
 
@@ -224,8 +228,16 @@ def utc(ms: int | None, timespec: str = "milliseconds") -> str | None:
 
 
 def info(message: str) -> None:
-    """A status line on stderr (never on stdout, which belongs to data)."""
+    """A status line on stderr: a note, a summary of data written or checked, progress (stdout
+    belongs to data)."""
     sys.stderr.write(message + "\n")
+
+
+def done(message: str) -> None:
+    """The line saying what an admin command changed ("topic T ready", "topic T deleted") on
+    stdout, where Kafka's tools print theirs ("Created topic T."); with --json the JSON is
+    printed instead."""
+    sys.stdout.write(message + "\n")
 
 
 def warn(message: str) -> None:

@@ -111,8 +111,11 @@ def inspect(
                 rec = r["record"]
                 hs = " headers=" + ",".join(f"{k}={'null' if v is None else v}"
                                             for k, v in rec["headers"]) if rec["headers"] else ""
+                # a null key or value (a tombstone) as kafka-dump-log and consume --json show
+                # it: null, as the null header values beside it (never Python's None)
+                key, value = ("null" if v is None else v for v in (rec["key"], rec["value"]))
                 typer.echo(printable(f"| offset: {rec['offset']} timestamp: {rec['timestamp']} "
-                                     f"key: {rec['key']} value: {rec['value']}{hs}"))
+                                     f"key: {key} value: {value}{hs}"))
             elif "error" in r:
                 typer.echo(printable(f"position: {r['position']} error: {r['error']}"))
             else:

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, YesOpt, confirm, open_engine
-from .render import human_bytes, info, print_json, print_table, printable
+from .common import JsonOpt, YesOpt, confirm, open_engine, state
+from .render import done, human_bytes, info, print_json, print_table, printable
 
 app = typer.Typer(no_args_is_help=True)
 NameArg = Annotated[str, typer.Argument(help="Topic name.")]
+# a bad partition count is a usage error (exit 2), 0 and 20000 as "abc" (the engine's own
+# bound: engine.storage.topics.MAX_PARTITIONS, which tests/cli checks this equals)
+MAX_PARTITIONS = 10_000
 
 
 @app.command()
 def create(
     name: NameArg,
-    partitions: Annotated[int, typer.Option("--partitions", "-p", help="Partition count.")] = 1,
+    partitions: Annotated[int, typer.Option(
+        "--partitions", "-p", min=1, max=MAX_PARTITIONS, help="Partition count.")] = 1,
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="Topic config key=value (repeatable).")] = None,
     if_not_exists: Annotated[bool, typer.Option(
@@ -51,7 +56,7 @@ def create(
                     "config": meta.config, "created": did["created"],
                     "not_applied": did["not_applied"]})
         return
-    info(f"topic {name} {'ready' if did['created'] else 'exists'} "
+    done(f"topic {name} {'ready' if did['created'] else 'exists'} "
          f"({meta.partitions} partition{'s' * (meta.partitions != 1)})")
 
 
@@ -66,8 +71,13 @@ def list_(
     json: JsonOpt = False,
 ) -> None:
     """List topics with their partitions and sizes."""
+    rows: list[dict] = []
+    if _no_data_yet(state().data_dir):  # (as rpk: an empty list, not an error)
+        info(f"note: no data in {state().data_dir} yet: no topics (create one with 'rivven "
+             "topic create NAME')")
+        _print_topics(rows, json)
+        return
     with open_engine(read_only=True) as eng:
-        rows = []
         for t in eng.topics(topics, regex):
             offsets = eng.offsets.unopened(t.name).values()
             rows.append({"topic": t.name, "partitions": t.partitions,
@@ -78,6 +88,20 @@ def list_(
         pattern = any(c in n for c in "*+?[]()|^$\\")
         info(printable(f"note: no topic is named {n!r}"
                        + (" (add --regex to read it as a regular expression)" if pattern else "")))
+    _print_topics(rows, json)
+
+
+def _no_data_yet(path: str) -> bool:
+    """No data dir at ``path`` yet, or an empty directory (a first write makes it one)."""
+    try:
+        return not os.listdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:  # (a file, no permission: opening names the problem)
+        return False
+
+
+def _print_topics(rows: list[dict], json: bool) -> None:
     if json:
         print_json(rows)
     else:
@@ -96,11 +120,17 @@ def describe(
         "--json their list.")] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Configs (with their source) and per-partition offsets, segments and bytes."""
+    """Configs (with their source) and per-partition offsets, segments and bytes. With --json,
+    "config" is the topic's own settings as in 'topic list --json' (an object), and
+    "config_entries" every setting with its value and source."""
     with open_engine(read_only=True) as eng:
         d = eng.topic_admin.describe(name)
     if json:
-        print_json(d["partition_info"] if print_partitions else d)
+        print_json(d["partition_info"] if print_partitions else
+                   {"topic": d["topic"], "id": d["id"], "partitions": d["partitions"],
+                    "config": {c["key"]: c["value"] for c in d["config"]
+                               if c["source"] == "topic"},
+                    "config_entries": d["config"], "partition_info": d["partition_info"]})
         return
     if not print_partitions:
         typer.echo(f"topic: {name}  partitions: {d['partitions']}  id: {d['id']}")
@@ -132,7 +162,7 @@ def alter_config(
     if json:
         print_json({"topic": name, "config": meta.config})
         return
-    info(f"topic {name} config: " + (", ".join(f"{k}={v}" for k, v in sorted(meta.config.items()))
+    done(f"topic {name} config: " + (", ".join(f"{k}={v}" for k, v in sorted(meta.config.items()))
                                      or "all defaults"))
 
 
@@ -140,7 +170,8 @@ def alter_config(
 def add_partitions(
     name: NameArg,
     total: Annotated[int | None, typer.Option(
-        "--total", help="New total partition count.", show_default=False)] = None,
+        "--total", min=1, max=MAX_PARTITIONS, help="New total partition count.",
+        show_default=False)] = None,
     num: Annotated[int | None, typer.Option(
         "--num", "-n", min=1, help="Partitions to add (rpk's -n).", show_default=False)] = None,
     json: JsonOpt = False,
@@ -160,7 +191,7 @@ def add_partitions(
     if json:
         print_json({"topic": name, "partitions": meta.partitions})
         return
-    info(f"topic {name} now has {plural(meta.partitions, 'partition')}")
+    done(f"topic {name} now has {plural(meta.partitions, 'partition')}")
 
 
 @app.command()
@@ -190,4 +221,4 @@ def delete(
     if not out["deleted"]:
         info(printable(f"topic {name} does not exist: nothing was deleted"))
     elif not json:
-        info(f"topic {name} deleted")
+        done(f"topic {name} deleted")

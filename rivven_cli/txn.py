@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import JsonOpt, PartitionsOpt, YesOpt, confirm, open_engine
-from .render import human_ms, info, print_json, print_table, printable, utc, warn
+from .render import done, human_ms, info, print_json, print_table, printable, utc, warn
 
 app = typer.Typer(no_args_is_help=True)
 TidArg = Annotated[str, typer.Argument(help="Transactional id.", show_default=False)]
@@ -212,7 +212,7 @@ def abort(
     if json:
         print_json(row)
         return
-    info(printable(f"aborted the transaction of producer {row['producer_id']} at offset "
+    done(printable(f"aborted the transaction of producer {row['producer_id']} at offset "
                    f"{start_offset} of {topic}-{partition} ({row['reason']}): ABORT marker at "
                    f"offset {row['marker_offset']}"))
 
@@ -223,24 +223,24 @@ def _abort_id(tid: str, yes: bool, json: bool) -> None:
     with open_engine() as eng:
         d = eng.txn.describe(tid)
         # (the open itself finishes prepared and timed-out transactions: say so)
-        done = next((dict(r) for r in eng.last_recovery.get("transactions", [])
+        ended = next((dict(r) for r in eng.last_recovery.get("transactions", [])
                      if r["transactional_id"] == tid and r["action"] in ("aborted", "committed")),
                     None)
-        if done is None and d["state"] in OPEN:
+        if ended is None and d["state"] in OPEN:
             confirm(printable(_question(d)), yes)
-            done = eng.txn.abort(tid)
-        elif done is None:
-            done = {"transactional_id": tid, "state": d["state"], "action": None}
+            ended = eng.txn.abort(tid)
+        elif ended is None:
+            ended = {"transactional_id": tid, "state": d["state"], "action": None}
     if json:
-        print_json({k: done[k] for k in ("transactional_id", "state", "action")})
+        print_json({k: ended[k] for k in ("transactional_id", "state", "action")})
         return
-    action, was = done["action"], done["state"]
+    action, was = ended["action"], ended["state"]
     if action is None:
         info(printable(f"{tid} has no open transaction (state {was}): nothing was aborted"))
     elif action == "committed":
-        info(printable(f"completed the decided commit of {tid} (it was {was})"))
+        done(printable(f"completed the decided commit of {tid} (it was {was})"))
     else:
-        info(printable(f"aborted the transaction of {tid} (it was {was}); its producer is "
+        done(printable(f"aborted the transaction of {tid} (it was {was}); its producer is "
                        "fenced"))
 
 

@@ -420,6 +420,22 @@ def test_segment_inspect_dumps_index_and_timeindex_files(data_dir):
     assert cli(data_dir, "segment", "inspect", base + ".index", "--records").exit_code == 2
 
 
+def test_segment_inspect_shows_a_tombstone_as_null_never_none(data_dir):
+    """A null key or value prints as kafka-dump-log and consume --json show it (null, as the
+    null header values beside it), not Python's None; an empty value stays empty."""
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("x", 1)
+        eng.produce("x", [Record(key=b"k", value=None), Record(key=None, value=b""),
+                          Record(key=b"k2", value=b"v", headers=[("n", None)])])
+    log = os.path.join(data_dir, "topics", "x", "partition-0", "0" * 20 + ".log")
+    r = cli(data_dir, "segment", "inspect", log, "--records")
+    assert r.exit_code == 0, r.output
+    lines = [line.split(" timestamp: ")[1].split(" ", 1)[1] for line in r.stdout.splitlines()
+             if line.startswith("| ")]
+    assert lines == ["key: k value: null", "key: null value: ", "key: k2 value: v headers=n=null"]
+    assert "None" not in r.stdout
+
+
 def test_segment_inspect_never_prints_raw_control_bytes_and_keeps_utf8_in_json(data_dir):
     base = sealed(data_dir)
     r = cli(data_dir, "segment", "inspect", base + ".log", "--records", "--max", "1")

@@ -71,7 +71,12 @@ def test_status_rotate_rewrap_reencrypt_with_json(data_dir, keyring):
     got = ok(data_dir, "consume", "t", "-n", "6", "--keyring", keyring).split()
     assert got == [marker(i).decode() for i in range(6)]
     text = ok(data_dir, "key", "reencrypt", "t", "--keyring", keyring)
-    assert "PARTITION" in text  # a table, and a summary line on stderr
+    assert "PARTITION" in text  # a table, and the line of what was done (stdout, as Kafka's)
+    assert text.splitlines()[-1] == "rewrote 0 segment(s) of t under v2; dropped data keys: none; " \
+        "kept: v2"  # (done already)
+    text = ok(data_dir, "key", "rotate", "t", "--keyring", keyring)
+    assert text == "t: data key v3 (aes-256-gcm, under master key k2) is current; v2 still " \
+        "opens older batches\n"
 
 
 def test_the_keyring_comes_from_the_environment_or_anywhere_on_the_line(data_dir, keyring):

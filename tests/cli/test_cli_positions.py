@@ -146,8 +146,25 @@ def test_past_the_end_is_a_note_on_stderr(g):
     r = cli(g, "delete-records", "g", "--before", "15", "--yes", "--json")
     assert [x["new_log_start_offset"] for x in json.loads(r.stdout)] == [15, 10]
     assert "note: --before 15 is past the end of g-1" in r.stderr
-    r = cli(g, "consume", "g", "-o", "5")  # nothing past the end: no note
-    assert r.exit_code == 0 and r.stderr == ""
+    r = cli(g, "consume", "g", "-p", "0", "-o", "16")  # in range: no note
+    assert values(r) == ["16", "17", "18", "19"] and r.stderr == ""
+
+
+def test_before_the_log_start_is_a_note_on_stderr(g):
+    """kcat reports an offset below the log start out of range: rivven reads from the log
+    start, as it did, and a note says so (as past the end), naming each such partition."""
+    assert cli(g, "delete-records", "g", "--before", "15", "-p", "0", "--yes").exit_code == 0
+    r = cli(g, "consume", "g", "-o", "5", "-p", "0")
+    assert values(r) == ["15", "16", "17", "18", "19"]
+    assert r.stderr == ("note: --offset 5 is before the log start of g-0 (log start offset "
+                        "15): the records before it were deleted; reading from the log start\n")
+    r = cli(g, "consume", "g", "-o", "12")  # g-0 starts past it, g-1 ends before it
+    assert values(r) == ["15", "16", "17", "18", "19"]
+    assert "before the log start of g-0 (log start offset 15)" in r.stderr
+    assert "is past the end of g-1" in r.stderr and len(r.stderr.splitlines()) == 2
+    for ok in (["-o", "15", "-p", "0"], ["-o", "beginning"], ["-o", "+2"], ["-o", "-1"]):
+        r = cli(g, "consume", "g", *ok)  # the log start itself, and positions relative to it
+        assert r.exit_code == 0 and r.stderr == "", (ok, r.stderr)
 
 
 def test_offsets_time_keeps_its_bare_times_and_takes_positions(g):

@@ -481,7 +481,7 @@ def test_a_usage_error_is_one_line_naming_the_help(data_dir, words):
 
 
 USAGE_ERRORS = [
-    (["topic", "create"], "Missing argument 'name'"),
+    (["topic", "create"], "Missing argument 'NAME'"),  # (as --help's usage line names it)
     (["consume", "t", "--key-encoding", "rot13"],
      "Invalid value for '--key-encoding': 'rot13' is not one of 'utf8', 'base64', 'hex'"),
     (["topic", "alter-config", "t"], "give at least one --set key=value or --delete key"),
@@ -547,3 +547,23 @@ def test_piped_plain_tables_print_exactly_what_rich_prints(monkeypatch):
         cells = [["-" if v is None else str(v) for v in r] for r in rows]
         took_plain += all(c.isascii() and c == c.strip(" ") for r in cells for c in r)
     assert took_plain > 100  # (the plain path was exercised, not only the fallback)
+
+
+def test_piped_tables_have_no_trailing_blanks(data_dir, monkeypatch):
+    """A piped table's lines end at their last character (a `diff` or `grep 'x$'` in a
+    script would trip on Rich's padding): by the plain path and by Rich's (non-ASCII text)."""
+    run_rivven(data_dir, "topic", "create", "a-long-topic-name", "-p", "2", "-c",
+               "retention.ms=1000", check=True)
+    run_rivven(data_dir, "topic", "create", "b", check=True)
+    for args in (["topic", "list"], ["topic", "describe", "b"], ["offsets", "b"]):
+        out = run_rivven(data_dir, *args, check=True).stdout.decode()
+        assert out.count("\n") >= 2 and all(line == line.rstrip() for line in out.splitlines()), \
+            (args, out)
+    for cells in ([["x", 1], ["a-much-longer-value", 22]], [["é", 1], ["a-much-longer-value", 2]]):
+        buf = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", buf)
+        render.print_table(["NAME", "N"], cells, right=())
+        monkeypatch.undo()
+        lines = buf.getvalue().splitlines()
+        assert lines[1] in ("x                    1", "é                    1"), lines
+        assert all(line == line.rstrip() for line in lines), lines

@@ -73,7 +73,7 @@ def test_topic_delete_if_exists(three):
     r = cli(three, "topic", "delete", "nope", "--if-exists", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["deleted"] is False
     r = cli(three, "topic", "delete", "other", "--if-exists", "--yes")
-    assert r.exit_code == 0 and "topic other deleted" in r.stderr
+    assert r.exit_code == 0 and r.stdout == "topic other deleted\n"
     assert cli(three, "topic", "delete", "nope").exit_code == 1  # without it: an error
     assert cli(three, "topic", "delete", "../x", "--if-exists").exit_code == 1  # a bad name
     with Engine.open(three) as eng:
@@ -135,3 +135,75 @@ def test_a_good_cold_store_uri_is_taken(data_dir, tmp_path):
         assert r.exit_code == 0, (uri, r.output)
         r = cli(data_dir, "topic", "alter-config", "t", "--set", f"remote.storage.uri={uri}")
         assert r.exit_code == 0, (uri, r.output)
+
+
+# ---------------------------------------------------------------- as Kafka and rpk users expect
+def test_success_lines_go_to_stdout_as_kafkas(data_dir):
+    """Kafka's tools print "Created topic T." on stdout: so does every topic change here;
+    notes stay on stderr."""
+    r = cli(data_dir, "topic", "create", "t", "-p", "2")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "topic t ready (2 partitions)\n", "")
+    r = cli(data_dir, "topic", "create", "t", "-p", "3", "--if-not-exists")
+    assert r.stdout == "topic t exists (2 partitions)\n" and r.stderr.startswith("note: topic t")
+    r = cli(data_dir, "topic", "alter-config", "t", "--set", "retention.ms=5")
+    assert (r.stdout, r.stderr) == ("topic t config: retention.ms=5\n", "")
+    r = cli(data_dir, "topic", "add-partitions", "t", "--total", "3")
+    assert (r.stdout, r.stderr) == ("topic t now has 3 partitions\n", "")
+    r = cli(data_dir, "topic", "delete", "t", "--yes")
+    assert (r.stdout, r.stderr) == ("topic t deleted\n", "")
+
+
+@pytest.mark.parametrize("args", [["topic", "create", "t", "-p", "0"],
+                                  ["topic", "create", "t", "-p", "abc"],
+                                  ["topic", "create", "t", "--partitions", "-1"],
+                                  ["topic", "create", "t", "-p", "10001"],
+                                  ["topic", "add-partitions", "t", "--total", "0"]])
+def test_a_bad_partition_count_is_a_usage_error(data_dir, args):
+    """-p 0 and -p abc are the same mistake: a usage error (exit 2) naming the option (the
+    engine's own check, InvalidArgument, is for its callers: its bound is the CLI's)."""
+    from engine.storage.topics import MAX_PARTITIONS
+    from rivven_cli import topic
+    assert topic.MAX_PARTITIONS == MAX_PARTITIONS
+    r = cli(data_dir, *args)
+    assert r.exit_code == 2, r.output
+    assert "'--partitions'" in r.stderr or "'--total'" in r.stderr
+    assert not cli(data_dir, "topic", "list", "--json").exit_code and not [
+        t for t in json.loads(cli(data_dir, "topic", "list", "--json").stdout)]
+
+
+def test_the_engine_refuses_a_bad_partition_count_too(data_dir):
+    """(What test_errors_are_one_line_exit_1 proved through the CLI before the CLI checked
+    the count itself.)"""
+    from engine.errors import InvalidArgument
+    with Engine.open(data_dir) as eng:
+        for n in (0, 10_001):
+            with pytest.raises(InvalidArgument, match=f"invalid partition count {n}: use 1 to"):
+                eng.create_topic("t", n)
+
+
+def test_topic_list_before_any_data_is_empty_as_rpks(tmp_path):
+    """No data dir yet, or an empty directory: an empty list (rpk's), not an error."""
+    for d in (tmp_path / "none", tmp_path / "empty"):
+        if d.name == "empty":
+            d.mkdir()
+        r = cli(str(d), "topic", "list", "--json")
+        assert (r.exit_code, json.loads(r.stdout)) == (0, []), r.output
+        assert "no topics" in r.stderr
+        r = cli(str(d), "topic", "list")
+        assert (r.exit_code, r.stdout.split()) == (0, ["TOPIC", "PARTITIONS", "RECORDS", "CONFIG"])
+        assert not (tmp_path / "none").exists()  # (a read made nothing)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")  # not a data dir: still an error
+    assert cli(str(tmp_path / "other"), "topic", "list").exit_code == 1
+
+
+def test_describe_json_gives_config_as_an_object_as_list_does(data_dir):
+    """topic list --json and topic describe --json give "config" the same shape: the topic's
+    own settings as an object; describe adds every setting with its source."""
+    cli(data_dir, "topic", "create", "t", "-c", "retention.ms=1000", "-c", "cleanup.policy=compact")
+    listed = json.loads(cli(data_dir, "topic", "list", "--json").stdout)[0]["config"]
+    described = json.loads(cli(data_dir, "topic", "describe", "t", "--json").stdout)
+    assert described["config"] == listed == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    entries = {e["key"]: (e["value"], e["source"]) for e in described["config_entries"]}
+    assert entries["retention.ms"] == ("1000", "topic")
+    assert entries["segment.bytes"][1] == "default"

@@ -15,7 +15,7 @@ from helpers import ROOT
 
 needs_prometheus = pytest.mark.skipif(
     shutil.which("promtool") is None or shutil.which("prometheus") is None,
-    reason="Prometheus's promtool and server are installed by `make setup` "
+    reason="Prometheus's promtool and server are installed by `make test` "
            "(scripts/ensure-prometheus.sh)")
 
 

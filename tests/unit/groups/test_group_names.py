@@ -28,6 +28,7 @@ def names_cycle(rivven, group: str, member: str | None = None) -> None:
     assert r.returncode == 0, r.stderr
     r = rivven("group", "delete", group, "-y")
     assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(b"group ") and b" deleted (1 committed offset(s))" in r.stdout
     r = rivven("group", "list", "--json")
     assert json.loads(r.stdout) == []
     r = rivven("group", "reset-offsets", group, "--topic", "t", "--to-offset", "2", "--execute")

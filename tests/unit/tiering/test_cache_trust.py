@@ -7,11 +7,11 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 
 import pytest
-from helpers import ROOT, run_rivven
+from helpers import run_rivven
+from helpers.fs import other_user_python
 from helpers.tiered import SUFFIXES, TS0, clean, make, pdir, segments, tree, values, victim_dir
 
 from engine import Engine, Record
@@ -25,10 +25,13 @@ READER, FORGER = 65534, 65533  # nobody, and another unprivileged uid
 
 
 def run_as(uid, data_dir, *args, tmpdir):
+    """This checkout's ``rivven`` run as user ``uid``: from a copy that user can read (the
+    checkout and its venv may be private: helpers.fs.other_user_python)."""
+    python, lib = other_user_python(uid)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmpdir, "TMPDIR": tmpdir,
-           "RIVVEN_DATA_DIR": data_dir, "PYTHONPATH": str(ROOT)}
+           "RIVVEN_DATA_DIR": data_dir, "PYTHONPATH": lib}
     return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                           sys.executable, "-m", "rivven_cli.main", *args],
+                           python, "-m", "rivven_cli.main", *args],
                           capture_output=True, env=env, cwd="/", timeout=120)
 
 
@@ -103,7 +106,7 @@ def test_a_cache_another_user_forged_is_never_trusted(tmp_path, shared_tmp):
             os.chmod(dst, 0o644)
             files.append(dst)
         r = subprocess.run(["setpriv", f"--reuid={FORGER}", f"--regid={FORGER}",
-                            "--clear-groups", sys.executable, "-c", FORGER_SCRIPT, root,
+                            "--clear-groups", other_user_python(FORGER)[0], "-c", FORGER_SCRIPT, root,
                             folder_of(s["object"]), *files], capture_output=True, timeout=60)
         assert r.returncode == 0, r.stderr
     assert os.stat(root).st_uid == FORGER
