@@ -292,6 +292,39 @@ def test_a_streaming_copy_runs_again_from_its_checkpoint_without_duplicates(spar
         assert eng.txn.list_transactions() == []
 
 
+def test_a_failed_micro_batch_is_counted_leaves_nothing_open_and_its_rerun_writes_once(
+        spark, data_dir, tmp_path):
+    """A real query whose micro-batch fails in one task: Spark's abort is counted under the
+    query's key (the tasks saw their batch id: Spark's local property), nothing of the batch
+    stays open or prepared (a late task aborts itself), and the restarted query's run of the
+    same batch id writes it once."""
+    import time
+
+    ckpt = str(tmp_path / "ckpt")
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("in", 2)
+        eng.create_topic("out", 1)
+        for p in (0, 1):
+            eng.produce_batch("in", [b"p%d-%d" % (p, i) for i in range(200)], partition=p)
+    spark.udf.register("explode_on", lambda v: 1 // (v != b"p1-150") and v, "binary")
+    with pytest.raises(Exception, match="ZeroDivisionError"):  # (the query fails)
+        run_stream(spark, data_dir, ckpt, transform=["key", "explode_on(value) as value"])
+    with Engine.open(data_dir) as eng:
+        [key] = [n[:-len(".json")] for n in os.listdir(os.path.join(data_dir, "txn", "decisions"))
+                 if n.endswith(".json")]
+        assert eng.txn.decision(key)["aborts"] == {"0": 1}
+        deadline = time.monotonic() + 60  # (a task Spark was killing may still be finishing)
+        while eng.txn.list_transactions() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert eng.txn.list_transactions() == []  # nothing left prepared for good
+        assert values(eng, "out") == []
+    run_stream(spark, data_dir, ckpt)  # batch 0 again (its commit was never recorded)
+    with Engine.open(data_dir) as eng:
+        assert values(eng, "out") == sorted(b"p%d-%d" % (p, i) for p in (0, 1)
+                                            for i in range(200))
+        assert eng.txn.decision(key)["committed"] == 0 and eng.txn.list_transactions() == []
+
+
 def test_max_offsets_per_trigger_and_starting_offsets(spark, data_dir, tmp_path):
     with Engine.open(data_dir) as eng:
         eng.create_topic("in", 2)
