@@ -31,8 +31,8 @@ Exactly once, a two-phase commit (engine.txn.decisions):
   again): its abort is counted under the query's key before it fences the key's ids, a task
   reads that count (its batch id: Spark's local property ``streaming.sql.batchId``) before
   it reads a row, and prepares under the key's lock only when no abort of its batch was
-  counted since — a task of the failed run that finishes late aborts itself, a task of the
-  run after a restart began after the abort and prepares.
+  counted since — a task of the failed run, begun before the abort, that prepares late aborts
+  itself; a task of the run after a restart began after the abort and prepares.
 Readers with read_uncommitted see prepared rows before the commit, and rows of aborted
 attempts (as Kafka's read_uncommitted does).
 
@@ -257,7 +257,7 @@ def _micro_batch() -> int:
 
     ctx = TaskContext.get()
     raw = ctx.getLocalProperty(BATCH_ID) if ctx is not None else None
-    if raw is None or not raw.isdigit():
+    if raw is None or not (raw.isascii() and raw.isdigit()):
         raise ValueError(f"the rivven streaming sink writes in a micro-batch's task, whose "
                          f"local property {BATCH_ID} names its batch (got {raw!r}): use a "
                          "micro-batch trigger, or foreachBatch with the batch sink")
