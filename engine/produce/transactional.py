@@ -29,7 +29,7 @@ from ..groups.offset_store import check_commit
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
-from ..txn.decisions import Decisions, PreparedTransaction, check_job
+from ..txn.decisions import BatchSeen, Decisions, PreparedTransaction, check_job
 from ..txn.fences import check_consumer
 from ..txn.txn_store import TxnPartition
 from .path import ProducePath, ProduceRequest
@@ -172,7 +172,8 @@ class TransactionalProducer:
                 self._expect(IN_TXN, "abort")
             self._end(False, self.state == ABORT_FAILED)
 
-    def prepare(self, job: str | None = None) -> PreparedTransaction:
+    def prepare(self, job: str | None = None, batch: BatchSeen | None = None
+                ) -> PreparedTransaction:
         """Phase one of a two-phase commit: the transaction's records are all written and
         durable; it now waits, never timed out, for ``eng.complete_transaction(prepared,
         commit)`` in this or any process (a coordinator of several writers decides), or
@@ -183,29 +184,45 @@ class TransactionalProducer:
         ``job`` (a producer made with ``decision_key``): the job the transaction is part of,
         whose end ``commit_prepared``/``abort_prepared`` record under the key. It prepares
         under the key's lock, and when the job has ended already the transaction is aborted
-        instead and InvalidTxnState raised: nobody would ever decide it."""
+        instead and InvalidTxnState raised: nobody would ever decide it. ``batch`` (the
+        same, for a micro-batch that runs again after a restart): what
+        ``eng.txn.batch_seen(key, id)`` gave as the writer began; when an abort of the
+        batch was recorded since (``abort_prepared(..., batch=id)``), the transaction is
+        aborted instead and InvalidTxnState raised."""
         with self._mutex:
             self._expect(IN_TXN, "prepare")
             if self._fences:
                 raise InvalidArgument("a transaction with consumer-fenced offsets cannot be "
                                       "prepared: send them without the consumer, or commit()")
-            if job is None:
+            if job is None and batch is None:
                 return self._hold()
-            check_job(job)
+            if job is not None:
+                check_job(job)
+            if batch is not None and not isinstance(batch, BatchSeen):
+                raise InvalidArgument(f"prepare(batch=...) takes what eng.txn.batch_seen(key, "
+                                      f"batch id) gave as the writer began, not {batch!r}")
             if self._decisions is None or self.decision_key is None:
-                raise InvalidArgument("prepare(job=...) needs a producer made with "
-                                      "decision_key=K: the job's end is recorded under K")
+                raise InvalidArgument(f"prepare({'job' if job is not None else 'batch'}=...) "
+                                      "needs a producer made with decision_key=K: the end is "
+                                      "recorded under K")
             with self._decisions.holding(self.decision_key) as d:
                 assert d is not None  # (a waiting hold yields the key)
-                if d.ended(job):
+                why = None
+                if job is not None and d.ended(job):
+                    why = (f"job {job!r} of decision key {self.decision_key!r} ended before "
+                           f"transactional id {self.transactional_id!r} prepared: its "
+                           "transaction is aborted (a task that finished after its job)")
+                elif batch is not None and d.aborted_since(batch):
+                    why = (f"micro-batch {batch.batch} of decision key {self.decision_key!r} "
+                           f"was aborted after transactional id {self.transactional_id!r} "
+                           "began writing it: its transaction is aborted (a task that "
+                           "finished after its micro-batch failed)")
+                if why is not None:
                     try:
                         self._end(False, False)
                     except ProducerFenced:
-                        pass  # aborted already (the job's end fenced it)
-                    raise InvalidTxnState(
-                        f"job {job!r} of decision key {self.decision_key!r} ended before "
-                        f"transactional id {self.transactional_id!r} prepared: its "
-                        "transaction is aborted (a task that finished after its job)")
+                        pass  # aborted already (the end or the abort's fence did)
+                    raise InvalidTxnState(why)
                 return self._hold()
 
     def _hold(self) -> PreparedTransaction:

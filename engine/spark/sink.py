@@ -26,7 +26,13 @@ Exactly once, a two-phase commit (engine.txn.decisions):
   the key before it settles anything, and a task prepares under the key's lock, aborting its
   transaction instead when the job has ended — Spark does not wait for the other tasks of a
   failed job, and one that prepares after the driver's abort would otherwise stay prepared
-  (never timed out) with nobody to decide it.
+  (never timed out) with nobody to decide it;
+- a micro-batch cannot be recorded ended so (a restarted query runs the same batch id
+  again): its abort is counted under the query's key before it fences the key's ids, a task
+  reads that count (its batch id: Spark's local property ``streaming.sql.batchId``) before
+  it reads a row, and prepares under the key's lock only when no abort of its batch was
+  counted since — a task of the failed run, begun before the abort, that prepares late aborts
+  itself; a task of the run after a restart began after the abort and prepares.
 Readers with read_uncommitted see prepared rows before the commit, and rows of aborted
 attempts (as Kafka's read_uncommitted does).
 
@@ -132,27 +138,32 @@ def tables_of(batch: Any, default_topic: str | None) -> list[tuple[str, Any]]:
 
 
 def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any],
-               job: str | None = None) -> Written:
+               job: str | None = None, batch: int | None = None) -> Written:
     """(A task.) The rows in one transaction of ``tid``, prepared (for ``job`` under ``key``:
-    aborted instead, InvalidTxnState, when the job ended meanwhile).
+    aborted instead, InvalidTxnState, when the job ended meanwhile; for micro-batch
+    ``batch``: when an abort of it was recorded since the task began).
 
     The task's writable engine is its own, closed when the task ends: a Python worker is
     reused across tasks but ends with ``os._exit`` or a signal (PySpark's daemon), so an
     engine kept open in it would leave its WAL stream behind for the next open to recover as
     a crashed writer's. (Closing checkpoints: the stream is removed.)"""
     from engine import Engine
+    from engine.txn.decisions import DecisionFiles
 
+    # first thing, before the engine opens or a row is read: an abort of the batch from here
+    # on is one that failed this run of it (a restarted query's run begins after it)
+    seen = DecisionFiles(opts.path).batch_seen(key, batch) if batch is not None else None
     rows = 0
     with Engine.open(opts.path, keyring=opts.keyring) as eng:
         tp: Any = eng.producer(transactional_id=tid, transaction_timeout_ms=opts.timeout_ms,
                                decision_key=key)  # (a TransactionalProducer)
         try:
             tp.begin()
-            for batch in batches:
-                for topic, table in tables_of(batch, opts.topic):
+            for b in batches:
+                for topic, table in tables_of(b, opts.topic):
                     tp.produce_arrow(topic, table)  # (the Arrow buffers go in as they are)
                     rows += table.num_rows
-            prepared = tp.prepare(job)
+            prepared = tp.prepare(job, seen)
         finally:
             tp.close()  # (aborts the transaction unless it was prepared)
     return Written(tuple(prepared), rows)
@@ -237,7 +248,28 @@ def stream_key(opts: SinkOptions) -> str:
     return "spark-stream-" + hashlib.sha256(where.encode()).hexdigest()[:20]
 
 
+BATCH_ID = "streaming.sql.batchId"  # (the local property Spark's MicroBatchExecution sets)
+
+
+def _micro_batch() -> int:
+    """(A streaming task.) The id of the micro-batch it writes, from Spark's local property."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    raw = ctx.getLocalProperty(BATCH_ID) if ctx is not None else None
+    if raw is None or not (raw.isascii() and raw.isdigit()):
+        raise ValueError(f"the rivven streaming sink writes in a micro-batch's task, whose "
+                         f"local property {BATCH_ID} names its batch (got {raw!r}): use a "
+                         "micro-batch trigger, or foreachBatch with the batch sink")
+    return int(raw)
+
+
 class RivvenStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream``: each micro-batch once. A micro-batch's abort is counted under the
+    query's key (its id runs again after a restart, so it cannot be recorded ended as a batch
+    write's job is) before it fences the key's ids, and a task reads that count as it begins
+    and prepares under the key's lock only when no abort of its batch came since."""
+
     def __init__(self, options: dict[str, str], schema: Any) -> None:
         self.opts = SinkOptions(options, schema)
         self.opts.check_topic()
@@ -245,7 +277,8 @@ class RivvenStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> Written:
         partition, _ = _task()
-        return write_rows(self.opts, f"{self.key}-{partition}", self.key, iterator)
+        return write_rows(self.opts, f"{self.key}-{partition}", self.key, iterator,
+                          batch=_micro_batch())
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
         from engine import Engine
@@ -257,17 +290,20 @@ class RivvenStreamWriter(DataSourceStreamArrowWriter):
         from engine import Engine
 
         with Engine.open(self.opts.path, keyring=self.opts.keyring) as eng:
-            eng.txn.abort_prepared(self.key, _prepared(messages))
+            eng.txn.abort_prepared(self.key, _prepared(messages), batch=batchId)
             _fence(eng, self.key)
 
 
 def _fence(eng: Any, key: str) -> None:
-    """(A micro-batch's abort: the query fails with it.) Take up every transactional id of
-    ``key``: whatever a task of the batch has open or prepared is aborted, and a task still
-    running, whose producer is older, can neither write nor prepare any more. (The batch's
-    id is run again by the restarted query, so it cannot be recorded ended as a batch
-    write's job is; a task whose producer is made after this point is the one case left:
-    the query's restart takes its id up and aborts it.)"""
+    """(A micro-batch's abort, counted under ``key`` already: the query fails with it.) Take
+    up every transactional id of ``key``: whatever a task of the batch has open or prepared
+    is aborted, and a task still running, whose producer is older, can neither write nor
+    prepare any more. A task whose producer is made after this point and that began before
+    the abort was counted finds the count grown when it prepares, and aborts instead. (One
+    that began after it — launched before the job failed, not yet killed, its Python not yet
+    started when the abort was done — is taken for the next run of the batch: Spark kills a
+    failed job's tasks before it calls the abort; should one run on, the query's restart
+    takes up its id, or ``rivven txn abort``.)"""
     ours = re.compile(re.escape(key) + r"-[0-9]+")
     for tid in eng.txn.ids():
         if ours.fullmatch(tid):

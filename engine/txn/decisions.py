@@ -24,11 +24,21 @@ that finishes after its job failed (Spark does not wait for the other tasks of a
 can never leave a prepared transaction nobody will decide: either it prepared before the end
 was recorded (and the job's end, which looks afterwards, settles it) or it aborts itself.
 
+A streaming query's micro-batch cannot be recorded ended so: a restarted query runs the
+same batch id again. An abort with ``batch=B`` counts itself under the key (``aborts``,
+durably, before it aborts anything), and a writer of B reads that count when it begins
+(``Decisions.batch_seen``: a ``BatchSeen``) and prepares with it
+(``TransactionalProducer.prepare(batch=...)``) under the key's lock, aborting its
+transaction instead when the count has grown: B was aborted after the writer began. A
+writer of B's run after a restart begins after the abort, sees the count with it, and
+prepares. (No clock, no run id: the order of the count's reads and writes is enough.)
+
 File ``txn/decisions/<encoded key>.json`` (sealed JSON, written atomically):
 ``{"key": K, "committed": N or null, "pending": null or {"sequence": N or null,
-"transactions": [[transactional id, producer id, epoch], ...]}, "ended": [job, ...]}`` (the
-last MAX_ENDED jobs ended; a file written before jobs were recorded has no ``ended``); lock:
-the same name with ``.lock``.
+"transactions": [[transactional id, producer id, epoch], ...]}, "ended": [job, ...], "aborts":
+{"<batch>": count, ...}}`` (the last MAX_ENDED jobs ended, the MAX_ABORTS highest batch ids
+aborted; a file written before jobs or aborts were recorded has no ``ended`` or ``aborts``);
+lock: the same name with ``.lock``.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ FIX = ("restore it from a backup, or end its transactions by hand: rivven txn li
 MAX_KEY_BYTES = 180
 MAX_ENDED = 64  # jobs ended kept per key (a job's late tasks come before many more jobs end)
 MAX_JOB_CHARS = 100
+MAX_ABORTS = 64  # micro-batch ids whose aborts are counted, per key (the highest kept)
 Prepared = tuple[str, int, int]
 
 
@@ -64,6 +75,21 @@ class PreparedTransaction(NamedTuple):
     transactional_id: str
     producer_id: int
     epoch: int
+
+
+class BatchSeen(NamedTuple):
+    """A writer of micro-batch ``batch`` that began when ``aborts`` aborts of it were
+    recorded under its key (``Decisions.batch_seen``; ``prepare(batch=...)`` checks it)."""
+
+    batch: int
+    aborts: int
+
+
+def check_batch(batch: Any) -> int:
+    """A micro-batch id (``abort_prepared``/``batch_seen``'s ``batch``), checked."""
+    if type(batch) is not int or not 0 <= batch <= jsondoc.MAX_INT:
+        raise InvalidArgument(f"a batch id is an integer 0 to {jsondoc.MAX_INT}, not {batch!r}")
+    return batch
 
 
 def check_job(job: Any) -> str:
@@ -102,6 +128,25 @@ class Decision:
         """Whether ``job``'s end (a commit or an abort) is recorded under the key."""
         return check_job(job) in self.doc["ended"]
 
+    def abort_count(self, batch: int) -> int:
+        """How many aborts of micro-batch ``batch`` are recorded under the key."""
+        return self.doc["aborts"].get(str(check_batch(batch)), 0)
+
+    def aborted_since(self, seen: BatchSeen) -> bool:
+        """Whether ``seen.batch`` was aborted after its writer began (``Decisions.batch_seen``)."""
+        return self.abort_count(seen.batch) > seen.aborts
+
+    def _count_abort(self, batch: int | None) -> bool:
+        """Count an abort of ``batch`` (in the document; written by the caller), keeping the
+        MAX_ABORTS highest batch ids; False: no batch."""
+        if batch is None:
+            return False
+        counts = dict(self.doc["aborts"])
+        counts[str(batch)] = min(self.abort_count(batch) + 1, jsondoc.MAX_INT)
+        kept = sorted(counts, key=int)[-MAX_ABORTS:]
+        self.doc["aborts"] = {b: counts[b] for b in kept}
+        return True
+
     def _end(self, job: str | None) -> bool:
         """Record ``job`` ended (in the document; written by the caller); False: no change."""
         if job is None or self.ended(job):
@@ -129,11 +174,16 @@ class Decision:
         self.owner.finish(self.key, self.doc)
         return True
 
-    def abort(self, prepared: Sequence[Any], job: str | None = None) -> None:
-        """Abort ``prepared`` (one already gone is skipped); ``job`` is recorded ended first
-        (durably), so a writer of it that prepares later aborts itself."""
+    def abort(self, prepared: Sequence[Any], job: str | None = None,
+              batch: int | None = None) -> None:
+        """Abort ``prepared`` (one already gone is skipped); ``job`` is recorded ended and an
+        abort of micro-batch ``batch`` counted first (durably), so a writer of either that
+        prepares later aborts itself."""
         txns = check_prepared(prepared)
-        if self._end(job):
+        if batch is not None:
+            check_batch(batch)
+        ended = self._end(job)
+        if self._count_abort(batch) or ended:
             self.owner.write(self.key, self.doc)
             failpoint("decision.after_job_ended")
         for tid, pid, epoch in txns:
@@ -143,14 +193,12 @@ class Decision:
                 pass  # aborted already, or its id taken over (which aborted it)
 
 
-class Decisions:
-    """The decision keys of one data dir."""
+class DecisionFiles:
+    """The decision keys of one data dir, read (no lock, no Engine: a Spark task reads its
+    micro-batch's aborts first thing, before it opens one)."""
 
-    def __init__(self, data_dir: str, coordinator: Coordinator,
-                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+    def __init__(self, data_dir: str) -> None:
         self.dir = os.path.join(data_dir, TXN_DIR, DIR)
-        self.coordinator = coordinator
-        self.lock_wait = lock_wait
 
     def path(self, key: str) -> str:
         return os.path.join(self.dir, urllib.parse.quote(key, safe="") + ".json")
@@ -162,6 +210,80 @@ class Decisions:
             raise InvalidArgument(f"a decision key is a printable string of at most "
                                   f"{plural(MAX_KEY_BYTES, 'byte')} once encoded, not {key!r}")
         return key
+
+    def read(self, key: str) -> DecisionState:
+        path = self.path(key)
+        raw = jsondoc.read(path, WHAT, limit=64 << 20, fix=FIX)
+        if raw is None:
+            return {"key": key, "committed": None, "pending": None, "ended": [], "aborts": {}}
+        doc = jsondoc.unseal(raw, path, WHAT, FIX)
+        doc.setdefault("ended", [])  # (a file written before jobs were recorded)
+        doc.setdefault("aborts", {})  # (... or before aborts of micro-batches were)
+        self._check(doc, key, path)
+        return cast(DecisionState, doc)  # (its shape checked just now)
+
+    def batch_seen(self, key: str, batch: int) -> BatchSeen:
+        """(A writer of micro-batch ``batch`` as it begins, before it reads its input.) The
+        aborts of it recorded under ``key`` so far, for ``prepare(batch=...)``. Read without
+        the lock: the file is replaced whole, and an abort after this read is one the
+        prepare sees."""
+        check_batch(batch)
+        return BatchSeen(batch, self.read(self.check_key(key))["aborts"].get(str(batch), 0))
+
+    @staticmethod
+    def _check(doc: Any, key: str, path: str) -> None:
+        def bad(reason: str) -> DamagedMetadata:
+            return jsondoc.damaged(path, WHAT, reason, FIX)
+
+        if set(doc) != {"key", "committed", "pending", "ended", "aborts"} or doc["key"] != key:
+            raise bad(f"keys {sorted(doc)} / key {jsondoc.shown(doc.get('key'))}, expected "
+                      f"key, committed, pending, ended, aborts of {key!r}")
+        a = doc["aborts"]
+        if type(a) is not dict or len(a) > MAX_ABORTS:
+            raise bad(f"aborts is not a map of at most {MAX_ABORTS} batch ids")
+        for b, n in a.items():
+            if not (len(b) <= 19 and b.isascii() and b.isdigit() and str(int(b)) == b
+                    and int(b) <= jsondoc.MAX_INT):
+                raise bad(f"aborts: batch id {jsondoc.shown(b)} is not a decimal integer "
+                          f"0 to {jsondoc.MAX_INT}")
+            if type(n) is not int or not 1 <= n <= jsondoc.MAX_INT:
+                raise bad(f"aborts: batch {b}'s count is {jsondoc.shown(n)}")
+        e = doc["ended"]
+        if type(e) is not list or len(e) > MAX_ENDED:
+            raise bad(f"ended is not a list of at most {MAX_ENDED} jobs")
+        for job in e:
+            try:
+                check_job(job)
+            except InvalidArgument as err:
+                raise bad(f"ended: {err}") from None
+        c = doc["committed"]
+        if c is not None and (type(c) is not int or not 0 <= c <= jsondoc.MAX_INT):
+            raise bad(f"committed is {jsondoc.shown(c)}")
+        p = doc["pending"]
+        if p is None:
+            return
+        if type(p) is not dict or set(p) != {"sequence", "transactions"}:
+            raise bad(f"pending is {jsondoc.shown(p)}")
+        s = p["sequence"]
+        if s is not None and (type(s) is not int or not 0 <= s <= jsondoc.MAX_INT):
+            raise bad(f"pending sequence is {jsondoc.shown(s)}")
+        t = p["transactions"]
+        if type(t) is not list or len(t) > 1_000_000:
+            raise bad("pending transactions is not a list")
+        try:
+            check_prepared(t)
+        except InvalidArgument as e:
+            raise bad(str(e)) from None
+
+
+class Decisions(DecisionFiles):
+    """The decision keys of one data dir, read and written."""
+
+    def __init__(self, data_dir: str, coordinator: Coordinator,
+                 lock_wait: LockWait = DEFAULT_WAIT) -> None:
+        super().__init__(data_dir)
+        self.coordinator = coordinator
+        self.lock_wait = lock_wait
 
     @contextlib.contextmanager
     def holding(self, key: str, wait: bool = True) -> Iterator[Decision | None]:
@@ -185,16 +307,6 @@ class Decisions:
             yield Decision(self, key, doc)
         finally:
             os.close(fd)
-
-    def read(self, key: str) -> DecisionState:
-        path = self.path(key)
-        raw = jsondoc.read(path, WHAT, limit=64 << 20, fix=FIX)
-        if raw is None:
-            return {"key": key, "committed": None, "pending": None, "ended": []}
-        doc = jsondoc.unseal(raw, path, WHAT, FIX)
-        doc.setdefault("ended", [])  # (a file written before jobs were recorded)
-        self._check(doc, key, path)
-        return cast(DecisionState, doc)  # (its shape checked just now)
 
     def write(self, key: str, doc: DecisionState) -> None:
         durable.write_atomic(self.path(key), jsondoc.seal(doc))
@@ -238,38 +350,3 @@ class Decisions:
             except (RivvenError, OSError) as e:
                 rows.append({"key": key, "action": "failed", "error": str(e)})
         return rows
-
-    @staticmethod
-    def _check(doc: Any, key: str, path: str) -> None:
-        def bad(reason: str) -> DamagedMetadata:
-            return jsondoc.damaged(path, WHAT, reason, FIX)
-
-        if set(doc) != {"key", "committed", "pending", "ended"} or doc["key"] != key:
-            raise bad(f"keys {sorted(doc)} / key {jsondoc.shown(doc.get('key'))}, expected "
-                      f"key, committed, pending, ended of {key!r}")
-        e = doc["ended"]
-        if type(e) is not list or len(e) > MAX_ENDED:
-            raise bad(f"ended is not a list of at most {MAX_ENDED} jobs")
-        for job in e:
-            try:
-                check_job(job)
-            except InvalidArgument as err:
-                raise bad(f"ended: {err}") from None
-        c = doc["committed"]
-        if c is not None and (type(c) is not int or not 0 <= c <= jsondoc.MAX_INT):
-            raise bad(f"committed is {jsondoc.shown(c)}")
-        p = doc["pending"]
-        if p is None:
-            return
-        if type(p) is not dict or set(p) != {"sequence", "transactions"}:
-            raise bad(f"pending is {jsondoc.shown(p)}")
-        s = p["sequence"]
-        if s is not None and (type(s) is not int or not 0 <= s <= jsondoc.MAX_INT):
-            raise bad(f"pending sequence is {jsondoc.shown(s)}")
-        t = p["transactions"]
-        if type(t) is not list or len(t) > 1_000_000:
-            raise bad("pending transactions is not a list")
-        try:
-            check_prepared(t)
-        except InvalidArgument as e:
-            raise bad(str(e)) from None

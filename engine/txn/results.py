@@ -63,6 +63,8 @@ class DecisionState(TypedDict):
     committed: int | None  # the last sequence committed under the key
     pending: PendingDecision | None  # a decision a crash left unfinished
     ended: list[str]  # jobs whose end is recorded (their writers can no longer prepare)
+    aborts: dict[str, int]  # {micro-batch id: aborts recorded} (a writer that began before one
+    #                         of them can no longer prepare)
 
 
 class DecisionRecovered(TypedDict):

@@ -16,7 +16,7 @@ from ..errors import InvalidArgument, ProducerFenced
 from ..storage.finder import LogFinder
 from . import hanging
 from .coordinator import Coordinator
-from .decisions import Decisions, check_prepared
+from .decisions import BatchSeen, Decisions, check_prepared
 from .results import (
     AbortedTransaction,
     AfterCrash,
@@ -128,19 +128,28 @@ class Transactions:
         finally:
             self.after_write()
 
-    def abort_prepared(self, key: str, prepared: Sequence[Any], job: str | None = None
-                       ) -> None:
+    def abort_prepared(self, key: str, prepared: Sequence[Any], job: str | None = None,
+                       batch: int | None = None) -> None:
         """Abort prepared transactions (a failed batch of writers), under the key's lock;
         ``job`` is recorded ended first, so a writer of it that prepares afterwards (a task
-        that finishes after its job failed) aborts its transaction instead."""
+        that finishes after its job failed) aborts its transaction instead. ``batch`` (a
+        micro-batch id, run again after a restart): this abort of it is counted first, so a
+        writer of it that began before (``batch_seen``) and prepares afterwards aborts its
+        transaction instead."""
         self.writable()
         with self.decisions.holding(key) as d:
-            d.abort(prepared, job)  # type: ignore[union-attr]
+            d.abort(prepared, job, batch)  # type: ignore[union-attr]
+
+    def batch_seen(self, key: str, batch: int) -> BatchSeen:
+        """(A writer of micro-batch ``batch`` under ``key``, as it begins.) The aborts of it
+        recorded so far: ``prepare(batch=...)`` aborts instead when there are more by then."""
+        return self.decisions.batch_seen(key, batch)
 
     def decision(self, key: str) -> DecisionState:
         """A decision key's state: ``key, committed`` (the last sequence committed, or None),
-        ``pending`` (None, or the decision a crash left unfinished) and ``ended`` (the jobs
-        whose end is recorded, the last 64)."""
+        ``pending`` (None, or the decision a crash left unfinished), ``ended`` (the jobs
+        whose end is recorded, the last 64) and ``aborts`` (``{batch id: aborts recorded}``,
+        the 64 highest batch ids aborted)."""
         return self.decisions.read(self.decisions.check_key(key))
 
     # ---------------------------------------------------------------- partitions

@@ -24,7 +24,7 @@ def test_a_coordinator_killed_mid_commit_leaves_a_decision_the_next_open_finishe
             {"key": "sink-q2", "action": "committed", "error": None}]
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
         assert eng.txn.decision("sink-q2") == {"key": "sink-q2", "committed": 0, "pending": None,
-                                             "ended": []}
+                                             "ended": [], "aborts": {}}
 
 
 def test_a_producer_of_the_key_finishes_the_pending_decision_before_taking_up_its_id(topics):

@@ -3,6 +3,7 @@ sink's all-or-nothing write, the stream source's options (startingOffsets, maxOf
 topic patterns, partitions added mid-run, data loss), and a streaming copy that runs again
 from its checkpoint without writing anything twice."""
 
+import contextlib
 import json
 import os
 import sys
@@ -135,6 +136,23 @@ def test_a_task_that_prepares_after_its_failed_job_was_aborted_aborts_itself(dat
         assert eng.txn.list_transactions() == [] and values(eng, "out") == [b"a", b"b"]
 
 
+@contextlib.contextmanager
+def spark_task(batch, partition=0):
+    """What a streaming task's TaskContext holds, for the writer's own calls (no Spark here):
+    its partition and the micro-batch id Spark's MicroBatchExecution sets as a local
+    property (seen in a real task by the streaming tests below: the sink needs it)."""
+    from pyspark import TaskContext
+
+    props = {} if batch is None else {"streaming.sql.batchId": str(batch)}
+    TaskContext._setTaskContext(None)  # (TaskContext() is a singleton once set)
+    TaskContext._setTaskContext(TaskContext(partitionId=partition, attemptNumber=0,
+                                            localProperties=props))
+    try:
+        yield
+    finally:
+        TaskContext._setTaskContext(None)
+
+
 def test_a_failed_micro_batch_fences_the_tasks_still_writing(data_dir, tmp_path):
     """A streaming micro-batch's abort (its query fails) while a task still writes: the task
     can no longer prepare (it would stay prepared until the query ran again)."""
@@ -150,21 +168,75 @@ def test_a_failed_micro_batch_fences_the_tasks_still_writing(data_dir, tmp_path)
     rows = pa.record_batch([pa.array(["a", "b"])], names=["value"])
     stream = RivvenStreamWriter({"path": data_dir, "topic": "out",
                                  "checkpointLocation": str(tmp_path / "ckpt")}, schema)
-    stream.commit([stream.write(iter([rows]))], 0)
+    with spark_task(0):
+        stream.commit([stream.write(iter([rows]))], 0)
 
     def rows_then_abort():
         yield rows
         stream.abort([None, None], 1)  # another task failed: the driver aborts batch 1
         yield rows
 
-    with pytest.raises(ProducerFenced):
+    with spark_task(1), pytest.raises(ProducerFenced):
         stream.write(rows_then_abort())
     with Engine.open(data_dir) as eng:
         assert eng.txn.list_transactions() == []  # (was: Ongoing, prepared, for good)
         assert values(eng, "out") == [b"a", b"b"]
-    stream.commit([stream.write(iter([rows]))], 1)  # batch 1 run again (the query restarted)
+    with spark_task(1):  # batch 1 run again (the query restarted)
+        stream.commit([stream.write(iter([rows]))], 1)
     with Engine.open(data_dir) as eng:
         assert values(eng, "out") == [b"a", b"a", b"b", b"b"]
+
+
+def test_a_task_of_a_failed_micro_batch_whose_producer_comes_after_the_abort_aborts_itself(
+        data_dir, tmp_path, monkeypatch):
+    """The case the fence alone left (played in order, no Spark): a task of micro-batch 1
+    began; the driver aborted the batch (another task failed) and fenced the key's ids; then
+    the task made its producer — taking its id up again — and prepared. Prepared
+    transactions never time out: `out`'s read_committed readers waited until the query ran
+    again or someone ran `rivven txn abort`. A run of batch 1 after the restart writes it."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from engine.errors import InvalidTxnState
+    from engine.spark.sink import RivvenStreamWriter
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("out", 1)
+    schema = StructType([StructField("value", StringType())])
+    rows = pa.record_batch([pa.array(["a", "b"])], names=["value"])
+    stream = RivvenStreamWriter({"path": data_dir, "topic": "out",
+                                 "checkpointLocation": str(tmp_path / "ckpt")}, schema)
+    with spark_task(0):
+        stream.commit([stream.write(iter([rows]))], 0)
+    for props in (None, "x"):  # (not in a micro-batch's task: the sink says what it needs)
+        with spark_task(props), pytest.raises(ValueError, match="local property "
+                                              "streaming.sql.batchId names its batch"):
+            stream.write(iter([rows]))
+
+    make_producer = Engine.producer
+    aborted = []
+
+    def abort_first(self, *args, **kwargs):  # the task's producer: made after the abort
+        if not aborted:
+            aborted.append(1)
+            stream.abort([None, None], 1)  # (its own fence's producers pass through)
+        return make_producer(self, *args, **kwargs)
+
+    monkeypatch.setattr(Engine, "producer", abort_first)
+    with spark_task(1), pytest.raises(InvalidTxnState, match="micro-batch 1 of decision key "
+                                      ".* was aborted after transactional id"):
+        stream.write(iter([rows]))
+    monkeypatch.undo()
+    assert aborted
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.list_transactions() == []  # (was: Ongoing, prepared, for good)
+        assert "Ongoing" not in {t["state"] for t in eng.txn.list_transactions(all=True)}
+        assert values(eng, "out") == [b"a", b"b"]
+    with spark_task(1):  # the query restarted: batch 1 runs again, after the abort
+        stream.commit([stream.write(iter([rows]))], 1)
+    with Engine.open(data_dir) as eng:
+        assert values(eng, "out") == [b"a", b"a", b"b", b"b"]
+        assert eng.txn.list_transactions() == []
 
 
 def test_sink_options_are_checked_with_the_fix(spark, data_dir):
@@ -218,6 +290,39 @@ def test_a_streaming_copy_runs_again_from_its_checkpoint_without_duplicates(spar
             for vs in per_key.values():
                 assert vs == sorted(vs, key=lambda v: (v[:1], int(v[1:])))
         assert eng.txn.list_transactions() == []
+
+
+def test_a_failed_micro_batch_is_counted_leaves_nothing_open_and_its_rerun_writes_once(
+        spark, data_dir, tmp_path):
+    """A real query whose micro-batch fails in one task: Spark's abort is counted under the
+    query's key (the tasks saw their batch id: Spark's local property), nothing of the batch
+    stays open or prepared (a late task aborts itself), and the restarted query's run of the
+    same batch id writes it once."""
+    import time
+
+    ckpt = str(tmp_path / "ckpt")
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("in", 2)
+        eng.create_topic("out", 1)
+        for p in (0, 1):
+            eng.produce_batch("in", [b"p%d-%d" % (p, i) for i in range(200)], partition=p)
+    spark.udf.register("explode_on", lambda v: 1 // (v != b"p1-150") and v, "binary")
+    with pytest.raises(Exception, match="ZeroDivisionError"):  # (the query fails)
+        run_stream(spark, data_dir, ckpt, transform=["key", "explode_on(value) as value"])
+    with Engine.open(data_dir) as eng:
+        [key] = [n[:-len(".json")] for n in os.listdir(os.path.join(data_dir, "txn", "decisions"))
+                 if n.endswith(".json")]
+        assert eng.txn.decision(key)["aborts"] == {"0": 1}
+        deadline = time.monotonic() + 60  # (a task Spark was killing may still be finishing)
+        while eng.txn.list_transactions() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert eng.txn.list_transactions() == []  # nothing left prepared for good
+        assert values(eng, "out") == []
+    run_stream(spark, data_dir, ckpt)  # batch 0 again (its commit was never recorded)
+    with Engine.open(data_dir) as eng:
+        assert values(eng, "out") == sorted(b"p%d-%d" % (p, i) for p in (0, 1)
+                                            for i in range(200))
+        assert eng.txn.decision(key)["committed"] == 0 and eng.txn.list_transactions() == []
 
 
 def test_max_offsets_per_trigger_and_starting_offsets(spark, data_dir, tmp_path):

@@ -109,7 +109,8 @@ def test_transactions_alone(parts):
     assert txn.ids() == ["tx"]
     assert {r["partition"] for r in txn.producers("t")} == {0}
     assert txn.find_hanging("t") == []
-    assert txn.decision("k") == {"key": "k", "committed": None, "pending": None, "ended": []}
+    assert txn.decision("k") == {"key": "k", "committed": None, "pending": None, "ended": [],
+                                 "aborts": {}}
     with pytest.raises(ReadOnlyError):
         txn.abort("tx")
 

@@ -126,7 +126,7 @@ def test_prepared_transactions_of_many_writers_commit_as_one_and_a_replay_is_a_n
     with Engine.open(topics) as eng:
         assert committed(eng, 0) == [b"a0", b"a1", b"a2"] * 3 and committed(eng, 1) == [b"b"] * 3
         assert eng.txn.decision("sink-q1") == {"key": "sink-q1", "committed": 7, "pending": None,
-                                             "ended": []}
+                                             "ended": [], "aborts": {}}
     again = writers(topics, 3, "b7-again")  # the same batch written once more (a replay)
     r = coordinate(topics, "sink-q1", again, 7)
     assert r.returncode == 0 and r.stdout == b"False\n", r.stderr
@@ -218,7 +218,7 @@ def test_the_jobs_ended_under_a_key_are_bounded_and_a_file_without_them_is_read(
     open(path, "wb").write(jsondoc.seal({"key": "sink-c", "committed": 4, "pending": None}))
     with Engine.open(topics) as eng:
         assert eng.txn.decision("sink-c") == {"key": "sink-c", "committed": 4, "pending": None,
-                                             "ended": []}
+                                             "ended": [], "aborts": {}}
         eng.txn.abort_prepared("sink-c", [], job="j")
         assert eng.txn.decision("sink-c")["ended"] == ["j"]
     open(path, "wb").write(jsondoc.seal({"key": "sink-c", "committed": 4, "pending": None,
@@ -226,3 +226,90 @@ def test_the_jobs_ended_under_a_key_are_bounded_and_a_file_without_them_is_read(
     with Engine.open(topics) as eng:
         with pytest.raises(DamagedMetadata, match="ended: a job is a printable string"):
             eng.txn.decision("sink-c")
+
+
+def test_a_writer_of_a_micro_batch_aborted_after_it_began_aborts_itself(topics):
+    """A streaming query's batch id runs again after a restart, so it cannot be recorded
+    ended: its aborts are counted, and a writer that began before one aborts itself."""
+    with Engine.open(topics) as eng:
+        seen = eng.txn.batch_seen("sink-s", 5)  # a task of batch 5 begins
+        assert seen == (5, 0)
+        eng.txn.abort_prepared("sink-s", [], batch=5)  # the batch fails, its ids fenced
+        assert eng.txn.decision("sink-s")["aborts"] == {"5": 1}
+        late = write_for(eng, "s-0", "sink-s", b"late")  # its producer made after the abort
+        with pytest.raises(InvalidTxnState, match="micro-batch 5 of decision key 'sink-s' was "
+                           "aborted after transactional id 's-0' began writing it: its "
+                           "transaction is aborted"):
+            late.prepare(batch=seen)  # (before: prepared, never timed out, decided by nobody)
+        late.close()
+        assert eng.txn.list_transactions() == []
+        assert eng.txn.describe("s-0")["state"] == "CompleteAbort"
+        # the run after the restart began after the abort: it prepares and commits
+        rerun = eng.txn.batch_seen("sink-s", 5)
+        assert rerun == (5, 1)
+        other = eng.txn.batch_seen("sink-s", 6)  # (another batch's count is its own)
+        again = write_for(eng, "s-0", "sink-s", b"rerun").prepare(batch=rerun)
+        assert eng.txn.commit_prepared("sink-s", [again], 5) is True
+        assert committed(eng, 0) == [b"rerun"] and eng.txn.list_transactions() == []
+        # a second failure of the same batch is counted again; other batches unaffected
+        eng.txn.abort_prepared("sink-s", [], batch=5)
+        assert eng.txn.decision("sink-s")["aborts"] == {"5": 2}
+        with pytest.raises(InvalidTxnState, match="micro-batch 5"):
+            write_for(eng, "s-1", "sink-s", b"x").prepare(batch=rerun)
+        six = write_for(eng, "s-1", "sink-s", b"six").prepare(batch=other)
+        assert eng.txn.commit_prepared("sink-s", [six], 6) is True
+        assert committed(eng, 0) == [b"rerun", b"six"] and eng.txn.list_transactions() == []
+        # a job and a batch checked together; a batch needs a producer of a decision key
+        with pytest.raises(InvalidArgument, match="takes what eng.txn.batch_seen"):
+            write_for(eng, "s-2", "sink-s", b"y").prepare(batch=(5, 2))
+        plain = eng.producer(transactional_id="s-3")
+        plain.begin()
+        with pytest.raises(InvalidArgument, match=r"prepare\(batch=...\) needs a producer made "
+                           "with decision_key"):
+            plain.prepare(batch=rerun)
+        plain.abort()
+        for bad in (-1, "5", True, 1 << 63):
+            with pytest.raises(InvalidArgument, match="a batch id is an integer"):
+                eng.txn.batch_seen("sink-s", bad)
+            with pytest.raises(InvalidArgument, match="a batch id is an integer"):
+                eng.txn.abort_prepared("sink-s", [], batch=bad)
+
+
+def test_the_aborts_counted_under_a_key_are_bounded_checked_and_optional(topics):
+    from engine.fs import jsondoc
+    from engine.txn.decisions import MAX_ABORTS
+
+    with Engine.open(topics) as eng:
+        for i in reversed(range(MAX_ABORTS + 3)):  # (in any order: the highest ids are kept)
+            eng.txn.abort_prepared("sink-a", [], batch=i)
+        eng.txn.abort_prepared("sink-a", [], batch=MAX_ABORTS + 2)
+        aborts = eng.txn.decision("sink-a")["aborts"]
+        assert sorted(map(int, aborts)) == list(range(3, MAX_ABORTS + 3))
+        assert aborts[str(MAX_ABORTS + 2)] == 2 and aborts["3"] == 1
+        assert eng.txn.batch_seen("sink-a", 0) == (0, 0)  # (dropped: as never aborted)
+        path = eng._decisions.path("sink-c")
+        eng.txn.commit_prepared("sink-c", [], 4)
+    # a file an earlier release wrote (no "aborts", with or without "ended")
+    for old in ({"key": "sink-c", "committed": 4, "pending": None},
+                {"key": "sink-c", "committed": 4, "pending": None, "ended": ["j"]}):
+        open(path, "wb").write(jsondoc.seal(old))
+        with Engine.open(topics) as eng:
+            assert eng.txn.decision("sink-c") == {"ended": [], **old, "aborts": {}}
+            assert eng.txn.batch_seen("sink-c", 4) == (4, 0)
+    with Engine.open(topics) as eng:
+        eng.txn.abort_prepared("sink-c", [], batch=7)
+        assert eng.txn.decision("sink-c")["aborts"] == {"7": 1}
+    base = {"key": "sink-c", "committed": 4, "pending": None, "ended": []}
+    for aborts, why in [([7], "aborts is not a map"),
+                        ({str(i): 1 for i in range(MAX_ABORTS + 1)}, "aborts is not a map"),
+                        ({"07": 1}, "batch id '07' is not a decimal integer"),
+                        ({"-1": 1}, "batch id '-1'"), ({"x": 1}, "batch id 'x'"),
+                        ({"9" * 30: 1}, "batch id '9999"), ({str(1 << 63): 1}, "batch id"),
+                        ({"7": 0}, "batch 7's count is 0"), ({"7": True}, "count is True"),
+                        ({"7": 1.5}, "count is 1.5"), ({"7": 1 << 63}, "count is")]:
+        open(path, "wb").write(jsondoc.seal(dict(base, aborts=aborts)))
+        with Engine.open(topics) as eng:
+            with pytest.raises(DamagedMetadata, match=why):
+                eng.txn.decision("sink-c")
+            with pytest.raises(DamagedMetadata, match=why):  # a writer as it begins too
+                eng.txn.batch_seen("sink-c", 7)
