@@ -146,6 +146,8 @@ def consume(
     if stop is not None and follow:
         raise typer.BadParameter("a range START:END stops at END; --follow reads on: use one",
                                  param_hint="--offset")
+    from engine.errors import RivvenError
+
     from . import interrupts
     from .record_writer import RecordWriter
 
@@ -159,9 +161,14 @@ def consume(
         try:
             with interrupts.guarded() as guard:
                 out = RecordWriter(guard)
-                for b in eng.stream(names, partition, start, num, follow, on_idle=out.flush,
-                                    idle_timeout_ms=idle_ms, end=stop, isolation_level=level):
-                    out.add(b, emit(b))
+                try:
+                    for b in eng.stream(names, partition, start, num, follow,
+                                        on_idle=out.flush, idle_timeout_ms=idle_ms, end=stop,
+                                        isolation_level=level):
+                        out.add(b, emit(b))
+                except RivvenError:
+                    out.flush()  # (what was read before a damaged batch, then its error)
+                    raise
                 out.flush()
         except interrupts.Stopped as e:
             _stopped(e)

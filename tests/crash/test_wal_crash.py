@@ -437,13 +437,18 @@ def test_segment_recover_before_replay(data_dir, tmp_path):
         b = f.read(1)
         f.seek(starts[2] + 90)
         f.write(bytes([b[0] ^ 0xFF]))
-    r = run_rivven(data_dir, "produce", "t", input=b"x\n")
-    assert r.returncode == 3 and b"CRC mismatch" in r.stderr  # reported, not cut
+    r = run_rivven(data_dir, "produce", "t", input=b"x\n")  # (damage stays local: issue 29)
+    assert r.returncode == 0 and b"CRC mismatch" not in r.stderr, r.stderr
+    with Engine.open(data_dir, read_only=True) as eng:  # not cut: reported by verify
+        end = eng.end_offsets("t")[0]
+    assert run_rivven(data_dir, "segment", "verify").returncode == 3
     r = run_rivven(data_dir, "segment", "recover", "--truncate-corrupt", "--yes", "--json")
     assert r.returncode == 0, r.stderr
     assert run_rivven(data_dir, "segment", "verify").returncode == 0
-    with Engine.open(data_dir) as eng:
-        assert eng.end_offsets("t") == {0: 20}
+    with Engine.open(data_dir) as eng:  # only the damaged batch's offsets are gone
+        assert eng.end_offsets("t") == {0: end} and end == 50 + 60 + 1
+        got = [r.offset for r in eng.read("t", 0, 0, 1000)]
+    assert got == [*range(20), *range(30, end)]
 
 
 def test_cut_tails_are_reported(data_dir, tmp_path):
