@@ -5,6 +5,7 @@ how often the call was sent. Failures are injected into the WAL's fdatasync of t
 
 import errno
 import os
+import threading
 
 import pytest
 
@@ -48,9 +49,19 @@ def failing_wal_syncs(monkeypatch):
 
 @pytest.fixture
 def sleeps(monkeypatch):
-    """The backoffs the producer slept, in seconds (not slept for real)."""
+    """The backoffs the producer slept, in seconds (not slept for real). Only this thread's:
+    ``time.sleep`` is the module's, and a thread an earlier test left in this process (a
+    pytest-xdist worker runs many files) would otherwise fill the list, not sleeping."""
     slept = []
-    monkeypatch.setattr(idempotent.time, "sleep", slept.append)
+    real, me = idempotent.time.sleep, threading.get_ident()
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == me:
+            slept.append(seconds)
+        else:
+            real(seconds)
+
+    monkeypatch.setattr(idempotent.time, "sleep", sleep)
     return slept
 
 
