@@ -255,6 +255,12 @@ def seek(
     if (to is None) == (to_file is None):
         raise typer.BadParameter("give --to start|end|OFFSET|@TIME or --to-file FILE")
     names = [t.strip() for spec in topics or [] for t in spec.split(",") if t.strip()]
+    for name in names:
+        if ":" in name:  # (no topic name has one: Kafka's TOPIC:P habit)
+            raise typer.BadParameter(
+                f"{name!r}: --topics takes topic names (as rpk's group seek, whole topics); "
+                f"for some partitions: rivven group reset-offsets {group} --topic "
+                f"{name} --to-offset N --execute", param_hint="--topics")
     targets: dict[str, list[int] | None] | None = dict.fromkeys(names) if names else None
     if to_file is not None:
         _reset(group, targets, "from-file", to_file, not dry_run, force, json, False,

@@ -287,3 +287,16 @@ def test_seek_is_rpks_spelling_of_reset_offsets_execute(rivven, data_dir, tmp_pa
     ok(rivven("group", "seek", "g", "--to", "+2", "--topics", "t"))
     assert committed(data_dir, "g") == {("t", 0): 2, ("t", 1): 2, ("u", 0): 2}
     usage(rivven("group", "seek", "g", "--to", "sometime"))
+
+
+def test_seek_of_a_topic_partition_names_reset_offsets(cli, data_dir):
+    """``--topics t:0`` (Kafka's TOPIC:P habit) is no topic name: a usage error naming the
+    command that moves some partitions, not "no committed offsets for 't:0'"."""
+    fill(data_dir, 2)
+    with Engine.open(data_dir) as eng, eng.consumer("g", "t", enable_auto_commit=False) as c:
+        c.commit({("t", 0): 5, ("t", 1): 6})
+    r = cli("group", "seek", "g", "--to", "start", "--topics", "t:0")
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert "--topics takes topic names" in err and "group reset-offsets g --topic t:0" in err
+    assert committed(data_dir, "g") == {("t", 0): 5, ("t", 1): 6}
