@@ -165,13 +165,7 @@ def write_group(group: list[dict[str, Any]], keep: Callable[[Any], Any], out_dir
     finally:
         out.close()
     if entries:
-        ix = txn_index.TxnIndex(filenames.path(work, base, filenames.TXNINDEX), base)
-        try:
-            for e in entries:
-                ix.append(e)
-            ix.sync()
-        finally:
-            ix.close()
+        txn_index.write_entries(work, base, entries)
     publish(work, out_dir, base)
     stats["bytes_out"] = pos
     return stats

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..errors import DamagedMetadata, os_error, plural
@@ -156,6 +157,18 @@ class TxnIndex:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def write_entries(directory: str, base_offset: int, entries: Iterable[AbortedTxn]) -> None:
+    """Append ``entries`` to the ``.txnindex`` of the segment at ``base_offset`` in
+    ``directory`` (made when missing), fsynced."""
+    ix = TxnIndex(filenames.path(directory, base_offset, filenames.TXNINDEX), base_offset)
+    try:
+        for e in entries:
+            ix.append(e)
+        ix.sync()
+    finally:
+        ix.close()
 
 
 def overlapping(entries: list[AbortedTxn], start: int, end: int) -> dict[int, list[tuple[int, int]]]:

@@ -559,13 +559,7 @@ class PartitionLog:
             if start <= a.last_offset < end:
                 by_segment.setdefault(bases[bisect_right(bases, a.last_offset) - 1], []).append(a)
         for base, found in by_segment.items():
-            ix = txn_index.TxnIndex(filenames.path(self.dir, base, filenames.TXNINDEX), base)
-            try:
-                for a in found:
-                    ix.append(a)
-                ix.sync()
-            finally:
-                ix.close()
+            txn_index.write_entries(self.dir, base, found)
 
     def aborted_txns(self, start: int) -> Iterator[AbortedTxn]:
         """The ``.txnindex`` entries of the segments from the one holding ``start`` on, in

@@ -371,13 +371,7 @@ def _write_without(pdir: str, base: int, cuts: Sequence[CutOut], work: str) -> N
     # still left out of read_committed reads (verify knows the marker is in a recorded gap)
     entries, _ = txn_index.read_entries(filenames.path(pdir, base, filenames.TXNINDEX), base)
     if entries:
-        ix = txn_index.TxnIndex(filenames.path(work, base, filenames.TXNINDEX), base)
-        try:
-            for e in entries:
-                ix.append(e)
-            ix.sync()
-        finally:
-            ix.close()
+        txn_index.write_entries(work, base, entries)
 
 
 def reindex(path: str, wait: LockWait = DEFAULT_WAIT) -> Reindexed:
