@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
@@ -286,12 +284,9 @@ def _read_chunks(c: Any, out: Any, num: int | None, follow: bool, emit: Callable
 
 def _stopped(e: Any, said: str | None = None) -> NoReturn:
     """Exit as a stopped consume does: 128 + the signal (141 a closed pipe), saying ``said``."""
-    if e.signum == signal.SIGPIPE:  # (nothing more can reach stdout; do not try at exit)
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+    from . import interrupts
+
+    interrupts.quiet_closed_pipe(e)
     if said:
         info(f"stopped by {e}: {said}")
     raise typer.Exit(e.exit_code)

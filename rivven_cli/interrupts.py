@@ -11,7 +11,9 @@ broken pipe.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -93,3 +95,15 @@ def stop_event() -> threading.Event:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, handler)
     return event
+
+
+def quiet_closed_pipe(stopped: Stopped) -> None:
+    """After a stop by a closed pipe, point stdout at /dev/null: nothing more can reach the
+    reader, and the interpreter's flush at exit would fail again."""
+    if stopped.signum != signal.SIGPIPE:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

@@ -346,16 +346,11 @@ def _chunks(fd: int, terminator: bytes, most: int) -> Any:
 def _report_stop(sender: Any, topic: str, el: float, json: bool) -> None:
     """How many records were stored before a signal or a broken pipe stopped the command
     (always, even with -q: the command did not finish), then its exit status."""
-    import signal
+    from . import interrupts
 
     e, count, nbytes = sender.stopped, sender.count, sender.nbytes
     kept, more = sender.stop_report()
-    if e.signum == signal.SIGPIPE:  # (nothing more can reach stdout; do not try at exit)
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+    interrupts.quiet_closed_pipe(e)
     if json:
         info(jsonlib.dumps({"topic": topic, "records": count, "bytes": nbytes,
                             "seconds": round(el, 3), "stopped": e.name,
