@@ -149,19 +149,25 @@ def next_intact(fd: int, position: int, end: int, base: int, expect: int | None
     return None
 
 
+def header_at(fd: int, position: int) -> BatchHeader | None:
+    """The parsed header of the batch at ``position`` of ``fd``; None when it is cut short
+    or does not parse."""
+    raw = os.pread(fd, HEADER_SIZE, position)
+    if len(raw) < HEADER_SIZE:
+        return None
+    try:
+        return read_header(raw, 0)
+    except CorruptRecordError:
+        return None
+
+
 def _intact_at(fd: int, at: int, end: int, base: int, expect: int | None) -> BatchHeader | None:
     """The header of the batch at ``at`` when it is whole before ``end``, CRC-valid and its
     offsets fit (see ``next_intact``); else None."""
     if at + HEADER_SIZE > end:
         return None
-    raw = os.pread(fd, HEADER_SIZE, at)
-    if len(raw) < HEADER_SIZE:
-        return None
-    try:
-        h = read_header(raw, 0)
-    except CorruptRecordError:
-        return None
-    if at + h.size > end or h.base_offset < max(base, expect or 0) or \
+    h = header_at(fd, at)
+    if h is None or at + h.size > end or h.base_offset < max(base, expect or 0) or \
             h.next_offset - base > MAX_RELATIVE_OFFSET:
         return None
     return h if crc_intact(os.pread(fd, h.size, at)) else None
@@ -468,15 +474,8 @@ class Segment:
         if len(idx):
             if keys[0] <= 0 or vals[0] <= 0:
                 return False
-            pos = vals[-1]
-            raw = os.pread(self.fd, HEADER_SIZE, pos)
-            if len(raw) < HEADER_SIZE:
-                return False
-            try:
-                h = read_header(raw, 0)
-            except CorruptRecordError:
-                return False
-            if h.base_offset != self.base + keys[-1]:
+            h = header_at(self.fd, vals[-1])
+            if h is None or h.base_offset != self.base + keys[-1]:
                 return False
         t = self.timeindex
         tk, tv = t.keys, t.values
@@ -761,12 +760,8 @@ class Segment:
         pos = self.index.values[i]
         ok = 0 < pos < self.size  # (never pread a negative position: EINVAL)
         if ok:
-            head = os.pread(self.fd, HEADER_SIZE, pos)
-            try:
-                ok = len(head) == HEADER_SIZE and \
-                    read_header(head, 0).base_offset == self.base + self.index.keys[i]
-            except CorruptRecordError:
-                ok = False
+            h = header_at(self.fd, pos)
+            ok = h is not None and h.base_offset == self.base + self.index.keys[i]
         if not ok:
             self._drop_indexes(f"entry {i} (offset {self.base + self.index.keys[i]} -> "
                                f"position {pos}) does not point at that batch")
