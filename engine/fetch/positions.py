@@ -9,7 +9,8 @@ from typing import NamedTuple
 from ..errors import InvalidArgument
 from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_CONTROL
-from ..segments.segment import Damage, Segment
+from ..segments.damage import Damage
+from ..segments.segment import Segment
 from ..storage.log import PartitionLog
 from ..txn import isolation
 from .read_path import offsets, where

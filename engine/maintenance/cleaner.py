@@ -30,7 +30,8 @@ from ..format.encode import encode_batch
 from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
 from ..fs import guard
 from ..segments import filenames, txn_index
-from ..segments.segment import Segment, refuse_damage
+from ..segments.damage import refuse_damage
+from ..segments.segment import Segment
 from ..segments.txn_index import AbortedTxn
 from ..txn.isolation import Aborted, hidden
 

@@ -29,7 +29,7 @@ from .. import clock
 from ..format.decode import body_of, decode_columns, layout
 from ..format.records import ATTR_VALUE_NULLS
 from ..fs import guard
-from ..segments.segment import refuse_damage
+from ..segments.damage import refuse_damage
 from ..segments.swap import SwapRefused
 from ..storage import datadir
 from ..txn import isolation

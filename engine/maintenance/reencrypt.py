@@ -42,8 +42,9 @@ from ..format.decode import Opener
 from ..format.sealed import plain_batch
 from ..fs import guard
 from ..segments import filenames, tier_manifest
+from ..segments.damage import refuse_damage
 from ..segments.sealed_range import Span, covering
-from ..segments.segment import Segment, refuse_damage
+from ..segments.segment import Segment
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment
 from ..storage import datadir

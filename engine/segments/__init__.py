@@ -9,6 +9,7 @@ May import: ``engine.fs``, ``engine.format`` and the base modules.
 - ``filenames``: the names of a partition directory's files, the install and delete order
 - ``index``: ``.index`` and ``.timeindex`` (one ``Index`` class, two entry kinds)
 - ``segment``: one segment: scan, load, repair a torn tail, write, indexes
+- ``damage``: damage in a segment's log, the next intact batch past it, refusing it
 - ``segment_set``: a partition's segments in offset order; roll; delete the oldest
 - ``checkpoint``: ``.checkpoint``, the recovery point and log start offset, sealed
 - ``swap``: the one segment-replacement protocol (``.cleaned`` -> ``.swap`` -> final)

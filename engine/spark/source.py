@@ -178,7 +178,8 @@ def read_piece(split: Piece, columns: list[str]) -> Iterator[Any]:
 
     from ..format.arrow import batch_columns, offsets_column
     from ..format.decode import body_of, layout
-    from ..segments.segment import Segment, refuse_damage
+    from ..segments.damage import refuse_damage
+    from ..segments.segment import Segment
     from ..txn.isolation import Aborted, hidden
 
     seg = Segment(os.path.dirname(split.path), split.base, writable=False)

@@ -15,7 +15,8 @@ from typing import NamedTuple, Protocol
 
 from ..errors import ColdObjectError, CorruptRecordError, OffsetOutOfRange
 from ..format.records import BatchHeader, check_crc
-from ..segments.segment import PLAIN_ONLY, BatchRef, Damage, DamagedRange, Segment, TornTail
+from ..segments.damage import Damage, DamagedRange
+from ..segments.segment import PLAIN_ONLY, BatchRef, Segment, TornTail
 from ..segments.segment_set import SegmentGone, SegmentSet
 from ..segments.tier_manifest import ColdSegment
 from .ports import HotCachePort, PartitionCounts

@@ -46,9 +46,9 @@ from ..segments import (
     tier_manifest,
     txn_index,
 )
+from ..segments.damage import next_intact
 from ..segments.index import OffsetIndex, TimeIndex, max_entries
 from ..segments.sealed_range import Ranges
-from ..segments.segment import next_intact
 from ..storage.catalog import home_of
 from ..tiering.status import check_manifests
 from .results import VerifyReport
@@ -254,7 +254,7 @@ def _resume(f: Finding, fd: int, at: int, size: int, base: int, expect: int | No
             h: BatchHeader | None) -> tuple[int, int] | None:
     """Where reading goes on after the damaged batch at ``at`` (``f`` its finding; ``h`` its
     header when it parses): the next intact batch, as readers find it (engine.segments.
-    segment.next_intact). Sets the finding's ``resume_at`` and ``offsets`` (those between
+    damage.next_intact). Sets the finding's ``resume_at`` and ``offsets`` (those between
     the intact batches around it) and returns ``(position, base offset)`` of that batch;
     None when nothing intact follows."""
     found = next_intact(fd, at, size, base, expect)

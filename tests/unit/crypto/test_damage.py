@@ -268,7 +268,7 @@ def test_reencrypt_stops_at_a_damaged_batch_naming_its_offsets_and_the_repair(da
     batch (nor drop it unrecorded), and says which offsets and how to cut it out."""
     from helpers.damage import damage_batch, make_topic
 
-    from engine.segments.segment import DamagedRange
+    from engine.segments.damage import DamagedRange
 
     make_topic(data_dir, 3)
     log, _ = damage_batch(data_dir, 50)

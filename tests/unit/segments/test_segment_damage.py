@@ -50,7 +50,7 @@ def damage(seg: Segment, rows: list, i: int, how: str) -> None:
 
 @pytest.mark.parametrize("how", sorted(DAMAGE))
 def test_a_damaged_batch_is_stepped_over_to_the_next_intact_one(seg, tmp_path, how):
-    from engine.segments.segment import Damage, next_intact
+    from engine.segments.damage import Damage, next_intact
 
     rows = write_batches(seg, 4)  # (position, base, size, next, ts)
     damage(seg, rows, 1, how)
@@ -119,7 +119,7 @@ def test_a_batch_inside_a_damaged_one_with_offsets_before_it_is_not_taken_for_th
         seg, tmp_path):
     """A record value holding a whole earlier batch: its CRC matches, but its offsets lie
     before the damaged batch's, so the scan goes on to the real next batch."""
-    from engine.segments.segment import next_intact
+    from engine.segments.damage import next_intact
 
     rows = write_batches(seg, 1)
     inner = bytes(make_batch(BASE, 0))  # (the same offsets as the first batch)
