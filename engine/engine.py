@@ -21,7 +21,7 @@ from .crypto.keyring import resolve as resolve_keyring
 from .crypto.topic import Vault
 from .descriptors import Forward, Lazy, new
 from .errors import InvalidArgument, ReadOnlyError, RivvenError
-from .format.records import ColumnBatch, Record
+from .format.records import ATTR_TRANSACTIONAL, ColumnBatch, Record
 from .fs.locks import LockWait
 from .progress import Progress
 from .results import RecoveryReport
@@ -278,6 +278,22 @@ class Engine:
         with self._path.call(topic):
             return self._path.produce_arrow(topic, table, partition, compression)
 
+    def produce_wire(self, topic: str, partition: int, keys: Sequence[bytes | None],
+                     values: Sequence[bytes | None], headers: Sequence | None,
+                     timestamps: list[int], producer: tuple[int, int, int] | None = None,
+                     transactional: bool = False, codec: int = 0) -> int:
+        """A Kafka client's batch stored as sent (``rivven serve``'s Produce): one partition,
+        ``producer`` = (producer id, epoch, base sequence) or None, checked by the partition's
+        producer state as an in-process producer's batch is; its base offset once durable
+        (a duplicate's original base offset, nothing written)."""
+        self._writable()
+        if not len(values):
+            raise InvalidArgument("a batch of no records")
+        with self._path.call(topic):
+            return self._path.append_wire(topic, partition, keys, values, headers, timestamps,
+                                          producer, ATTR_TRANSACTIONAL if transactional else 0,
+                                          codec)
+
     def producer(self, transactional_id: str | None = None, *,
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  producer_id: int | None = None, epoch: int = 0,
@@ -317,6 +333,16 @@ class Engine:
         if max_records > 0:
             yield from read_path.read_columns(self._find.partition(topic, partition), offset,
                                             max_records, committed, reach)
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
+              isolation_level: str = READ_UNCOMMITTED) -> Any:
+        """Kafka's Fetch of one partition (``engine.fetch.wire.Fetched``): whole batches from
+        the one holding ``offset``, markers and aborted batches included, about ``max_bytes``;
+        the high watermark, last stable offset, log start and aborted transactions."""
+        from .fetch import read_path, wire
+
+        committed = read_path.checked(offset, isolation_level)
+        return wire.fetch(self._find.partition(topic, partition), offset, max_bytes, committed)
 
     def read_arrow(self, topic: str, partition: int, offset: int, max_records: int = 1 << 62,
                    isolation_level: str = READ_UNCOMMITTED) -> Any:

@@ -17,6 +17,7 @@ from . import (
     produce,
     retention,
     segment,
+    serve,
     spark,
     tier,
     top,
@@ -58,6 +59,7 @@ app.command("consume")(consume.consume)
 app.command("offsets")(offsets.offsets)
 app.command("delete-records")(retention.delete_records)
 app.command("top")(top.top)
+app.command("serve")(serve.serve)
 
 
 def _version(value: bool) -> None:

@@ -63,13 +63,13 @@ def _gzip_d(data: bytes, size: int) -> bytes:
 
 def _snappy_d(data: bytes, size: int) -> bytes:
     # The snappy preamble states the uncompressed length; check it before allocating.
-    declared = _snappy_declared_len(data)
+    declared = snappy_declared_len(data)
     if declared != size:
         raise ValueError(f"snappy stream declares {plural(declared, 'byte')}, header says {size}")
     return _snappy().uncompress(data)
 
 
-def _snappy_declared_len(data: bytes) -> int:
+def snappy_declared_len(data: bytes) -> int:
     result = shift = 0
     for i in range(min(5, len(data))):
         b = data[i]

@@ -345,6 +345,36 @@ class ProducePath:
             req.stored += 1
         return out
 
+    def append_wire(self, topic: str, partition: int, keys: Sequence[bytes | None],
+                    values: Sequence[bytes | None], headers: Sequence | None,
+                    timestamps: list[int], producer: tuple[int, int, int] | None, flags: int,
+                    codec: int) -> int:
+        """A batch a Kafka client sent, as it sent it: one partition, its producer fields
+        (None: a plain batch) and transaction flag kept, stored with the producer's ``codec``
+        where the topic's compression.type is ``producer``; its base offset once durable (a
+        duplicate's original one)."""
+        meta, cached = self._meta(topic)
+        if cached and partition >= meta.partitions:
+            meta = self._fresh(topic)
+        check_partition(meta, partition)
+        cfg = meta.typed
+        if cfg.compression_type != "producer":
+            codec = _codec(cfg, None)
+        if cfg.compacted and None in keys:
+            raise InvalidArgument(
+                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
+                "every record needs a key")
+        log = self.log_for(meta, partition)
+        if log.wal is None:
+            self.attach_wal(log)
+        batches = [enc for _, enc in encode(topic, keys, values, headers, timestamps, codec,
+                                            cfg, producer, flags)]
+        if producer is None:
+            bases: list[int] = []
+            log.append_all(batches, bases)
+            return bases[0]
+        return [log.append(enc) for enc in batches][0]
+
     def append_encoded(self, log: PartitionLog, batch: EncodedBatch) -> int:
         """Append a batch encoded elsewhere (an idempotent producer's, a marker); its base
         offset (the original one when the partition's producer state finds it a duplicate)."""

@@ -47,6 +47,15 @@ class Transactions:
         self.writable = writable
         self.after_write = after_write
 
+    def allocate_producer_ids(self, count: int = 1) -> int:
+        """Take ``count`` new producer ids for good (durable first); returns the first. What
+        Kafka's InitProducerId hands an idempotent producer (``rivven serve`` takes a block
+        at a time, as a Kafka broker does)."""
+        from . import pids
+
+        self.writable()
+        return pids.allocate(self.coordinator.data_dir, self.coordinator.lock_wait, count)
+
     # ---------------------------------------------------------------- the ids' states
     def list_transactions(self, all: bool = False, recover: bool = False
                           ) -> list[TransactionRow | DamagedTransaction]:

@@ -19,7 +19,8 @@ HELP_MODULES = [
     "rivven_cli.consume", "rivven_cli.group", "rivven_cli.habits", "rivven_cli.interrupts",
     "rivven_cli.key", "rivven_cli.main", "rivven_cli.metrics", "rivven_cli.offsets",
     "rivven_cli.produce", "rivven_cli.render", "rivven_cli.retention", "rivven_cli.segment",
-    "rivven_cli.spark", "rivven_cli.tier", "rivven_cli.top", "rivven_cli.topic", "rivven_cli.txn",
+    "rivven_cli.serve", "rivven_cli.spark", "rivven_cli.tier", "rivven_cli.top", "rivven_cli.topic",
+    "rivven_cli.txn",
     "rivven_cli.wal",
 ]
 # libraries only some commands need (Spark jobs, Arrow input and reads, metrics, encryption)

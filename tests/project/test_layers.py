@@ -31,7 +31,8 @@ RANKS = {
     "engine.metrics": 10,  # the exposition: counters of every process + the data dir's state
     "engine": 11,  # the façade: engine/__init__.py, engine/engine.py, engine/settings.py
     "engine.spark": 12,
-    "rivven_cli": 13,
+    "engine.kafka": 13,  # Kafka's wire protocol (rivven serve): a front end, as the CLI
+    "rivven_cli": 14,
 }
 # narrower than its rank allows: the format is bytes in, bytes out
 ONLY = {"engine.format": {"engine.errors"}}

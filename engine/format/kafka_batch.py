@@ -1,0 +1,340 @@
+"""Kafka's record batch (magic 2) in and out: what a Kafka client sends in a Produce request
+and reads in a Fetch response, transcoded to and from rivven's columns. Pure functions over
+bytes; every length, count and varint read from the wire is checked before it is used.
+
+A Kafka batch (big-endian; Kafka's ``DefaultRecordBatch``):
+
+    0  baseOffset int64            8  batchLength int32 (bytes after this field)
+    12 partitionLeaderEpoch int32  16 magic int8 (2)
+    17 crc uint32 (CRC32C of [21, end))
+    21 attributes int16 (codec 0-2, timestamp type 3, transactional 4, control 5)
+    23 lastOffsetDelta int32       27 baseTimestamp int64     35 maxTimestamp int64
+    43 producerId int64            51 producerEpoch int16     53 baseSequence int32
+    57 recordsCount int32          61 records (compressed as a whole by the codec)
+
+and each record: length, attributes int8, timestampDelta, offsetDelta, keyLength, key,
+valueLength, value, headerCount, then per header keyLength, key, valueLength, value; every
+integer of a record a zigzag varint, a length of -1 meaning null.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from ..errors import CorruptRecordError, InvalidArgument, plural
+from . import codecs
+from .crc import crc32c
+
+HEAD = struct.Struct(">qiibIhiqqqhii")
+HEAD_SIZE = HEAD.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+CRC_FROM = 21
+ATTR_CODEC = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+# Kafka's codec ids are rivven's (none, gzip, snappy, lz4, zstd = 0..4)
+MAX_RECORD_COUNT = 1 << 24  # far past what any client sends in one batch
+NO_PRODUCER_ID = -1
+
+
+class KafkaBatch(NamedTuple):
+    """One batch of a Produce request, its records as columns."""
+
+    base_offset: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[tuple[str, bytes | None]]] | None
+    timestamps: list[int]
+    size: int  # the batch's bytes on the wire
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & ATTR_CODEC
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+
+def split(data: Any) -> list[tuple[int, int]]:
+    """``(position, size)`` of each whole batch in ``data`` (a Produce request's records);
+    CorruptRecordError for a partial one or a length that cannot be."""
+    mv = memoryview(data)
+    out = []
+    pos, n = 0, len(mv)
+    while pos < n:
+        if n - pos < LOG_OVERHEAD:
+            raise CorruptRecordError(f"a record batch is cut short: {plural(n - pos, 'byte')} at position "
+                                     f"{pos}, where a batch needs at least {HEAD_SIZE}")
+        length = int.from_bytes(mv[pos + 8:pos + 12], "big", signed=True)
+        size = LOG_OVERHEAD + length
+        if length < HEAD_SIZE - LOG_OVERHEAD or pos + size > n:
+            raise CorruptRecordError(f"a record batch at position {pos} claims {plural(length, 'byte')} "
+                                     f"where {n - pos - LOG_OVERHEAD} follow")
+        out.append((pos, size))
+        pos += size
+    return out
+
+
+def decode(data: Any, max_bytes: int) -> KafkaBatch:
+    """One whole magic-2 batch (as ``split`` found it): checked (magic, CRC32C, counts,
+    deltas), decompressed into at most ``max_bytes``, its records as columns."""
+    mv = memoryview(data)
+    if len(mv) < HEAD_SIZE:
+        raise CorruptRecordError(f"a record batch of {plural(len(mv), 'byte')} is shorter than its "
+                                 f"{HEAD_SIZE}-byte header")
+    (base, length, _epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, pepoch,
+     base_seq, count) = HEAD.unpack_from(mv, 0)
+    if magic != 2:
+        raise CorruptRecordError(f"record batch magic {magic}: only magic 2 (Kafka 0.11 and "
+                                 "later clients) is accepted")
+    if length + LOG_OVERHEAD != len(mv):
+        raise CorruptRecordError(f"a record batch's length field says {plural(length, 'byte')} where "
+                                 f"{len(mv) - LOG_OVERHEAD} are")
+    if crc32c(mv[CRC_FROM:]) != crc:
+        raise CorruptRecordError(f"record batch at base offset {base}: CRC mismatch")
+    if not 0 <= count <= MAX_RECORD_COUNT or (count and last_delta != count - 1 and
+                                              not 0 <= last_delta):
+        raise CorruptRecordError(f"record batch claims {plural(count, 'record')} (last offset delta "
+                                 f"{last_delta})")
+    codec = attrs & ATTR_CODEC
+    if codec > codecs.ZSTD:
+        raise CorruptRecordError(f"record batch compression codec {codec} is unknown")
+    body = mv[HEAD_SIZE:]
+    if codec != codecs.NONE:
+        body = memoryview(decompress(codec, bytes(body), max_bytes))
+    keys, values, headers, tsd = records(body, count, attrs & ATTR_CONTROL != 0)
+    ts = [base_ts + d for d in tsd]
+    return KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, keys,
+                      values, headers, ts, len(mv))
+
+
+def _varint(mv: Any, pos: int, end: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("a record is cut short inside a varint")
+        b = mv[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("a varint runs past 10 bytes")
+
+
+def _bytes(mv: Any, pos: int, end: int) -> tuple[bytes | None, int]:
+    n, pos = _varint(mv, pos, end)
+    if n < 0:
+        if n != -1:
+            raise CorruptRecordError(f"a record field length is {n}")
+        return None, pos
+    if pos + n > end:
+        raise CorruptRecordError(f"a record field of {plural(n, 'byte')} runs past its record")
+    return bytes(mv[pos:pos + n]), pos + n
+
+
+def records(mv: Any, count: int, control: bool
+            ) -> tuple[list, list, list | None, list[int]]:
+    """``(keys, values, headers or None, timestamp deltas)`` of ``count`` records; the offset
+    deltas must run 0, 1, 2, ... (what every producer sends)."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+    tsd: list[int] = []
+    any_headers = False
+    pos, total = 0, len(mv)
+    for i in range(count):
+        length, pos = _varint(mv, pos, total)
+        end = pos + length
+        if length < 6 or end > total:
+            raise CorruptRecordError(f"record {i} claims {plural(length, 'byte')} where "
+                                     f"{total - pos} remain")
+        pos += 1  # attributes (unused)
+        delta, pos = _varint(mv, pos, end)
+        odelta, pos = _varint(mv, pos, end)
+        if odelta != i:
+            raise CorruptRecordError(f"record {i} has offset delta {odelta}: a producer's "
+                                     "batch numbers its records 0, 1, 2, ...")
+        k, pos = _bytes(mv, pos, end)
+        v, pos = _bytes(mv, pos, end)
+        nh, pos = _varint(mv, pos, end)
+        if not 0 <= nh <= end - pos:
+            raise CorruptRecordError(f"record {i} claims {plural(nh, 'header')}")
+        hs: list[tuple[str, bytes | None]] = []
+        for _ in range(nh):
+            hk, pos = _bytes(mv, pos, end)
+            if hk is None:
+                raise CorruptRecordError(f"record {i} has a header with a null key")
+            hv, pos = _bytes(mv, pos, end)
+            try:
+                hs.append((hk.decode(), hv))
+            except UnicodeDecodeError:
+                raise CorruptRecordError(f"record {i} has a header key that is not "
+                                         "UTF-8") from None
+        if pos != end:
+            raise CorruptRecordError(f"record {i}: its fields end {plural(end - pos, 'byte')} before "
+                                     "its length says")
+        any_headers = any_headers or bool(hs)
+        keys.append(k)
+        values.append(v)
+        headers.append(hs)
+        tsd.append(delta)
+    if pos != total:
+        raise CorruptRecordError(f"{plural(total - pos, 'byte')} follow the last of "
+                                 f"{plural(count, 'record')}")
+    return keys, values, headers if any_headers else None, tsd
+
+
+def decompress(codec: int, data: bytes, max_bytes: int) -> bytes:
+    """A Kafka client's compressed records, never more than ``max_bytes`` out (a hostile
+    batch cannot make the server allocate without bound)."""
+    try:
+        if codec == codecs.GZIP:
+            d = zlib.decompressobj(47)  # gzip or zlib headers
+            out = d.decompress(data, max_bytes + 1)
+        elif codec == codecs.SNAPPY:
+            out = _snappy(data, max_bytes)
+        elif codec == codecs.LZ4:
+            import lz4.frame
+
+            dec = lz4.frame.LZ4FrameDecompressor()
+            out = dec.decompress(data, max_length=max_bytes + 1)
+        else:
+            import zstandard
+
+            # (a frame may not state its size: read at most max_bytes + 1 out of it)
+            with zstandard.ZstdDecompressor().stream_reader(data) as r:
+                out = r.read(max_bytes + 1)
+    except CorruptRecordError:
+        raise
+    except Exception as e:  # every codec library raises its own kind
+        raise CorruptRecordError(f"record batch does not decompress ({codecs.IDS[codec]}): "
+                                 f"{e}") from None
+    if len(out) > max_bytes:
+        raise CorruptRecordError(f"record batch decompresses past {plural(max_bytes, 'byte')} "
+                                 "(message.max.bytes)")
+    return out
+
+
+_XERIAL = b"\x82SNAPPY\x00"
+
+
+def _snappy(data: bytes, max_bytes: int) -> bytes:
+    """Raw snappy (librdkafka) or xerial's framing (Kafka's Java client)."""
+    import snappy
+
+    if not data.startswith(_XERIAL):
+        if codecs.snappy_declared_len(data) > max_bytes:
+            raise CorruptRecordError("record batch decompresses past its limit")
+        return snappy.uncompress(data)
+    out = bytearray()
+    pos = 16  # magic (8), version (4), compatible version (4)
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise CorruptRecordError("snappy (xerial) block length cut short")
+        n = int.from_bytes(data[pos:pos + 4], "big")
+        pos += 4
+        chunk = data[pos:pos + n]
+        if len(chunk) != n or codecs.snappy_declared_len(chunk) > max_bytes - len(out):
+            raise CorruptRecordError("snappy (xerial) block cut short or too large")
+        out += snappy.uncompress(chunk)
+        pos += n
+    return bytes(out)
+
+
+# ---------------------------------------------------------------- out (Fetch)
+def _zz(n: int) -> bytes:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+_SMALL = [_zz(i) for i in range(-1, 4096)]
+
+
+def _vi(n: int) -> bytes:
+    return _SMALL[n + 1] if -1 <= n < 4095 else _zz(n)
+
+
+def encode(base_offset: int, attributes: int, last_offset_delta: int, base_timestamp: int,
+           max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+           offset_deltas: Sequence[int], timestamps: Sequence[int],
+           keys: Sequence[bytes | None], values: Sequence[bytes | None],
+           headers: Sequence[Sequence[tuple[str, bytes | None]]] | None,
+           leader_epoch: int = 0) -> bytes:
+    """One uncompressed magic-2 batch as a Fetch response carries it."""
+    out = bytearray()
+    vi = _vi
+    for i, od in enumerate(offset_deltas):
+        k, v = keys[i], values[i]
+        rec = bytearray(b"\x00")
+        rec += vi(timestamps[i] - base_timestamp)
+        rec += vi(od)
+        if k is None:
+            rec += b"\x01"
+        else:
+            rec += vi(len(k))
+            rec += k
+        if v is None:
+            rec += b"\x01"
+        else:
+            rec += vi(len(v))
+            rec += v
+        hs = headers[i] if headers is not None else ()
+        rec += vi(len(hs))
+        for hk, hv in hs:
+            kb = hk.encode()
+            rec += vi(len(kb))
+            rec += kb
+            if hv is None:
+                rec += b"\x01"
+            else:
+                rec += vi(len(hv))
+                rec += hv
+        out += vi(len(rec))
+        out += rec
+    return frame(base_offset, attributes & ~ATTR_CODEC, last_offset_delta, base_timestamp,
+                 max_timestamp, producer_id, producer_epoch, base_sequence,
+                 len(offset_deltas), out, leader_epoch)
+
+
+def frame(base_offset: int, attributes: int, last_offset_delta: int, base_timestamp: int,
+          max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+          count: int, body: Any, leader_epoch: int = 0) -> bytes:
+    """The 61-byte header (CRC over it and ``body``) before the records ``body``."""
+    head = bytearray(HEAD.pack(base_offset, HEAD_SIZE - LOG_OVERHEAD + len(body), leader_epoch,
+                               2, 0, attributes, last_offset_delta, base_timestamp,
+                               max_timestamp, producer_id, producer_epoch, base_sequence,
+                               count))
+    crc = crc32c(body, crc32c(memoryview(head)[CRC_FROM:]))
+    struct.pack_into(">I", head, 17, crc)
+    return bytes(head) + bytes(body)
+
+
+def control_record(commit: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:
+    """A transaction marker's key and value as Kafka writes them (version 0)."""
+    if not -(1 << 31) <= coordinator_epoch < (1 << 31):
+        raise InvalidArgument(f"coordinator epoch {coordinator_epoch} out of range")
+    return struct.pack(">hh", 0, 1 if commit else 0), struct.pack(">hi", 0, coordinator_epoch)

@@ -1,0 +1,8 @@
+"""Layer 13 — Kafka's wire protocol over a data dir (``rivven serve``): the listener, the
+request handlers, the group coordinator, a front end at the height of the command line that
+uses the engine's data path and services only.
+
+May import: ``engine.format`` and the base modules.
+
+Importing this package imports neither kafka-python nor asyncio's server: ``serve`` does.
+"""

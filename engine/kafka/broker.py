@@ -1,0 +1,75 @@
+"""What every handler shares: the engine, the settings, this node's identity (node 0, the
+advertised address, the cluster id), the thread pool the engine is called on, and the
+wake-up of long-polling fetches when records are appended."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .config import ServeConfig
+from .protocol import Messages
+
+log = logging.getLogger("rivven.serve")
+NODE_ID = 0
+# how often a waiting Fetch looks again for what other processes appended (this process's
+# own appends wake it at once)
+POLL_S = 0.02
+
+
+class Appends:
+    """Wakes fetches waiting for records: this process's produce calls ``appended()`` (from
+    any thread); a waiter also looks again every ``POLL_S`` for other processes' appends."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._event = asyncio.Event()
+
+    def appended(self) -> None:
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> None:
+        event = self._event
+        try:
+            await asyncio.wait_for(event.wait(), max(0.0, min(timeout, POLL_S)))
+        except TimeoutError:
+            pass
+
+
+class Broker:
+    def __init__(self, engine: Any, config: ServeConfig, host: str, port: int,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.engine = engine
+        self.config = config
+        self.host = host
+        self.port = port
+        self.node_id = NODE_ID
+        self.loop = loop
+        self.messages = Messages()
+        self.pool = ThreadPoolExecutor(config.num_io_threads, thread_name_prefix="rivven-io")
+        self.appends = Appends(loop)
+        self.cluster_id = cluster_id(engine.path)
+        self.log = log
+        self.stopping = False
+        self.groups: Any = None  # the group coordinator (engine.kafka.groups), set by the server
+        self.txns: Any = None  # transactional ids' producers (engine.kafka.txn), likewise
+        self.producer_ids: Any = None  # idempotent producers' ids (api_txn.ProducerIds)
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` on the thread pool (it calls the engine: blocking I/O)."""
+        return await self.loop.run_in_executor(self.pool, fn, *args)
+
+
+def cluster_id(data_dir: str) -> str:
+    """A stable cluster id of the data dir (Kafka's 22-character base64 of 16 bytes)."""
+    u = uuid.uuid5(uuid.NAMESPACE_URL, "rivven:" + os.path.realpath(data_dir))
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")

@@ -1,0 +1,108 @@
+"""Kafka's error codes (the numbers of Kafka's ``Errors`` enum) and rivven's errors mapped to
+them: what a client reads in a response's ``error_code``."""
+
+from __future__ import annotations
+
+from ..errors import (
+    ConsumerFenced,
+    CorruptRecordError,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidTopicName,
+    InvalidTxnState,
+    LockTimeout,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+    ProducerFenced,
+    ReadOnlyError,
+    RecordTooLarge,
+    StorageError,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+INVALID_FETCH_SIZE = 4
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_TOPIC_EXCEPTION = 17
+RECORD_LIST_TOO_LARGE = 18
+INVALID_REQUIRED_ACKS = 21
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+NOT_CONTROLLER = 41
+INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_COORDINATOR_FENCED = 52
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+KAFKA_STORAGE_ERROR = 56
+UNKNOWN_PRODUCER_ID = 59
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+INVALID_RECORD = 87
+UNSTABLE_OFFSET_COMMIT = 88
+PRODUCER_FENCED = 90
+RESOURCE_NOT_FOUND = 91
+TRANSACTIONAL_ID_NOT_FOUND = 105
+
+
+def code_of(e: BaseException) -> int:
+    """The Kafka error code a client should see for a rivven error."""
+    for cls, code in _BY_CLASS:
+        if isinstance(e, cls):
+            return code
+    return UNKNOWN_SERVER_ERROR
+
+
+_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
+    (UnknownTopic, UNKNOWN_TOPIC_OR_PARTITION),
+    (UnknownPartition, UNKNOWN_TOPIC_OR_PARTITION),
+    (TopicExists, TOPIC_ALREADY_EXISTS),
+    (InvalidTopicName, INVALID_TOPIC_EXCEPTION),
+    (InvalidConfig, INVALID_CONFIG),
+    (RecordTooLarge, MESSAGE_TOO_LARGE),
+    (OffsetOutOfRange, OFFSET_OUT_OF_RANGE),
+    (OutOfOrderSequence, OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (ConsumerFenced, ILLEGAL_GENERATION),
+    (ProducerFenced, PRODUCER_FENCED),
+    (InvalidTxnState, INVALID_TXN_STATE),
+    (CorruptRecordError, CORRUPT_MESSAGE),
+    (StorageError, KAFKA_STORAGE_ERROR),
+    (ReadOnlyError, KAFKA_STORAGE_ERROR),
+    (LockTimeout, REQUEST_TIMED_OUT),
+    (InvalidArgument, INVALID_REQUEST),
+)
