@@ -115,6 +115,12 @@ class ConsumerFenced(ProducerFenced):
     transaction and go on (code that treats every ProducerFenced as fatal is still right)."""
 
 
+class InvalidProducerIdMapping(ProducerFenced):
+    """The producer id is not the one its transactional id has now (none was ever given, or
+    a newer instance took another): Kafka's INVALID_PRODUCER_ID_MAPPING. A ProducerFenced:
+    this producer can no longer write or commit."""
+
+
 class InvalidTxnState(RivvenError):
     """A transactional call out of order: commit or produce without begin, begin twice,
     produce after a failed commit (abort first); also a new call of an idempotent producer

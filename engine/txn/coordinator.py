@@ -18,7 +18,8 @@ with epoch 0. ``init`` bumps the epoch too, fencing every older instance of the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import clock
@@ -26,6 +27,7 @@ from ..counters.meter import Meter
 from ..errors import (
     DamagedMetadata,
     InvalidArgument,
+    InvalidProducerIdMapping,
     InvalidTxnState,
     ProducerFenced,
     RivvenError,
@@ -90,23 +92,47 @@ class Coordinator:
         self.lock_wait = lock_wait
 
     # ---------------------------------------------------------------- a producer's calls
-    def init(self, tid: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> tuple[int, int]:
+    def init(self, tid: str, timeout_ms: int = DEFAULT_TIMEOUT_MS, classic: bool = False,
+             expected: tuple[int, int] | None = None) -> tuple[int, int]:
         """A new instance of ``tid``: its open transaction finished (a prepared one as
         decided, an ongoing one aborted), the epoch bumped (fencing every older instance, in
-        any process). Returns ``(producer_id, epoch)``."""
+        any process). Returns ``(producer_id, epoch)``.
+
+        ``classic``: the instance follows Kafka's classic epoch rule (``end_classic``).
+        ``expected`` (classic: Kafka's InitProducerId v3+ with the producer's own id and
+        epoch, after an error its transaction was aborted for): only that instance, or the
+        id's first, is bumped; a retry of that bump gets the epoch it gave; anyone else is
+        fenced (ProducerFenced, InvalidProducerIdMapping), and so is an instance asking
+        with its transaction still open, which is aborted."""
         check_id(tid)
         check_timeout(timeout_ms)
         with self.store.locked(tid):
             st = self.store.read(tid)
             now = clock.now_ms()
+            last = -1
             if st is None:
                 st = TxnState(tid, pids.allocate(self.data_dir), 0)
             else:
+                if expected is not None and expected[0] != st.producer_id:
+                    raise InvalidProducerIdMapping(
+                        f"transactional id {tid!r} has producer id {st.producer_id}, not "
+                        f"{expected[0]}: this producer was replaced; create a new one")
+                if expected is not None and expected[1] != st.epoch:
+                    if st.classic and expected[1] == st.last_epoch and st.state not in OPEN:
+                        return st.producer_id, st.epoch  # the bump retried: already done
+                    raise self._fenced(tid, *expected, st)
                 if st.state in OPEN:
                     self._finish(st)
+                    if expected is not None:  # (Kafka answers so once the abort is done)
+                        raise self._fenced(tid, *expected, st)
+                if expected is not None:
+                    last = st.epoch
                 st.producer_id, st.epoch = self._usable(st.producer_id, st.epoch + 1)
+                if st.epoch == 0:
+                    last = -1  # (a new producer id: nothing to retry against)
             st.state, st.completed = EMPTY, None
             self._clear(st)
+            st.classic, st.last_epoch = classic, last if classic else -1
             st.timeout_ms, st.updated_ms = timeout_ms, now
             self.store.write(st)
             return st.producer_id, st.epoch
@@ -186,18 +212,111 @@ class Coordinator:
             self.store.write(st)  # (fdatasynced: a lost hold could time the data out)
             return True
 
+    # ---------------------------------------------------------------- Kafka clients' calls
+    # (instances made with ``init(classic=True)``: Kafka's InitProducerId through rivven serve)
+    def add_group(self, tid: str, pid: int, epoch: int, group: str) -> None:
+        """Kafka's AddOffsetsToTxn: ``group``'s offsets may be committed with the instance's
+        transaction (starting one: durably so)."""
+        with self.store.locked(tid):
+            st = self._not_held(self._live(tid, pid, epoch))
+            if st.state == ONGOING and group in st.offsets:
+                return
+            starting = st.state != ONGOING
+            self._start(st)
+            st.offsets.setdefault(group, {})
+            self.store.write(st, sync=starting)
+
+    def commit_offsets(self, tid: str, pid: int, epoch: int, group: str,
+                       offsets: dict[tuple[str, int], int], member: str | None) -> None:
+        """Kafka's TxnOffsetCommit: ``offsets`` of ``group`` (added first: ``add_group``,
+        else InvalidTxnState) committed with the transaction if it commits; ``member`` (the
+        consumer's member id) is shown with them. Not fdatasynced: the end's Prepare is."""
+        with self.store.locked(tid):
+            st = self._not_held(self._live(tid, pid, epoch))
+            if st.state != ONGOING or group not in st.offsets:
+                raise InvalidTxnState(
+                    f"group {group!r} was not added to the transaction of transactional id "
+                    f"{tid!r} (AddOffsetsToTxn first): its offsets cannot be committed with it")
+            st.offsets[group].update(offsets)
+            if member:
+                st.fences[group] = member
+            st.updated_ms = clock.now_ms()
+            self.store.write(st, sync=False)
+
+    def end_classic(self, tid: str, pid: int, epoch: int, commit: bool) -> tuple[int, int]:
+        """Kafka's EndTxn (before KIP-890's v5): commit or abort the instance's transaction,
+        durable when this returns. A classic instance's markers carry its epoch and it goes
+        on with it (its Prepare state is fdatasynced first: no marker decides its end). The
+        same end again is a no-op (a retry); Empty, or the other end of a completed one, is
+        InvalidTxnState. Returns the ``(producer_id, epoch)`` to go on with."""
+        what = "commit" if commit else "abort"
+        with self.store.locked(tid):
+            st = self.store.read(tid)
+            if st is None or st.producer_id != pid:
+                raise InvalidProducerIdMapping(str(self._fenced(tid, pid, epoch, st)))
+            if st.epoch != epoch:
+                raise self._fenced(tid, pid, epoch, st)
+            if st.state in PREPARED or st.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
+                if (st.state in (PREPARE_COMMIT, COMPLETE_COMMIT)) != commit:
+                    raise InvalidTxnState(
+                        f"the transaction of transactional id {tid!r} is {st.state}: it "
+                        f"cannot {what}")
+                if st.state in PREPARED:  # (its end cut short by a crash: finished now)
+                    return self._complete(st, fresh=False)
+                return pid, epoch  # (this end retried: it was done)
+            if st.state == EMPTY:
+                raise InvalidTxnState(f"transactional id {tid!r} has no transaction to {what}: "
+                                      "nothing was added to one")
+            st = self._not_held(self._live(tid, pid, epoch, st))
+            self._prepare(st, commit, sync=True, bump=not st.classic)
+            return self._complete(st, fresh=True)
+
+    @contextlib.contextmanager
+    def writing(self, tid: str, pid: int, epoch: int, topic: str, partition: int,
+                topic_id: str) -> Iterator[None]:
+        """Hold the id's lock while the instance's transactional batch is appended to a
+        partition, once it is known to be in its ongoing transaction (else
+        InvalidTxnState; ProducerFenced, InvalidProducerIdMapping): no end can come between
+        the check and the append, so no batch ever lands after its transaction's marker
+        (KIP-890's verification)."""
+        with self.store.locked(tid):
+            st = self._live(tid, pid, epoch)
+            if st.state != ONGOING or not any(
+                    (p.topic, p.partition, p.topic_id) == (topic, partition, topic_id)
+                    for p in st.partitions):
+                raise InvalidTxnState(
+                    f"{topic}-{partition} was not added to the transaction of transactional id "
+                    f"{tid!r} (AddPartitionsToTxn first): its batch was not written")
+            yield
+
+    def pending_offsets(self, group: str) -> dict[tuple[str, int], str]:
+        """``{(topic, partition): transactional id}``: the offsets of ``group`` an open
+        transaction holds (committed if it commits): Kafka's unstable offsets (KIP-447)."""
+        out: dict[tuple[str, int], str] = {}
+        for tid in self.store.ids():
+            try:
+                st = self.store.read(tid)
+            except DamagedMetadata:
+                continue  # (reported by recovery and listings)
+            if st is not None and st.state in OPEN:
+                for tp in st.offsets.get(group, {}):
+                    out[tp] = tid
+        return out
+
     # ---------------------------------------------------------------- the state machine
     def _live(self, tid: str, pid: int, epoch: int, st: TxnState | None = None) -> TxnState:
         """(Lock held.) The id's state, if ``(pid, epoch)`` is still its instance and its
-        transaction has not timed out (then it is aborted here); else ProducerFenced."""
+        transaction has not timed out (then it is aborted here); else ProducerFenced
+        (InvalidProducerIdMapping when the producer id is not the id's). A classic
+        instance's Prepare state (its end cut short by a crash) is completed first."""
         if st is None:
             st = self.store.read(tid)
-        if st is None or (st.producer_id, st.epoch) != (pid, epoch):
-            now = "none" if st is None else f"producer id {st.producer_id} epoch {st.epoch}"
-            raise ProducerFenced(
-                f"transactional id {tid!r} was taken over by a newer producer (now {now}; this "
-                f"one has producer id {pid} epoch {epoch}): nothing more of this producer is "
-                "written or committed; create a new one with eng.producer(transactional_id=...)")
+        if st is None or st.producer_id != pid:
+            raise InvalidProducerIdMapping(str(self._fenced(tid, pid, epoch, st)))
+        if st.epoch != epoch:
+            raise self._fenced(tid, pid, epoch, st)
+        if st.classic and st.state in PREPARED:
+            self._complete(st, fresh=False)
         if self._expired(st, clock.now_ms()):
             self._prepare(st, commit=False, sync=False)
             self._complete(st, fresh=True)
@@ -206,6 +325,14 @@ class Coordinator:
                 f"transaction.timeout.ms ({st.timeout_ms} ms) and was aborted; create a new "
                 "producer, or give it a longer transaction_timeout_ms")
         return st
+
+    @staticmethod
+    def _fenced(tid: str, pid: int, epoch: int, st: TxnState | None) -> ProducerFenced:
+        now = "none" if st is None else f"producer id {st.producer_id} epoch {st.epoch}"
+        return ProducerFenced(
+            f"transactional id {tid!r} was taken over by a newer producer (now {now}; this "
+            f"one has producer id {pid} epoch {epoch}): nothing more of this producer is "
+            "written or committed; create a new one with eng.producer(transactional_id=...)")
 
     @staticmethod
     def _not_held(st: TxnState) -> TxnState:
@@ -240,9 +367,10 @@ class Coordinator:
             return pids.allocate(self.data_dir), 0
         return pid, epoch
 
-    def _prepare(self, st: TxnState, commit: bool, sync: bool) -> None:
+    def _prepare(self, st: TxnState, commit: bool, sync: bool, bump: bool = True) -> None:
         """(Lock held, Ongoing.) The decision, before any marker: the markers' epoch is the
-        data's + 1. Durable first (``sync``) only for a commit of group offsets: any other
+        data's + 1 (``bump``; a classic instance's own end keeps the data's: then ``sync``).
+        Durable first (``sync``) only for a commit of group offsets: any other
         end is decided by its first durable marker too (``_decided``), so a machine crash
         that takes an unsynced Prepare leaves either no marker (the transaction is still
         Ongoing, and is aborted: its end was never acknowledged) or markers that say how it
@@ -250,7 +378,8 @@ class Coordinator:
         marker can decide it."""
         st.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         st.held = False
-        st.epoch += 1
+        if bump:
+            st.epoch += 1
         st.updated_ms = clock.now_ms()
         self.store.write(st, sync=sync)
         failpoint("txn.after_prepare")
@@ -274,7 +403,7 @@ class Coordinator:
             log = self.log_for(p)
             if log is None:
                 continue  # the topic is gone, and the transaction's data with it
-            if fresh or markers.still_open(log, st.producer_id, st.epoch):
+            if fresh or markers.still_open(log, st.producer_id, st.epoch, st.classic):
                 logs.append(log)
         if logs:
             markers.write(logs, st.producer_id, st.epoch, commit)
@@ -282,12 +411,15 @@ class Coordinator:
         offsets = commit and any(st.offsets.values())
         if offsets:
             for group, offs in st.offsets.items():
+                if not offs:
+                    continue  # (a group added to a Kafka client's transaction, no offsets)
                 OffsetStore(membership.group_dir(self.data_dir, group), self.sync_offsets,
                             self.lock_wait).commit(offs)
             failpoint("txn.after_offsets")
         st.completed = (st.producer_id, st.epoch)
         st.producer_id, st.epoch = self._usable(st.producer_id, st.epoch)
         st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        st.last_epoch = -1
         self._clear(st)
         st.updated_ms = clock.now_ms()
         self.store.write(st, sync=offsets)
@@ -371,7 +503,11 @@ class Coordinator:
 
     def _decided(self, st: TxnState) -> int | None:
         """(An Ongoing state.) COMMIT or ABORT when a partition of the transaction holds a
-        marker of its end (the producer's, with the epoch after its data's), else None."""
+        marker of its end (the producer's, with the epoch after its data's), else None.
+        Never for a classic instance: its markers carry the data's epoch, so its last
+        transaction's look the same, and its own end is durably prepared first."""
+        if st.classic:
+            return None
         for p in st.partitions:
             log = self.log_for(p)
             if log is not None:

@@ -22,14 +22,15 @@ from ..storage.log import PartitionLog, append_each
 from .hook import producers_of
 
 
-def still_open(log: PartitionLog, producer_id: int, marker_epoch: int) -> bool:
+def still_open(log: PartitionLog, producer_id: int, marker_epoch: int, classic: bool = False
+               ) -> bool:
     """Has ``log`` an open transaction of ``producer_id`` whose data has an epoch below
-    ``marker_epoch``?"""
+    ``marker_epoch`` (``classic``: or at it: Kafka's classic markers carry the data's)?"""
     producers = producers_of(log)
     if producers is None:  # (every log the engine opens for writing has one)
         raise StorageError(f"{log.topic}-{log.partition} was opened without producer state")
     found = producers.open_transactions().get(producer_id)
-    return found is not None and found[1] < marker_epoch
+    return found is not None and (found[1] < marker_epoch or classic and found[1] == marker_epoch)
 
 
 def ended(log: PartitionLog, producer_id: int, marker_epoch: int) -> int | None:

@@ -93,11 +93,14 @@ class ProducerState:
                 f"producer {pid} epoch {epoch} was fenced in {self.name}: epoch {e.epoch} "
                 "took over; this producer can no longer write (open a new one)")
         if h.is_control:
-            if e.txn_first_offset != NONE and epoch <= e.txn_epoch:
+            # a marker carries the epoch after its transaction's data (KIP-890, rivven's own
+            # producers) or the data's own (Kafka's classic rule, Kafka clients through
+            # rivven serve): both end it; one below the data's never does
+            if e.txn_first_offset != NONE and epoch < e.txn_epoch:
                 raise InvalidTxnState(
                     f"a marker of producer {pid} with epoch {epoch} cannot end its transaction "
-                    f"in {self.name} (data epoch {e.txn_epoch}): a marker carries the epoch "
-                    "after the transaction's")
+                    f"in {self.name} (data epoch {e.txn_epoch}): a marker carries the "
+                    "transaction's epoch or the one after it")
             return None
         if e.txn_first_offset != NONE and (not h.is_transactional or epoch != e.txn_epoch):
             raise InvalidTxnState(

@@ -8,11 +8,14 @@ administers and finishes their transactions, in this process or after another on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import clock
-from ..errors import InvalidArgument, ProducerFenced
+from ..errors import InvalidArgument, ProducerFenced, UnknownPartition
+from ..groups import membership
+from ..groups.offset_store import check_commit
 from ..storage.finder import LogFinder
 from . import hanging
 from .coordinator import Coordinator
@@ -27,6 +30,7 @@ from .results import (
     RecoveredTransaction,
     TransactionRow,
 )
+from .txn_store import TxnPartition
 
 
 def _nothing() -> None:
@@ -55,6 +59,85 @@ class Transactions:
 
         self.writable()
         return pids.allocate(self.coordinator.data_dir, self.coordinator.lock_wait, count)
+
+    # ---------------------------------------------------------------- Kafka clients
+    # What rivven serve's transaction APIs call (engine.kafka.api_txn): Kafka's coordinator
+    # semantics with its classic epoch rule (docs/TRANSACTIONS.md, "Kafka's classic epochs").
+    def init_producer(self, transactional_id: str, timeout_ms: int,
+                      expected: tuple[int, int] | None = None) -> tuple[int, int]:
+        """Kafka's InitProducerId with a transactional id: ``(producer_id, epoch)`` of a new
+        instance (its open transaction finished, every older instance fenced), which keeps
+        its epoch across its transactions (Kafka's classic rule). ``expected``: the
+        producer's own ``(producer_id, epoch)`` (v3+, a bump after an aborted transaction):
+        else it is fenced (ProducerFenced, InvalidProducerIdMapping)."""
+        self.writable()
+        try:
+            return self.coordinator.init(transactional_id, timeout_ms, classic=True,
+                                         expected=expected)
+        finally:
+            self.after_write()
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Sequence[tuple[str, int]]) -> None:
+        """Kafka's AddPartitionsToTxn: the partitions join the instance's transaction
+        (starting one), durably, before its batches may be written there
+        (UnknownTopic, UnknownPartition: nothing joins)."""
+        self.writable()
+        parts = []
+        for topic, partition in partitions:
+            meta = self.find.topic(topic)
+            if not 0 <= partition < meta.partitions:
+                raise UnknownPartition(f"topic {topic!r} has no partition {partition} "
+                                       f"(it has {meta.partitions})")
+            parts.append(TxnPartition(topic, partition, meta.id,
+                                      self.find.log(meta, partition).end_offset()))
+        self.coordinator.add_partitions(transactional_id, producer_id, epoch, parts)
+
+    def add_group(self, transactional_id: str, producer_id: int, epoch: int,
+                  group: str) -> None:
+        """Kafka's AddOffsetsToTxn: ``group``'s offsets may be committed with the
+        transaction (starting one)."""
+        self.writable()
+        membership.check_group_name(group, new=True)
+        self.coordinator.add_group(transactional_id, producer_id, epoch, group)
+
+    def commit_offsets(self, transactional_id: str, producer_id: int, epoch: int,
+                       group: str, offsets: dict[tuple[str, int], int],
+                       member_id: str | None = None) -> None:
+        """Kafka's TxnOffsetCommit: ``{(topic, partition): offset}`` of ``group`` (added
+        with ``add_group`` first, else InvalidTxnState), committed if the transaction
+        commits. The member's generation is the group coordinator's to check."""
+        self.writable()
+        check_commit(offsets, "", [])
+        self.coordinator.commit_offsets(transactional_id, producer_id, epoch, group,
+                                        {tp: int(o) for tp, o in offsets.items()}, member_id)
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int,
+                        commit: bool) -> tuple[int, int]:
+        """Kafka's EndTxn (before v5): commit or abort, durable when this returns; the same
+        end retried is a no-op. Returns the ``(producer_id, epoch)`` to go on with."""
+        self.writable()
+        try:
+            return self.coordinator.end_classic(transactional_id, producer_id, epoch, commit)
+        finally:
+            self.after_write()
+
+    @contextlib.contextmanager
+    def writing(self, transactional_id: str, producer_id: int, epoch: int, topic: str,
+                partition: int) -> Iterator[None]:
+        """Around the append of a Kafka client's transactional batch: the partition is in
+        the instance's ongoing transaction (else InvalidTxnState; ProducerFenced,
+        InvalidProducerIdMapping), and no end of it can come before the append is done."""
+        meta = self.find.topic(topic)
+        with self.coordinator.writing(transactional_id, producer_id, epoch, topic, partition,
+                                      meta.id):
+            yield
+
+    def pending_offsets(self, group: str) -> dict[tuple[str, int], str]:
+        """``{(topic, partition): transactional id}``: ``group``'s offsets an open
+        transaction holds (Kafka's OffsetFetch answers UNSTABLE_OFFSET_COMMIT for them when
+        asked for stable offsets, KIP-447)."""
+        return self.coordinator.pending_offsets(group)
 
     # ---------------------------------------------------------------- the ids' states
     def list_transactions(self, all: bool = False, recover: bool = False

@@ -99,6 +99,13 @@ class TxnState:
     # (Ongoing.) prepared by its producer for a two-phase commit (``prepare()``): it waits
     # for ``complete_transaction``, an abort, or a new instance of the id; never timed out
     held: bool = False
+    # Kafka's classic epoch rule (a Kafka client's InitProducerId, engine.kafka): markers carry
+    # the data's epoch and the producer keeps it across transactions; only a fence (a new
+    # instance, a timeout, an abort by hand) bumps it
+    classic: bool = False
+    # (classic.) the epoch before the last bump a producer asked for with its own producer id
+    # and epoch (InitProducerId v3+): that request retried gets the current epoch (-1: none)
+    last_epoch: int = -1
     # where in its log this state was read or written: (inode, end of its frame, file size)
     at: tuple[int, int, int] | None = field(default=None, repr=False, compare=False)
 
@@ -108,7 +115,7 @@ class TxnState:
                         list(self.partitions),
                         {g: dict(offs) for g, offs in self.offsets.items()},
                         dict(self.fences), self.timeout_ms, self.started_ms, self.updated_ms,
-                        self.completed, self.held, at)
+                        self.completed, self.held, self.classic, self.last_epoch, at)
 
     def to_doc(self) -> dict[str, Any]:
         return {"version": VERSION, "transactional_id": self.transactional_id,
@@ -121,7 +128,9 @@ class TxnState:
                 "timeout_ms": self.timeout_ms, "started_ms": self.started_ms,
                 "updated_ms": self.updated_ms,
                 "completed": list(self.completed) if self.completed is not None else None,
-                **({"held": True} if self.held else {})}  # (absent: False, as before it)
+                **({"held": True} if self.held else {}),  # (absent: False, as before it)
+                **({"classic": True} if self.classic else {}),  # (the same)
+                **({"last_epoch": self.last_epoch} if self.last_epoch >= 0 else {})}
 
     @classmethod
     def from_doc(cls, doc: Any, path: str, tid: str) -> TxnState:
@@ -184,10 +193,14 @@ class TxnState:
         if type(held) is not bool or (held and state != ONGOING):
             raise bad(f"held is {jsondoc.shown(held)} in state {state}: only an Ongoing "
                       "transaction is held")
+        classic = doc.get("classic", False)
+        if type(classic) is not bool:
+            raise bad(f"classic is {jsondoc.shown(classic)}, not true or false")
+        last = num("last_epoch", 0, MAX_EPOCH) if "last_epoch" in doc else -1
         return cls(tid, num("producer_id"), num("epoch", 0, MAX_EPOCH), state, partitions,
                    offsets, dict(fences), num("timeout_ms", 1, MAX_TIMEOUT_MS),
                    num("started_ms"), num("updated_ms"),
-                   None if done is None else (done[0], done[1]), held)
+                   None if done is None else (done[0], done[1]), held, classic, last)
 
 
 def _is_int(v: object) -> bool:

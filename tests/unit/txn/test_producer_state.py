@@ -133,9 +133,7 @@ def test_a_transaction_opens_and_a_commit_ends_it(eng):
     assert st.last_stable_offset(end(eng)) == 1
     with pytest.raises(InvalidTxnState, match="transaction open"):
         append(eng, data(5, 0, 3))  # non-transactional while its transaction is open
-    with pytest.raises(InvalidTxnState, match="marker"):
-        append(eng, marker(5, 0, commit=True))  # a marker carries the next epoch
-    assert append(eng, marker(5, 1, commit=True)) == 4
+    assert append(eng, marker(5, 1, commit=True)) == 4  # KIP-890: the next epoch
     st = state_of(log)
     assert st.open_transactions() == {} and st.last_stable_offset(5) == 5
     with pytest.raises(ProducerFenced):
@@ -143,6 +141,29 @@ def test_a_transaction_opens_and_a_commit_ends_it(eng):
     assert append(eng, data(5, 1, 0, txn=True)) == 5  # the next one, epoch + 1, from 0
     assert state_of(log).open_transactions() == {5: (5, 1)}
     assert [r.value for r in eng.read("t", 0, 0)] == [b"plain", b"v0", b"v1", b"v2", b"v0"]
+
+
+def test_kafkas_classic_rule_a_marker_at_the_data_epoch_and_sequences_go_on(eng):
+    """A Kafka client (before KIP-890's EndTxn v5) keeps its epoch across transactions: its
+    markers carry the data's epoch and its next transaction's sequences follow on; a
+    marker or batch below the epoch is still fenced, a gap is still out of order."""
+    log = log_of(eng)
+    assert append(eng, data(6, 2, 0, 2, txn=True)) == 0
+    with pytest.raises(ProducerFenced):
+        append(eng, marker(6, 1, commit=True))  # below the producer's epoch
+    assert append(eng, marker(6, 2, commit=False)) == 2  # ends it at the data's epoch
+    assert log.producers.recent_aborts() == [AbortedTxn(6, 0, 2, 3)]
+    with pytest.raises(OutOfOrderSequence):
+        append(eng, data(6, 2, 0, txn=True))  # the same epoch: sequences go on, not from 0
+    assert append(eng, data(6, 2, 0, 2, txn=True)) == 0  # a retry: its first offset
+    assert append(eng, data(6, 2, 2, txn=True)) == 3  # the next transaction
+    assert state_of(log).open_transactions() == {6: (3, 2)}
+    assert append(eng, marker(6, 2, commit=True)) == 4
+    assert state_of(log).open_transactions() == {}
+    assert append(eng, marker(6, 3, commit=False)) == 5  # a fence: the epoch after
+    with pytest.raises(ProducerFenced):
+        append(eng, data(6, 2, 3, txn=True))  # the fenced instance's late batch
+    assert [r.value for r in eng.read("t", 0, 0, isolation_level="read_committed")] == [b"v2"]
 
 
 def test_an_abort_yields_the_aborted_entry_and_the_lso_follows_the_oldest(eng):
