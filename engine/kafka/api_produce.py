@@ -6,6 +6,7 @@ acks=0."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from ..errors import CorruptRecordError, RivvenError, UnknownPartition, UnknownTopic, plural
@@ -55,13 +56,17 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
         producer = None
         if kb.producer_id >= 0:
             producer = (kb.producer_id, kb.producer_epoch, kb.base_sequence)
+        # a transactional batch: checked against its producer's transaction, which cannot
+        # end until the append is done (txn_check's context: engine.kafka.api_txn)
+        guard: Any = contextlib.nullcontext()
         if kb.transactional:
             if producer is None:
                 raise PartitionError(codes.INVALID_RECORD,
                                      "a transactional batch without a producer id")
-            txn_check(topic, partition, kb)
-        base = eng.produce_wire(topic, partition, kb.keys, kb.values, kb.headers,
-                                kb.timestamps, producer, kb.transactional, kb.codec)
+            guard = txn_check(topic, partition, kb) or guard
+        with guard:
+            base = eng.produce_wire(topic, partition, kb.keys, kb.values, kb.headers,
+                                    kb.timestamps, producer, kb.transactional, kb.codec)
         if first < 0:
             first = base
     return first

@@ -28,6 +28,8 @@ INTS: dict[str, tuple[int, int, str]] = {
     "queued.max.request.bytes": (-1, -1, "bytes of requests read but not answered, all "
                                          "connections together (-1: 2 x socket.request.max."
                                          "bytes x num.io.threads)"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        10000, 100, "how often transactions past their transaction.timeout.ms are aborted"),
     "log.retention.check.interval.ms": (300000, 1000, "how often retention runs over every "
                                                       "topic, written to or not"),
     "offsets.retention.minutes": (10080, 1, "committed offsets of a group with no member "
@@ -55,6 +57,7 @@ class ServeConfig:
     fetch_max_bytes: int = 57671680
     num_io_threads: int = 8
     queued_max_request_bytes: int = -1
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     log_retention_check_interval_ms: int = 300000
     offsets_retention_minutes: int = 10080
     auto_create_topics_enable: bool = False

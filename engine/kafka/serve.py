@@ -60,6 +60,9 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         except (NotImplementedError, RuntimeError):  # not the main thread (tests)
             pass
     broker = Broker(engine, config, listen[0], listen[1], loop)
+    from . import api_txn
+
+    expiry = api_txn.install(broker)  # broker.txns; timed-out transactions aborted
     server = Server(broker)
     host, port = await server.start(*listen)
     broker.host, broker.port = advertised or (host if host not in ("0.0.0.0", "::") else
@@ -69,6 +72,7 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         await stop.wait()
     finally:
         broker.stopping = True
+        expiry.cancel()
         await server.stop()
         broker.pool.shutdown(wait=True)
     return server
