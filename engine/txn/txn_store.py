@@ -170,6 +170,7 @@ class TxnState:
             _check_group(g, bad)
             if type(rows) is not list:
                 raise bad(f"offsets of group {jsondoc.shown(g)} is not a list")
+            offsets[g] = {}  # (a group added to a Kafka client's transaction: none yet)
             for row in rows:
                 if (type(row) is not list or len(row) != 3 or not is_tp(row[0], row[1])
                         or not _is_int(row[2])):

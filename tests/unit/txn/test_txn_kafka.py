@@ -311,6 +311,21 @@ def test_bad_arguments(eng):
         eng.txn.add_group("k1", c.pid, 0, "")
 
 
+def test_a_group_added_with_no_offsets_yet_survives_a_restart(data_dir):
+    """AddOffsetsToTxn, the server killed, TxnOffsetCommit to the next one: the group is
+    still in the transaction (a state read back from disk, not from this process)."""
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("in", partitions=1)
+        c = Client(eng)
+        eng.txn.add_group("k1", c.pid, 0, "g")
+        pid = c.pid
+    with Engine.open(data_dir) as eng:
+        assert eng.txn.describe("k1")["offsets"] == {"g": []}
+        eng.txn.commit_offsets("k1", pid, 0, "g", {("in", 0): 3})
+        eng.txn.end_transaction("k1", pid, 0, True)
+        assert eng.groups.committed("g") == {("in", 0): 3}
+
+
 def test_a_reopened_engine_keeps_the_rule(data_dir):
     with Engine.open(data_dir) as eng:
         eng.create_topic("out", partitions=1)
