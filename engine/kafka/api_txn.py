@@ -35,7 +35,6 @@ from ..errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from ..groups import membership
 from . import codes
 from .registry import Request, api
 
@@ -255,17 +254,15 @@ def add_offsets_to_txn(req: Request) -> Any:
     body = req.body
     code = codes.NONE
     try:
-        membership.check_group_name(body.group_id, new=True)
-    except InvalidArgument as e:
-        req.broker.log.info("AddOffsetsToTxn from %s: %s", req.peer, e)
-        return req.respond(throttle_time_ms=0, error_code=codes.INVALID_GROUP_ID)
-    try:
         if not body.transactional_id:
             raise InvalidArgument("no transactional id")
         req.broker.engine.txn.add_group(body.transactional_id, body.producer_id,
                                         body.producer_epoch, body.group_id)
     except RivvenError as e:
-        code = txn_code(e, req.version, fenced_since=2)
+        # (an id rivven cannot store has no state: InvalidProducerIdMapping; so an
+        # InvalidArgument here is the group's name)
+        code = codes.INVALID_GROUP_ID if isinstance(e, InvalidArgument) and \
+            body.transactional_id else txn_code(e, req.version, fenced_since=2)
         _refused(req, "AddOffsetsToTxn", body.transactional_id, code, e)
     return req.respond(throttle_time_ms=0, error_code=code)
 
@@ -300,7 +297,6 @@ def txn_offset_commit(req: Request) -> Any:
         try:
             if not body.transactional_id:
                 raise InvalidArgument("no transactional id")
-            membership.check_group_name(group, new=True)
             eng.txn.commit_offsets(body.transactional_id, body.producer_id,
                                    body.producer_epoch, group, offsets,
                                    body.member_id if req.version >= 3 else None)

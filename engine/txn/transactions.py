@@ -13,7 +13,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import clock
-from ..errors import InvalidArgument, ProducerFenced, UnknownPartition
+from ..errors import (
+    InvalidArgument,
+    InvalidProducerIdMapping,
+    ProducerFenced,
+    UnknownPartition,
+)
 from ..groups import membership
 from ..groups.offset_store import check_commit
 from ..storage.finder import LogFinder
@@ -30,7 +35,7 @@ from .results import (
     RecoveredTransaction,
     TransactionRow,
 )
-from .txn_store import TxnPartition
+from .txn_store import TxnPartition, check_id
 
 
 def _nothing() -> None:
@@ -83,6 +88,7 @@ class Transactions:
         (starting one), durably, before its batches may be written there
         (UnknownTopic, UnknownPartition: nothing joins)."""
         self.writable()
+        _known(transactional_id)
         parts = []
         for topic, partition in partitions:
             meta = self.find.topic(topic)
@@ -98,6 +104,7 @@ class Transactions:
         """Kafka's AddOffsetsToTxn: ``group``'s offsets may be committed with the
         transaction (starting one)."""
         self.writable()
+        _known(transactional_id)
         membership.check_group_name(group, new=True)
         self.coordinator.add_group(transactional_id, producer_id, epoch, group)
 
@@ -108,6 +115,7 @@ class Transactions:
         with ``add_group`` first, else InvalidTxnState), committed if the transaction
         commits. The member's generation is the group coordinator's to check."""
         self.writable()
+        _known(transactional_id)
         check_commit(offsets, "", [])
         self.coordinator.commit_offsets(transactional_id, producer_id, epoch, group,
                                         {tp: int(o) for tp, o in offsets.items()}, member_id)
@@ -117,6 +125,7 @@ class Transactions:
         """Kafka's EndTxn (before v5): commit or abort, durable when this returns; the same
         end retried is a no-op. Returns the ``(producer_id, epoch)`` to go on with."""
         self.writable()
+        _known(transactional_id)
         try:
             return self.coordinator.end_classic(transactional_id, producer_id, epoch, commit)
         finally:
@@ -128,6 +137,7 @@ class Transactions:
         """Around the append of a Kafka client's transactional batch: the partition is in
         the instance's ongoing transaction (else InvalidTxnState; ProducerFenced,
         InvalidProducerIdMapping), and no end of it can come before the append is done."""
+        _known(transactional_id)
         meta = self.find.topic(topic)
         with self.coordinator.writing(transactional_id, producer_id, epoch, topic, partition,
                                       meta.id):
@@ -278,3 +288,13 @@ class Transactions:
             raise InvalidArgument(f"offset must be a non-negative integer, not {start_offset!r}")
         return hanging.abort_hanging(self.find.writer(topic, partition), start_offset,
                                    lambda: self.coordinator.transactions(True), clock.now_ms())
+
+
+def _known(transactional_id: str) -> None:
+    """An id that cannot have a state (not a name rivven stores) has no producer id:
+    InvalidProducerIdMapping, as for an id never initialised."""
+    try:
+        check_id(transactional_id)
+    except InvalidArgument as e:
+        raise InvalidProducerIdMapping(f"no transactional id {transactional_id!r} ({e})") \
+            from None

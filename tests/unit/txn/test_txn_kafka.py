@@ -309,6 +309,10 @@ def test_bad_arguments(eng):
     assert eng.txn.describe("k1")["state"] == "Empty"  # nothing joined
     with pytest.raises(InvalidArgument):
         eng.txn.add_group("k1", c.pid, 0, "")
+    with pytest.raises(InvalidProducerIdMapping):  # a name that cannot have a state
+        eng.txn.add_partitions("x" * 300, c.pid, 0, [("out", 0)])
+    with pytest.raises(InvalidProducerIdMapping):
+        eng.txn.end_transaction("bad\x00id", c.pid, 0, True)
 
 
 def test_a_group_added_with_no_offsets_yet_survives_a_restart(data_dir):
