@@ -281,6 +281,96 @@ def test_a_transactional_batch_outside_its_transaction_is_refused(served):
         assert eng.end_offsets("t") == {0: 0, 1: 0}
 
 
+def test_the_transaction_apis_answer_kafkas_error_codes(served):
+    """What each request gets on the wire, version by version (the codes a client acts on)."""
+    from kafka.protocol.producer.transaction import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+    )
+
+    def init(version, tid="w", pid=-1, epoch=-1, timeout=60000):
+        r = _call(served, InitProducerIdRequest(transactional_id=tid,
+                                                transaction_timeout_ms=timeout,
+                                                producer_id=pid, producer_epoch=epoch),
+                  InitProducerIdResponse, version)
+        return r.error_code, r.producer_id, r.producer_epoch
+
+    def end(version, pid, epoch, commit=True, tid="w"):
+        return _call(served, EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                           producer_epoch=epoch, committed=commit),
+                     EndTxnResponse, version).error_code
+
+    def add(version, pid, epoch, topics, tid="w"):
+        T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        r = _call(served, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[T(name=t, partitions=ps) for t, ps in topics]),
+            AddPartitionsToTxnResponse, version)
+        return {(t.name, p.partition_index): p.partition_error_code
+                for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+    assert init(4, tid="")[0] == 42  # INVALID_REQUEST
+    assert init(4, timeout=0)[0] == 50  # INVALID_TRANSACTION_TIMEOUT
+    assert init(4, timeout=900001)[0] == 50
+    assert init(4, pid=-1, epoch=3)[0] == 42  # half a producer id/epoch
+    err, pid, epoch = init(4)
+    assert (err, epoch) == (0, 0)
+    # a bump asked for with the producer's own id and epoch, and that request retried
+    assert init(4, pid=pid, epoch=0) == (0, pid, 1)
+    assert init(4, pid=pid, epoch=0) == (0, pid, 1)
+    assert init(4, pid=pid, epoch=7)[0] == 90  # PRODUCER_FENCED
+    assert init(3, pid=pid, epoch=7)[0] == 47  # (before v4: INVALID_PRODUCER_EPOCH)
+    assert end(3, pid, 1) == 48  # INVALID_TXN_STATE: nothing to end
+    assert end(3, pid + 1, 1) == 49  # INVALID_PRODUCER_ID_MAPPING
+    assert end(3, pid, 0) == 90 and end(1, pid, 0) == 47
+    assert add(1, pid, 1, [("t", [0]), ("nope", [0]), ("t", [5])]) == {
+        ("t", 0): 55, ("nope", 0): 3, ("t", 5): 3}  # OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC..
+    assert add(1, pid, 0, [("t", [0])]) == {("t", 0): 47}
+    assert add(3, pid, 0, [("t", [0])]) == {("t", 0): 90}
+    assert add(3, pid, 1, [("t", [0, 1])]) == {("t", 0): 0, ("t", 1): 0}
+    offsets = _call(served, AddOffsetsToTxnRequest(transactional_id="w", producer_id=pid,
+                                                   producer_epoch=1, group_id=""),
+                    AddOffsetsToTxnResponse, 3).error_code
+    assert offsets == 24  # INVALID_GROUP_ID
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+
+    def commit_offsets(group):
+        r = _call(served, TxnOffsetCommitRequest(
+            transactional_id="w", group_id=group, producer_id=pid, producer_epoch=1,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=5,
+                                              committed_leader_epoch=-1,
+                                              committed_metadata=""),
+                                            P(partition_index=9, committed_offset=5,
+                                              committed_leader_epoch=-1,
+                                              committed_metadata="")])]),
+            TxnOffsetCommitResponse, 3)
+        return {(t.name, p.partition_index): p.error_code for t in r.topics
+                for p in t.partitions}
+
+    assert commit_offsets("g") == {("t", 0): 48, ("t", 9): 3}  # g not added yet
+    assert _call(served, AddOffsetsToTxnRequest(transactional_id="w", producer_id=pid,
+                                                producer_epoch=1, group_id="g"),
+                 AddOffsetsToTxnResponse, 3).error_code == 0
+    assert commit_offsets("g") == {("t", 0): 0, ("t", 9): 3}
+    assert end(3, pid, 1, commit=True) == 0
+    assert end(3, pid, 1, commit=True) == 0  # retried: done already
+    assert end(3, pid, 1, commit=False) == 48
+    with Engine.open(served.data_dir, read_only=True) as eng:
+        assert eng.groups.committed("g") == {("t", 0): 5}
+        assert eng.txn.describe("w")["state"] == "CompleteCommit"
+
+
 # ---------------------------------------------------------------- consume-transform-produce
 def test_consume_transform_produce_with_random_aborts_is_exactly_once(served):
     run_rivven(served.data_dir, "topic", "create", "in", "--partitions", "2", check=True)
