@@ -144,7 +144,7 @@ class KafkaTransactions:
                 return
             try:
                 await b.call(self.expire)
-            except RivvenError as e:
+            except Exception as e:  # (an OSError too: tried again next time, logged)
                 b.log.warning("the abort of timed-out transactions failed: %s", e)
 
 
