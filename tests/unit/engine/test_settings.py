@@ -93,3 +93,12 @@ def test_settings_are_frozen():
     s = Settings.parse(None)
     with pytest.raises(AttributeError):
         s.wal_sync = "none"
+
+
+def test_as_config_names_every_setting_and_parses_back():
+    assert Settings.parse({}).as_config() == DEFAULTS
+    given = {"wal.sync": "interval:250", "lock.timeout.ms": "-1", "metrics.enabled": "false",
+             "hot.max.bytes": "0"}
+    st = Settings.parse(given)
+    assert st.as_config() == {**DEFAULTS, **given}
+    assert Settings.parse(st.as_config()) == st

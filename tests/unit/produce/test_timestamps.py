@@ -93,7 +93,7 @@ def test_compaction_keeps_the_mark_of_a_rewritten_batch(data_dir, now):
                                   "min.cleanable.dirty.ratio": "0"})
         eng.produce_batch("t", [b"old", b"keep"], keys=[b"a", b"b"], timestamps=[OLD, OLD])
         eng.produce("t", [Record(key=b"a", value=b"new")])
-        for i in range(30):  # roll the segment: the first batches become cleanable
+        for _ in range(30):  # roll the segment: the first batches become cleanable
             eng.produce("t", [Record(key=b"z", value=b"x" * 64)])
         eng.maintenance.compact("t", force=True)
         recs = eng.read("t", 0, 0, 1000)
