@@ -89,6 +89,11 @@ class Settings:
                 "files.max.open": str(self.files_max_open)}
 
 
+    def describe(self) -> list[tuple[str, str, str]]:
+        """``(name, value, default)`` of every setting (values as ``as_config`` gives them)."""
+        return [(k, v, DEFAULTS[k]) for k, v in self.as_config().items()]
+
+
 def _bool(name: str, text: str) -> bool:
     v = text.strip().lower()
     if v not in ("true", "false"):

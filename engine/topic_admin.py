@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .errors import UnknownTopic
-from .results import TopicDeleted, TopicEnsured
+from .results import ConfigKey, TopicDeleted, TopicEnsured
 from .storage.catalog import TopicMeta
+from .storage.config import KEYS
 from .storage.finder import LogFinder
 from .storage.topics import Topics, not_applied
 from .tiering import cold
@@ -85,6 +86,11 @@ class TopicAdmin:
         if not validate_only:
             self.writable()
         return self.topics.add_partitions(name, total, validate_only)
+
+    def config_keys(self) -> list[ConfigKey]:
+        """Every topic config key, by name: its default, Kafka's type for it, what it does."""
+        return [{"key": k.name, "default": k.default, "kind": k.kind, "doc": k.doc}
+                for _, k in sorted(KEYS.items())]
 
     def describe(self, name: str) -> TopicDescription:
         """Its configs (with their source) and per partition: offsets, segments, bytes."""

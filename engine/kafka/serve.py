@@ -18,7 +18,7 @@ from .config import ServeConfig
 from .server import Server, quiet_asyncio
 
 # the handler modules register their APIs when imported
-_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn")
+_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin")
 
 
 def load_handlers() -> None:

@@ -102,3 +102,10 @@ def test_as_config_names_every_setting_and_parses_back():
     st = Settings.parse(given)
     assert st.as_config() == {**DEFAULTS, **given}
     assert Settings.parse(st.as_config()) == st
+
+
+def test_describe_pairs_each_value_with_its_default():
+    rows = Settings.parse({"hot.max.bytes": "0"}).describe()
+    assert [r[0] for r in rows] == list(DEFAULTS)
+    assert {k: (v, d) for k, v, d in rows}["hot.max.bytes"] == ("0", DEFAULTS["hot.max.bytes"])
+    assert sum(v != d for _, v, d in rows) == 1

@@ -99,3 +99,14 @@ def test_validate_only_add_partitions(admin):
     with pytest.raises(InvalidArgument, match="has 2 partitions"):
         admin.add_partitions("t", 2, validate_only=True)
     assert admin.add_partitions("t", 3).partitions == 3
+
+
+def test_config_keys_list_every_topic_config_with_its_kafka_type(admin):
+    from engine.storage.config import KEYS
+
+    rows = admin.config_keys()
+    assert [r["key"] for r in rows] == sorted(KEYS)
+    by = {r["key"]: r for r in rows}
+    assert by["message.timestamp.type"]["default"] == "CreateTime"
+    assert by["cleanup.policy"]["kind"] == "list" and by["retention.ms"]["kind"] == "long"
+    assert all(r["doc"] for r in rows)
