@@ -260,7 +260,10 @@ def _topic_values(eng: Any, config: dict[str, str]) -> list[tuple[str, str, int]
 
 
 class Entry:
-    """One config as DescribeConfigs shows it."""
+    """One config as DescribeConfigs shows it. A broker setting (``read_only``) lists its
+    default among its synonyms, under its own name, as Kafka's broker does; a topic config
+    lists only its override: Kafka names a topic config's default by the broker setting
+    that supplies it (log.retention.ms, ...), which rivven has not."""
 
     __slots__ = ("name", "value", "source", "default", "read_only", "kind", "doc")
 
@@ -268,6 +271,14 @@ class Entry:
                  kind: str, doc: str) -> None:
         self.name, self.value, self.source, self.default = name, value, source, default
         self.read_only, self.kind, self.doc = read_only, kind, doc
+
+    def synonyms(self, S: Any) -> list:  # noqa: N803  (the synonym class)
+        """In order of precedence, as Kafka lists them."""
+        out = [S(name=self.name, value=self.value, source=self.source)] \
+            if self.source != DEFAULT_CONFIG else []
+        if self.read_only:
+            out.append(S(name=self.name, value=self.default, source=DEFAULT_CONFIG))
+        return out
 
 
 def topic_entries(eng: Any, name: str) -> list[Entry]:
@@ -324,14 +335,9 @@ def describe_configs(req: Request) -> Any:
         for e in entries or ():
             if wanted is not None and e.name not in wanted:
                 continue
-            syns = []
-            if synonyms:  # (in order of precedence, as Kafka lists them)
-                if e.source != DEFAULT_CONFIG:
-                    syns.append(S(name=e.name, value=e.value, source=e.source))
-                syns.append(S(name=e.name, value=e.default, source=DEFAULT_CONFIG))
             configs.append(C(name=e.name, value=e.value, read_only=e.read_only,
                              config_source=e.source, is_default=e.source == DEFAULT_CONFIG,
-                             is_sensitive=False, synonyms=syns,
+                             is_sensitive=False, synonyms=e.synonyms(S) if synonyms else [],
                              config_type=CONFIG_TYPES.get(e.kind, 0),
                              documentation=e.doc if docs else None))
         out.append(Res(error_code=err, error_message=msg, resource_type=r.resource_type,
