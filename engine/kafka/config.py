@@ -12,8 +12,9 @@ INTS: dict[str, tuple[int, int, str]] = {
     "socket.request.max.bytes": (104857600, 1024, "largest request frame a client may send"),
     "connections.max.idle.ms": (600000, 1000, "a connection idle this long is closed"),
     "max.connections": (10000, 1, "most client connections at once; past it new ones close"),
-    "num.partitions": (1, 1, "partitions of a topic created by a produce or metadata "
-                             "request (auto.create.topics.enable)"),
+    "num.partitions": (1, 1, "partitions of a topic created by a metadata request "
+                             "(auto.create.topics.enable) or by CreateTopics with "
+                             "num_partitions -1"),
     "group.initial.rebalance.delay.ms": (3000, 0, "how long the first member of an empty "
                                                   "group waits for others to join"),
     "group.min.session.timeout.ms": (6000, 1, "shortest session a consumer may ask for"),

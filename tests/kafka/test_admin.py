@@ -35,6 +35,7 @@ from helpers import run_rivven
 from helpers.kafka import FAST, start_server
 
 from engine import Engine
+from engine.kafka.config import BOOLS, INTS
 from engine.kafka.protocol import Messages
 
 OLD = 1_500_000_000_000  # a client timestamp far in the past
@@ -384,6 +385,8 @@ def test_delete_records_moves_the_log_start(server):
     assert f.result(30).low_watermark == 4
     offsets = json.loads(run_rivven(s.data_dir, "offsets", "t", "--json", check=True).stdout)
     assert (offsets[0]["start_offset"], offsets[0]["end_offset"]) == (4, 10)
+    (f,) = a.delete_records([TopicPartition("t", 0, 2)]).values()  # below it: stays
+    assert f.result(30).low_watermark == 4
     (f,) = a.delete_records([TopicPartition("t", 0, 11)]).values()
     assert error_of(f).code() == KafkaError.OFFSET_OUT_OF_RANGE
     (f,) = a.delete_records([TopicPartition("t", 0, OFFSET_END)]).values()  # -1: the HW
@@ -607,3 +610,18 @@ def test_a_request_naming_a_topic_twice_gets_invalid_request_for_it(server):
     assert [(t.name, t.error_code) for t in resp.topics] == [("dup", 42), ("dup", 42),
                                                              ("fine", 0)]
     assert set(topics(s)) == {"t", "fine"}
+
+
+def test_kafka_md_lists_every_serve_setting_with_its_default():
+    from helpers import ROOT
+
+    text = (ROOT / "docs" / "KAFKA.md").read_text()
+    section = text.split("<!-- section: settings -->")[1].split("<!-- section:")[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1].strip("`")
+    expected = {k: str(d) for k, (d, _, _) in INTS.items()}
+    expected.update({k: str(d).lower() for k, (d, _) in BOOLS.items()})
+    assert rows == expected
