@@ -70,15 +70,18 @@ class TopicAdmin:
 
     def alter_config(self, name: str, set: dict[str, str] | None = None,
                      delete: Sequence[str] = (), replace: bool = False,
-                     validate_only: bool = False) -> TopicMeta:
+                     validate_only: bool = False, append: dict[str, str] | None = None,
+                     subtract: dict[str, str] | None = None) -> TopicMeta:
         """Set configs (``set``) and return others to their defaults (``delete``); with
         ``replace`` the topic keeps ``set`` alone, every other config back to its default
-        (Kafka's AlterConfigs). ``validate_only``: the checks, nothing written; the metadata
-        the topic would have."""
+        (Kafka's AlterConfigs). ``append``/``subtract``: values added to or removed from a
+        list config (cleanup.policy), from its current value (Kafka's APPEND, SUBTRACT).
+        ``validate_only``: the checks, nothing written; the metadata the topic would have."""
         if not validate_only:
             self.writable()
         cold.check_config_store(set or {})
-        return self.topics.alter_config(name, set or {}, delete, replace, validate_only)
+        return self.topics.alter_config(name, set or {}, delete, replace, validate_only,
+                                        append, subtract)
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicMeta:
         """Grow the topic to ``total`` partitions (never fewer); ``validate_only``: the

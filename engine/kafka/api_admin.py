@@ -373,40 +373,26 @@ def _alter(req: Request, r: Any, validate_only: bool, incremental: bool) -> None
         return
     if r.resource_type != TOPIC:
         raise Refused(codes.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
-    eng = req.broker.engine
-    admin = eng.topic_admin
+    admin = req.broker.engine.topic_admin
     if not incremental:
         admin.alter_config(r.resource_name, {c.name: c.value for c in r.configs},
                            replace=True, validate_only=validate_only)
         return
     sets: dict[str, str] = {}
     deletes: list[str] = []
-    current: dict[str, str] | None = None
-    keys = _keys(eng)
+    lists: dict[int, dict[str, str]] = {APPEND: {}, SUBTRACT: {}}
     for c in r.configs:
         op = c.config_operation
         if op == SET:
             sets[c.name] = c.value
         elif op == DELETE:
             deletes.append(c.name)
-        elif op in (APPEND, SUBTRACT):
-            key = keys.get(c.name)
-            if key is None:
-                raise Refused(codes.INVALID_CONFIG, f"Unknown config name: {c.name}")
-            if key["kind"] != "list":
-                raise Refused(codes.INVALID_CONFIG,
-                              f"Config value {'append' if op == APPEND else 'subtract'} is not "
-                              f"allowed for config key: {c.name}")
-            if current is None:
-                current = eng.topic(r.resource_name).config
-            old = [v for v in current.get(c.name, key["default"]).split(",") if v]
-            given = c.value.split(",")
-            new = old + [v for v in given if v not in old] if op == APPEND \
-                else [v for v in old if v not in given]
-            sets[c.name] = ",".join(new)
+        elif op in lists:
+            lists[op][c.name] = c.value
         else:
             raise Refused(codes.INVALID_REQUEST, f"Unknown operations type {op}")
-    admin.alter_config(r.resource_name, sets, deletes, validate_only=validate_only)
+    admin.alter_config(r.resource_name, sets, deletes, validate_only=validate_only,
+                       append=lists[APPEND], subtract=lists[SUBTRACT])
 
 
 def _alter_configs(req: Request, incremental: bool) -> Any:

@@ -179,18 +179,37 @@ class Topics:
         return kept
 
     def alter_config(self, name: str, updates: dict[str, str], delete: Sequence[str],
-                     replace: bool = False, validate_only: bool = False) -> TopicMeta:
+                     replace: bool = False, validate_only: bool = False,
+                     append: dict[str, str] | None = None,
+                     subtract: dict[str, str] | None = None) -> TopicMeta:
         """Set ``updates`` and return ``delete`` to their defaults; with ``replace`` the
-        topic's configs become ``updates`` alone (Kafka's AlterConfigs). ``validate_only``:
-        every check, nothing written; the metadata the topic would have."""
+        topic's configs become ``updates`` alone (Kafka's AlterConfigs). ``append`` and
+        ``subtract`` add and remove comma-separated values of list configs, from their
+        current value (Kafka's IncrementalAlterConfigs), under the catalog lock.
+        ``validate_only``: every check, nothing written; the metadata the topic would have."""
         updates = validate(updates)
         validate({k: KEYS[k].default if k in KEYS else "" for k in delete})  # unknown keys
+        lists = {**(append or {}), **(subtract or {})}
+        for k in lists:
+            validate({k: KEYS[k].default if k in KEYS else ""})  # unknown keys
+            if KEYS[k].kind != "list":
+                op = "append" if k in (append or {}) else "subtract"
+                raise InvalidConfig(f"Config value {op} is not allowed for config key: {k} "
+                                    "(not a list: set it instead)")
         with (self.catalog.locked() if validate_only else self.catalog.mutate()) as topics:
             meta = self._existing(topics.get(name), name)
             cfg = {} if replace else dict(meta.config)
             cfg.update(updates)
             for k in delete:
                 cfg.pop(k, None)
+            for k, v in (append or {}).items():
+                old = [x for x in cfg.get(k, KEYS[k].default).split(",") if x]
+                cfg[k] = ",".join(old + [x for x in v.split(",") if x not in old])
+            for k, v in (subtract or {}).items():
+                gone = v.split(",")
+                cfg[k] = ",".join(x for x in cfg.get(k, KEYS[k].default).split(",")
+                                  if x and x not in gone)
+            cfg.update(validate({k: cfg[k] for k in lists}))
             check_combination(cfg)
             if TopicConfig.from_overrides(cfg).compacted:
                 cold: int = sum(len(tier_manifest.load(

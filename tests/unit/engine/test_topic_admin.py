@@ -110,3 +110,25 @@ def test_config_keys_list_every_topic_config_with_its_kafka_type(admin):
     assert by["message.timestamp.type"]["default"] == "CreateTime"
     assert by["cleanup.policy"]["kind"] == "list" and by["retention.ms"]["kind"] == "long"
     assert all(r["doc"] for r in rows)
+
+
+def test_append_and_subtract_list_values_from_the_current_one(admin):
+    admin.create("t")
+    # unset: from the default (delete)
+    assert admin.alter_config("t", append={"cleanup.policy": "compact"}).config == \
+        {"cleanup.policy": "compact,delete"}
+    assert admin.alter_config("t", append={"cleanup.policy": "compact"}).config == \
+        {"cleanup.policy": "compact,delete"}  # (already there: no twin)
+    assert admin.alter_config("t", subtract={"cleanup.policy": "delete"}).config == \
+        {"cleanup.policy": "compact"}
+    with pytest.raises(InvalidConfig, match="invalid value '' for cleanup.policy"):
+        admin.alter_config("t", subtract={"cleanup.policy": "compact"})
+    with pytest.raises(InvalidConfig, match="Config value append is not allowed for config "
+                                            "key: retention.ms"):
+        admin.alter_config("t", append={"retention.ms": "1"})
+    with pytest.raises(InvalidConfig, match="unknown topic config 'cleanup.polcy'"):
+        admin.alter_config("t", subtract={"cleanup.polcy": "x"})
+    before = catalog(admin)
+    assert admin.alter_config("t", append={"cleanup.policy": "delete"},
+                              validate_only=True).config == {"cleanup.policy": "compact,delete"}
+    assert catalog(admin) == before and admin.topics.get("t").config == {"cleanup.policy": "compact"}
