@@ -18,6 +18,8 @@ from ..errors import (
     InvalidArgument,
     InvalidConfig,
     InvalidTopicName,
+    KeyringError,
+    KeyUnavailable,
     OffsetOutOfRange,
     RivvenError,
     TopicExists,
@@ -145,6 +147,8 @@ def _create(req: Request, t: Any, validate_only: bool) -> Any:
         raise
     except InvalidArgument as e:  # (the partition count: engine.storage.topics' bounds)
         raise Refused(codes.INVALID_PARTITIONS, str(e)) from None
+    except (KeyUnavailable, KeyringError) as e:  # (encryption.enable: no master key here)
+        raise Refused(codes.INVALID_CONFIG, str(e)) from None
 
 
 @api(20, "DeleteTopics", 0, 6)
@@ -373,7 +377,13 @@ def _alter(req: Request, r: Any, validate_only: bool, incremental: bool) -> None
         return
     if r.resource_type != TOPIC:
         raise Refused(codes.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
-    admin = req.broker.engine.topic_admin
+    try:
+        _alter_topic(req.broker.engine.topic_admin, r, validate_only, incremental)
+    except (KeyUnavailable, KeyringError) as e:  # (encryption.enable: no master key here)
+        raise Refused(codes.INVALID_CONFIG, str(e)) from None
+
+
+def _alter_topic(admin: Any, r: Any, validate_only: bool, incremental: bool) -> None:
     if not incremental:
         admin.alter_config(r.resource_name, {c.name: c.value for c in r.configs},
                            replace=True, validate_only=validate_only)

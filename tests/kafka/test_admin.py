@@ -146,6 +146,9 @@ def test_confluent_creates_and_deletes_topics_the_engine_sees_at_once(server):
         "bad/name": (NewTopic("bad/name", 1, 1), KafkaError.TOPIC_EXCEPTION, "bad/name"),
         "elsewhere": (NewTopic("elsewhere", 1, replica_assignment=[[1]]),
                       KafkaError.INVALID_REPLICA_ASSIGNMENT, "one node (id 0)"),
+        "sealed": (NewTopic("sealed", 1, 1, config={"encryption.enable": "true",
+                                                    "encryption.key.id": "k1"}),
+                   KafkaError.INVALID_CONFIG, "master key 'k1' is needed and no keyring"),
     }
     futures = a.create_topics([nt for nt, _, _ in refused.values()])
     for name, (_, code, text) in refused.items():
