@@ -25,6 +25,7 @@ from ..errors import (
     TopicExists,
     UnknownPartition,
     UnknownTopic,
+    plural,
 )
 from . import codes
 from .api_meta import ZERO_UUID
@@ -203,10 +204,10 @@ def _add_partitions(req: Request, t: Any, validate_only: bool) -> Any:
     have = eng.topic(t.name).partitions
     if t.count < have:
         raise Refused(codes.INVALID_PARTITIONS,
-                      f"Topic currently has {have} partitions, which is higher than the "
-                      f"requested {t.count}.")
+                      f"Topic currently has {plural(have, 'partition')}, which is higher "
+                      f"than the requested {t.count}.")
     if t.count == have:
-        raise Refused(codes.INVALID_PARTITIONS, f"Topic already has {have} partitions.")
+        raise Refused(codes.INVALID_PARTITIONS, f"Topic already has {plural(have, 'partition')}.")
     if t.assignments is not None:
         if len(t.assignments) != t.count - have:
             raise Refused(codes.INVALID_REPLICA_ASSIGNMENT,
