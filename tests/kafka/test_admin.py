@@ -479,6 +479,37 @@ def test_log_append_time_replaces_a_clients_timestamps_end_to_end(server):
     assert m.timestamp() == (TIMESTAMP_CREATE_TIME, OLD)
 
 
+def _produce_raw(bootstrap: str, topic: str, attributes: int = 0):
+    """One Produce v9 of one record stamped OLD, with these batch attributes: the partition's
+    answer."""
+    from engine.format import kafka_batch
+
+    batch = kafka_batch.encode(0, attributes, 0, OLD, OLD, -1, -1, -1, [0], [OLD], [None],
+                               [b"raw"], None)
+    T = MESSAGES.request[0].TopicProduceData
+    resp = call(bootstrap, 0, 9, transactional_id=None, acks=-1, timeout_ms=30000,
+                topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(
+                    index=0, records=batch)])])
+    return resp.responses[0].partition_responses[0]
+
+
+def test_produce_answers_the_log_append_time_and_refuses_a_clients_own(server):
+    s = server()
+    run_rivven(s.data_dir, "topic", "create", "lat", "-c",
+               "message.timestamp.type=LogAppendTime", check=True)
+    before = int(time.time() * 1000)
+    ok = _produce_raw(s.bootstrap, "lat")
+    assert ok.error_code == 0 and before - 1000 <= ok.log_append_time_ms <= time.time() * 1000 + 1000
+    with Engine.open(s.data_dir, read_only=True) as eng:
+        assert [r.timestamp for r in eng.read("lat", 0, 0)] == [ok.log_append_time_ms]
+    assert _produce_raw(s.bootstrap, "t").log_append_time_ms == -1  # (CreateTime)
+    for topic in ("lat", "t"):  # a batch claiming LogAppendTime itself: refused, as by Kafka
+        bad = _produce_raw(s.bootstrap, topic, attributes=0x08)
+        assert bad.error_code == 32 and "LogAppendTime" in bad.error_message  # INVALID_TIMESTAMP
+    with Engine.open(s.data_dir, read_only=True) as eng:
+        assert eng.offsets.of_partition("lat", 0)[1] == 1 and eng.offsets.of_partition("t", 0)[1] == 1
+
+
 def test_a_timestamp_out_of_bounds_is_invalid_timestamp(server):
     s = server()
     run_rivven(s.data_dir, "topic", "alter-config", "t", "--set",
