@@ -113,8 +113,15 @@ class Status:
             handler = _ConsoleHandler(self.console)
         else:
             handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+        handler.setFormatter(_Line("%(asctime)s %(levelname)s %(message)s"))
+        # the engine's and the server's loggers (``rivven.*``): every line, timestamped,
+        # instead of the commands' "warning:" lines (common.show_engine_warnings)
+        logger = logging.getLogger("rivven")
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
     def say(self, line: str) -> None:
         if self.tty:
@@ -152,6 +159,13 @@ class Status:
             self.live = None
 
 
+class _Line(logging.Formatter):
+    """A log line with what clients sent (names, ids) escaped; a traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
+        return printable(super().formatMessage(record))
+
+
 class _ConsoleHandler(logging.Handler):
     """Log lines through Rich's console: printed above the live status line."""
 
@@ -163,7 +177,7 @@ class _ConsoleHandler(logging.Handler):
         from rich.text import Text
 
         try:
-            self.console.print(Text(printable(self.format(record))))
+            self.console.print(Text(self.format(record)))
         except Exception:
             self.handleError(record)
 

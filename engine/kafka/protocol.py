@@ -72,9 +72,24 @@ class Messages:
 
     def decode(self, frame: Frame) -> Any:
         """The request body as its generated class (ValueError/struct.error/... when it
-        is malformed: the caller answers with an error or closes)."""
+        is malformed: the caller answers with an error or closes). A body cut short is
+        malformed: the generated decoder slices strings and bytes past the end silently, so
+        where it stopped is checked against the body's length."""
         cls = self.request[frame.api_key]
-        return cls.decode(frame.body, version=frame.api_version)
+        version = frame.api_version
+        struct_ = getattr(cls, "_struct", None)
+        if struct_ is None or not hasattr(struct_, "compiled_decode_from"):
+            return cls.decode(frame.body, version=version)  # (another kafka-python)
+        if not 0 <= version <= cls.max_version:
+            raise ValueError(f"version {version} is past {cls.__name__}'s {cls.max_version}")
+        flexible = cls.flexible_version_q(version)
+        fast = struct_.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                            data_class=cls[None])
+        body, pos = fast(frame.body, 0)
+        if pos > len(frame.body):
+            raise ValueError(f"its fields run {plural(pos - len(frame.body), 'byte')} past the "
+                             f"{plural(len(frame.body), 'byte')} of the request body")
+        return body
 
     def encode(self, api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
         """A whole response frame: size, header (v0, or v1 for a flexible version), body."""

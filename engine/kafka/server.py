@@ -87,27 +87,40 @@ class Conn:
 
 
 class Throttle:
-    """At most one log line per key per ``every_s``; the next one says how many were left out."""
+    """Log lines by key, at most ``burst`` at once and then ``rate`` a second (a token
+    bucket: a flood of bad clients does not flood the log); ``flush()`` (called every
+    second or so) says how many were left out, with the last of them."""
 
-    def __init__(self, every_s: float) -> None:
+    def __init__(self, burst: int = 20, rate: float = 1.0, every_s: float = 5.0) -> None:
+        self.burst = burst
+        self.rate = rate
         self.every_s = every_s
-        self.last: dict[Any, float] = {}
-        self.skipped: collections.Counter[Any] = collections.Counter()
+        self.tokens: dict[Any, tuple[float, float]] = {}  # key -> (tokens, when)
+        self.left_out: dict[Any, tuple[int, int, str, float]] = {}  # n, level, last, since
 
-    def __call__(self, key: Any) -> int | None:
-        """None: leave this line out; else the number left out since the last one."""
+    def __call__(self, key: Any, level: int, msg: str, *args: Any, exc_info: Any = None
+                 ) -> None:
         now = time.monotonic()
-        if now - self.last.get(key, -1e9) < self.every_s:
-            self.skipped[key] += 1
-            return None
-        if len(self.last) > 10_000:  # (keys are bounded, but never let this grow)
-            self.last.clear()
-        self.last[key] = now
-        return self.skipped.pop(key, 0)
+        tokens, when = self.tokens.get(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - when) * self.rate)
+        if tokens >= 1:
+            if len(self.tokens) > 10_000:  # (keys are few; never let this grow)
+                self.tokens.clear()
+            self.tokens[key] = (tokens - 1, now)
+            log.log(level, msg, *args, exc_info=exc_info)
+            return
+        self.tokens[key] = (tokens, now)
+        n, _, _, since = self.left_out.get(key, (0, level, "", now))
+        if len(self.left_out) < 10_000:
+            self.left_out[key] = (n + 1, level, msg % args if args else msg, since)
 
-
-def _more(skipped: int) -> str:
-    return f" ({skipped} more like it not logged)" if skipped else ""
+    def flush(self) -> None:
+        now = time.monotonic()
+        for key, (n, level, last, since) in list(self.left_out.items()):
+            if now - since >= self.every_s:
+                del self.left_out[key]
+                log.log(level, "%d more like this not logged in the last %.0f s; the last: %s",
+                        n, now - since, last)
 
 
 class Stats:
@@ -141,8 +154,10 @@ class Server:
         self._sweeper: asyncio.Task | None = None
         self.stats = Stats()
         self.listener = ""
-        self.throttle = Throttle(10.0)
-        self.refusals = Throttle(1.0)
+        self.say = Throttle()  # closes, refusals, failures
+        # error answers: part of a client's normal flow too (a rebalance, a topic not made
+        # yet): a few lines, then one per key every 10 s
+        self.said = Throttle(burst=5, rate=0.1, every_s=60.0)
         meter = broker.engine.meter
         self.meter = meter
         self.m_open = meter.get("rivven_kafka_connections")
@@ -222,9 +237,8 @@ class Server:
         refused = self._refusal(ip)
         if refused is not None:
             self._closed("refused")
-            skipped = self.refusals(("refused", refused))
-            if skipped is not None:
-                log.warning("connection from %s refused: %s%s", peer, refused, _more(skipped))
+            self.say(("refused", refused.partition("=")[0]), logging.WARNING,
+                     "connection from %s refused: %s", peer, refused)
             writer.transport.abort()
             return
         transport = writer.transport
@@ -255,9 +269,7 @@ class Server:
             self._closed(kind)
             if c.why:
                 level = logging.INFO if kind in ("idle", "shutdown") else logging.WARNING
-                skipped = self.throttle((kind, c.why[:40])) if kind == "idle" else 0
-                if skipped is not None:
-                    log.log(level, "closing %s: %s%s", peer, c.why, _more(skipped))
+                self.say(("closing", kind), level, "closing %s: %s", peer, c.why)
             if kind in ("client", "shutdown"):
                 transport.close()  # (flushes what was written)
             else:
@@ -336,6 +348,8 @@ class Server:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(every)
+            self.say.flush()
+            self.said.flush()
             now = loop.time()
             limit = now - self.idle_s
             unsent = 0
@@ -432,10 +446,8 @@ class Server:
         return self._answer(api, frame, resp)
 
     def _failed(self, api: Api, frame: Frame, c: Conn, e: Exception) -> Closing:
-        skipped = self.throttle(("failed", api.name, type(e).__name__))
-        if skipped is not None:
-            log.error("%s v%d from %s failed%s", api.name, frame.api_version, c.peer,
-                      _more(skipped), exc_info=e)
+        self.say(("failed", api.name, type(e).__name__), logging.ERROR,
+                 "%s v%d from %s failed", api.name, frame.api_version, c.peer, exc_info=e)
         return Closing(f"{api.name} failed: {type(e).__name__}: {e}", "internal")
 
     def _answer(self, api: Api, frame: Frame, resp: Any) -> tuple[bytes | None, dict]:
@@ -502,10 +514,8 @@ class Server:
 
     def _log_errors(self, name: str, frame: Frame, peer: str, errors: dict[int, int]) -> None:
         for code, n in errors.items():
-            skipped = self.throttle(("answered", name, code))
-            if skipped is not None:
-                log.info("%s v%d from %s answered %s%s%s", name, frame.api_version, peer,
-                         code_name(code), f" x{n}" if n > 1 else "", _more(skipped))
+            self.said(("answered", name, code), logging.INFO, "%s v%d from %s answered %s%s",
+                     name, frame.api_version, peer, code_name(code), f" x{n}" if n > 1 else "")
 
     def _unsupported(self, frame: Frame, unknown: bool, peer: str) -> bytes:
         """Kafka's answer to an API or version not served: ApiVersions answers v0 with
