@@ -65,11 +65,13 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
                 config: ServeConfig, ready: Callable[[str, int], None],
                 stop: asyncio.Event | None = None,
                 status: Callable[[dict[str, Any]], None] | None = None,
-                status_every: float = 1.0, grace_s: float = 30.0) -> Server:
+                status_every: float = 1.0, grace_s: float = 30.0,
+                started: Callable[[Server], None] | None = None) -> Server:
     """Serve until ``stop`` is set (the first SIGINT/SIGTERM sets it when none is given; a
     second one stops waiting for requests in flight). ``status(snapshot)`` is called every
-    ``status_every`` seconds with ``Server.snapshot()``. StoppedAtOnce when a second signal
-    left engine calls running (the engine must not be closed under them)."""
+    ``status_every`` seconds with ``Server.snapshot()``; ``started(server)`` once it
+    listens (before ``ready``). StoppedAtOnce when a second signal left engine calls
+    running (the engine must not be closed under them)."""
     load_handlers()
     quiet_asyncio()
     loop = asyncio.get_running_loop()
@@ -93,6 +95,8 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
     host, port = await server.start(*listen)
     broker.host, broker.port = advertised or (host if host not in ("0.0.0.0", "::") else
                                               "localhost", port)
+    if started is not None:
+        started(server)
     ready(host, port)
     ticker = loop.create_task(_tick(server, status, status_every))
     try:
