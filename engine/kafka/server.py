@@ -62,7 +62,7 @@ class Closing(Exception):
 
 class Conn:
     __slots__ = ("peer", "ip", "reader", "writer", "transport", "state", "since", "size",
-                 "unsent", "kind", "why", "data")
+                 "unsent", "kind", "why", "data", "task", "waiting")
 
     def __init__(self, peer: str, ip: str, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
@@ -78,6 +78,8 @@ class Conn:
         self.kind: str | None = None  # why it closed (set by whoever closes it)
         self.why: str | None = None
         self.data: dict[str, Any] = {}  # handlers' per-connection state (Request.conn)
+        self.task: asyncio.Task | None = None
+        self.waiting = False  # in an async handler (a long poll: cancelled if it goes away)
 
     def close(self, kind: str, why: str) -> None:
         """Close it now (its reader or writer wakes with an error), recording why."""
@@ -245,6 +247,7 @@ class Server:
         if hasattr(transport, "max_size"):  # (one read's bytes: bounds unread input)
             setattr(transport, "max_size", RECV_SIZE)  # noqa: B010
         c = Conn(peer, ip, reader, writer)
+        c.task = asyncio.current_task()
         self.conns.add(c)
         self.per_ip[ip] += 1
         self.m_open.set(len(self.conns))
@@ -365,6 +368,9 @@ class Server:
                         stalled.append(c)
                 if c.state in (IDLE, READING, WRITING) and c.since < limit:
                     c.close(*self._idle_reason(c))
+                elif c.waiting and c.reader.at_eof() and c.task is not None:
+                    c.kind = "client"  # gone while it waits (a long poll): stop waiting
+                    c.task.cancel()
             if unsent > self.budget:
                 for c in sorted(stalled, key=lambda c: -c.unsent):
                     if unsent <= self.budget:
@@ -407,7 +413,11 @@ class Server:
             else:
                 body = (await b.call(self._decode, api, frame) if len(data) > DECODE_ON_LOOP
                         else self._decode(api, frame))
-                out, errors = await self._handle_async(api, frame, c, body)
+                c.waiting = True
+                try:
+                    out, errors = await self._handle_async(api, frame, c, body)
+                finally:
+                    c.waiting = False
         finally:
             self._count(name, len(data), out, errors, t0)
         if errors:
