@@ -21,6 +21,7 @@ from helpers.kafka_wire import (
     Wire,
     api_versions,
     batch,
+    encode,
     fetch,
     healthy,
     metadata,
@@ -28,6 +29,7 @@ from helpers.kafka_wire import (
     raw,
     rss_bytes,
 )
+from kafka.protocol.admin.cluster import UpdateFeaturesRequest
 from kafka.record.util import calc_crc32c
 
 from engine import Engine
@@ -361,7 +363,7 @@ def test_a_second_signal_during_a_long_drain_exits_at_once(tmp_path):
         bootstrap = f"{m.group(1)}:{m.group(2)}"
         base = healthy(bootstrap, "t")
         w = Wire(bootstrap, timeout=30)
-        w.send(raw(57, 0, struct.pack(">ii", 1000, 0)))
+        w.send(encode(UpdateFeaturesRequest(version=0, timeout_ms=1000, feature_updates=[]), 0))
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         time.sleep(1.5)
