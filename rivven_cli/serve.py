@@ -35,7 +35,7 @@ def serve(
         help="Server settings from a properties file (key=value lines, # comments), "
              "as Kafka's server.properties; --set wins.")] = None,
     status_every: Annotated[float | None, typer.Option(
-        "--status-interval", metavar="SECONDS", min=0.1,
+        "--status-interval", metavar="SECONDS",
         help="Seconds between status updates: a redrawn line on a terminal (default 1), a "
              "log line otherwise (default 60; only when there was traffic).")] = None,
 ) -> None:
@@ -64,6 +64,8 @@ def serve(
         cfg = ServeConfig.parse(values)
     except RivvenError as e:
         fail(str(e), code=2)
+    if status_every is not None and not status_every >= 0.1:
+        fail(f"--status-interval {status_every}: use 0.1 seconds or more", code=2)
     if not is_loopback(host) and not insecure:
         fail(f"--listen {listen} is not a loopback address: the listener has no "
              "authentication and no encryption; add --insecure to serve it anyway", code=2)
