@@ -16,8 +16,8 @@ answered, all connections together, by ``queued.max.request.bytes`` (a connectio
 room); each connection's unread input by its reader's limit and a paused socket; unsent
 answers by closing the connections that do not read theirs (after ``connections.max.idle.ms``,
 or at once when their bytes pass the same budget); connections by ``max.connections`` and
-``max.connections.per.ip``. A connection that sends nothing for ``connections.max.idle.ms``,
-or sends a frame's size and not the whole frame within it, is closed.
+``max.connections.per.ip``. A connection that sends nothing (nor more of a frame it began)
+for ``connections.max.idle.ms`` is closed.
 
 Every request counts in the engine's meter (``rivven_kafka_*``: per API, per error code;
 connections opened, closed by reason, open), once per request or connection, never per
@@ -62,7 +62,7 @@ class Closing(Exception):
 
 class Conn:
     __slots__ = ("peer", "ip", "reader", "writer", "transport", "state", "since", "size",
-                 "unsent", "kind", "why", "data", "task", "waiting")
+                 "unsent", "got", "kind", "why", "data", "task", "waiting")
 
     def __init__(self, peer: str, ip: str, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
@@ -74,7 +74,8 @@ class Conn:
         self.state = IDLE
         self.since = 0.0
         self.size = 0
-        self.unsent = 0
+        self.unsent = 0  # (writing: bytes of answers not yet taken by the socket)
+        self.got = 0  # (reading: bytes of the frame received so far)
         self.kind: str | None = None  # why it closed (set by whoever closes it)
         self.why: str | None = None
         self.data: dict[str, Any] = {}  # handlers' per-connection state (Request.conn)
@@ -309,7 +310,7 @@ class Server:
             await self._take(size)
             out = None
             try:
-                c.state, c.since = READING, loop.time()
+                c.state, c.since, c.got = READING, loop.time(), 0
                 data = await reader.readexactly(size)
                 c.state = BUSY
                 out = await self._request(data, c)
@@ -366,6 +367,10 @@ class Server:
                     unsent += left
                     if now - c.since >= every:
                         stalled.append(c)
+                elif c.state == READING:
+                    got = len(getattr(c.reader, "_buffer", b""))
+                    if got > c.got:  # (a frame arriving slowly is not idle: as Kafka)
+                        c.since, c.got = now, got
                 if c.state in (IDLE, READING, WRITING) and c.since < limit:
                     c.close(*self._idle_reason(c))
                 elif c.waiting and c.reader.at_eof() and c.task is not None:
@@ -383,9 +388,8 @@ class Server:
     def _idle_reason(self, c: Conn) -> tuple[str, str]:
         ms = self.broker.config.connections_max_idle_ms
         if c.state == READING:
-            got = len(getattr(c.reader, "_buffer", b""))
-            return "idle", (f"a request frame of {c.size} bytes not received whole in "
-                            f"connections.max.idle.ms={ms} ({got} received)")
+            return "idle", (f"a request frame of {c.size} bytes not received whole: nothing "
+                            f"more of it for connections.max.idle.ms={ms} ({c.got} received)")
         if c.state == WRITING:
             return "stalled", (f"its answers not read for connections.max.idle.ms={ms} "
                                f"({c.unsent} bytes unsent)")
