@@ -297,6 +297,7 @@ def test_max_connections_and_max_connections_per_ip(tmp_path):
         s.kill()
 
 
+@pytest.mark.slow
 def test_thousands_of_idle_connections_cost_little_memory_and_are_closed(tmp_path):
     d = _data(tmp_path)
     s = start_server(d, settings=(*FAST, "connections.max.idle.ms=4000"))
