@@ -274,9 +274,10 @@ class Server:
             if c.why:
                 level = logging.INFO if kind in ("idle", "shutdown") else logging.WARNING
                 self.say(("closing", kind), level, "closing %s: %s", peer, c.why)
-            if kind in ("client", "shutdown"):
+            if kind == "shutdown" or (kind == "client" and
+                                      not transport.get_write_buffer_size()):
                 transport.close()  # (flushes what was written)
-            else:
+            else:  # (a client gone with answers unsent: they would be held for ever)
                 transport.abort()
 
     def _refusal(self, ip: str) -> str | None:
@@ -305,13 +306,20 @@ class Server:
             size = int.from_bytes(head, "big", signed=True)
             if not 8 <= size <= self.max_frame:
                 raise Closing(f"a request frame of {size} bytes (socket.request.max.bytes="
-                              f"{self.max_frame})", "oversized" if size > 0 else "malformed")
+                              f"{self.max_frame})",
+                              "oversized" if size > self.max_frame else "malformed")
             c.state, c.size = WAITING, size
             await self._take(size)
             out = None
             try:
+                if self.stopping:  # (room came after the stop began: not in flight)
+                    c.kind = "shutdown"
+                    return
                 c.state, c.since, c.got = READING, loop.time(), 0
                 data = await reader.readexactly(size)
+                if self.stopping:
+                    c.kind = "shutdown"
+                    return
                 c.state = BUSY
                 out = await self._request(data, c)
                 del data
