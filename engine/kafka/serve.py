@@ -2,7 +2,8 @@
 
 Start: open the engine, bind, print the listener. Stop: stop accepting, let in-flight
 requests finish (every acknowledged produce is already durable: it was answered after its
-fsync), close the engine (a checkpoint)."""
+fsync), close the engine (a checkpoint). A second signal stops waiting; with engine calls
+still running the caller exits without closing the engine (StoppedAtOnce)."""
 
 from __future__ import annotations
 
