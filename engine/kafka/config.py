@@ -12,6 +12,8 @@ INTS: dict[str, tuple[int, int, str]] = {
     "socket.request.max.bytes": (104857600, 1024, "largest request frame a client may send"),
     "connections.max.idle.ms": (600000, 1000, "a connection idle this long is closed"),
     "max.connections": (10000, 1, "most client connections at once; past it new ones close"),
+    "max.connections.per.ip": (2147483647, 1, "most client connections from one IP address "
+                                              "at once; past it new ones from it close"),
     "num.partitions": (1, 1, "partitions of a topic created by a produce or metadata "
                              "request (auto.create.topics.enable)"),
     "group.initial.rebalance.delay.ms": (3000, 0, "how long the first member of an empty "
@@ -45,6 +47,7 @@ class ServeConfig:
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000
     max_connections: int = 10000
+    max_connections_per_ip: int = 2147483647
     num_partitions: int = 1
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
