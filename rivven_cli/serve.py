@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from .common import fail, open_engine, state
+from .maintain import log_passes
 
 
 def serve(
@@ -32,6 +33,10 @@ def serve(
         "--config", metavar="FILE",
         help="Server settings from a properties file (key=value lines, # comments), "
              "as Kafka's server.properties; --set wins.")] = None,
+    no_maintenance: Annotated[bool, typer.Option(
+        "--no-maintenance", help="No background retention, compaction or tiering "
+                                 "(maintenance.enable=false; rivven maintain does them "
+                                 "elsewhere).")] = False,
 ) -> None:
     """Serve the data dir to Kafka clients (librdkafka, kafka-python, Java, kcat) over
     Kafka's wire protocol until Ctrl-C or SIGTERM. Other processes keep using the data dir
@@ -53,6 +58,8 @@ def serve(
                 fail(f"--set {item!r}: use KEY=VALUE, e.g. --set auto.create.topics.enable=true",
                      code=2)
             values[k.strip()] = v.strip()
+        if no_maintenance:
+            values["maintenance.enable"] = "false"
         cfg = ServeConfig.parse(values)
     except RivvenError as e:
         fail(str(e), code=2)
@@ -61,6 +68,7 @@ def serve(
              "authentication and no encryption; add --insecure to serve it anyway", code=2)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
+    log_passes()  # (the background maintenance's lines)
     if not is_loopback(host):
         logging.getLogger("rivven.serve").warning(
             "listening on %s without authentication or encryption (--insecure)", listen)

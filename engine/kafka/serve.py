@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidArgument
+from . import maintenance
 from .broker import Broker
 from .config import ServeConfig
 from .server import Server, quiet_asyncio
@@ -65,10 +66,15 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
     broker.host, broker.port = advertised or (host if host not in ("0.0.0.0", "::") else
                                               "localhost", port)
     ready(host, port)
+    maint = maintenance.start(engine, config.maintenance)  # (retention, compaction, tiering)
     try:
         await stop.wait()
     finally:
+        if maint is not None:
+            maint.request_stop()  # (no new pass; the one in progress ends below)
         broker.stopping = True
         await server.stop()
         broker.pool.shutdown(wait=True)
+        if maint is not None:
+            maint.stop()  # (before the engine closes)
     return server

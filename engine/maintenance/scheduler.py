@@ -433,9 +433,9 @@ class Scheduler:
             if outcome == "ok":
                 self.meter.get("rivven_maintenance_reclaimed_bytes_total",
                                kind=kind).inc(row["reclaimed_bytes"])
-                self._succeeded(key, where)
                 self.log.info("background %s of %s: %s in %.2f s", kind, where, row["detail"],
                               row["seconds"])
+                self._succeeded(key, where)
             else:
                 self.log.info("background %s of %s skipped: %s", kind, where, row["detail"])
         self._gauge(kind)
