@@ -192,8 +192,8 @@ class MaintenancePass(TypedDict, total=False):
     topic: str
     partition: int
     outcome: str  # ok; failed (backs off); busy (another pass held the partition)
-    started_ms: int  # when it began (Unix time, ms)
-    seconds: float
+    started_ms: int  # when it began, its lock taken (Unix time, ms; else when it was tried)
+    seconds: float  # how long it held the lock (else how long it took to find it busy)
     reclaimed_bytes: int
     detail: str  # what it did, or the error
     via: str  # a compaction: "in process" or "spark"

@@ -325,6 +325,7 @@ class Scheduler:
                     row["detail"] = ("another pass holds the partition "
                                      f"({lock_path(self.data_dir, meta.id, p)}); tried next round")
                 else:
+                    row["started_ms"], t0 = clock.now_ms(), time.monotonic()  # (lock taken)
                     with self._mutex:
                         self._running[kind] = f"{meta.name}-{p}"
                     try:
