@@ -12,38 +12,12 @@ import time
 
 import pytest
 from helpers import RIVVEN, ROOT, run_rivven
+from helpers.maintenance import idle_data_dir, seg_count
 
-from engine import Engine, Record
+from engine import Engine
 
-DAY = 86_400_000
 FAST = ["--set", "log.retention.check.interval.ms=1000", "--set", "log.cleaner.backoff.ms=100",
         "--set", "remote.log.manager.task.interval.ms=100"]
-
-
-def seg_count(data_dir, topic, p=0):
-    d = os.path.join(data_dir, "topics", topic, f"partition-{p}")
-    return len([f for f in os.listdir(d) if f.endswith(".log")])
-
-
-def idle_data_dir(data_dir, cold_uri=None):
-    """Three topics a writer left, each with work for one kind of pass, and nothing open
-    since: ``t`` past retention (set after the writes: nothing applied it), ``c`` compacted
-    with every segment dirty, ``r`` tiered past local.retention.bytes."""
-    now = int(time.time() * 1000)
-    with Engine.open(data_dir) as eng:
-        eng.create_topic("t", 1, {"segment.bytes": "1200", "retention.ms": "-1"})
-        eng.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "2000"})
-        eng.create_topic("r", 1, {"remote.storage.enable": "true", "segment.bytes": "1500",
-                                  "local.retention.bytes": "3000",
-                                  **({"remote.storage.uri": cold_uri} if cold_uri else {})})
-        for i in range(0, 300, 10):
-            eng.produce("t", [Record(value=b"v%05d" % (i + j),
-                                     timestamp=now - 3 * DAY if i < 200 else now)
-                              for j in range(10)])
-            for t in ("c", "r"):
-                eng.produce(t, [Record(key=b"k%d" % (j % 5), value=b"v%05d" % (i + j))
-                                for j in range(10)])
-        eng.alter_topic_config("t", {"retention.ms": str(DAY)})
 
 
 def test_once_on_an_idle_data_dir_does_each_kind_and_says_so(data_dir):
@@ -158,7 +132,6 @@ with Engine.open(sys.argv[1]) as eng:
                 eng.produce(t, [Record(key=b"k%d" % ((i + j) % 30), value=b"v%08d" % (i + j))
                                 for j in range(20)], partition=p)
         i += 20
-        eng.checkpoint() if i % 400 == 0 else None
         time.sleep(0.01)
 """
 
