@@ -255,8 +255,9 @@ class Scheduler:
         while not self._stop.wait(wait):
             try:
                 self.round(kind)
-            except Exception as e:  # (a bug: reported; the thread goes on at its pace)
-                self.log.exception("background %s round failed: %s", kind, e)
+            except Exception as e:  # (the catalog unreadable, a bug: the thread goes on)
+                self.log.error("background %s round failed: %s; next round in %g s", kind,
+                               _error_line(e), self.cfg.interval_s(kind))
             wait = self.cfg.interval_s(kind)
 
     def run_once(self, kinds: list[str] | None = None) -> list[MaintenancePass]:
@@ -280,6 +281,11 @@ class Scheduler:
                 row = self._one(kind, meta, p)
                 if row is not None:
                     rows.append(row)
+        covered = {(m.id, p) for m in metas if self._covers(kind, m) for p in range(m.partitions)}
+        with self._mutex:  # (a topic deleted, or no longer of this kind: its failures go)
+            for key in [k for k in self._failing if k[0] == kind and k[1:] not in covered]:
+                del self._failing[key]
+        self._gauge(kind)
         ok = not any(r["outcome"] == "failed" for r in rows)
         self.meter.get("rivven_maintenance_round", kind=kind).record(ok, time.monotonic() - t0)
         if kind == "retention":

@@ -302,6 +302,28 @@ def test_a_failing_pass_backs_off_exponentially_and_is_reported(data_dir, tmp_pa
     assert any("background tier of bad-0 succeeded after" in m for m in caplog.messages)
 
 
+def test_a_partition_backing_off_is_skipped_until_its_time_and_forgotten_with_its_topic(
+        data_dir, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("bad", 2, {"remote.storage.enable": "true", "segment.bytes": "1500",
+                                    "local.retention.bytes": "3000",
+                                    "remote.storage.uri": f"file://{blocker}/cold"})
+        write_keys(eng, 300, topic="bad")
+        s = Scheduler(eng.maintenance, cfg())  # (the default backoff: 30 s)
+        rows = s.run_once(["tier"])
+        assert [(r["partition"], r["outcome"], r["retry_in_s"]) for r in rows] == [
+            (0, "failed", 30)]
+        assert s.run_once(["tier"]) == []  # backing off: not tried again now
+        assert [b["partition"] for b in s.backing_off()] == [0]
+        assert counter(eng, "rivven_maintenance_backoff_partitions", kind="tier") == 1
+        eng.delete_topic("bad")
+        assert s.run_once(["tier"]) == []
+        assert s.backing_off() == []
+        assert counter(eng, "rivven_maintenance_backoff_partitions", kind="tier") == 0
+
+
 # ---------------------------------------------------------------- stopping
 def test_stop_lets_the_pass_in_progress_finish_or_abandons_it_after_the_timeout(data_dir,
                                                                                   caplog):
