@@ -10,8 +10,25 @@ from helpers import run_rivven
 from helpers.kafka import FAST, start_server
 from helpers.maintenance import idle_data_dir, seg_count
 
+from engine.errors import InvalidConfig
+from engine.kafka.config import ServeConfig
+
 QUICK = (*FAST, "log.retention.check.interval.ms=1000", "log.cleaner.backoff.ms=200",
          "remote.log.manager.task.interval.ms=200")
+
+
+def test_serve_takes_the_maintenance_settings_among_its_own():
+    s = ServeConfig.parse({"log.cleaner.backoff.ms": "2000", "num.partitions": "3"})
+    assert s.maintenance.log_cleaner_backoff_ms == 2000 and s.num_partitions == 3
+    shown = s.as_kafka()  # (DescribeConfigs of the broker)
+    assert shown["log.cleaner.backoff.ms"] == "2000" and shown["num.partitions"] == "3"
+    assert shown["log.retention.check.interval.ms"] == "300000" and "maintenance" not in shown
+    assert shown["log.cleaner.spark.master"] == "local[*]"
+    assert ServeConfig.parse({"maintenance.enable": "false"}).maintenance.kinds() == []
+    with pytest.raises(InvalidConfig, match="log.cleaner.backoff.ms"):
+        ServeConfig.parse({"log.cleaner.backoff.ms": "x"})
+    with pytest.raises(InvalidConfig, match="valid: .*log.cleaner.enable"):
+        ServeConfig.parse({"nope": "1"})
 
 
 def metric(data_dir, name, **labels):

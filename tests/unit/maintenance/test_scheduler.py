@@ -13,7 +13,6 @@ import pytest
 
 from engine import Engine, Record
 from engine.errors import InvalidConfig
-from engine.kafka.config import ServeConfig
 from engine.maintenance.scheduler import MaintenanceConfig, Scheduler, lock_path
 
 DAY = 86_400_000
@@ -77,16 +76,6 @@ def test_settings_use_kafkas_names_and_are_checked():
                          "maintenance.retry.backoff.max.ms": "1000"}, "lower the first")]:
         with pytest.raises(InvalidConfig, match=match):
             MaintenanceConfig.parse(bad)
-    # rivven serve takes them among its own settings, and shows them with its own
-    s = ServeConfig.parse({"log.cleaner.backoff.ms": "2000", "num.partitions": "3"})
-    assert s.maintenance.log_cleaner_backoff_ms == 2000 and s.num_partitions == 3
-    shown = s.as_kafka()
-    assert shown["log.cleaner.backoff.ms"] == "2000" and shown["num.partitions"] == "3"
-    assert shown["log.retention.check.interval.ms"] == "300000" and "maintenance" not in shown
-    with pytest.raises(InvalidConfig, match="log.cleaner.backoff.ms"):
-        ServeConfig.parse({"log.cleaner.backoff.ms": "x"})
-    with pytest.raises(InvalidConfig, match="valid: .*log.cleaner.enable"):
-        ServeConfig.parse({"nope": "1"})
 
 
 # ---------------------------------------------------------------- retention
