@@ -38,6 +38,10 @@ def serve(
         "--status-interval", metavar="SECONDS",
         help="Seconds between status updates: a redrawn line on a terminal (default 1), a "
              "log line otherwise (default 60; only when there was traffic).")] = None,
+    no_maintenance: Annotated[bool, typer.Option(
+        "--no-maintenance", help="No background retention, compaction or tiering "
+                                 "(maintenance.enable=false; rivven maintain does them "
+                                 "elsewhere).")] = False,
 ) -> None:
     """Serve the data dir to Kafka clients (librdkafka, kafka-python, Java, kcat) over
     Kafka's wire protocol until Ctrl-C or SIGTERM (a second one stops without waiting for
@@ -61,6 +65,8 @@ def serve(
                 fail(f"--set {item!r}: use KEY=VALUE, e.g. --set auto.create.topics.enable=true",
                      code=2)
             values[k.strip()] = v.strip()
+        if no_maintenance:
+            values["maintenance.enable"] = "false"
         cfg = ServeConfig.parse(values)
     except RivvenError as e:
         fail(str(e), code=2)

@@ -99,6 +99,19 @@ SERIES: dict[str, Series] = {
         "counter", ("topic",), "bytes of the segments copied to the cold store"),
     "rivven_tier": Series("run", (), "tiering pass"),
     "rivven_compaction": Series("run", ("topic",), "compaction"),
+    "rivven_maintenance_passes_total": Series(
+        "counter", ("kind", "outcome"), "background maintenance passes over one partition "
+        "(rivven serve, rivven maintain) by kind (retention, compaction, tier) and outcome "
+        "(ok; failed: backs off; busy: another pass held the partition, tried next round)"),
+    "rivven_maintenance_reclaimed_bytes_total": Series(
+        "counter", ("kind",), "bytes background maintenance freed: segments retention deleted "
+        "(local and cold), compaction's bytes in less bytes out, local copies of the segments "
+        "tiering moved to the cold store"),
+    "rivven_maintenance_backoff_partitions": Series(
+        "gauge", ("kind",), "partitions whose background maintenance of this kind is backing "
+        "off after failed passes (summed over live processes)"),
+    "rivven_maintenance_round": Series(
+        "run", ("kind",), "background maintenance round"),
     "rivven_transactions_committed_total": Series(
         "counter", (), "transactions committed"),
     "rivven_transactions_aborted_total": Series(

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidArgument
+from . import maintenance
 from .broker import Broker
 from .config import ServeConfig
 from .server import Server, quiet_asyncio
@@ -100,9 +101,12 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         started(server)
     ready(host, port)
     ticker = loop.create_task(_tick(server, status, status_every))
+    maint = maintenance.start(engine, config.maintenance)  # (retention, compaction, tiering)
     try:
         await stop.wait()
     finally:
+        if maint is not None:
+            maint.request_stop()  # (no new pass; the one in progress ends below)
         broker.stopping = True
         ticker.cancel()
         log.info("stopping: no new connections")
@@ -115,6 +119,8 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
             broker.pool.shutdown(wait=False, cancel_futures=True)
             raise StoppedAtOnce(broker.busy)
         broker.pool.shutdown(wait=True)
+        if maint is not None:
+            maint.stop()  # (before the engine closes)
     return server
 
 
