@@ -29,7 +29,7 @@ from ..errors import (
 )
 from . import codes
 from .api_meta import ZERO_UUID
-from .config import BOOLS, INTS, ServeConfig
+from .config import ServeConfig, described
 from .registry import Request, api
 
 # ConfigResource.Type
@@ -309,10 +309,10 @@ def broker_entries(req: Request, name: str) -> list[Entry]:
                       f"unexpected broker id, expected {b.node_id} or empty string, but "
                       f"received {name}")
     defaults = ServeConfig().as_kafka()
+    docs = described()
     out = []
     for k, v in b.config.as_kafka().items():
-        doc = INTS[k][2] if k in INTS else BOOLS[k][1]
-        kind = "boolean" if k in BOOLS else "long" if k.endswith(".ms") else "int"
+        doc, kind = docs.get(k, ("", "string"))
         out.append(Entry(k, v, STATIC_BROKER_CONFIG if v != defaults[k] else DEFAULT_CONFIG,
                          defaults[k], True, kind, "rivven serve setting: " + doc))
     for k, v, default in b.engine.settings.describe():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..errors import InvalidConfig
+from ..maintenance import scheduler
 from ..maintenance.scheduler import NAMES as MAINTENANCE
 from ..maintenance.scheduler import MaintenanceConfig
 
@@ -108,3 +109,19 @@ class ServeConfig:
         return {**{f.name.replace("_", "."): str(getattr(self, f.name)).lower()
                    for f in fields(self) if f.name != "maintenance"},
                 **self.maintenance.as_kafka()}
+
+
+_LONGS = ("queued.max.request.bytes", "log.cleaner.spark.threshold.bytes")  # (past 2^31)
+
+
+def described() -> dict[str, tuple[str, str]]:
+    """Every setting's meaning and its type as Kafka's ConfigDef names it (boolean, string,
+    int or long): DescribeConfigs of the broker."""
+    out: dict[str, tuple[str, str]] = {}
+    for ints, bools, strs in ((INTS, BOOLS, {}), (scheduler.INTS, scheduler.BOOLS,
+                                                  scheduler.STRS)):
+        out.update({k: (doc, "long" if k.endswith(".ms") or k in _LONGS else "int")
+                    for k, (_, _, doc) in ints.items()})
+        out.update({k: (doc, "boolean") for k, (_, doc) in bools.items()})
+        out.update({k: (doc, "string") for k, (_, doc) in strs.items()})
+    return out

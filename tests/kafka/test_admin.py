@@ -35,7 +35,7 @@ from helpers import run_rivven
 from helpers.kafka import FAST, start_server
 
 from engine import Engine
-from engine.kafka.config import BOOLS, INTS
+from engine.kafka.config import ServeConfig
 from engine.kafka.protocol import Messages
 
 OLD = 1_500_000_000_000  # a client timestamp far in the past
@@ -656,6 +656,4 @@ def test_kafka_md_lists_every_serve_setting_with_its_default():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0].startswith("`"):
             rows[cells[0].strip("`")] = cells[1].strip("`")
-    expected = {k: str(d) for k, (d, _, _) in INTS.items()}
-    expected.update({k: str(d).lower() for k, (d, _) in BOOLS.items()})
-    assert rows == expected
+    assert rows == ServeConfig().as_kafka()
