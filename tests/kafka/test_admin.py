@@ -268,6 +268,10 @@ def test_describe_configs_shows_each_value_and_source_the_engine_holds(server):
     assert broker["auto.create.topics.enable"].value == "false"
     assert broker["auto.create.topics.enable"].source == ConfigSource.DEFAULT_CONFIG.value
     assert broker["wal.sync"].value == "always" and broker["wal.sync"].is_read_only
+    from engine.settings import DEFAULTS
+
+    assert set(broker) == set(ServeConfig().as_kafka()) | set(DEFAULTS)
+    assert all(e.is_read_only for e in broker.values())
     (f,) = a.alter_configs([ConfigResource("broker", "0",
                                            set_config={"num.partitions": "2"})]).values()
     err = error_of(f)
