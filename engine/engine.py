@@ -281,18 +281,20 @@ class Engine:
     def produce_wire(self, topic: str, partition: int, keys: Sequence[bytes | None],
                      values: Sequence[bytes | None], headers: Sequence | None,
                      timestamps: list[int], producer: tuple[int, int, int] | None = None,
-                     transactional: bool = False, codec: int = 0) -> int:
+                     transactional: bool = False, codec: int = 0,
+                     append_time: int | None = None) -> int:
         """A Kafka client's batch stored as sent (``rivven serve``'s Produce): one partition,
         ``producer`` = (producer id, epoch, base sequence) or None, checked by the partition's
         producer state as an in-process producer's batch is; its base offset once durable
-        (a duplicate's original base offset, nothing written)."""
+        (a duplicate's original base offset, nothing written). A LogAppendTime topic stamps
+        ``append_time`` (default: now) on its records: what the response tells the client."""
         self._writable()
         if not len(values):
             raise InvalidArgument("a batch of no records")
         with self._path.call(topic):
             return self._path.append_wire(topic, partition, keys, values, headers, timestamps,
                                           producer, ATTR_TRANSACTIONAL if transactional else 0,
-                                          codec)
+                                          codec, append_time)
 
     def producer(self, transactional_id: str | None = None, *,
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,

@@ -37,6 +37,10 @@ class RecordTooLarge(InvalidArgument):
     pass
 
 
+class InvalidTimestamp(InvalidArgument):
+    """A record timestamp outside the topic's message.timestamp.before/after.max.ms."""
+
+
 class OffsetOutOfRange(RivvenError):
     """An offset outside [log start, log end]; ``start``/``end`` give the valid range."""
 

@@ -29,6 +29,15 @@ class TopicDeleted(TypedDict):
     problems: list[str]  # damaged tier manifests, whose objects were left in place
 
 
+class ConfigKey(TypedDict):
+    """One topic config key (``TopicAdmin.config_keys``)."""
+
+    key: str
+    default: str
+    kind: str  # Kafka's config type: boolean, string, int, long, double or list
+    doc: str
+
+
 class TopicEnsured(TypedDict):
     """What ``TopicAdmin.create`` did."""
 

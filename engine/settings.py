@@ -75,6 +75,25 @@ class Settings:
                    _int("files.max.open", values["files.max.open"], 16))
 
 
+    def as_config(self) -> dict[str, str]:
+        """Every setting under its name, as text that parses back to it (DEFAULTS' form)."""
+        sync = (f"interval:{self.wal_sync_interval_ms}" if self.wal_sync == "interval"
+                else self.wal_sync)
+        return {"wal.sync": sync, "wal.segment.bytes": str(self.wal_segment_bytes),
+                "checkpoint.interval.bytes": str(self.checkpoint_bytes),
+                "checkpoint.interval.ms": str(self.checkpoint_ms),
+                "hot.max.bytes": str(self.hot_max_bytes),
+                "tier.cache.max.bytes": str(self.tier_cache_max_bytes),
+                "lock.timeout.ms": str(self.lock_timeout_ms),
+                "metrics.enabled": str(self.metrics_enabled).lower(),
+                "files.max.open": str(self.files_max_open)}
+
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """``(name, value, default)`` of every setting (values as ``as_config`` gives them)."""
+        return [(k, v, DEFAULTS[k]) for k, v in self.as_config().items()]
+
+
 def _bool(name: str, text: str) -> bool:
     v = text.strip().lower()
     if v not in ("true", "false"):

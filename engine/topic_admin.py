@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .errors import UnknownTopic
-from .results import TopicDeleted, TopicEnsured
+from .results import ConfigKey, TopicDeleted, TopicEnsured
 from .storage.catalog import TopicMeta
+from .storage.config import KEYS
 from .storage.finder import LogFinder
 from .storage.topics import Topics, not_applied
 from .tiering import cold
@@ -41,6 +42,13 @@ class TopicAdmin:
         return {"topic": meta, "created": created,
                 "not_applied": [] if created else not_applied(meta, partitions, config or {})}
 
+    def check_create(self, name: str, partitions: int = 1,
+                     config: dict[str, str] | None = None) -> TopicMeta:
+        """What ``create`` would make, nothing written (Kafka's validate_only): the same
+        errors, TopicExists when it exists."""
+        cold.check_config_store(config or {})
+        return self.topics.check_new(name, partitions, config or {})
+
     def delete(self, name: str, if_exists: bool = False) -> TopicDeleted:
         """Remove a topic and all its files; producers to it get UnknownTopic from then on.
         Returns ``deleted`` (False: there was no such topic, with ``if_exists``),
@@ -61,16 +69,31 @@ class TopicAdmin:
                 "problems": problems}
 
     def alter_config(self, name: str, set: dict[str, str] | None = None,
-                     delete: Sequence[str] = ()) -> TopicMeta:
-        """Set configs (``set``) and return others to their defaults (``delete``)."""
-        self.writable()
+                     delete: Sequence[str] = (), replace: bool = False,
+                     validate_only: bool = False, append: dict[str, str] | None = None,
+                     subtract: dict[str, str] | None = None) -> TopicMeta:
+        """Set configs (``set``) and return others to their defaults (``delete``); with
+        ``replace`` the topic keeps ``set`` alone, every other config back to its default
+        (Kafka's AlterConfigs). ``append``/``subtract``: values added to or removed from a
+        list config (cleanup.policy), from its current value (Kafka's APPEND, SUBTRACT).
+        ``validate_only``: the checks, nothing written; the metadata the topic would have."""
+        if not validate_only:
+            self.writable()
         cold.check_config_store(set or {})
-        return self.topics.alter_config(name, set or {}, delete)
+        return self.topics.alter_config(name, set or {}, delete, replace, validate_only,
+                                        append, subtract)
 
-    def add_partitions(self, name: str, total: int) -> TopicMeta:
-        """Grow the topic to ``total`` partitions (never fewer)."""
-        self.writable()
-        return self.topics.add_partitions(name, total)
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicMeta:
+        """Grow the topic to ``total`` partitions (never fewer); ``validate_only``: the
+        checks, nothing written."""
+        if not validate_only:
+            self.writable()
+        return self.topics.add_partitions(name, total, validate_only)
+
+    def config_keys(self) -> list[ConfigKey]:
+        """Every topic config key, by name: its default, Kafka's type for it, what it does."""
+        return [{"key": k.name, "default": k.default, "kind": k.kind, "doc": k.doc}
+                for _, k in sorted(KEYS.items())]
 
     def describe(self, name: str) -> TopicDescription:
         """Its configs (with their source) and per partition: offsets, segments, bytes."""

@@ -16,6 +16,7 @@ from .records import (
     ATTR_HAS_HEADERS,
     ATTR_HEADER_VALUE_NULLS,
     ATTR_KEY_NULLS,
+    ATTR_LOG_APPEND_TIME,
     ATTR_TRANSACTIONAL,
     ATTR_UNIFORM_TIMESTAMP,
     ATTR_VALUE_NULLS,
@@ -97,6 +98,9 @@ def _binary_column(parts: list, items: Sequence[Any]) -> bool:
     _pad(parts, b"".join(items))
     return nulls
 
+# the attribute bits a caller may ask for (the rest follow from the columns)
+FLAGS = ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_LOG_APPEND_TIME
+
 
 def encode_batch(
     keys: Sequence[bytes | None],
@@ -112,11 +116,12 @@ def encode_batch(
 ) -> EncodedBatch:
     """Encode one batch. ``timestamps`` is one int for all records or one per record. With a
     ``producer_id`` (>= 0) the batch is format 2 (magic 2): idempotent or transactional
-    (``flags``), its records numbered from ``base_sequence``."""
+    (``flags``), its records numbered from ``base_sequence``. ``flags`` may also carry
+    ATTR_LOG_APPEND_TIME (the timestamps are append times), in either format."""
     n = len(values)
     if n == 0 or len(keys) != n:
         raise InvalidArgument("a batch needs at least one record and as many keys as values")
-    attrs = (codec & ATTR_CODEC) | (flags & (ATTR_TRANSACTIONAL | ATTR_CONTROL))
+    attrs = (codec & ATTR_CODEC) | (flags & FLAGS)
     plain = None
     if type(timestamps) is int and offset_deltas is None and headers is None:
         # the common produce: the columns in one pass (C), after room for the header

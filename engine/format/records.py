@@ -43,6 +43,9 @@ KEY_VERSION_AT = 22  # uint16: the data key version of an encrypted batch, else 
 SEAL_OVERHEAD = 44
 
 ATTR_CODEC = 0x0007
+# the records' timestamps are the time they were appended (the topic's message.timestamp.type
+# was LogAppendTime): Kafka's timestamp type bit, at the same place
+ATTR_LOG_APPEND_TIME = 0x0008
 ATTR_TRANSACTIONAL = 0x0010
 ATTR_CONTROL = 0x0020
 ATTR_HAS_HEADERS = 0x0040
@@ -52,7 +55,7 @@ ATTR_EXPLICIT_OFFSETS = 0x0200
 ATTR_UNIFORM_TIMESTAMP = 0x0400
 ATTR_HEADER_VALUE_NULLS = 0x0800
 ATTR_ENCRYPTED = 0x1000  # the stored body is sealed (engine.format.sealed); key_version >= 1
-ATTR_KNOWN = 0x1FF7
+ATTR_KNOWN = 0x1FFF
 ATTR_TXN_BITS = ATTR_TRANSACTIONAL | ATTR_CONTROL  # only in a magic-2 batch
 
 # A batch can never be larger than this, whatever a length field on disk claims.

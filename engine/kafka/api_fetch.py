@@ -25,7 +25,10 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 def to_kafka(fb: Any) -> bytes:
     """One rivven batch (``engine.fetch.wire.FetchedBatch``) as a Kafka magic-2 batch."""
     h = fb.header
-    attrs = h.attributes & (kafka_batch.ATTR_TRANSACTIONAL | kafka_batch.ATTR_CONTROL)
+    # (rivven's LogAppendTime bit is Kafka's timestamp type bit: the batch says it, and its
+    # max timestamp is the append time, which a client gives every record of it)
+    attrs = h.attributes & (kafka_batch.ATTR_TRANSACTIONAL | kafka_batch.ATTR_CONTROL
+                            | kafka_batch.ATTR_LOG_APPEND_TIME)
     pid, epoch, seq = ((h.producer_id, h.producer_epoch, h.base_sequence) if h.magic == 2
                        else (-1, -1, -1))
     if fb.columns is None:  # a marker

@@ -4,6 +4,7 @@ transactional id."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -35,10 +36,25 @@ def topic_id(name: str) -> uuid.UUID:
     return ZERO_UUID
 
 
+# unknown topics a client asked to create, by when the log last said why not (a client asks
+# again every few hundred ms: one line per topic a minute; bounded)
+_REFUSED: dict[str, float] = {}
+REFUSED_LOG_S = 60.0
+
+
 def auto_create(req: Request, name: str) -> int:
     """Create ``name`` if auto.create.topics.enable; the error code a client sees."""
     b = req.broker
     if not b.config.auto_create_topics_enable:
+        now = time.monotonic()
+        if now - _REFUSED.get(name, -REFUSED_LOG_S) >= REFUSED_LOG_S:
+            if len(_REFUSED) >= 1000:
+                _REFUSED.clear()
+            _REFUSED[name] = now
+            b.log.info("%s asks for topic %s, which does not exist: answered UNKNOWN_TOPIC_OR_"
+                       "PARTITION (auto.create.topics.enable=false); create it with 'rivven "
+                       "topic create %s' or serve with --set auto.create.topics.enable=true",
+                       req.peer, name, name)
         return codes.UNKNOWN_TOPIC_OR_PARTITION
     try:
         b.engine.create_topic(name, b.config.num_partitions)

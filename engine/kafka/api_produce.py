@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from .. import clock
 from ..errors import CorruptRecordError, RivvenError, UnknownPartition, UnknownTopic, plural
 from ..format import kafka_batch
 from . import codes
@@ -21,8 +22,11 @@ class PartitionError(Exception):
         self.code = code
 
 
-def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any) -> int:
-    """One partition's batch(es) stored; the base offset of the first (PartitionError)."""
+def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
+          ) -> tuple[int, int]:
+    """One partition's batch(es) stored: the base offset of the first and the time stamped
+    on their records when the topic's message.timestamp.type is LogAppendTime, else -1
+    (PartitionError)."""
     b = req.broker
     eng = b.engine
     if records is None or not len(records):
@@ -40,6 +44,7 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
     except CorruptRecordError as e:
         raise PartitionError(codes.CORRUPT_MESSAGE, str(e)) from None
     first = -1
+    append_time = clock.now_ms() if meta.typed.log_append_time else -1
     for pos, size in spans:
         if size > limit + kafka_batch.LOG_OVERHEAD:
             raise PartitionError(codes.MESSAGE_TOO_LARGE,
@@ -51,6 +56,9 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
             raise PartitionError(codes.CORRUPT_MESSAGE, str(e)) from None
         if kb.control:
             raise PartitionError(codes.INVALID_RECORD, "a client may not write control batches")
+        if kb.attributes & kafka_batch.ATTR_LOG_APPEND_TIME:  # (as Kafka refuses it)
+            raise PartitionError(codes.INVALID_TIMESTAMP, "a producer may not set the timestamp "
+                                 "type to LogAppendTime: the topic's message.timestamp.type does")
         if not kb.values:
             continue
         producer = None
@@ -66,10 +74,11 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
             guard = txn_check(topic, partition, kb) or guard
         with guard:
             base = eng.produce_wire(topic, partition, kb.keys, kb.values, kb.headers,
-                                    kb.timestamps, producer, kb.transactional, kb.codec)
+                                    kb.timestamps, producer, kb.transactional, kb.codec,
+                                    append_time=append_time if append_time >= 0 else None)
         if first < 0:
             first = base
-    return first
+    return first, append_time
 
 
 @api(0, "Produce", 3, 9)
@@ -83,15 +92,15 @@ def produce(req: Request) -> Any:
     for t in body.topic_data:
         parts = []
         for pd in t.partition_data:
-            err, base, msg = codes.NONE, -1, None
+            err, base, msg, append_time = codes.NONE, -1, None, -1
             if acks not in (-1, 0, 1):
                 err, msg = codes.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1 (all), 0 or 1"
             else:
                 try:
-                    base = store(req, t.name, pd.index, pd.records,
-                                 lambda tp, p, kb: txns.check_produce(body.transactional_id,
-                                                                      tp, p, kb)
-                                 if txns is not None else None)
+                    base, append_time = store(
+                        req, t.name, pd.index, pd.records,
+                        lambda tp, p, kb: txns.check_produce(body.transactional_id, tp, p, kb)
+                        if txns is not None else None)
                     appended = True
                 except PartitionError as e:
                     err, msg = e.code, str(e) or None
@@ -103,7 +112,7 @@ def produce(req: Request) -> Any:
                 b.log.info("produce to %s-%d from %s refused (%d): %s", t.name, pd.index,
                            req.peer, err, msg)
             parts.append(P(index=pd.index, error_code=err, base_offset=base,
-                           log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
+                           log_append_time_ms=append_time, log_start_offset=-1, record_errors=[],
                            error_message=msg))
         out.append(T(name=t.name, partition_responses=parts))
     if appended:

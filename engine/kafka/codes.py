@@ -8,6 +8,7 @@ from ..errors import (
     CorruptRecordError,
     InvalidArgument,
     InvalidConfig,
+    InvalidTimestamp,
     InvalidTopicName,
     InvalidTxnState,
     LockTimeout,
@@ -72,6 +73,7 @@ KAFKA_STORAGE_ERROR = 56
 UNKNOWN_PRODUCER_ID = 59
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
+TOPIC_DELETION_DISABLED = 73
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
@@ -79,6 +81,7 @@ INVALID_RECORD = 87
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
 RESOURCE_NOT_FOUND = 91
+UNKNOWN_TOPIC_ID = 100
 TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
@@ -96,6 +99,7 @@ _BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (TopicExists, TOPIC_ALREADY_EXISTS),
     (InvalidTopicName, INVALID_TOPIC_EXCEPTION),
     (InvalidConfig, INVALID_CONFIG),
+    (InvalidTimestamp, INVALID_TIMESTAMP),
     (RecordTooLarge, MESSAGE_TOO_LARGE),
     (OffsetOutOfRange, OFFSET_OUT_OF_RANGE),
     (OutOfOrderSequence, OUT_OF_ORDER_SEQUENCE_NUMBER),

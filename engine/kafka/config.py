@@ -3,17 +3,23 @@ value checked with its bounds (a bad one: InvalidConfig naming the key and the f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from ..errors import InvalidConfig
+from ..maintenance import scheduler
+from ..maintenance.scheduler import NAMES as MAINTENANCE
+from ..maintenance.scheduler import MaintenanceConfig
 
 # name: (default, minimum, what it is)
 INTS: dict[str, tuple[int, int, str]] = {
     "socket.request.max.bytes": (104857600, 1024, "largest request frame a client may send"),
     "connections.max.idle.ms": (600000, 1000, "a connection idle this long is closed"),
     "max.connections": (10000, 1, "most client connections at once; past it new ones close"),
-    "num.partitions": (1, 1, "partitions of a topic created by a produce or metadata "
-                             "request (auto.create.topics.enable)"),
+    "max.connections.per.ip": (2147483647, 1, "most client connections from one IP address "
+                                              "at once; past it new ones from it close"),
+    "num.partitions": (1, 1, "partitions of a topic created by a metadata request "
+                             "(auto.create.topics.enable) or by CreateTopics with "
+                             "num_partitions -1"),
     "group.initial.rebalance.delay.ms": (3000, 0, "how long the first member of an empty "
                                                   "group waits for others to join"),
     "group.min.session.timeout.ms": (6000, 1, "shortest session a consumer may ask for"),
@@ -30,8 +36,6 @@ INTS: dict[str, tuple[int, int, str]] = {
                                          "bytes x num.io.threads)"),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         10000, 100, "how often transactions past their transaction.timeout.ms are aborted"),
-    "log.retention.check.interval.ms": (300000, 1000, "how often retention runs over every "
-                                                      "topic, written to or not"),
     "offsets.retention.minutes": (10080, 1, "committed offsets of a group with no member "
                                             "kept this long (reported, not yet expired)"),
 }
@@ -47,6 +51,7 @@ class ServeConfig:
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000
     max_connections: int = 10000
+    max_connections_per_ip: int = 2147483647
     num_partitions: int = 1
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
@@ -58,18 +63,22 @@ class ServeConfig:
     num_io_threads: int = 8
     queued_max_request_bytes: int = -1
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
-    log_retention_check_interval_ms: int = 300000
     offsets_retention_minutes: int = 10080
     auto_create_topics_enable: bool = False
     delete_topic_enable: bool = True
+    # the background maintenance (log.retention.check.interval.ms, log.cleaner.*, ...)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     @classmethod
     def parse(cls, values: dict[str, str] | None) -> ServeConfig:
         """From ``{kafka name: text}``; unknown names and bad values refused."""
         out: dict[str, object] = {}
+        maintenance: dict[str, str] = {}
         for k, text in (values or {}).items():
             attr = k.replace(".", "_")
-            if k in INTS:
+            if k in MAINTENANCE:
+                maintenance[k] = text
+            elif k in INTS:
                 lo = INTS[k][1]
                 try:
                     n = int(str(text).strip())
@@ -85,8 +94,8 @@ class ServeConfig:
                 out[attr] = v == "true"
             else:
                 raise InvalidConfig(f"unknown serve setting {k!r}; valid: "
-                                    f"{', '.join(sorted([*INTS, *BOOLS]))}")
-        cfg = cls(**out)  # type: ignore[arg-type]
+                                    f"{', '.join(sorted([*INTS, *BOOLS, *MAINTENANCE]))}")
+        cfg = cls(**out, maintenance=MaintenanceConfig.parse(maintenance))  # type: ignore[arg-type]
         if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
             raise InvalidConfig("group.min.session.timeout.ms is above "
                                 "group.max.session.timeout.ms: lower the first or raise the "
@@ -100,5 +109,22 @@ class ServeConfig:
 
     def as_kafka(self) -> dict[str, str]:
         """Every setting under its Kafka name (DescribeConfigs of the broker)."""
-        return {f.name.replace("_", "."): str(getattr(self, f.name)).lower()
-                for f in fields(self)}
+        return {**{f.name.replace("_", "."): str(getattr(self, f.name)).lower()
+                   for f in fields(self) if f.name != "maintenance"},
+                **self.maintenance.as_kafka()}
+
+
+_LONGS = ("queued.max.request.bytes", "log.cleaner.spark.threshold.bytes")  # (past 2^31)
+
+
+def described() -> dict[str, tuple[str, str]]:
+    """Every setting's meaning and its type as Kafka's ConfigDef names it (boolean, string,
+    int or long): DescribeConfigs of the broker."""
+    out: dict[str, tuple[str, str]] = {}
+    for ints, bools, strs in ((INTS, BOOLS, {}), (scheduler.INTS, scheduler.BOOLS,
+                                                  scheduler.STRS)):
+        out.update({k: (doc, "long" if k.endswith(".ms") or k in _LONGS else "int")
+                    for k, (_, _, doc) in ints.items()})
+        out.update({k: (doc, "boolean") for k, (_, doc) in bools.items()})
+        out.update({k: (doc, "string") for k, (_, doc) in strs.items()})
+    return out

@@ -27,7 +27,13 @@ from ..errors import RivvenError
 from ..format.arrow import batch_columns
 from ..format.decode import Opener, body_of, decode_columns, layout
 from ..format.encode import encode_batch
-from ..format.records import ATTR_CODEC, ATTR_EXPLICIT_OFFSETS, ATTR_HAS_HEADERS, ATTR_VALUE_NULLS
+from ..format.records import (
+    ATTR_CODEC,
+    ATTR_EXPLICIT_OFFSETS,
+    ATTR_HAS_HEADERS,
+    ATTR_LOG_APPEND_TIME,
+    ATTR_VALUE_NULLS,
+)
 from ..fs import guard
 from ..segments import filenames, txn_index
 from ..segments.damage import refuse_damage
@@ -38,6 +44,11 @@ from ..txn.isolation import Aborted, hidden
 
 class CompactionError(RivvenError):
     pass
+
+
+class CompactionConflict(CompactionError):
+    """Nothing was swapped: the partition's segments changed since the pass planned (another
+    pass, or retention, got there first); the next pass plans again."""
 
 
 Seal = Callable[[bytearray], bytearray]  # a plaintext batch -> the same batch encrypted
@@ -262,7 +273,8 @@ def _clean_batch(ref: Any, keep: Callable[[Any], Any], stats: dict[str, Any],
     first = kept_offs[0]
     enc = encode_batch(cols[2].take(idx), cols[3].take(idx),
                        cols[1].take(idx).cast(pa.int64()).to_pylist(), headers,
-                       h.attributes & ATTR_CODEC, offset_deltas=[o - first for o in kept_offs])
+                       h.attributes & ATTR_CODEC, offset_deltas=[o - first for o in kept_offs],
+                       flags=h.attributes & ATTR_LOG_APPEND_TIME)  # (still append times)
     stats["batches_rewritten"] += 1
     out = enc.assign(first)
     return bytes(seal(out) if seal is not None else out), n_keep

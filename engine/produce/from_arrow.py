@@ -24,6 +24,7 @@ from ..format.encode import encode_batch, finish_batch
 from ..format.records import (
     ATTR_CODEC,
     ATTR_KEY_NULLS,
+    ATTR_LOG_APPEND_TIME,
     ATTR_TRANSACTIONAL,
     ATTR_UNIFORM_TIMESTAMP,
     ATTR_VALUE_NULLS,
@@ -206,6 +207,12 @@ def batches(key: Any, value: Any, ts: Any, headers: Any, codec: int, limit: int,
     return out
 
 
+def min_max(arr: Any) -> tuple[int, int]:
+    """The smallest and largest value of an int64 column (not empty)."""
+    lo, hi = _compute().min_max(arr).values()
+    return lo.as_py(), hi.as_py()
+
+
 def _offsets(arr: Any) -> memoryview:
     """An Arrow binary array's int32 offsets, from its first row."""
     mv = memoryview(arr.buffers()[1])
@@ -231,6 +238,8 @@ def _fields(stamp: Stamp | None, a: int) -> tuple[int, int, int, int]:
     if stamp is None:
         return -1, -1, -1, 0
     pid, epoch, seq, flags = stamp
+    if pid < 0:  # (no producer: only the timestamp flag)
+        return -1, -1, -1, flags
     return pid, epoch, (seq + a) & SEQ_MASK, flags
 
 
@@ -256,7 +265,7 @@ def _encode(key: Any, value: Any, ts: Any, headers: Any, a: int, b: int, codec: 
 def _plain(key: Any, value: Any, ts: Any, a: int, n: int, codec: int, first: int,
            max_ts: int, fields: tuple[int, int, int, int] = (-1, -1, -1, 0)) -> EncodedBatch:
     pid, epoch, seq, flags = fields
-    attrs = (codec & ATTR_CODEC) | (flags & ATTR_TRANSACTIONAL)
+    attrs = (codec & ATTR_CODEC) | (flags & (ATTR_TRANSACTIONAL | ATTR_LOG_APPEND_TIME))
     specs: list = []
     if ts is None:
         attrs |= ATTR_UNIFORM_TIMESTAMP

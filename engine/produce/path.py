@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from .. import clock
 from ..errors import (
     InvalidArgument,
+    InvalidTimestamp,
     RecordTooLarge,
     RivvenError,
     UnknownPartition,
@@ -29,7 +30,7 @@ from ..errors import (
 )
 from ..format import codecs, native
 from ..format.encode import encode_batch
-from ..format.records import HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
+from ..format.records import ATTR_LOG_APPEND_TIME, HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
@@ -198,6 +199,11 @@ class ProducePath:
             raise InvalidArgument(
                 f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
                 "every row needs a key")
+        stamped, bounds = 0, cfg.timestamp_bounds
+        if cfg.log_append_time:  # (no column: each batch gets its append time)
+            ts, stamped = None, ATTR_LOG_APPEND_TIME
+        elif bounds is not None and ts is not None:
+            check_timestamps(meta.name, bounds, *from_arrow.min_max(ts))
         parts = from_arrow.assign(meta, key, part_col, partition, self._sticky[meta.name])
         grouped = from_arrow.groups(parts)
         if stamp is not None:
@@ -207,10 +213,11 @@ class ProducePath:
             log = self.log_for(meta, p)
             cols = [c.take(idx) if c is not None and idx is not None else c
                     for c in (key, value, ts, headers)]
-            fields = None
+            fields = (-1, -1, -1, stamped) if stamped else None
             if stamp is not None:
                 f = stamp.fields(log)
-                fields = (f["producer_id"], f["producer_epoch"], f["base_sequence"], f["flags"])
+                fields = (f["producer_id"], f["producer_epoch"], f["base_sequence"],
+                          f["flags"] | stamped)
             planned.append((p, log, from_arrow.batches(
                 cols[0], cols[1], cols[2], cols[3], codec, cfg.max_message_bytes, topic,
                 fields)))
@@ -348,11 +355,12 @@ class ProducePath:
     def append_wire(self, topic: str, partition: int, keys: Sequence[bytes | None],
                     values: Sequence[bytes | None], headers: Sequence | None,
                     timestamps: list[int], producer: tuple[int, int, int] | None, flags: int,
-                    codec: int) -> int:
+                    codec: int, append_time: int | None = None) -> int:
         """A batch a Kafka client sent, as it sent it: one partition, its producer fields
         (None: a plain batch) and transaction flag kept, stored with the producer's ``codec``
         where the topic's compression.type is ``producer``; its base offset once durable (a
-        duplicate's original one)."""
+        duplicate's original one). ``append_time``: what a LogAppendTime topic stamps (now
+        when None)."""
         meta, cached = self._meta(topic)
         if cached and partition >= meta.partitions:
             meta = self._fresh(topic)
@@ -368,7 +376,7 @@ class ProducePath:
         if log.wal is None:
             self.attach_wal(log)
         batches = [enc for _, enc in encode(topic, keys, values, headers, timestamps, codec,
-                                            cfg, producer, flags)]
+                                            cfg, producer, flags, append_time)]
         if producer is None:
             bases: list[int] = []
             log.append_all(batches, bases)
@@ -395,12 +403,15 @@ def subset(req: ProduceRequest, idx: list[int]
 
 def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | None,
            ts: int | list[int], codec: int, cfg: TopicConfig,
-           producer: tuple[int, int, int] | None = None, flags: int = 0
-           ) -> list[tuple[int, EncodedBatch]]:
+           producer: tuple[int, int, int] | None = None, flags: int = 0,
+           append_time: int | None = None) -> list[tuple[int, EncodedBatch]]:
     """One partition's records as batches split at max.message.bytes, in record order:
     ``(index of the batch's first record, batch)``. With ``producer`` = (producer id, epoch,
     first sequence) they are format 2, each batch's sequence its first record's, with the
-    attribute ``flags`` (ATTR_TRANSACTIONAL: a transaction's)."""
+    attribute ``flags`` (ATTR_TRANSACTIONAL: a transaction's). The topic's
+    message.timestamp.type applies (``stored_timestamps``)."""
+    ts, stamped = stored_timestamps(topic, cfg, ts, append_time)
+    flags |= stamped
     limit = cfg.max_message_bytes
     pid, epoch, seq = producer or (-1, -1, -1)  # (-1: format 1)
     batch = encode_batch(keys, values, ts, headers, codec, producer_id=pid,
@@ -427,6 +438,45 @@ def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | Non
         batches.append((a, enc))
     batches.sort(key=lambda x: x[0])
     return batches
+
+
+def stored_timestamps(topic: str, cfg: TopicConfig, ts: int | list[int],
+                      append_time: int | None = None) -> tuple[int | list[int], int]:
+    """The timestamps a batch of ``topic`` is stored with, and its timestamp flag. With
+    message.timestamp.type=LogAppendTime every record gets the append time (``append_time``,
+    else now) and the batch ATTR_LOG_APPEND_TIME, whoever produced it (as Kafka's broker
+    does); with CreateTime the producer's, checked against message.timestamp.before.max.ms
+    and .after.max.ms (InvalidTimestamp: the whole call is refused)."""
+    if cfg.log_append_time:
+        return (clock.now_ms() if append_time is None else append_time), ATTR_LOG_APPEND_TIME
+    bounds = cfg.timestamp_bounds
+    if bounds is not None:
+        if isinstance(ts, int):
+            check_timestamps(topic, bounds, ts, ts)
+        elif ts:
+            lo = min(ts)
+            if lo < 0:  # (-1: no timestamp, which Kafka does not check)
+                lo = min((t for t in ts if t >= 0), default=0)
+            check_timestamps(topic, bounds, lo, max(ts))
+    return ts, 0
+
+
+def check_timestamps(topic: str, bounds: tuple[int, int], lo: int, hi: int,
+                     now: int | None = None) -> None:
+    """InvalidTimestamp unless the timestamps ``lo..hi`` are within ``bounds`` = (before,
+    after) of ``now`` (Kafka's message.timestamp.before.max.ms / after.max.ms)."""
+    now = clock.now_ms() if now is None else now
+    before, after = bounds
+    if now - lo > before:
+        bad, key, limit = lo, "message.timestamp.before.max.ms", before
+    elif hi - now > after:
+        bad, key, limit = hi, "message.timestamp.after.max.ms", after
+    else:
+        return
+    raise InvalidTimestamp(
+        f"record timestamp {bad} is out of range for topic {topic!r}: {key}={limit} allows "
+        f"[{now - before}, {now + after}] at {now}; send current timestamps or change {key} "
+        "(or set message.timestamp.type=LogAppendTime)")
 
 
 def _codec(cfg: TopicConfig, compression: str | None) -> int:

@@ -26,6 +26,9 @@ class Key:
     default: str
     doc: str
     parse: Callable[[str], object]
+    # its type as Kafka's ConfigDef names it (DescribeConfigs' config type): boolean, string,
+    # int, long, double or list
+    kind: str = "string"
 
 
 def _int(lo: int, hi: int, allow_minus_one: bool = False) -> Callable[[str], int]:
@@ -101,6 +104,13 @@ def _compression(text: str) -> str:
     return v
 
 
+def _timestamp_type(text: str) -> str:
+    v = {"createtime": "CreateTime", "logappendtime": "LogAppendTime"}.get(text.strip().lower())
+    if v is None:
+        raise ValueError("must be CreateTime or LogAppendTime")
+    return v
+
+
 def _key_id(text: str) -> str:
     v = text.strip()
     if v and not KEY_ID.fullmatch(v):
@@ -116,52 +126,64 @@ def _cipher(text: str) -> str:
 
 
 KEYS: dict[str, Key] = {k.name: k for k in (
-    Key("cleanup.policy", "delete", "delete (retention), compact, or compact,delete", _policy),
+    Key("cleanup.policy", "delete", "delete (retention), compact, or compact,delete", _policy, kind="list"),
     Key("compression.type", "producer",
         "codec for new batches: producer (the call's choice, else none), none, gzip, snappy, lz4, zstd",
         _compression),
     Key("delete.retention.ms", "86400000",
         "how long a tombstone survives compaction after the pass that first kept it",
-        _int(0, INT64_MAX)),
+        _int(0, INT64_MAX), kind="long"),
     Key("encryption.cipher", "aes-256-gcm",
         "cipher of new batches: aes-256-gcm or chacha20-poly1305 (a change makes a new data key)",
         _cipher),
     Key("encryption.enable", "false",
         "encrypt new batches at rest (old ones: rivven key reencrypt); needs encryption.key.id",
-        _bool),
+        _bool, kind="boolean"),
     Key("encryption.key.id", "",
         "id of the keyring's master key that wraps the topic's data keys (a change rewraps them)",
         _key_id),
     Key("index.interval.bytes", "4096", "bytes of log between two offset/time index entries",
-        _int(0, INT32_MAX)),
+        _int(0, INT32_MAX), kind="int"),
     Key("local.retention.bytes", "-2",
         "local (warm) bytes kept before old segments move to the cold store; -2: retention.bytes",
-        _local),
+        _local, kind="long"),
     Key("local.retention.ms", "-2",
-        "age after which segments move to the cold store; -2: retention.ms", _local),
+        "age after which segments move to the cold store; -2: retention.ms", _local, kind="long"),
     Key("max.message.bytes", "1048576", "largest record batch accepted, in bytes",
-        _int(128, INT32_MAX - 1024)),
+        _int(128, INT32_MAX - 1024), kind="int"),
+    Key("message.timestamp.after.max.ms", str(INT64_MAX),
+        "how far past the append time a CreateTime record's timestamp may be (a later one: the "
+        "batch is refused, INVALID_TIMESTAMP)", _int(0, INT64_MAX), kind="long"),
+    Key("message.timestamp.before.max.ms", str(INT64_MAX),
+        "how far before the append time a CreateTime record's timestamp may be (an earlier "
+        "one: the batch is refused, INVALID_TIMESTAMP)", _int(0, INT64_MAX), kind="long"),
+    Key("message.timestamp.difference.max.ms", str(INT64_MAX),
+        "deprecated (as in Kafka): both of the above when they are left at their default",
+        _int(0, INT64_MAX), kind="long"),
+    Key("message.timestamp.type", "CreateTime",
+        "CreateTime (the producer's timestamps) or LogAppendTime (every record stamped with "
+        "the time it is appended)", _timestamp_type),
     Key("min.cleanable.dirty.ratio", "0.5",
-        "dirty share of a log below which compaction skips it", _ratio),
+        "dirty share of a log below which compaction skips it", _ratio, kind="double"),
     Key("min.compaction.lag.ms", "0", "records younger than this are never compacted",
-        _int(0, INT64_MAX)),
+        _int(0, INT64_MAX), kind="long"),
     Key("producer.id.expiration.ms", "86400000",
         "how long a producer's sequence state is kept after its last batch (duplicates of "
-        "older retries are stored again)", _int(1, INT64_MAX)),
+        "older retries are stored again)", _int(1, INT64_MAX), kind="long"),
     Key("remote.storage.enable", "false",
-        "tier old segments to the cold store (rivven spark tier)", _bool),
+        "tier old segments to the cold store (rivven spark tier)", _bool, kind="boolean"),
     Key("remote.storage.uri", "",
         "fsspec URI of the cold store; empty: file://<data dir>/cold", _uri),
     Key("retention.bytes", "-1", "size above which old segments are deleted (-1: no limit)",
-        _int(0, INT64_MAX, allow_minus_one=True)),
+        _int(0, INT64_MAX, allow_minus_one=True), kind="long"),
     Key("retention.ms", "604800000", "age after which old segments are deleted (-1: forever)",
-        _int(0, INT64_MAX, allow_minus_one=True)),
+        _int(0, INT64_MAX, allow_minus_one=True), kind="long"),
     Key("segment.bytes", "1073741824", "size at which the active segment is rolled",
-        _int(128, INT32_MAX)),
+        _int(128, INT32_MAX), kind="int"),
     Key("segment.index.bytes", "10485760", "size of an offset index before the segment rolls",
-        _int(64, INT32_MAX)),
+        _int(64, INT32_MAX), kind="int"),
     Key("segment.ms", "604800000", "age at which the active segment is rolled",
-        _int(1, INT64_MAX)),
+        _int(1, INT64_MAX), kind="long"),
 )}
 
 
@@ -207,6 +229,10 @@ class TopicConfig:
     local_retention_bytes: int
     local_retention_ms: int
     max_message_bytes: int
+    message_timestamp_after_max_ms: int
+    message_timestamp_before_max_ms: int
+    message_timestamp_difference_max_ms: int
+    message_timestamp_type: str
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
     producer_id_expiration_ms: int
@@ -228,6 +254,25 @@ class TopicConfig:
     @property
     def compacted(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        """Every record is stamped with its append time (message.timestamp.type)."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_bounds(self) -> tuple[int, int] | None:
+        """``(before, after)``: how far a CreateTime record's timestamp may be before and
+        after the append time, or None when unbounded (the defaults) or LogAppendTime. As in
+        Kafka, message.timestamp.difference.max.ms stands in for a bound left at default."""
+        if self.log_append_time:
+            return None
+        diff = self.message_timestamp_difference_max_ms
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        before = diff if before == INT64_MAX else before
+        after = diff if after == INT64_MAX else after
+        return None if before == after == INT64_MAX else (before, after)
 
     @property
     def local_ms(self) -> int:

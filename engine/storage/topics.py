@@ -82,12 +82,7 @@ class Topics:
                exists_ok: bool = True) -> tuple[TopicMeta, bool]:
         """Create a topic, saying whether this call created it (with ``exists_ok`` an
         existing one is returned as it is; without, TopicExists)."""
-        check_topic_name(name)
-        if not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
-            raise InvalidArgument(
-                f"invalid partition count {partitions}: use 1 to {MAX_PARTITIONS}")
-        cfg = validate(config)
-        check_combination(cfg)
+        cfg = self._checked_new(name, partitions, config)
         with self.catalog.mutate() as topics:
             if name in topics:
                 if exists_ok:
@@ -103,6 +98,26 @@ class Topics:
             durable.fsync_dir(os.path.join(self.data_dir, "topics"))
             topics[name] = meta
         return meta, True
+
+    def check_new(self, name: str, partitions: int, config: dict[str, str]) -> TopicMeta:
+        """What ``ensure(name, partitions, config, exists_ok=False)`` would create, nothing
+        written (Kafka's validate_only): the same errors (TopicExists when it exists)."""
+        cfg = self._checked_new(name, partitions, config)
+        if self.catalog.get(name) is not None:
+            raise TopicExists(f"topic {name!r} already exists")
+        meta = TopicMeta.new(name, partitions, cfg)
+        return meta.changed(keys=self._keys_for(meta, cfg))
+
+    def _checked_new(self, name: str, partitions: int, config: dict[str, str]
+                     ) -> dict[str, str]:
+        """A new topic's name, partition count and configs checked; the configs normalized."""
+        check_topic_name(name)
+        if not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidArgument(
+                f"invalid partition count {partitions}: use 1 to {MAX_PARTITIONS}")
+        cfg = validate(config)
+        check_combination(cfg)
+        return cfg
 
     def delete(self, name: str, before_removal: Callable[[TopicMeta], Any] | None = None
                ) -> Any:
@@ -163,16 +178,38 @@ class Topics:
             datadir.trash(self.data_dir, tdir, name)
         return kept
 
-    def alter_config(self, name: str, updates: dict[str, str], delete: Sequence[str]
-                     ) -> TopicMeta:
+    def alter_config(self, name: str, updates: dict[str, str], delete: Sequence[str],
+                     replace: bool = False, validate_only: bool = False,
+                     append: dict[str, str] | None = None,
+                     subtract: dict[str, str] | None = None) -> TopicMeta:
+        """Set ``updates`` and return ``delete`` to their defaults; with ``replace`` the
+        topic's configs become ``updates`` alone (Kafka's AlterConfigs). ``append`` and
+        ``subtract`` add and remove comma-separated values of list configs, from their
+        current value (Kafka's IncrementalAlterConfigs), under the catalog lock.
+        ``validate_only``: every check, nothing written; the metadata the topic would have."""
         updates = validate(updates)
         validate({k: KEYS[k].default if k in KEYS else "" for k in delete})  # unknown keys
-        with self.catalog.mutate() as topics:
+        lists = {**(append or {}), **(subtract or {})}
+        for k in lists:
+            validate({k: KEYS[k].default if k in KEYS else ""})  # unknown keys
+            if KEYS[k].kind != "list":
+                op = "append" if k in (append or {}) else "subtract"
+                raise InvalidConfig(f"Config value {op} is not allowed for config key: {k} "
+                                    "(not a list: set it instead)")
+        with (self.catalog.locked() if validate_only else self.catalog.mutate()) as topics:
             meta = self._existing(topics.get(name), name)
-            cfg = dict(meta.config)
+            cfg = {} if replace else dict(meta.config)
             cfg.update(updates)
             for k in delete:
                 cfg.pop(k, None)
+            for k, v in (append or {}).items():
+                old = [x for x in cfg.get(k, KEYS[k].default).split(",") if x]
+                cfg[k] = ",".join(old + [x for x in v.split(",") if x not in old])
+            for k, v in (subtract or {}).items():
+                gone = v.split(",")
+                cfg[k] = ",".join(x for x in cfg.get(k, KEYS[k].default).split(",")
+                                  if x and x not in gone)
+            cfg.update(validate({k: cfg[k] for k in lists}))
             check_combination(cfg)
             if TopicConfig.from_overrides(cfg).compacted:
                 cold: int = sum(len(tier_manifest.load(
@@ -185,16 +222,19 @@ class Topics:
                         f"topic {name!r} has {cold} segment(s) in the cold store, which compaction "
                         f"would never clean: bring them back first with 'rivven tier restore "
                         f"{name} --from 0', then set cleanup.policy")
-            topics[name] = meta.changed(config=cfg, keys=self._keys_for(meta, cfg))
-        return self.get(name)
+            topics[name] = changed = meta.changed(config=cfg, keys=self._keys_for(meta, cfg))
+        return changed if validate_only else self.get(name)
 
-    def add_partitions(self, name: str, total: int) -> TopicMeta:
-        with self.catalog.mutate() as topics:
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> TopicMeta:
+        """Grow the topic to ``total`` partitions; ``validate_only``: the checks alone."""
+        with (self.catalog.locked() if validate_only else self.catalog.mutate()) as topics:
             meta = self._existing(topics.get(name), name)
             if not isinstance(total, int) or total <= meta.partitions or total > MAX_PARTITIONS:
                 raise InvalidArgument(
                     f"topic {name!r} has {plural(meta.partitions, 'partition')}; --total must be larger "
                     f"(at most {MAX_PARTITIONS}), partitions can never be removed")
+            if validate_only:
+                return meta.changed(partitions=total)
             for p in range(meta.partitions, total):
                 datadir.make_partition(self.data_dir, name, p)
             topics[name] = meta.changed(partitions=total)

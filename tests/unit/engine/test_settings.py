@@ -93,3 +93,19 @@ def test_settings_are_frozen():
     s = Settings.parse(None)
     with pytest.raises(AttributeError):
         s.wal_sync = "none"
+
+
+def test_as_config_names_every_setting_and_parses_back():
+    assert Settings.parse({}).as_config() == DEFAULTS
+    given = {"wal.sync": "interval:250", "lock.timeout.ms": "-1", "metrics.enabled": "false",
+             "hot.max.bytes": "0"}
+    st = Settings.parse(given)
+    assert st.as_config() == {**DEFAULTS, **given}
+    assert Settings.parse(st.as_config()) == st
+
+
+def test_describe_pairs_each_value_with_its_default():
+    rows = Settings.parse({"hot.max.bytes": "0"}).describe()
+    assert [r[0] for r in rows] == list(DEFAULTS)
+    assert {k: (v, d) for k, v, d in rows}["hot.max.bytes"] == ("0", DEFAULTS["hot.max.bytes"])
+    assert sum(v != d for _, v, d in rows) == 1

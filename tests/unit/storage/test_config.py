@@ -77,6 +77,10 @@ def test_unknown_key_without_a_close_match_has_no_hint():
     ("remote.storage.uri", "S3://bucket", "must be a URI such as"),
     ("local.retention.ms", "-3", "must be -2 (same as retention), -1 (unlimited) or >= 0"),
     ("local.retention.bytes", "lots", "must be an integer: -2"),
+    ("message.timestamp.type", "AppendTime", "must be CreateTime or LogAppendTime"),
+    ("message.timestamp.type", "", "must be CreateTime or LogAppendTime"),
+    ("message.timestamp.before.max.ms", "-1", "must be between 0 and"),
+    ("message.timestamp.after.max.ms", "soon", "must be an integer"),
 ])
 def test_bad_values(key, value, why):
     with pytest.raises(InvalidConfig) as e:
@@ -111,6 +115,8 @@ def test_bad_values(key, value, why):
     ("min.cleanable.dirty.ratio", "1", "1.0"),
     ("min.cleanable.dirty.ratio", "0.25", "0.25"),
     ("segment.bytes", "128", "128"),
+    ("message.timestamp.type", "logappendtime", "LogAppendTime"),
+    ("message.timestamp.type", " CREATETIME ", "CreateTime"),
 ])
 def test_values_are_normalized(key, value, normal):
     assert validate({key: value}) == {key: normal}
@@ -214,6 +220,31 @@ def test_compacted(policy, compacted):
 def test_local_ms_and_local_bytes(overrides, local_ms, local_bytes):
     cfg = TopicConfig.from_overrides(overrides)
     assert (cfg.local_ms, cfg.local_bytes) == (local_ms, local_bytes)
+
+
+@pytest.mark.parametrize("overrides, bounds", [
+    ({}, None),
+    ({"message.timestamp.before.max.ms": "1000"}, (1000, INT64_MAX)),
+    ({"message.timestamp.after.max.ms": "5"}, (INT64_MAX, 5)),
+    # the deprecated key stands in for a bound left at its default, as in Kafka 3.6+
+    ({"message.timestamp.difference.max.ms": "700"}, (700, 700)),
+    ({"message.timestamp.difference.max.ms": "700", "message.timestamp.after.max.ms": "5"},
+     (700, 5)),
+    # LogAppendTime: the client's timestamps are replaced, so never checked
+    ({"message.timestamp.type": "LogAppendTime", "message.timestamp.before.max.ms": "1"}, None),
+])
+def test_timestamp_bounds(overrides, bounds):
+    cfg = TopicConfig.from_overrides(overrides)
+    assert cfg.timestamp_bounds == bounds
+    assert cfg.log_append_time is (overrides.get("message.timestamp.type") == "LogAppendTime")
+
+
+def test_every_key_has_a_kafka_type():
+    assert {k.kind for k in KEYS.values()} <= {"boolean", "string", "int", "long", "double",
+                                                "list"}
+    assert KEYS["cleanup.policy"].kind == "list"
+    assert KEYS["retention.ms"].kind == "long"
+    assert KEYS["message.timestamp.type"].kind == "string"
 
 
 def test_every_key_has_a_field():
