@@ -22,11 +22,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..crypto.topic import OffsetMetadata
-from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
+from ..errors import (
+    DamagedMetadata,
+    GroupActive,
+    GroupKindConflict,
+    GroupNotFound,
+    InvalidArgument,
+    RivvenError,
+    UnknownTopic,
+)
 from ..fs import guard
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from . import membership
-from .membership import GroupActive, GroupKindConflict
 from .offset_store import Committed, OffsetStore
 from .results import (
     CommittedOffset,
@@ -62,10 +69,6 @@ MAX_STORES = 1024  # groups whose offsets the service keeps read (commit/offsets
 __all__ = ["GroupActive", "GroupAdmin", "GroupKindConflict", "GroupNotFound"]
 
 
-class GroupNotFound(RivvenError):
-    pass
-
-
 class GroupAdmin:
     """The groups of one data dir, seen through ``topic_offsets`` and ``offset_for_time``.
     ``writable()`` raises when the engine was opened read-only (every change calls it)."""
@@ -86,6 +89,10 @@ class GroupAdmin:
         # MAX_STORES
         self._stores: OrderedDict[str, OffsetStore] = OrderedDict()
         self._stores_lock = threading.Lock()
+
+    def check_name(self, group: str) -> None:
+        """InvalidArgument (one line, with the rule) for a name no new group may have."""
+        membership.check_group_name(group, new=True)
 
     def group_dir(self, group: str) -> str:
         return membership.group_dir(self.data_dir, group)

@@ -20,7 +20,14 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument, RivvenError, os_error, plural
+from ..errors import (
+    DamagedMetadata,
+    GroupKindConflict,
+    InvalidArgument,
+    RivvenError,
+    os_error,
+    plural,
+)
 from ..fs import guard, jsondoc
 from ..fs.locks import acquire, open_lock_file, try_lock
 
@@ -35,15 +42,6 @@ _TMP = ".tmp."
 NATIVE, KAFKA = "rivven", "kafka"
 DETAILS = "kafka.json"
 MAX_DETAILS = 16 << 20  # a details file larger than this is not read
-
-
-class GroupActive(RivvenError):
-    """Refused: the group has live consumers."""
-
-
-class GroupKindConflict(GroupActive):
-    """Refused: the group has live members of the other kind (rivven-native or
-    Kafka-protocol), or is another server's."""
 
 
 MAX_NAME_BYTES = 255  # one path component (NAME_MAX) on Linux and macOS

@@ -15,10 +15,11 @@ from typing import Any
 from ..errors import InvalidArgument
 from .broker import Broker
 from .config import ServeConfig
+from .groups import Coordinator
 from .server import Server, quiet_asyncio
 
 # the handler modules register their APIs when imported
-_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn")
+_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_groups")
 
 
 def load_handlers() -> None:
@@ -60,6 +61,7 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         except (NotImplementedError, RuntimeError):  # not the main thread (tests)
             pass
     broker = Broker(engine, config, listen[0], listen[1], loop)
+    broker.groups = Coordinator(broker)
     server = Server(broker)
     host, port = await server.start(*listen)
     broker.host, broker.port = advertised or (host if host not in ("0.0.0.0", "::") else
@@ -69,6 +71,7 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         await stop.wait()
     finally:
         broker.stopping = True
+        broker.groups.close()  # (JoinGroups and SyncGroups waiting for a rebalance answered)
         await server.stop()
         broker.pool.shutdown(wait=True)
     return server

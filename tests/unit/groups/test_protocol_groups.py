@@ -13,7 +13,7 @@ from helpers import ROOT
 from helpers.groups import fill
 
 from engine import Engine
-from engine.groups.admin import GroupActive, GroupKindConflict
+from engine.errors import GroupActive, GroupKindConflict
 
 
 def _details(mark_state="Stable"):
