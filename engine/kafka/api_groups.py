@@ -349,7 +349,7 @@ async def describe_groups(req: Request) -> Any:
                      members=[M(member_id=i, group_instance_id=gi, client_id=c, client_host=h,
                                 member_metadata=md, member_assignment=a)
                               for i, gi, c, h, md, a in s.members],
-                     authorized_operations=-2147483648))
+                     authorized_operations=None))  # (None: not asked for)
     return req.respond(throttle_time_ms=0, groups=out)
 
 
