@@ -697,11 +697,12 @@ class Coordinator:
         if group.state == DEAD:
             return codes.COORDINATOR_NOT_AVAILABLE, []
         out: list[tuple[str, str | None, int]] = []
-        for member_id, instance_id in leaving:
+        for asked, instance_id in leaving:
+            member_id = asked  # (the answer names each member as the request did)
             if not member_id and instance_id is not None:  # (an admin's removal by instance)
                 current = group.static.get(instance_id)
                 if current is None:
-                    out.append((member_id, instance_id, codes.UNKNOWN_MEMBER_ID))
+                    out.append((asked, instance_id, codes.UNKNOWN_MEMBER_ID))
                     continue
                 member_id = current
             elif member_id in group.pending:
@@ -717,7 +718,7 @@ class Coordinator:
                     continue
             log.info("group %s: member %s leaves", group_id, member_id)
             self._remove(group, group.members[member_id], "LeaveGroup")
-            out.append((member_id, instance_id, codes.NONE))
+            out.append((asked, instance_id, codes.NONE))
         return codes.NONE, out
 
     # ------------------------------------------------------------ offsets, admin
