@@ -432,6 +432,12 @@ def test_list_describe_delete_groups_and_offsets_through_the_protocol(three):
     k = KafkaAdminClient(bootstrap_servers=three.bootstrap)
     assert {tp.partition: om.offset for tp, om in k.list_group_offsets("g")["g"].items()} \
         == {2: 7}
+    # OffsetFetch v8: several groups in one request, each with its own error
+    both = k.list_group_offsets({"g": None, "old": [KTP("t", 1), KTP("t", 2)]})
+    assert {g: {tp.partition: om.offset for tp, om in offs.items()}
+            for g, offs in both.items()} == {"g": {2: 7}, "old": {1: 5, 2: -1}}
+    with pytest.raises(Exception, match="InvalidGroupId"):
+        k.list_group_offsets({"g": None, "bad\nname": None})
     # OffsetDelete: refused for a topic a live member reads, done on an empty group
     out = k.delete_group_offsets("g", [KTP("t", 2)])
     assert [e.__name__ for e in out.values()] == ["GroupSubscribedToTopicError"]
