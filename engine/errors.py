@@ -131,6 +131,20 @@ class InvalidTxnState(RivvenError):
     whose last call failed and was not retried (``retry_last()`` first)."""
 
 
+class GroupNotFound(RivvenError):
+    """No consumer group of that name in the data dir."""
+
+
+class GroupActive(RivvenError):
+    """Refused: the group has live consumers."""
+
+
+class GroupKindConflict(GroupActive):
+    """Refused: a group is rivven-native (engine.groups.consumer) or Kafka-protocol (the
+    clients of a ``rivven serve``) while it has live members, never both; or another server
+    coordinates it."""
+
+
 class OutOfOrderSequence(RivvenError):
     """A producer's batch does not follow its last one in a partition (a sequence gap or
     reorder): it was refused, nothing of it was written."""

@@ -15,18 +15,30 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..crypto.topic import OffsetMetadata
-from ..errors import DamagedMetadata, InvalidArgument, RivvenError, UnknownTopic
+from ..errors import (
+    DamagedMetadata,
+    GroupActive,
+    GroupKindConflict,
+    GroupNotFound,
+    InvalidArgument,
+    RivvenError,
+    UnknownTopic,
+)
 from ..fs import guard
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from . import membership
 from .offset_store import Committed, OffsetStore
 from .results import (
+    CommittedOffset,
     GroupDescription,
+    GroupLive,
     GroupMember,
     GroupOffsetsDeleted,
     GroupPartition,
@@ -53,12 +65,8 @@ def _writable() -> None:
     pass
 
 
-class GroupNotFound(RivvenError):
-    pass
-
-
-class GroupActive(RivvenError):
-    """Refused: the group has live consumers."""
+MAX_STORES = 1024  # groups whose offsets the service keeps read (commit/offsets)
+__all__ = ["GroupActive", "GroupAdmin", "GroupKindConflict", "GroupNotFound"]
 
 
 class GroupAdmin:
@@ -76,6 +84,15 @@ class GroupAdmin:
         self._topic_offsets = topic_offsets
         self.offset_for_time = offset_for_time
         self.writable = writable
+        # the offset stores commit() and offsets() use, kept (each reads only what other
+        # processes appended since its last look), the least recently used dropped past
+        # MAX_STORES
+        self._stores: OrderedDict[str, OffsetStore] = OrderedDict()
+        self._stores_lock = threading.Lock()
+
+    def check_name(self, group: str) -> None:
+        """InvalidArgument (one line, with the rule) for a name no new group may have."""
+        membership.check_group_name(group, new=True)
 
     def group_dir(self, group: str) -> str:
         return membership.group_dir(self.data_dir, group)
@@ -135,15 +152,57 @@ class GroupAdmin:
             raise GroupNotFound(f"group {group!r} does not exist; 'rivven group list' shows the "
                                 "groups")
 
+    def live(self, group: str) -> GroupLive:
+        """Who reads the group now: ``kind`` "rivven" (native consumers: engine.groups.
+        consumer), "kafka" (Kafka clients through a ``rivven serve``) or None (no live
+        member); ``state`` Empty, Active (native) or the Kafka group's state (Stable,
+        PreparingRebalance, CompletingRebalance); ``protocol`` the assignor; ``members``
+        with the partitions each holds. Reads member files only (no offsets, no log)."""
+        gdir = self.group_dir(group)
+        found = membership.live_members(gdir) if self._exists(group) else []
+        marks = [m for m in found if membership.kind(m) == membership.KAFKA]
+        if marks:
+            details = membership.read_details(gdir, marks[0])
+            members: list[GroupMember] = []
+            for m in details["members"] if details else ():
+                topics = m.get("topics")
+                members.append({
+                    "member_id": m.get("member_id"), "client_id": m.get("client_id"),
+                    "host": m.get("host"), "pid": None,
+                    "topics": [t for t in topics if isinstance(t, str)]
+                    if isinstance(topics, list) else [],
+                    "joined": m.get("joined"), "assignment": _assignment(m.get("assignment"))})
+            state = details.get("state") if details else None
+            return {"group": group, "kind": membership.KAFKA,
+                    "state": state if isinstance(state, str) else "PreparingRebalance",
+                    "protocol": details.get("protocol") if details else None,
+                    "server_pid": marks[0].get("pid"), "members": members}
+        held: dict[str, list[dict[str, Any]]] = {}
+        if found:
+            for (t, p), owner in sorted(membership.lease_owners(gdir).items()):
+                held.setdefault(owner, []).append({"topic": t, "partition": p})
+        shown: list[GroupMember] = [
+            {"member_id": m.get("member_id"), "client_id": m.get("client_id"),
+             "host": m.get("host"), "pid": m.get("pid"), "topics": m.get("topics"),
+             "joined": m.get("joined"), "assignment": held.get(str(m.get("member_id")), [])}
+            for m in found]
+        return {"group": group, "kind": membership.NATIVE if shown else None,
+                "state": "Active" if shown else "Empty",
+                "protocol": ASSIGNMENT_STRATEGY, "server_pid": None, "members": shown}
+
     def describe(self, group: str) -> GroupDescription:
         """Per partition the group reads or has committed: committed offset, log start/end,
         lag, owner; the live members with the partitions each holds (``assignment``)."""
+        return self._describe(group)[0]
+
+    def _describe(self, group: str) -> tuple[GroupDescription, GroupLive]:
         self._check_exists(group)
-        gdir = self.group_dir(group)
-        members = membership.live_members(gdir)
+        live = self.live(group)
+        members = live["members"]
         committed = self._store(group).refresh()
-        owners = membership.lease_owners(gdir)
-        topics = {t for t, _ in committed} | {t for m in members for t in m.get("topics", ())}
+        owners = {(a["topic"], a["partition"]): str(m["member_id"])
+                  for m in members for a in m["assignment"]}
+        topics = {t for t, _ in committed} | {t for m in members for t in m.get("topics") or ()}
         rows: list[GroupPartition] = []
         for t in sorted(topics):
             offs = self._topic_offsets(t)
@@ -159,17 +218,9 @@ class GroupAdmin:
                              "last_commit": None if c is None else c.timestamp,
                              "metadata": text, "metadata_encrypted": sealed,
                              "consumer": owners.get((t, p))})
-        held: dict[str, list[dict[str, Any]]] = {}
-        for (t, p), owner in sorted(owners.items()):
-            held.setdefault(owner, []).append({"topic": t, "partition": p})
-        shown: list[GroupMember] = [
-            {"member_id": m.get("member_id"), "client_id": m.get("client_id"),
-             "host": m.get("host"), "pid": m.get("pid"), "topics": m.get("topics"),
-             "joined": m.get("joined"), "assignment": held.get(str(m.get("member_id")), [])}
-            for m in members]
-        return {"group": group, "state": "Active" if members else "Empty", "members": shown,
+        return {"group": group, "state": live["state"], "members": members,
                 "partitions": rows,
-                "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
+                "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}, live
 
     def names(self) -> list[str]:
         """The groups' names alone: no offsets read, nothing changed or tidied (shell
@@ -179,8 +230,10 @@ class GroupAdmin:
     def state(self, group: str) -> GroupState:
         """One line about the group (``describe --state``, a row of ``list``): group,
         state (Active / Empty), assignment_strategy, members (a count), topics, total_lag."""
-        d = self.describe(group)
-        return {"group": group, "state": d["state"], "assignment_strategy": ASSIGNMENT_STRATEGY,
+        d, live = self._describe(group)
+        return {"group": group, "state": d["state"],
+                "assignment_strategy": (live["protocol"] or ASSIGNMENT_STRATEGY)
+                if live["kind"] else ASSIGNMENT_STRATEGY,
                 "members": len(d["members"]),
                 "topics": sorted({r["topic"] for r in d["partitions"]}),
                 "total_lag": d["total_lag"]}
@@ -191,13 +244,19 @@ class GroupAdmin:
 
     def _refuse_if_active(self, group: str, what: str, topic: str | None = None,
                           hint: str = "") -> None:
-        members = membership.live_members(self.group_dir(group))
+        live = self.live(group)
+        members = live["members"]
         if topic is not None:
-            members = [m for m in members if topic in m.get("topics", ())]
+            members = [m for m in members if topic in (m.get("topics") or ())]
+        if live["kind"] == membership.KAFKA and not live["members"]:
+            # (a server's mark whose details are not written yet: members, topics unknown)
+            raise GroupActive(f"group {group!r} has Kafka-protocol members through rivven serve "
+                              f"(pid {live['server_pid']}); stop them before {what}{hint}")
         if members:
             ids = ", ".join(str(m.get("member_id")) for m in members[:3])
-            raise GroupActive(f"group {group!r} has {len(members)} active consumer(s) ({ids}); "
-                              f"stop them before {what}{hint}")
+            kafka = " Kafka-protocol" if live["kind"] == membership.KAFKA else ""
+            raise GroupActive(f"group {group!r} has {len(members)} active{kafka} consumer(s) "
+                              f"({ids}); stop them before {what}{hint}")
 
     def reset_offsets(self, group: str, targets: dict[str, list[int] | None] | None,
                       mode: str | tuple[str, int], value: Any = None, execute: bool = False,
@@ -327,18 +386,84 @@ class GroupAdmin:
         guard.remove_tree(self.data_dir, trash)
         return {"group": group, "deleted_offsets": count}
 
-    def delete_offsets(self, group: str, topic: str) -> GroupOffsetsDeleted:
-        """Delete the group's committed offsets of ``topic`` (no live consumer of it)."""
+    def delete_offsets(self, group: str, topic: str, partitions: Sequence[int] | None = None,
+                       missing_ok: bool = False) -> GroupOffsetsDeleted:
+        """Delete the group's committed offsets of ``topic`` (of its ``partitions`` only, when
+        given), refused while a live consumer of the group reads the topic. No offset to
+        delete: InvalidArgument, or with ``missing_ok`` nothing deleted."""
         self.writable()
         if not self._exists(group):
             raise GroupNotFound(f"group {group!r} does not exist")
         self._refuse_if_active(group, f"deleting its offsets of {topic!r}", topic)
         store = self._store(group)
-        gone = [tp for tp in store.refresh() if tp[0] == topic]
-        if not gone:
+        gone = [tp for tp in store.refresh() if tp[0] == topic
+                and (partitions is None or tp[1] in partitions)]
+        if not gone and not missing_ok:
             raise InvalidArgument(f"group {group!r} has no committed offsets for topic {topic!r}")
-        store.commit({}, delete=gone)
+        if gone:
+            store.commit({}, delete=gone)
         return {"group": group, "topic": topic, "partitions": sorted(p for _, p in gone)}
+
+    # ------------------------------------------------------------ a server's groups
+    def _kept_store(self, group: str) -> OffsetStore:
+        with self._stores_lock:
+            store = self._stores.get(group)
+            if store is None:
+                seal = (functools.partial(self.metadata.seal, group)
+                        if self.metadata is not None else None)
+                store = OffsetStore(self.group_dir(group), sync=self.sync,
+                                    lock_wait=self.lock_wait, seal=seal)
+                self._stores[group] = store
+                while len(self._stores) > MAX_STORES:
+                    self._stores.popitem(last=False)
+            else:
+                self._stores.move_to_end(group)
+            return store
+
+    def commit(self, group: str, offsets: Mapping[tuple[str, int], int],
+               metadata: Mapping[tuple[str, int], str] | None = None) -> int:
+        """Durably commit ``offsets`` for ``group``, each with its own metadata text (missing:
+        "", sealed for an encrypted topic), as one commit; the group is made if new. The
+        caller checks who may commit (a Kafka coordinator: its members; no live-member check
+        here). Returns the commit time (ms)."""
+        self.writable()
+        membership.check_group_name(group, new=True)
+        return self._kept_store(group).commit(dict(offsets), metadata or {})
+
+    def offsets(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
+        """The group's committed offsets with their metadata text (None: sealed, its key not
+        at hand) and commit time; ``{}`` for a group that does not exist."""
+        membership.check_group_name(group)
+        if not self._exists(group):
+            return {}
+        out: dict[tuple[str, int], CommittedOffset] = {}
+        for (t, p), c in self._kept_store(group).refresh().items():
+            text, _ = self._metadata(group, t, p, c)
+            out[(t, p)] = {"offset": c.offset, "metadata": text, "timestamp": c.timestamp}
+        return out
+
+    def claim(self, group: str, info: dict[str, Any]) -> membership.ProtocolMark:
+        """Mark ``group`` as a Kafka-protocol group of this process's server (``rivven
+        serve``) while it has members: the mark (``ProtocolMark``: ``publish(details)`` its
+        members, ``close()`` when the last leaves) makes native consumers refuse to join and
+        ``describe``/``list`` show the members. GroupKindConflict (one line) while the group
+        has live members of another kind or another server."""
+        self.writable()
+        membership.check_group_name(group, new=True)
+        return membership.claim(self.group_dir(group), group, info)
+
+
+def _assignment(value: Any) -> list[dict[str, Any]]:
+    """A details file's ``[[topic, [partition, ...]], ...]`` as assignment rows (unchecked
+    content reads as nothing)."""
+    out: list[dict[str, Any]] = []
+    if isinstance(value, list):
+        for item in value:
+            if (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                    and isinstance(item[1], list)):
+                out += [{"topic": item[0], "partition": p} for p in item[1]
+                        if type(p) is int]
+    return out
 
 
 def write_plan(rows: list[ResetRow]) -> str:

@@ -80,7 +80,9 @@ def _records(batches: list[ColumnBatch]) -> list[ConsumerRecord]:
 
 
 def assign(members: list[dict[str, Any]], partitions: dict[str, int]) -> dict[str, list[TopicPartition]]:
-    """Round robin over sorted topic-partitions, each to the next member subscribed to it."""
+    """Round robin over sorted topic-partitions, each to the next member subscribed to it
+    (native members only: a server's mark of a Kafka-protocol group reads nothing here)."""
+    members = [m for m in members if membership.kind(m) == membership.NATIVE]
     ids = sorted(m["member_id"] for m in members)
     subs = {m["member_id"]: set(m.get("topics", ())) for m in members}
     out: dict[str, list[TopicPartition]] = {i: [] for i in ids}
@@ -190,6 +192,9 @@ class Consumer:
         self._buffered = 0
         self.closed = False
         try:
+            # a group with live Kafka-protocol members (rivven serve) is refused: one kind
+            # at a time (the server looks for native members after its mark, as we do here)
+            membership.refuse_kafka_members(self.gdir, group, self.member_id)
             self._rebalance(force=True)
         except BaseException:
             # the caller gets no consumer to close: leave the group now, else this member

@@ -20,7 +20,14 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .. import clock
-from ..errors import DamagedMetadata, InvalidArgument, os_error, plural
+from ..errors import (
+    DamagedMetadata,
+    GroupKindConflict,
+    InvalidArgument,
+    RivvenError,
+    os_error,
+    plural,
+)
 from ..fs import guard, jsondoc
 from ..fs.locks import acquire, open_lock_file, try_lock
 
@@ -28,6 +35,13 @@ GROUPS = "groups"
 MEMBERS = "members"
 LEASES = "leases"
 _TMP = ".tmp."
+# A group is rivven-native (engine.groups.consumer.Consumer members) or Kafka-protocol (its
+# members are Kafka clients of a `rivven serve`) while it has live members, never both: the
+# server holds a member file of kind KAFKA for the group while its group has members, and
+# writes what it knows of them to DETAILS (advisory, read only while that file lives).
+NATIVE, KAFKA = "rivven", "kafka"
+DETAILS = "kafka.json"
+MAX_DETAILS = 16 << 20  # a details file larger than this is not read
 
 
 MAX_NAME_BYTES = 255  # one path component (NAME_MAX) on Linux and macOS
@@ -196,6 +210,106 @@ class Member:
                 pass
             os.close(self.fd)
             self.fd = -1
+
+
+def kind(info: dict[str, Any]) -> str:
+    """A live member's kind: KAFKA (a server's mark of a Kafka-protocol group) or NATIVE."""
+    return KAFKA if info.get("kind") == KAFKA else NATIVE
+
+
+class ProtocolMark(Member):
+    """The mark a ``rivven serve`` holds on a group it coordinates over Kafka's protocol while
+    the group has members: a member file of kind KAFKA (flocked: the kernel drops it with the
+    server), and ``DETAILS`` beside it: the members as the server sees them."""
+
+    def __init__(self, gdir: str, info: dict[str, Any]) -> None:
+        super().__init__(gdir, f"kafka-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                         {**info, "kind": KAFKA, "topics": []})
+        self.details_path = os.path.join(gdir, DETAILS)
+
+    def publish(self, details: dict[str, Any]) -> None:
+        """Replace the details (tmp, rename: a reader sees the old or the new; no fsync: they
+        describe live members, which a crash ends anyway)."""
+        if self.fd < 0:
+            return
+        data = json.dumps({**details, "mark": self.member_id}, separators=(",", ":")).encode()
+        tmp = f"{self.details_path}{_TMP}{os.getpid()}"
+        fd = guard.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as e:
+            raise os_error(e, "write", tmp) from e
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.details_path)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            try:
+                os.unlink(self.details_path)
+            except FileNotFoundError:
+                pass
+        super().close()
+
+
+def read_details(gdir: str, mark: dict[str, Any]) -> dict[str, Any]:
+    """The details a live mark's server published (``{}``: none yet, or not of that mark)."""
+    path = os.path.join(gdir, DETAILS)
+    try:
+        fd = guard.open_file(path, os.O_RDONLY)
+    except (OSError, RivvenError):
+        return {}
+    try:
+        data = os.pread(fd, MAX_DETAILS + 1, 0)
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
+    try:
+        out = jsondoc.loads(data, path, "group details") if len(data) <= MAX_DETAILS else {}
+    except DamagedMetadata:
+        return {}
+    if not isinstance(out, dict) or out.get("mark") != mark.get("member_id"):
+        return {}
+    members = out.get("members")
+    out["members"] = [m for m in members if isinstance(m, dict)] if isinstance(members,
+                                                                               list) else []
+    return out
+
+
+def claim(gdir: str, group: str, info: dict[str, Any]) -> ProtocolMark:
+    """Mark ``group`` as Kafka-protocol (this process's server coordinates it): refused with
+    GroupKindConflict while it has live members of any other kind or owner. The mark is made
+    first and the others looked for after, as a native consumer does the other way round:
+    of two that start at once, at least one sees the other."""
+    mark = ProtocolMark(gdir, info)
+    others = [m for m in live_members(gdir) if m["member_id"] != mark.member_id]
+    if others:
+        mark.close()
+        if kind(others[0]) == KAFKA:
+            raise GroupKindConflict(
+                f"group {group!r} is coordinated by another rivven serve on this data dir "
+                f"(pid {others[0].get('pid')}); use that server or another group id")
+        ids = ", ".join(str(m.get("member_id")) for m in others[:3])
+        raise GroupKindConflict(
+            f"group {group!r} has {plural(len(others), 'live rivven consumer')} ({ids}); a "
+            "group is either rivven-native or Kafka-protocol while it has live members: stop "
+            "them or use another group id")
+    return mark
+
+
+def refuse_kafka_members(gdir: str, group: str, own: str) -> None:
+    """(A native member ``own`` just joined.) GroupKindConflict if a server holds the group
+    for Kafka-protocol members."""
+    for m in live_members(gdir):
+        if kind(m) == KAFKA and m["member_id"] != own:
+            n = len(read_details(gdir, m).get("members", ()))
+            raise GroupKindConflict(
+                f"group {group!r} has live Kafka-protocol members ({plural(n, 'member')} "
+                f"through rivven serve, pid {m.get('pid')}); a group is either rivven-native "
+                "or Kafka-protocol while it has live members: stop them or use another group")
 
 
 def _remove_dead(path: str, fd: int) -> None:

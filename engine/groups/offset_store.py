@@ -24,7 +24,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -158,16 +158,26 @@ class OffsetStore:
             offsets.pop((t, p), None)
 
     # ---------------------------------------------------------------- writing
-    def commit(self, offsets: dict[tuple[str, int], int], metadata: str = "",
+    def commit(self, offsets: dict[tuple[str, int], int],
+               metadata: str | Mapping[tuple[str, int], str] = "",
                delete: Sequence[tuple[str, int]] = ()) -> int:
-        """Durably record ``offsets`` (and forget ``delete``); returns the commit time (ms)."""
+        """Durably record ``offsets`` (and forget ``delete``); returns the commit time (ms).
+        ``metadata``: one text for every partition, or a text per partition (missing: "")."""
         ts = clock.now_ms()
         check_commit(offsets, metadata, delete)
         seal = self.seal
-        if seal is not None and metadata:
-            rows = [[t, p, int(o), seal(t, p, int(o), metadata)] for (t, p), o in offsets.items()]
+        if isinstance(metadata, str):
+            if seal is not None and metadata:
+                rows = [[t, p, int(o), seal(t, p, int(o), metadata)]
+                        for (t, p), o in offsets.items()]
+            else:
+                rows = [[t, p, int(o), metadata] for (t, p), o in offsets.items()]
         else:
-            rows = [[t, p, int(o), metadata] for (t, p), o in offsets.items()]
+            rows = []
+            for (t, p), o in offsets.items():
+                text = metadata.get((t, p), "")
+                rows.append([t, p, int(o), seal(t, p, int(o), text)
+                             if seal is not None and text else text])
         frame = {"ts": ts, "set": rows}
         if delete:
             frame["del"] = [[t, p] for t, p in delete]
@@ -306,11 +316,14 @@ def _payloads(ts: int, rows: list) -> list[bytes]:
     return _payloads(ts, rows[:half]) + _payloads(ts, rows[half:])
 
 
-def check_commit(offsets: dict[tuple[str, int], int], metadata: str,
-                  delete: Sequence[tuple[str, int]]) -> None:
+def check_commit(offsets: dict[tuple[str, int], int],
+                 metadata: str | Mapping[tuple[str, int], str],
+                 delete: Sequence[tuple[str, int]]) -> None:
     """Refuse what a reader would take for damage (InvalidArgument)."""
-    if not isinstance(metadata, str):
-        raise InvalidArgument(f"commit metadata must be a string, not {jsondoc.shown(metadata)}")
+    texts = metadata.values() if isinstance(metadata, Mapping) else (metadata,)
+    for text in texts:
+        if not isinstance(text, str):
+            raise InvalidArgument(f"commit metadata must be a string, not {jsondoc.shown(text)}")
     for (t, p), o in offsets.items():
         if not is_tp(t, p) or not _is_int(o, jsondoc.MAX_INT):
             raise InvalidArgument(f"cannot commit offset {o!r} of {t!r} partition {p!r}: "

@@ -31,9 +31,26 @@ class GroupMember(TypedDict):
     assignment: list[dict[str, Any]]  # {"topic", "partition"} the member holds
 
 
+class GroupLive(TypedDict):
+    """Who reads a group now (``live``)."""
+
+    group: str
+    kind: str | None  # "rivven" (native consumers), "kafka" (rivven serve's clients), None
+    state: str  # Empty, Active (native), or a Kafka group's: Stable, PreparingRebalance, ...
+    protocol: str | None  # the assignor (a Kafka group's protocol name; None: not chosen yet)
+    server_pid: int | None  # the rivven serve coordinating a Kafka-protocol group
+    members: list[GroupMember]
+
+
+class CommittedOffset(TypedDict):
+    offset: int
+    metadata: str | None  # None: sealed (an encrypted topic's) and its key not at hand
+    timestamp: int  # commit time, ms
+
+
 class GroupDescription(TypedDict):
     group: str
-    state: str  # Active (live members) or Empty
+    state: str  # Active (live native members), Empty, or a Kafka-protocol group's state
     members: list[GroupMember]
     partitions: list[GroupPartition]
     total_lag: int

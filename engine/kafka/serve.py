@@ -18,12 +18,13 @@ from ..errors import InvalidArgument
 from . import maintenance
 from .broker import Broker
 from .config import ServeConfig
+from .groups import Coordinator
 from .server import Server, quiet_asyncio
 
 log = logging.getLogger("rivven.serve")
 
 # the handler modules register their APIs when imported
-_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin")
+_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin", "api_groups")
 
 
 def load_handlers() -> None:
@@ -93,6 +94,8 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
             pass
     room_for_connections(config.max_connections)
     broker = Broker(engine, config, listen[0], listen[1], loop)
+    broker.groups = Coordinator(broker)
+    broker.group_states = broker.groups.states  # (the groups gauge)
     from . import api_txn
 
     expiry = api_txn.install(broker)  # broker.txns; timed-out transactions aborted
@@ -111,6 +114,7 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         if maint is not None:
             maint.request_stop()  # (no new pass; the one in progress ends below)
         broker.stopping = True
+        broker.groups.close()  # (JoinGroups and SyncGroups waiting for a rebalance answered)
         expiry.cancel()
         ticker.cancel()
         log.info("stopping: no new connections")
