@@ -1,4 +1,4 @@
-"""A consumer-group member in a process of its own (tests/kafka/test_groups.py kills it with
+"""A consumer-group member in a process of its own (tests/kafka/test_kafka_groups.py kills it with
 -9, or stops it with SIGTERM: it then closes, leaving the group).
 
     python kafka_member.py KIND BOOTSTRAP GROUP TOPIC ASSIGNOR NAME [SLEEP_MS]
