@@ -47,7 +47,7 @@ class Rec(NamedTuple):
     offset: int = -1
 
 
-def held(data_dir: str, topic: str) -> list[Rec]:
+def held(data_dir: str, topic: str, isolation: str = "read_uncommitted") -> list[Rec]:
     """What the engine holds: every record of every partition (``Engine.read``)."""
     from engine import Engine
 
@@ -55,7 +55,7 @@ def held(data_dir: str, topic: str) -> list[Rec]:
         parts = eng.topic(topic).partitions
         return [Rec(r.partition, r.key, r.value, tuple((k, v) for k, v in r.headers),
                     r.timestamp, r.offset)
-                for p in range(parts) for r in eng.read(topic, p, 0, 1_000_000)]
+                for p in range(parts) for r in eng.read(topic, p, 0, 1_000_000, isolation)]
 
 
 def rivven_consume(data_dir: str, topic: str) -> list[Rec]:
@@ -114,7 +114,11 @@ def confluent_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str,
     return acks
 
 
-def confluent_consume(bootstrap: str, topic: str, timeout: float = 60, **conf: Any) -> list[Rec]:
+def confluent_consume(bootstrap: str, topic: str, timeout: float = 60, count: int | None = None,
+                      **conf: Any) -> list[Rec]:
+    """Every partition from the start to the high watermark, or (``count``) until that many
+    records arrived (read_committed: the end is the last stable offset, and past aborted
+    records and markers no record's offset reaches it)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rivven-tests-unused",
@@ -127,8 +131,9 @@ def confluent_consume(bootstrap: str, topic: str, timeout: float = 60, **conf: A
         got: list[Rec] = []
         pos = {p: 0 for p in parts}
         deadline = time.monotonic() + timeout
-        while any(pos[p] < end[p] for p in parts):
-            assert time.monotonic() < deadline, f"confluent-kafka not at {end} in {timeout} s"
+        while (len(got) < count) if count is not None else any(pos[p] < end[p] for p in parts):
+            assert time.monotonic() < deadline, \
+                f"confluent-kafka not at {end} (or {count} records) in {timeout} s: {len(got)}"
             m = c.poll(0.2)
             if m is None:
                 continue
@@ -160,8 +165,9 @@ def kafka_python_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str
         p.close(30)
 
 
-def kafka_python_consume(bootstrap: str, topic: str, timeout: float = 60, **conf: Any
-                         ) -> list[Rec]:
+def kafka_python_consume(bootstrap: str, topic: str, timeout: float = 60,
+                         count: int | None = None, **conf: Any) -> list[Rec]:
+    """As ``confluent_consume``."""
     from kafka import KafkaConsumer, TopicPartition
 
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
@@ -174,8 +180,10 @@ def kafka_python_consume(bootstrap: str, topic: str, timeout: float = 60, **conf
         end = c.end_offsets(parts)
         got: list[Rec] = []
         deadline = time.monotonic() + timeout
-        while any(c.position(tp) < end[tp] for tp in parts):
-            assert time.monotonic() < deadline, f"kafka-python not at {end} in {timeout} s"
+        while ((len(got) < count) if count is not None
+               else any(c.position(tp) < end[tp] for tp in parts)):
+            assert time.monotonic() < deadline, \
+                f"kafka-python not at {end} (or {count} records) in {timeout} s: {len(got)}"
             for batch in c.poll(200).values():
                 got += [Rec(m.partition, m.key, m.value, tuple(m.headers or ()), m.timestamp,
                             m.offset) for m in batch]

@@ -344,6 +344,62 @@ def test_a_waiting_fetch_of_every_client_wakes_when_records_arrive(tmp_path):
     assert set(arrived) == set(names) and not late, (arrived, late)
 
 
+@pytest.mark.slow
+def test_read_committed_clients_skip_aborted_records_and_stop_at_the_open_transaction(one):
+    """Transactions written by another process (an engine's transactional producers: one
+    committed, one aborted, one still open) read by every client at read_committed: what
+    ``Engine.read`` shows at read_committed (no aborted record, nothing past the last stable
+    offset); at read_uncommitted every record (the markers never)."""
+    from engine import Engine, Record
+
+    b = one.bootstrap
+    with Engine.open(one.data_dir) as eng:
+        plain = lambda v: eng.produce("t", [Record(b"p", v)], 0)  # noqa: E731
+        committed = eng.producer("committed-txn")
+        aborted = eng.producer("aborted-txn")
+        still_open = eng.producer("open-txn", transaction_timeout_ms=600_000)
+        plain(b"first")
+        committed.begin()
+        aborted.begin()
+        committed.produce("t", [Record(b"c", b"c%d" % i) for i in range(3)], 0)
+        aborted.produce("t", [Record(b"a", b"a%d" % i) for i in range(3)], 0)
+        aborted.produce("t", [Record(b"a", b"a-p1")], 1)
+        plain(b"between")
+        committed.produce("t", [Record(b"c", b"c-p1")], 1)
+        aborted.abort()
+        committed.commit()
+        plain(b"after")
+        still_open.begin()
+        still_open.produce("t", [Record(b"o", b"open")], 0)
+        plain(b"after-open")
+        try:
+            truth = held(one.data_dir, "t", "read_committed")
+            values = [r.value for r in truth]
+            assert b"a0" not in values and b"open" not in values and b"after-open" not in values
+            assert {b"c0", b"c-p1", b"after", b"first"} <= set(values)
+            rc = {"isolation.level": "read_committed"}
+            got = {
+                "confluent": confluent_consume(b, "t", count=len(truth), **rc),
+                "kafka-python": kafka_python_consume(b, "t", count=len(truth),
+                                                     isolation_level="read_committed"),
+                "kcat": kcat_consume(b, "t", "-X", "isolation.level=read_committed"),
+                "java": java_consume(b, "t", **rc),
+            }
+            wrong = {c: first_difference(g, truth) for c, g in got.items() if g != truth}
+            assert not wrong, wrong
+            everything = held(one.data_dir, "t")
+            assert b"a0" in [r.value for r in everything]
+            ru = {"isolation.level": "read_uncommitted"}  # (librdkafka's default: committed)
+            got = {"confluent": confluent_consume(b, "t", count=len(everything), **ru),
+                   "kafka-python": kafka_python_consume(b, "t", count=len(everything)),
+                   "kcat": kcat_consume(b, "t", "-X", "isolation.level=read_uncommitted"),
+                   "java": java_consume(b, "t")}
+            wrong = {c: first_difference(g, everything) for c, g in got.items() if g != everything}
+            assert not wrong, wrong
+        finally:
+            still_open.abort()
+
+
 def raw_request(bootstrap: str, request: object, version: int, timeout: float = 30
                 ) -> tuple[object, float]:
     """One request on its own connection (kafka-python's generated classes): the decoded
