@@ -305,6 +305,7 @@ def java_admin(bootstrap: str, *calls: str, **props: Any) -> list[dict]:
 def java_popen(cmd: str, bootstrap: str, *args: str, props: dict[str, Any] | None = None,
                opts: dict[str, Any] | None = None, stderr: Any = None) -> subprocess.Popen:
     """KafkaTool running (group, eos): a line on its stdin (or closing it) stops it."""
+    opts = {"stdin-stop": "true", **(opts or {})}
     return subprocess.Popen(java_command(cmd, bootstrap, *args, props=props, opts=opts),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=stderr if stderr is not None else subprocess.PIPE)
@@ -350,3 +351,103 @@ def java_consume_topics(bootstrap: str, topics: list[str], **props: Any) -> dict
         if "event" not in j:
             got[j["topic"]].append(java_record(j))
     return {t: sorted(rs, key=_order) for t, rs in got.items()}
+
+
+# ----------------------------------------------------------------------- group members
+class Member:
+    """A running group member: KafkaTool's ``group`` (events: assigned, revoked, record,
+    committed, commit-failed, closed) or ``kcat -G`` (records only: kcat prints no
+    rebalance and commits on its own every auto.commit.interval.ms). ``events`` fills from
+    a reader thread."""
+
+    def __init__(self, name: str, argv: list[str], kind: str) -> None:
+        import threading
+
+        self.name, self.kind = name, kind
+        self.events: list[dict] = []
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.stderr = b""
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._err_reader.start()
+
+    def _read_err(self) -> None:
+        """stderr kept; kcat's rebalance lines ("% Group G rebalanced (memberid M): assigned:
+        t [0], t [3]" / "revoked: ...") become assigned/revoked events."""
+        import re
+
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr += line
+            m = re.search(rb"rebalanced .*: (assigned|revoked): (.*)$", line.strip())
+            if self.kind == "kcat" and m:
+                parts = [{"topic": t.decode(), "partition": int(p)}
+                         for t, p in re.findall(rb"(\S+) \[(\d+)\]", m.group(2))]
+                self.events.append({"event": m.group(1).decode(), "partitions": parts})
+
+    def assigned(self) -> set[tuple[str, int]]:
+        """The partitions held now, by the assigned/revoked events (eager protocols revoke
+        everything and assign anew; cooperative ones add and take away some)."""
+        held: set[tuple[str, int]] = set()
+        for e in list(self.events):
+            tps = {(p["topic"], p["partition"]) for p in e.get("partitions", ())}
+            if e.get("event") == "assigned":
+                held |= tps
+            elif e.get("event") == "revoked":
+                held -= tps
+        return held
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if self.kind == "kcat":  # kcat -J: a record
+                j = {"event": "record", "topic": j["topic"], "partition": j["partition"],
+                     "offset": j["offset"]}
+            self.events.append(j)
+
+    def records(self) -> list[tuple[str, int, int]]:
+        return [(e["topic"], e["partition"], e["offset"]) for e in list(self.events)
+                if e.get("event") == "record"]
+
+    def stop(self, timeout: float = 60) -> int:
+        """Leave the group as a client closing does (KafkaTool: a stdin line; kcat: SIGTERM)."""
+        import signal
+
+        if self.proc.poll() is None:
+            if self.kind == "kcat":
+                self.proc.send_signal(signal.SIGTERM)
+            else:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+        self.proc.wait(timeout)
+        self._reader.join(10)
+        self._err_reader.join(10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self._reader.join(10)
+        self._err_reader.join(10)
+
+
+def java_member(name: str, bootstrap: str, group: str, topics: str, **props: Any) -> Member:
+    props = {"client.id": name, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+             "max.poll.records": 20, **props}
+    return Member(name, java_command("group", bootstrap, group, topics, props=props,
+                                     opts={"stdin-stop": "true"}), "java")
+
+
+def kcat_member(name: str, bootstrap: str, group: str, topics: str, **conf: Any) -> Member:
+    conf = {"client.id": name, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+            "auto.commit.interval.ms": 200, "auto.offset.reset": "earliest", **conf}
+    xs = [a for k, v in conf.items() for a in ("-X", f"{k}={v}")]
+    return Member(name, [kcat(), "-b", bootstrap, "-G", group, "-J", "-u", *xs,
+                         *topics.split(",")], "kcat")

@@ -4,7 +4,8 @@
 //
 //   KafkaTool produce  BOOTSTRAP TOPIC            records from stdin (below), one ack per line
 //   KafkaTool consume  BOOTSTRAP TOPIC[,T]        every partition from the start to the end
-//   KafkaTool group    BOOTSTRAP GROUP TOPIC[,T]  subscribe, print, commit; stops on a stdin line
+//   KafkaTool group    BOOTSTRAP GROUP TOPIC[,T]  subscribe, print, commit (--stdin-stop: until a
+//                                                 stdin line; --max-records=N: N records)
 //   KafkaTool eos      BOOTSTRAP GROUP IN OUT TXN consume-transform-produce in transactions
 //   KafkaTool admin    BOOTSTRAP OP ARGS...       AdminClient calls (see admin())
 //
@@ -29,6 +30,7 @@ import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.*;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.Header;
@@ -230,9 +232,11 @@ public class KafkaTool {
         return "[" + String.join(",", out) + "]";
     }
 
-    /** Set when a line (or the end) arrives on stdin: the loop stops and the client closes. */
+    /** With --stdin-stop: set when a line (or the end) arrives on stdin; the loop then stops
+     *  and the client closes. */
     static AtomicBoolean stopOnStdin(Runnable wake) {
         AtomicBoolean stop = new AtomicBoolean();
+        if (!opts.containsKey("stdin-stop")) return stop;
         Thread t = new Thread(() -> {
             try {
                 System.in.read();
@@ -283,10 +287,16 @@ public class KafkaTool {
                     if (++seen >= max) break;
                 }
                 if (!opts.containsKey("no-commit")) {
-                    c.commitSync(commit);
                     Map<TopicPartition, Long> done = new HashMap<>();
                     commit.forEach((tp, om) -> done.put(tp, om.offset()));
-                    emit(new J().s("event", "committed").raw("offsets", offsetsJson(done)));
+                    try {
+                        c.commitSync(commit);
+                        emit(new J().s("event", "committed").raw("offsets", offsetsJson(done)));
+                    } catch (CommitFailedException | RebalanceInProgressException e) {
+                        // a rebalance took the partitions: their next owner reads them again
+                        emit(new J().s("event", "commit-failed").raw("offsets", offsetsJson(done))
+                                .s("error", e.getClass().getSimpleName()));
+                    }
                 }
             }
         } finally {
@@ -304,8 +314,8 @@ public class KafkaTool {
     // consume IN (read_committed) in GROUP, write each record to OUT with a header naming its
     // source ("src": "partition:offset"), commit the consumed offsets in the same transaction
     // (sendOffsetsToTransaction with the consumer's group metadata); abort --abort-rate of the
-    // transactions at random (the consumer rewinds to its committed offsets). Stops after
-    // --idle-ms without records, or on a stdin line.
+    // transactions at random (the consumer rewinds to what it read in them). Stops after
+    // --idle-ms without records, or (--stdin-stop) on a stdin line.
     static void eos(String bootstrap, String groupId, String in, String out, String txnId) throws Exception {
         double abortRate = Double.parseDouble(opts.getOrDefault("abort-rate", "0"));
         Random rnd = new Random(opt("seed", 1));
@@ -325,8 +335,18 @@ public class KafkaTool {
         try {
             p.initTransactions();
             emit(new J().s("event", "ready"));
-            c.subscribe(Collections.singletonList(in));
-            long lastRecord = System.currentTimeMillis();
+            // idle time counts from the last record or the last assignment (a join takes a while)
+            long[] lastRecord = {Long.MAX_VALUE};
+            long joinDeadline = System.currentTimeMillis() + opt("join-timeout-ms", 60000);
+            c.subscribe(Collections.singletonList(in), new ConsumerRebalanceListener() {
+                public void onPartitionsRevoked(Collection<TopicPartition> ps) {
+                }
+
+                public void onPartitionsAssigned(Collection<TopicPartition> ps) {
+                    lastRecord[0] = System.currentTimeMillis();
+                    emit(new J().s("event", "assigned").raw("partitions", partitionsJson(ps)));
+                }
+            });
             while (!stop.get()) {
                 ConsumerRecords<byte[], byte[]> recs;
                 try {
@@ -335,10 +355,14 @@ public class KafkaTool {
                     break;
                 }
                 if (recs.isEmpty()) {
-                    if (System.currentTimeMillis() - lastRecord > idleMs) break;
+                    long now = System.currentTimeMillis();
+                    if (lastRecord[0] == Long.MAX_VALUE && now > joinDeadline) {
+                        throw new TimeoutException("no partitions assigned in time");
+                    }
+                    if (lastRecord[0] != Long.MAX_VALUE && now - lastRecord[0] > idleMs) break;
                     continue;
                 }
-                lastRecord = System.currentTimeMillis();
+                lastRecord[0] = System.currentTimeMillis();
                 p.beginTransaction();
                 Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
                 Map<TopicPartition, Long> first = new HashMap<>();
