@@ -77,13 +77,13 @@ public class KafkaTool {
             }
         } catch (Exception e) {
             Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
-            System.out.println(new J().s("error", c.getClass().getSimpleName())
+            OUT.println(new J().s("error", c.getClass().getSimpleName())
                     .s("message", String.valueOf(c.getMessage())));
-            System.out.flush();
+            OUT.flush();
             System.err.println("KafkaTool " + cmd + " failed: " + c);
             System.exit(1);
         }
-        System.out.flush();
+        OUT.flush();
         System.exit(0);
     }
 
@@ -160,7 +160,7 @@ public class KafkaTool {
                 p.flush();
                 for (Future<RecordMetadata> f : acks) {
                     RecordMetadata m = f.get();
-                    System.out.println(new J().n("partition", m.partition()).n("offset", m.offset())
+                    OUT.println(new J().n("partition", m.partition()).n("offset", m.offset())
                             .n("timestamp", m.timestamp()));
                 }
             }
@@ -206,10 +206,12 @@ public class KafkaTool {
                     throw new TimeoutException("not at the end offsets " + end + " (or "
                             + least + " records) in time");
                 }
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
-                    emit(record(r));
+                ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    OUT.println(record(r));
                     seen++;
                 }
+                if (!recs.isEmpty()) OUT.flush();
             }
             emit(new J().s("event", "end").raw("end", offsetsJson(end)));
         }
@@ -281,7 +283,7 @@ public class KafkaTool {
                 if (recs.isEmpty()) continue;
                 Map<TopicPartition, OffsetAndMetadata> commit = new HashMap<>();
                 for (ConsumerRecord<byte[], byte[]> r : recs) {
-                    emit(record(r).s("event", "record"));
+                    emit(record(r).s("event", "record"));  // (each at once: tests watch them)
                     commit.put(new TopicPartition(r.topic(), r.partition()),
                             new OffsetAndMetadata(r.offset() + 1));
                     if (++seen >= max) break;
@@ -305,9 +307,14 @@ public class KafkaTool {
         }
     }
 
+    // stdout, buffered (a record a line: flushed per poll, an event at once)
+    static final java.io.PrintStream OUT = new java.io.PrintStream(
+            new java.io.BufferedOutputStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), 1 << 16),
+            false, StandardCharsets.UTF_8);
+
     static synchronized void emit(J j) {
-        System.out.println(j);
-        System.out.flush();
+        OUT.println(j);
+        OUT.flush();
     }
 
     // ------------------------------------------------------------------ exactly once
@@ -417,10 +424,10 @@ public class KafkaTool {
                     adminCall(admin, Arrays.asList(line.trim().split(" +")));
                 } catch (Exception e) {
                     Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
-                    System.out.println(new J().s("error", c.getClass().getSimpleName())
+                    OUT.println(new J().s("error", c.getClass().getSimpleName())
                             .s("message", String.valueOf(c.getMessage())));
                 }
-                System.out.flush();
+                OUT.flush();
             }
         }
     }
@@ -439,25 +446,25 @@ public class KafkaTool {
                             Optional.empty()).configs(cfg);
                     CreateTopicsResult r = admin.createTopics(Collections.singleton(t));
                     r.all().get();
-                    System.out.println(new J().s("created", a.get(1))
+                    OUT.println(new J().s("created", a.get(1))
                             .n("partitions", r.numPartitions(a.get(1)).get()));
                     break;
                 }
                 case "delete-topic": {
                     admin.deleteTopics(a.subList(1, a.size())).all().get();
-                    System.out.println(new J().s("deleted", String.join(",", a.subList(1, a.size()))));
+                    OUT.println(new J().s("deleted", String.join(",", a.subList(1, a.size()))));
                     break;
                 }
                 case "create-partitions": {  // NAME TOTAL
                     admin.createPartitions(Collections.singletonMap(a.get(1),
                             NewPartitions.increaseTo(Integer.parseInt(a.get(2))))).all().get();
-                    System.out.println(new J().s("topic", a.get(1)).n("partitions", Integer.parseInt(a.get(2))));
+                    OUT.println(new J().s("topic", a.get(1)).n("partitions", Integer.parseInt(a.get(2))));
                     break;
                 }
                 case "list-topics": {
                     List<String> names = new ArrayList<>(admin.listTopics().names().get());
                     Collections.sort(names);
-                    System.out.println(new J().raw("topics", strings(names)));
+                    OUT.println(new J().raw("topics", strings(names)));
                     break;
                 }
                 case "describe-topic": {
@@ -468,7 +475,7 @@ public class KafkaTool {
                         ps.add(new J().n("partition", pi.partition()).n("leader", pi.leader().id())
                                 .n("replicas", pi.replicas().size()).n("isr", pi.isr().size()).toString());
                     }
-                    System.out.println(new J().s("topic", t.name()).raw("partitions", "[" + String.join(",", ps) + "]"));
+                    OUT.println(new J().s("topic", t.name()).raw("partitions", "[" + String.join(",", ps) + "]"));
                     break;
                 }
                 case "describe-configs": {  // topic|broker NAME
@@ -478,7 +485,7 @@ public class KafkaTool {
                     List<ConfigEntry> entries = new ArrayList<>(cfg.entries());
                     entries.sort(Comparator.comparing(ConfigEntry::name));
                     for (ConfigEntry e : entries) out.s(e.name(), e.value());
-                    System.out.println(new J().raw("configs", out.toString()));
+                    OUT.println(new J().raw("configs", out.toString()));
                     break;
                 }
                 case "alter-configs": {  // topic|broker NAME KEY=VALUE (empty VALUE: delete) ...
@@ -491,14 +498,14 @@ public class KafkaTool {
                                 : new AlterConfigOp(new ConfigEntry(s[0], s[1]), AlterConfigOp.OpType.SET));
                     }
                     admin.incrementalAlterConfigs(Collections.singletonMap(res, ops)).all().get();
-                    System.out.println(new J().s("altered", a.get(2)));
+                    OUT.println(new J().s("altered", a.get(2)));
                     break;
                 }
                 case "delete-records": {  // TOPIC PARTITION BEFORE_OFFSET
                     TopicPartition tp = new TopicPartition(a.get(1), Integer.parseInt(a.get(2)));
                     DeletedRecords dr = admin.deleteRecords(Collections.singletonMap(tp,
                             RecordsToDelete.beforeOffset(Long.parseLong(a.get(3))))).lowWatermarks().get(tp).get();
-                    System.out.println(new J().n("low_watermark", dr.lowWatermark()));
+                    OUT.println(new J().n("low_watermark", dr.lowWatermark()));
                     break;
                 }
                 case "list-offsets": {  // TOPIC PARTITION earliest|latest|max|TIMESTAMP
@@ -512,7 +519,7 @@ public class KafkaTool {
                             new ListOffsetsOptions(IsolationLevel.valueOf(
                                     opts.getOrDefault("isolation", "READ_UNCOMMITTED"))))
                             .partitionResult(tp).get();
-                    System.out.println(new J().n("offset", info.offset()).n("timestamp", info.timestamp()));
+                    OUT.println(new J().n("offset", info.offset()).n("timestamp", info.timestamp()));
                     break;
                 }
                 case "list-transactions": {
@@ -522,7 +529,7 @@ public class KafkaTool {
                                 .n("producer_id", t.producerId()).s("state", t.state().toString()).toString());
                     }
                     Collections.sort(out);
-                    System.out.println(new J().raw("transactions", "[" + String.join(",", out) + "]"));
+                    OUT.println(new J().raw("transactions", "[" + String.join(",", out) + "]"));
                     break;
                 }
                 case "describe-transactions": {  // ID ...
@@ -535,7 +542,7 @@ public class KafkaTool {
                                 .n("timeout_ms", t.transactionTimeoutMs())
                                 .raw("partitions", partitionsJson(t.topicPartitions())).toString());
                     }
-                    System.out.println(new J().raw("transactions", "[" + String.join(",", out) + "]"));
+                    OUT.println(new J().raw("transactions", "[" + String.join(",", out) + "]"));
                     break;
                 }
                 case "describe-producers": {  // TOPIC PARTITION
@@ -549,7 +556,7 @@ public class KafkaTool {
                                 .n("current_transaction_start_offset", s.currentTransactionStartOffset().orElse(-1L))
                                 .toString());
                     }
-                    System.out.println(new J().raw("producers", "[" + String.join(",", out) + "]"));
+                    OUT.println(new J().raw("producers", "[" + String.join(",", out) + "]"));
                     break;
                 }
                 case "list-groups": {
@@ -559,7 +566,7 @@ public class KafkaTool {
                                 .s("state", g.state().map(Object::toString).orElse("")).toString());
                     }
                     Collections.sort(out);
-                    System.out.println(new J().raw("groups", "[" + String.join(",", out) + "]"));
+                    OUT.println(new J().raw("groups", "[" + String.join(",", out) + "]"));
                     break;
                 }
                 case "describe-group": {  // ID
@@ -570,7 +577,7 @@ public class KafkaTool {
                         members.add(new J().s("member_id", m.consumerId()).s("client_id", m.clientId())
                                 .raw("partitions", partitionsJson(m.assignment().topicPartitions())).toString());
                     }
-                    System.out.println(new J().s("group_id", g.groupId()).s("state", g.state().toString())
+                    OUT.println(new J().s("group_id", g.groupId()).s("state", g.state().toString())
                             .s("assignor", g.partitionAssignor())
                             .raw("members", "[" + String.join(",", members) + "]"));
                     break;
@@ -581,12 +588,12 @@ public class KafkaTool {
                     Map<TopicPartition, Long> out = new TreeMap<>(
                             Comparator.comparing(TopicPartition::topic).thenComparing(TopicPartition::partition));
                     m.forEach((tp, om) -> out.put(tp, om == null ? -1 : om.offset()));
-                    System.out.println(new J().raw("offsets", offsetsJson(out)));
+                    OUT.println(new J().raw("offsets", offsetsJson(out)));
                     break;
                 }
                 case "delete-group": {  // ID
                     admin.deleteConsumerGroups(Collections.singleton(a.get(1))).all().get();
-                    System.out.println(new J().s("deleted", a.get(1)));
+                    OUT.println(new J().s("deleted", a.get(1)));
                     break;
                 }
                 case "describe-cluster": {
@@ -595,7 +602,7 @@ public class KafkaTool {
                     for (Node n : r.nodes().get()) {
                         nodes.add(new J().n("id", n.id()).s("host", n.host()).n("port", n.port()).toString());
                     }
-                    System.out.println(new J().s("cluster_id", r.clusterId().get())
+                    OUT.println(new J().s("cluster_id", r.clusterId().get())
                             .n("controller", r.controller().get().id())
                             .raw("nodes", "[" + String.join(",", nodes) + "]"));
                     break;
