@@ -29,7 +29,9 @@ from helpers.kafka_clients import (
     java_member,
     java_popen,
     java_produce,
+    kcat_consume,
     kcat_member,
+    kcat_run,
 )
 
 from engine import Engine
@@ -200,8 +202,8 @@ def test_the_java_transactional_loop_with_random_aborts_leaves_every_input_once(
     assert group_offsets(d, "eos-group") == end_offsets(d, "g")
 
 
-@pytest.mark.slow
-def test_the_java_admin_client_manages_topics_configs_records_groups_and_transactions(served):
+def test_the_java_admin_client_manages_topics_configs_and_records(served):
+    """What kafka-topics.sh, kafka-configs.sh and kafka-delete-records.sh call."""
     b, d = served.bootstrap, served.data_dir
     r = java_admin(b, "create-topic a1 3 retention.ms=3600000 cleanup.policy=compact",
                    "create-topic a1 3", "create-topic bad/name 1", "describe-configs topic a1",
@@ -229,14 +231,46 @@ def test_the_java_admin_client_manages_topics_configs_records_groups_and_transac
     assert low == {"low_watermark": 4} and offsets["offset"] == 4
     assert [r.value for r in java_consume(b, "a1") if r.partition == 0] == \
         [b"r%d" % i for i in range(4, 10)]
-    # groups: a Java member's commits, listed and described; deleted once empty
-    m = java_member("solo", b, "admin-group", "a1", **{"max.poll.records": 3})
+    # delete-topic: gone for the engine too
+    assert java_admin(b, "delete-topic a1", "list-topics") == [{"deleted": "a1"},
+                                                               {"topics": ["g"]}]
+    with Engine.open(d, read_only=True) as eng:
+        assert "a1" not in [t.name for t in eng.topics()]
+
+
+def test_every_client_reads_log_append_time_as_the_topic_stamps_it(served):
+    """A LogAppendTime topic: whatever time a producer sets, each client reads the time the
+    server stamped, and says it is the append time."""
+    b, d = served.bootstrap, served.data_dir
+    java_admin(b, "create-topic lat 1 message.timestamp.type=LogAppendTime")
+    before = int(time.time() * 1000)
+    java_produce(b, "lat", [Rec(0, b"k", b"v%d" % i, (), 1_000 + i) for i in range(5)], "gzip")
+    after = int(time.time() * 1000)
+    truth = held(d, "lat")
+    assert len(truth) == 5 and all(before <= r.timestamp <= after for r in truth), truth
+    assert java_consume(b, "lat") == truth
+    out = java("consume", b, "lat")
+    assert {j["timestamp_type"] for j in out if "offset" in j} == {"LogAppendTime"}
+    assert confluent_consume(b, "lat") == truth
+    assert kcat_consume(b, "lat") == [r._replace(headers=()) for r in truth]
+    tstypes = {json.loads(x)["tstype"] for x in kcat_run(
+        "-C", "-b", b, "-t", "lat", "-o", "beginning", "-e", "-J", "-q").stdout.splitlines()}
+    assert tstypes == {"logappend"}
+
+
+@pytest.mark.slow
+def test_the_java_admin_client_lists_describes_and_deletes_groups(served):
+    """What kafka-consumer-groups.sh calls, on a group of one Java member."""
+    b = served.bootstrap
+    confluent_produce(b, "g", [Rec(0, None, b"r%d" % i) for i in range(10)], "none")
+    m = java_member("solo", b, "admin-group", "g", **{"max.poll.records": 3})
     try:
-        wait_until(lambda: len(m.records()) >= 6, 60, lambda: m.stderr.decode()[-2000:])
+        wait_until(lambda: len(m.records()) >= 10, 60, lambda: m.stderr.decode()[-2000:])
         groups, desc_group = java_admin(b, "list-groups", "describe-group admin-group")
         assert {"group_id": "admin-group", "state": "Stable"} in groups["groups"]
         assert desc_group["state"] == "STABLE" and len(desc_group["members"]) == 1
         assert desc_group["members"][0]["client_id"] == "solo"
+        assert len(desc_group["members"][0]["partitions"]) == 6
         busy = java_admin(b, "delete-group admin-group")[0]
         assert busy["error"] == "GroupNotEmptyException"
     finally:
@@ -246,27 +280,28 @@ def test_the_java_admin_client_manages_topics_configs_records_groups_and_transac
     assert {(o["partition"], o["offset"]) for o in listed["offsets"]} >= {(0, 10)}
     assert deleted == {"deleted": "admin-group"}
     assert all(g["group_id"] != "admin-group" for g in gone["groups"])
-    # transactions: an open one (another process's engine) as kafka-transactions.sh sees it
-    with Engine.open(d) as eng:
-        from engine import Record
 
+
+def test_the_java_admin_client_sees_an_open_transaction_as_kafka_transactions_sh_does(served):
+    """ListTransactions, DescribeTransactions and DescribeProducers of a transaction another
+    process's engine holds open."""
+    from engine import Record
+
+    b, d = served.bootstrap, served.data_dir
+    with Engine.open(d) as eng:
         txn = eng.producer("admin-txn", transaction_timeout_ms=600_000)
         txn.begin()
-        txn.produce("a1", [Record(None, b"in-txn")], 1)
+        txn.produce("g", [Record(None, b"in-txn")], 1)
         try:
             listed, described, producers = java_admin(
                 b, "list-transactions", "describe-transactions admin-txn",
-                "describe-producers a1 1")
+                "describe-producers g 1")
             (t,) = [t for t in listed["transactions"] if t["transactional_id"] == "admin-txn"]
             assert t["state"] == "Ongoing" and t["producer_id"] == txn.producer_id
             (dt,) = described["transactions"]
             assert dt["state"] == "Ongoing" and dt["producer_epoch"] == txn.epoch
-            assert {"topic": "a1", "partition": 1} in dt["partitions"]
+            assert {"topic": "g", "partition": 1} in dt["partitions"]
             (p,) = [p for p in producers["producers"] if p["producer_id"] == txn.producer_id]
             assert p["current_transaction_start_offset"] == 0
         finally:
             txn.abort()
-    # delete-topic: gone for the engine too
-    assert java_admin(b, "delete-topic a1") == [{"deleted": "a1"}]
-    with Engine.open(d, read_only=True) as eng:
-        assert "a1" not in [t.name for t in eng.topics()]
