@@ -43,11 +43,14 @@ quick: test-setup
 	$(BIN)/python -m pytest -q $(XDIST) -m "not spark and not crash and not slow"
 
 # the long fuzz campaign: FUZZ_CASES damaged files (of every kind, the kind drawn too) through
-# every reader and command under a memory limit, derandomized (make test runs 8 per kind)
+# every reader and command under a memory limit, derandomized (make test runs 8 per kind); then
+# FUZZ_FRAMES random and mutated Kafka frames against one rivven serve (make test runs 300)
 FUZZ_CASES ?= 2500
+FUZZ_FRAMES ?= 20000
 fuzz: setup
 	RIVVEN_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q tests/unit/engine/test_fuzz.py \
 		-k every_reader_survives
+	RIVVEN_FUZZ_FRAMES=$(FUZZ_FRAMES) $(BIN)/python -m pytest -q tests/kafka/test_fuzz_frames.py
 
 lint: setup
 	$(BIN)/ruff check .

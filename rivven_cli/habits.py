@@ -9,8 +9,8 @@ from typing import Any
 
 import typer
 
-NO_SERVER = ("rivven has no server to connect to: it works on a data dir, -d DIR (or "
-             "RIVVEN_DATA_DIR); 'rivven serve' will speak Kafka's protocol once it exists")
+NO_SERVER = ("rivven's commands work on the data dir itself, -d DIR (or RIVVEN_DATA_DIR); "
+             "Kafka's clients reach it through 'rivven serve'")
 # librdkafka settings about reaching a broker: nothing to set up here
 CONNECTION = ("bootstrap.servers", "metadata.broker.list", "security.protocol", "sasl.", "ssl.",
               "socket.", "broker.", "api.version")

@@ -12,6 +12,7 @@ from . import (
     consume,
     group,
     key,
+    maintain,
     metrics,
     offsets,
     produce,
@@ -60,6 +61,7 @@ app.command("offsets")(offsets.offsets)
 app.command("delete-records")(retention.delete_records)
 app.command("top")(top.top)
 app.command("serve")(serve.serve)
+app.command("maintain")(maintain.maintain)
 
 
 def _version(value: bool) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from .common import fail, open_engine, state
+from .common import error_line, fail, open_engine, state
+from .render import human_bytes, printable
 
 
 def serve(
@@ -32,15 +34,25 @@ def serve(
         "--config", metavar="FILE",
         help="Server settings from a properties file (key=value lines, # comments), "
              "as Kafka's server.properties; --set wins.")] = None,
+    status_every: Annotated[float | None, typer.Option(
+        "--status-interval", metavar="SECONDS",
+        help="Seconds between status updates: a redrawn line on a terminal (default 1), a "
+             "log line otherwise (default 60; only when there was traffic).")] = None,
+    no_maintenance: Annotated[bool, typer.Option(
+        "--no-maintenance", help="No background retention, compaction or tiering "
+                                 "(maintenance.enable=false; rivven maintain does them "
+                                 "elsewhere).")] = False,
 ) -> None:
     """Serve the data dir to Kafka clients (librdkafka, kafka-python, Java, kcat) over
-    Kafka's wire protocol until Ctrl-C or SIGTERM. Other processes keep using the data dir
-    at the same time."""
+    Kafka's wire protocol until Ctrl-C or SIGTERM (a second one stops without waiting for
+    requests in flight). Other processes keep using the data dir at the same time. On a
+    terminal a status line shows connections, requests, bytes, produce and fetch rates and
+    groups."""
     import asyncio
 
     from engine.errors import RivvenError
     from engine.kafka.config import ServeConfig
-    from engine.kafka.serve import is_loopback, parse_address
+    from engine.kafka.serve import StoppedAtOnce, is_loopback, parse_address
     from engine.kafka.serve import serve as run
 
     try:
@@ -53,31 +65,151 @@ def serve(
                 fail(f"--set {item!r}: use KEY=VALUE, e.g. --set auto.create.topics.enable=true",
                      code=2)
             values[k.strip()] = v.strip()
+        if no_maintenance:
+            values["maintenance.enable"] = "false"
         cfg = ServeConfig.parse(values)
     except RivvenError as e:
         fail(str(e), code=2)
+    if status_every is not None and not status_every >= 0.1:
+        fail(f"--status-interval {status_every}: use 0.1 seconds or more", code=2)
     if not is_loopback(host) and not insecure:
         fail(f"--listen {listen} is not a loopback address: the listener has no "
              "authentication and no encryption; add --insecure to serve it anyway", code=2)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    status = Status(sys.stderr.isatty(), status_every)
     if not is_loopback(host):
         logging.getLogger("rivven.serve").warning(
             "listening on %s without authentication or encryption (--insecure)", listen)
 
     def ready(h: str, p: int) -> None:
-        typer.echo(f"rivven serving {state().data_dir} on {h}:{p} (Kafka protocol; "
-                   "Ctrl-C stops)", err=True)
-        sys.stderr.flush()
+        status.say(f"rivven serving {state().data_dir} on {h}:{p} (Kafka protocol; "
+                   "Ctrl-C stops)")
+        status.start()
 
     with open_engine() as eng:
         try:
-            asyncio.run(run(eng, (host, port), adv, cfg, ready))
+            asyncio.run(run(eng, (host, port), adv, cfg, ready, status=status.update,
+                            status_every=status.every))
+        except StoppedAtOnce as e:
+            status.stop()
+            error_line(str(e))
+            sys.stderr.flush()
+            os._exit(130)  # (the engine is not closed under the calls still running)
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
                 fail(f"{host}:{port} is in use; pick another port with --listen")
             fail(f"cannot listen on {host}:{port}: {e.strerror}; check --listen")
+        finally:
+            status.stop()
     typer.echo("stopped", err=True)
+
+
+class Status:
+    """Where the server's log lines and status go: on a terminal, a status line redrawn in
+    place (Rich) with the log lines printed above it; otherwise plain log lines, and a
+    status line in the log now and then when there was traffic."""
+
+    def __init__(self, tty: bool, every: float | None) -> None:
+        self.tty = tty
+        self.every = every or (1.0 if tty else 60.0)
+        self.live: Any = None
+        self.before: dict[str, Any] | None = None
+        handler: logging.Handler
+        if tty:
+            from rich.console import Console
+
+            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+            handler = _ConsoleHandler(self.console)
+        else:
+            handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_Line("%(asctime)s %(levelname)s %(message)s"))
+        # the engine's and the server's loggers (``rivven.*``): every line, timestamped,
+        # instead of the commands' "warning:" lines (common.show_engine_warnings)
+        logger = logging.getLogger("rivven")
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+    def say(self, line: str) -> None:
+        if self.tty:
+            from rich.text import Text
+
+            self.console.print(Text(line))
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    def start(self) -> None:
+        if self.tty:
+            from rich.live import Live
+
+            self.live = Live(console=self.console, auto_refresh=False, transient=True,
+                             redirect_stdout=False, redirect_stderr=False)
+            self.live.start()
+
+    def update(self, snap: dict[str, Any]) -> None:
+        before, self.before = self.before, snap
+        if before is None:
+            return
+        if self.live is not None:
+            from rich.text import Text
+
+            self.live.update(Text(status_line(before, snap), no_wrap=True,
+                                  overflow="ellipsis"), refresh=True)
+        elif snap["requests"] != before["requests"] or \
+                snap["connections"] != before["connections"]:
+            logging.getLogger("rivven.serve").info("status: %s", status_line(before, snap))
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+class _Line(logging.Formatter):
+    """A log line with what clients sent (names, ids) escaped; a traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
+        return printable(super().formatMessage(record))
+
+
+class _ConsoleHandler(logging.Handler):
+    """Log lines through Rich's console: printed above the live status line."""
+
+    def __init__(self, console: Any) -> None:
+        super().__init__()
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from rich.text import Text
+
+        try:
+            self.console.print(Text(self.format(record)))
+        except Exception:
+            self.handleError(record)
+
+
+def status_line(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """One line: listener, connections, requests/s, bytes in/out per second, produce and
+    fetch rates, groups (the rates over the time between two ``Server.snapshot()``s)."""
+    dt = max(after["time"] - before["time"], 1e-6)
+
+    def per_s(key: str) -> float:
+        return max(0.0, after[key] - before[key]) / dt
+
+    conns = after["connections"]
+    parts = [after["listener"], f"{conns} connection{'s' if conns != 1 else ''}",
+             f"{per_s('requests'):,.0f} req/s",
+             f"in {human_bytes(per_s('bytes_in'))}/s", f"out {human_bytes(per_s('bytes_out'))}/s",
+             f"produce {per_s('produce_requests'):,.0f} req/s {per_s('records_in'):,.0f} rec/s",
+             f"fetch {per_s('fetch_requests'):,.0f} req/s {per_s('records_out'):,.0f} rec/s"]
+    groups = after.get("groups")
+    if groups is not None:
+        n = sum(groups.values())
+        states = ", ".join(f"{k} {v}" for k, v in sorted(groups.items()) if v)
+        parts.append(f"{n} group{'s' if n != 1 else ''}" + (f" ({states})" if states else ""))
+    return " · ".join(parts)
 
 
 def _properties(path: str) -> dict[str, str]:

@@ -15,6 +15,10 @@ FSYNC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
 GROUP_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000,
                  100000)
 RECOVERY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+# a Kafka-protocol request: sub-millisecond (Metadata) to a long-polling Fetch's max.wait.ms
+# or a JoinGroup's rebalance
+KAFKA_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                 5.0, 10.0, 30.0, 60.0)
 
 # the slots of a "run" series (a job that runs now and then): how many, how many failed, when
 # the last success ended and how long it took; exposed as four metrics (see RUN_PARTS)
@@ -95,10 +99,52 @@ SERIES: dict[str, Series] = {
         "counter", ("topic",), "bytes of the segments copied to the cold store"),
     "rivven_tier": Series("run", (), "tiering pass"),
     "rivven_compaction": Series("run", ("topic",), "compaction"),
+    "rivven_maintenance_passes_total": Series(
+        "counter", ("kind", "outcome"), "background maintenance passes over one partition "
+        "(rivven serve, rivven maintain) by kind (retention, compaction, tier) and outcome "
+        "(ok; failed: backs off; busy: another pass held the partition, tried next round)"),
+    "rivven_maintenance_reclaimed_bytes_total": Series(
+        "counter", ("kind",), "bytes background maintenance freed: segments retention deleted "
+        "(local and cold), compaction's bytes in less bytes out, local copies of the segments "
+        "tiering moved to the cold store"),
+    "rivven_maintenance_backoff_partitions": Series(
+        "gauge", ("kind",), "partitions whose background maintenance of this kind is backing "
+        "off after failed passes (summed over live processes)"),
+    "rivven_maintenance_round": Series(
+        "run", ("kind",), "background maintenance round"),
     "rivven_transactions_committed_total": Series(
         "counter", (), "transactions committed"),
     "rivven_transactions_aborted_total": Series(
         "counter", (), "transactions aborted (by the producer, a timeout or a recovery)"),
+    # rivven serve (engine/kafka/server.py): counted once per request or connection
+    "rivven_kafka_requests_total": Series(
+        "counter", ("api",), "Kafka-protocol requests read by rivven serve, by API (a key it "
+        "does not know: unknown)"),
+    "rivven_kafka_request_errors_total": Series(
+        "counter", ("api", "code"), "error codes rivven serve answered, by API and Kafka's "
+        "error name: a response's top-level code and each topic's or partition's that is not "
+        "NONE"),
+    "rivven_kafka_request_bytes_total": Series(
+        "counter", ("api",), "bytes of the Kafka-protocol request frames read, by API"),
+    "rivven_kafka_response_bytes_total": Series(
+        "counter", ("api",), "bytes of the Kafka-protocol response frames sent, by API"),
+    "rivven_kafka_request_duration_seconds": Series(
+        "histogram", ("api",), "time from a Kafka-protocol request read whole to its response "
+        "handed to the socket (a long-polling Fetch's wait included)", KAFKA_BUCKETS),
+    "rivven_kafka_connections": Series(
+        "gauge", (), "Kafka-protocol client connections open now (summed over live rivven "
+        "serve processes)"),
+    "rivven_kafka_connections_opened_total": Series(
+        "counter", (), "Kafka-protocol client connections accepted (those refused at once "
+        "too: they count as closed, reason refused)"),
+    "rivven_kafka_connections_closed_total": Series(
+        "counter", ("reason",), "Kafka-protocol client connections closed, by reason: client "
+        "(closed by it), idle, stalled (its responses not read), memory, oversized, malformed, "
+        "unsupported, internal, refused, shutdown"),
+    "rivven_kafka_groups": Series(
+        "gauge", ("state",), "Kafka-protocol consumer groups by state (Empty, "
+        "PreparingRebalance, CompletingRebalance, Stable, Dead), summed over live rivven serve "
+        "processes"),
 }
 
 

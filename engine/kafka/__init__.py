@@ -2,7 +2,8 @@
 request handlers, the group coordinator, a front end at the height of the command line that
 uses the engine's data path and services only.
 
-May import: ``engine.format`` and the base modules.
+May import: ``engine.spark`` (the compaction job of the background maintenance),
+``engine.maintenance`` (its scheduler), ``engine.format`` and the base modules.
 
 Importing this package imports neither kafka-python nor asyncio's server: ``serve`` does.
 """

@@ -8,7 +8,9 @@ import asyncio
 import base64
 import logging
 import os
+import threading
 import uuid
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -63,10 +65,25 @@ class Broker:
         self.groups: Any = None  # the group coordinator (engine.kafka.groups), set by the server
         self.txns: Any = None  # transactional ids' producers (engine.kafka.txn), likewise
         self.producer_ids: Any = None  # idempotent producers' ids (api_txn.ProducerIds)
+        # the group coordinator sets this: its groups counted by Kafka's state names
+        # ({"Stable": 3, "Empty": 1}), read on the event loop about once a second for
+        # rivven_kafka_groups and the status line
+        self.group_states: Callable[[], Mapping[str, int]] | None = None
+        self.busy = 0  # calls running on the pool now (a forced stop cannot close under them)
+        self._busy_lock = threading.Lock()
 
     async def call(self, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` on the thread pool (it calls the engine: blocking I/O)."""
-        return await self.loop.run_in_executor(self.pool, fn, *args)
+        return await self.loop.run_in_executor(self.pool, self._counted, fn, args)
+
+    def _counted(self, fn: Any, args: tuple) -> Any:
+        with self._busy_lock:
+            self.busy += 1
+        try:
+            return fn(*args)
+        finally:
+            with self._busy_lock:
+                self.busy -= 1
 
 
 def cluster_id(data_dir: str) -> str:

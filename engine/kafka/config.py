@@ -3,15 +3,19 @@ value checked with its bounds (a bad one: InvalidConfig naming the key and the f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from ..errors import InvalidConfig
+from ..maintenance.scheduler import NAMES as MAINTENANCE
+from ..maintenance.scheduler import MaintenanceConfig
 
 # name: (default, minimum, what it is)
 INTS: dict[str, tuple[int, int, str]] = {
     "socket.request.max.bytes": (104857600, 1024, "largest request frame a client may send"),
     "connections.max.idle.ms": (600000, 1000, "a connection idle this long is closed"),
     "max.connections": (10000, 1, "most client connections at once; past it new ones close"),
+    "max.connections.per.ip": (2147483647, 1, "most client connections from one IP address "
+                                              "at once; past it new ones from it close"),
     "num.partitions": (1, 1, "partitions of a topic created by a produce or metadata "
                              "request (auto.create.topics.enable)"),
     "group.initial.rebalance.delay.ms": (3000, 0, "how long the first member of an empty "
@@ -28,8 +32,6 @@ INTS: dict[str, tuple[int, int, str]] = {
     "queued.max.request.bytes": (-1, -1, "bytes of requests read but not answered, all "
                                          "connections together (-1: 2 x socket.request.max."
                                          "bytes x num.io.threads)"),
-    "log.retention.check.interval.ms": (300000, 1000, "how often retention runs over every "
-                                                      "topic, written to or not"),
     "offsets.retention.minutes": (10080, 1, "committed offsets of a group with no member "
                                             "kept this long (reported, not yet expired)"),
 }
@@ -45,6 +47,7 @@ class ServeConfig:
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000
     max_connections: int = 10000
+    max_connections_per_ip: int = 2147483647
     num_partitions: int = 1
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
@@ -55,18 +58,22 @@ class ServeConfig:
     fetch_max_bytes: int = 57671680
     num_io_threads: int = 8
     queued_max_request_bytes: int = -1
-    log_retention_check_interval_ms: int = 300000
     offsets_retention_minutes: int = 10080
     auto_create_topics_enable: bool = False
     delete_topic_enable: bool = True
+    # the background maintenance (log.retention.check.interval.ms, log.cleaner.*, ...)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     @classmethod
     def parse(cls, values: dict[str, str] | None) -> ServeConfig:
         """From ``{kafka name: text}``; unknown names and bad values refused."""
         out: dict[str, object] = {}
+        maintenance: dict[str, str] = {}
         for k, text in (values or {}).items():
             attr = k.replace(".", "_")
-            if k in INTS:
+            if k in MAINTENANCE:
+                maintenance[k] = text
+            elif k in INTS:
                 lo = INTS[k][1]
                 try:
                     n = int(str(text).strip())
@@ -82,8 +89,8 @@ class ServeConfig:
                 out[attr] = v == "true"
             else:
                 raise InvalidConfig(f"unknown serve setting {k!r}; valid: "
-                                    f"{', '.join(sorted([*INTS, *BOOLS]))}")
-        cfg = cls(**out)  # type: ignore[arg-type]
+                                    f"{', '.join(sorted([*INTS, *BOOLS, *MAINTENANCE]))}")
+        cfg = cls(**out, maintenance=MaintenanceConfig.parse(maintenance))  # type: ignore[arg-type]
         if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
             raise InvalidConfig("group.min.session.timeout.ms is above "
                                 "group.max.session.timeout.ms: lower the first or raise the "
@@ -97,5 +104,6 @@ class ServeConfig:
 
     def as_kafka(self) -> dict[str, str]:
         """Every setting under its Kafka name (DescribeConfigs of the broker)."""
-        return {f.name.replace("_", "."): str(getattr(self, f.name)).lower()
-                for f in fields(self)}
+        return {**{f.name.replace("_", "."): str(getattr(self, f.name)).lower()
+                   for f in fields(self) if f.name != "maintenance"},
+                **self.maintenance.as_kafka()}

@@ -2,20 +2,25 @@
 
 Start: open the engine, bind, print the listener. Stop: stop accepting, let in-flight
 requests finish (every acknowledged produce is already durable: it was answered after its
-fsync), close the engine (a checkpoint)."""
+fsync), close the engine (a checkpoint). A second signal stops waiting; with engine calls
+still running the caller exits without closing the engine (StoppedAtOnce)."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import signal
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidArgument
+from . import maintenance
 from .broker import Broker
 from .config import ServeConfig
 from .server import Server, quiet_asyncio
+
+log = logging.getLogger("rivven.serve")
 
 # the handler modules register their APIs when imported
 _HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn")
@@ -46,29 +51,113 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class StoppedAtOnce(Exception):
+    """A second SIGINT/SIGTERM while requests were still running on the engine: the caller
+    exits without closing the engine (what was acknowledged is durable; the next open
+    replays the WAL)."""
+
+    def __init__(self, busy: int) -> None:
+        super().__init__(f"stopped at once by a second signal with {busy} request(s) still "
+                         "running on the engine; acknowledged records are durable, and the next "
+                         "open of the data dir replays what was not checkpointed")
+        self.busy = busy
+
+
 async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int] | None,
                 config: ServeConfig, ready: Callable[[str, int], None],
-                stop: asyncio.Event | None = None) -> Server:
-    """Serve until ``stop`` is set (SIGINT/SIGTERM set it when none is given)."""
+                stop: asyncio.Event | None = None,
+                status: Callable[[dict[str, Any]], None] | None = None,
+                status_every: float = 1.0, grace_s: float = 30.0,
+                started: Callable[[Server], None] | None = None) -> Server:
+    """Serve until ``stop`` is set (the first SIGINT/SIGTERM sets it when none is given; a
+    second one stops waiting for requests in flight). ``status(snapshot)`` is called every
+    ``status_every`` seconds with ``Server.snapshot()``; ``started(server)`` once it
+    listens (before ``ready``). StoppedAtOnce when a second signal left engine calls
+    running (the engine must not be closed under them)."""
     load_handlers()
     quiet_asyncio()
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
+    force = asyncio.Event()
+
+    def signalled() -> None:
+        if stop.is_set():
+            force.set()
+        else:
+            stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, signalled)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests)
             pass
+    room_for_connections(config.max_connections)
     broker = Broker(engine, config, listen[0], listen[1], loop)
     server = Server(broker)
     host, port = await server.start(*listen)
     broker.host, broker.port = advertised or (host if host not in ("0.0.0.0", "::") else
                                               "localhost", port)
+    if started is not None:
+        started(server)
     ready(host, port)
+    ticker = loop.create_task(_tick(server, status, status_every))
+    maint = maintenance.start(engine, config.maintenance)  # (retention, compaction, tiering)
     try:
         await stop.wait()
     finally:
+        if maint is not None:
+            maint.request_stop()  # (no new pass; the one in progress ends below)
         broker.stopping = True
-        await server.stop()
+        ticker.cancel()
+        log.info("stopping: no new connections")
+        await server.stop(grace_s, force)
+        # the engine calls still running end before the engine closes (a second signal:
+        # not waited for)
+        while broker.busy and not force.is_set():
+            await asyncio.sleep(0.01)
+        if force.is_set() and broker.busy:
+            broker.pool.shutdown(wait=False, cancel_futures=True)
+            raise StoppedAtOnce(broker.busy)
         broker.pool.shutdown(wait=True)
+        if maint is not None:
+            maint.stop()  # (before the engine closes)
     return server
+
+
+async def _tick(server: Server, status: Callable[[dict[str, Any]], None] | None,
+                every: float) -> None:
+    """About once a second: the groups' gauge; every ``every`` seconds: the status."""
+    loop = asyncio.get_running_loop()
+    last = loop.time()
+    while True:
+        await asyncio.sleep(min(1.0, every))
+        try:
+            snap = server.snapshot()
+            if status is not None and loop.time() - last >= every - 0.05:
+                last = loop.time()
+                status(snap)
+        except Exception:  # (the status line never stops the server)
+            log.exception("the status line failed")
+
+
+def room_for_connections(connections: int) -> None:
+    """Raise the soft limit of open files toward the hard one so ``max.connections``
+    sockets fit beside the engine's files; a warning when they cannot."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return
+    want = soft + connections
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if want > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    if soft < connections + 256:
+        log.warning("max.connections=%d, but this process may open only %d files (ulimit -n): "
+                    "connections past about %d will be refused by the system; raise ulimit -n "
+                    "or lower max.connections", connections, soft, max(0, soft - 256))

@@ -13,5 +13,7 @@ Plans and writes; changes a partition only through ``PartitionLog``'s ``advance_
 - ``cleaner``: the survivors of a pass and writing cleaned segments (also in Spark executors)
 - ``reencrypt``: every batch of a topic under its current data key; unused keys dropped
 - ``admin``: ``Maintenance`` (``Engine.maintenance``); ``keys``: ``Keys`` (``Engine.keys``)
+- ``scheduler``: retention, compaction and tiering in the background from the topics' configs
+  (``rivven serve``, ``rivven maintain``), one pass per partition at a time, failures backing off
 - ``results``: what they return, typed
 """

@@ -107,11 +107,14 @@ class Maintenance:
 
     # ---------------------------------------------------------------- tiered storage
     def tier(self, topic: str | None = None, dry_run: bool = False, now: int | None = None,
-             copier: Copier | None = None) -> TierRun:
+             copier: Copier | None = None, partitions: Sequence[int] | None = None) -> TierRun:
         """One tiering pass: copy the segments past local retention of ``topic`` (default:
-        every topic with remote.storage.enable) to the cold store, verify, record them in the
-        tier manifest, delete the local copies. ``copier`` does the copies (default: in this
-        process; engine.spark.submit.tier runs them on Spark)."""
+        every topic with remote.storage.enable; only its ``partitions`` when given) to the
+        cold store, verify, record them in the tier manifest, delete the local copies.
+        ``copier`` does the copies (default: in this process; engine.spark.submit.tier runs
+        them on Spark)."""
+        if partitions is not None and topic is None:
+            raise InvalidArgument("name the topic whose partitions to tier")
         if not dry_run:
             self.writable()
         metas = tier_pass.tiered_topics([self.find.topic(topic)] if topic else self.find.all(),
@@ -119,9 +122,11 @@ class Maintenance:
         if copier is None:
             copier = (lambda tasks: None) if dry_run else tier_pass.copy_in_process
         if dry_run:
-            return tier_pass.run(self.data_dir, metas, self.find.log, copier, dry_run, now)
+            return tier_pass.run(self.data_dir, metas, self.find.log, copier, dry_run, now,
+                                 partitions)
         with self.counters.get("rivven_tier").timed():
-            out = tier_pass.run(self.data_dir, metas, self.find.log, copier, dry_run, now)
+            out = tier_pass.run(self.data_dir, metas, self.find.log, copier, dry_run, now,
+                                partitions)
         for row in out["partitions"]:
             if row.get("uploaded"):
                 self.counters.get("rivven_tier_uploads_total", topic=row["topic"]).inc(

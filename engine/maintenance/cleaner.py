@@ -40,6 +40,11 @@ class CompactionError(RivvenError):
     pass
 
 
+class CompactionConflict(CompactionError):
+    """Nothing was swapped: the partition's segments changed since the pass planned (another
+    pass, or retention, got there first); the next pass plans again."""
+
+
 Seal = Callable[[bytearray], bytearray]  # a plaintext batch -> the same batch encrypted
 
 

@@ -35,7 +35,14 @@ from ..storage import datadir
 from ..txn import isolation
 from ..txn.hook import producers_of
 from ..txn.isolation import Aborted
-from .cleaner import CompactionError, TxnRules, scan_keys, survivor_offsets, write_group
+from .cleaner import (
+    CompactionConflict,
+    CompactionError,  # noqa: F401 (re-exported: engine.spark.submit raises it)
+    TxnRules,
+    scan_keys,
+    survivor_offsets,
+    write_group,
+)
 from .results import CleanerState, CompactionPlan, CompactionResult, Explanation
 
 if TYPE_CHECKING:
@@ -183,7 +190,7 @@ def swap(log: PartitionLog, plan: CompactionPlan, staged_dir: str, now: int,
          min_tombstone: int | None = None) -> CompactionResult:
     """Swap the staged segments of ``plan`` in for their sources (PartitionLog.replace_segments).
 
-    Refused (CompactionError, the log left alone) if a source segment changed since the plan.
+    Refused (CompactionConflict, the log left alone) if a source segment changed since the plan.
     """
     new = [g[0]["base_offset"] for g in plan["groups"]]
     replaced = [s["base_offset"] for g in plan["groups"] for s in g]
@@ -196,7 +203,7 @@ def swap(log: PartitionLog, plan: CompactionPlan, staged_dir: str, now: int,
         log.replace_segments(install=new, staged_dir=staged_dir, remove=replaced, expect=expect,
                              side_files={CLEANER: cleaner})
     except SwapRefused as e:
-        raise CompactionError(str(e)) from None
+        raise CompactionConflict(str(e)) from None
     return {"segments_before": len(replaced), "segments_after": len(new)}
 
 

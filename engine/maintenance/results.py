@@ -182,3 +182,20 @@ class Reencrypted(TypedDict, total=False):
     metadata_resealed: int
     dropped_versions: list[int]
     kept_versions: list[int]
+
+
+class MaintenancePass(TypedDict, total=False):
+    """One pass of the background maintenance (engine.maintenance.scheduler) over one
+    partition: what it did, or why it did not."""
+
+    kind: str  # retention, compaction, tier
+    topic: str
+    partition: int
+    outcome: str  # ok; failed (backs off); busy (another pass held the partition)
+    started_ms: int  # when it began, its lock taken (Unix time, ms; else when it was tried)
+    seconds: float  # how long it held the lock (else how long it took to find it busy)
+    reclaimed_bytes: int
+    detail: str  # what it did, or the error
+    via: str  # a compaction: "in process" or "spark"
+    failures: int  # failed passes of this kind on this partition in a row (0 after a success)
+    retry_in_s: float  # a failed pass: the next one waits this long

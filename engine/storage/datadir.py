@@ -39,7 +39,8 @@ MARKER = "rivven.json"
 TRASH = "trash"
 # what the engine keeps in the data dir root: never followed when one of them is a link
 OWN_DIRS = ("topics", "wal", TRASH, "groups", "txn", ".compaction", ".tier-cache", ".stats",
-            ".streams", "cold")  # (cold: the default cold store, file://DATA_DIR/cold)
+            ".streams", "cold",  # (cold: the default cold store, file://DATA_DIR/cold)
+            ".maintenance")  # (the background maintenance's partition locks)
 TRASH_NAME_CHARS = 40  # of a topic's name kept in its trash entry's name (for people)
 STAGING = ".compaction"  # (named for its first user; the name is on disk)
 # in-process passes: <kind>-<pid>-<random> (a repair's: tools.repair's, without a lock file)

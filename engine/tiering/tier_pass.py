@@ -15,7 +15,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import clock
@@ -285,10 +285,12 @@ def tiered_topics(metas: list[TopicMeta], named: str | None) -> list[TopicMeta]:
 
 def run(data_dir: str, metas: list[TopicMeta], log_for: LogFor,
         copier: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
-        dry_run: bool = False, now: int | None = None) -> TierRun:
-    """One tiering pass over ``metas`` (see ``tiered_topics``): plan every partition (holding
-    its tier lock until the end), hand the uploads to ``copier`` (a Spark job, or
-    ``copy_segment`` in process), commit. ``copier`` returns None on a dry run."""
+        dry_run: bool = False, now: int | None = None,
+        partitions: Sequence[int] | None = None) -> TierRun:
+    """One tiering pass over ``metas`` (see ``tiered_topics``; only their ``partitions``
+    when given): plan every partition (holding its tier lock until the end), hand the uploads
+    to ``copier`` (a Spark job, or ``copy_segment`` in process), commit. ``copier`` returns
+    None on a dry run."""
     t0 = time.time()
     now = clock.now_ms() if now is None else now
     out: TierRun = {"dry_run": dry_run, "partitions": []}
@@ -296,7 +298,7 @@ def run(data_dir: str, metas: list[TopicMeta], log_for: LogFor,
         plans = []
         for meta in metas:
             cold.check(store_uri(data_dir, meta.typed))
-            for p in range(meta.partitions):
+            for p in range(meta.partitions) if partitions is None else partitions:
                 log = log_for(meta, p)
                 stack.enter_context(locked(log))
                 pre = home(data_dir, meta, p).prefix

@@ -47,6 +47,9 @@ FOREIGN_PRIVATE = {
     # click's per-parameter completion hook, set on the built commands (typer's autocompletion=
     # would need every module's topic and group parameters edited)
     ("_custom_shell_complete", "rivven_cli/completion.py"),
+    # os._exit (public, despite its name): rivven serve stopped at once by a second signal
+    # while engine calls still run (the thread pool's threads would hold a normal exit)
+    ("_exit", "rivven_cli/serve.py"),
 }
 
 
