@@ -268,7 +268,7 @@ def test_the_java_admin_client_lists_describes_and_deletes_groups(served):
         wait_until(lambda: len(m.records()) >= 10, 60, lambda: m.stderr.decode()[-2000:])
         groups, desc_group = java_admin(b, "list-groups", "describe-group admin-group")
         assert {"group_id": "admin-group", "state": "Stable"} in groups["groups"]
-        assert desc_group["state"] == "STABLE" and len(desc_group["members"]) == 1
+        assert desc_group["state"] == "Stable" and len(desc_group["members"]) == 1
         assert desc_group["members"][0]["client_id"] == "solo"
         assert len(desc_group["members"][0]["partitions"]) == 6
         busy = java_admin(b, "delete-group admin-group")[0]
