@@ -202,6 +202,7 @@ def test_the_java_transactional_loop_with_random_aborts_leaves_every_input_once(
     assert group_offsets(d, "eos-group") == end_offsets(d, "g")
 
 
+@pytest.mark.slow
 def test_the_java_admin_client_manages_topics_configs_and_records(served):
     """What kafka-topics.sh, kafka-configs.sh and kafka-delete-records.sh call."""
     b, d = served.bootstrap, served.data_dir
@@ -238,6 +239,7 @@ def test_the_java_admin_client_manages_topics_configs_and_records(served):
         assert "a1" not in [t.name for t in eng.topics()]
 
 
+@pytest.mark.slow
 def test_every_client_reads_log_append_time_as_the_topic_stamps_it(served):
     """A LogAppendTime topic: whatever time a producer sets, each client reads the time the
     server stamped, and says it is the append time."""

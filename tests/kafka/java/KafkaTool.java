@@ -298,6 +298,10 @@ public class KafkaTool {
                         // a rebalance took the partitions: their next owner reads them again
                         emit(new J().s("event", "commit-failed").raw("offsets", offsetsJson(done))
                                 .s("error", e.getClass().getSimpleName()));
+                    } catch (WakeupException e) {  // told to stop while committing: not committed
+                        emit(new J().s("event", "commit-failed").raw("offsets", offsetsJson(done))
+                                .s("error", e.getClass().getSimpleName()));
+                        break;
                     }
                 }
             }
