@@ -77,6 +77,14 @@ def _order(r: Rec) -> tuple[int, int]:
     return (r.partition or 0, r.offset)
 
 
+def first_difference(got: list[Rec], want: list[Rec]) -> str:
+    """Where a client's records first differ from the engine's, in one line."""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            return f"record #{i}: read {g}, the engine holds {w}"
+    return f"{len(got)} records read, the engine holds {len(want)}"
+
+
 def _b64(b: bytes | None) -> str:
     return "-" if b is None else base64.b64encode(b).decode()
 

@@ -22,6 +22,7 @@ from helpers.kafka_clients import (
     Rec,
     confluent_consume,
     confluent_produce,
+    first_difference,
     held,
     java_admin,
     java_consume,
@@ -100,13 +101,6 @@ CONSUMERS: dict[str, Callable[[str, str], list[Rec]]] = {
 
 def content(r: Rec) -> tuple:
     return (r.key, r.value, r.headers, r.timestamp)
-
-
-def first_difference(got: list[Rec], want: list[Rec]) -> str:
-    for i, (g, w) in enumerate(zip(got, want)):
-        if g != w:
-            return f"record #{i}: read {g}, the engine holds {w}"
-    return f"{len(got)} records read, the engine holds {len(want)}"
 
 
 @pytest.fixture

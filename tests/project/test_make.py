@@ -1,7 +1,7 @@
 """The Makefile's two entry points install what they use and no more: `make demo` sets up
 what the example job needs (Java for PySpark, the venv), `make test` adds what only the tests
-need (Prometheus's promtool and server, kcat and Kafka's Java client); the README says which does what; and `make test`
-passes from a private checkout."""
+need (Prometheus's promtool and server, kcat and Kafka's Java client); the README says which
+does what; and `make test` passes from a private checkout."""
 
 import os
 import re
