@@ -320,12 +320,13 @@ def java_popen(cmd: str, bootstrap: str, *args: str, props: dict[str, Any] | Non
 
 
 def java_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str,
-                 **props: Any) -> list[tuple[int, int]]:
-    return java_produce_runs(bootstrap, topic, [(codec, recs)], **props)
+                 abort: bool = False, **props: Any) -> list[tuple[int, int]]:
+    """(``transactional.id`` in ``props``: in one transaction, committed or aborted.)"""
+    return java_produce_runs(bootstrap, topic, [(codec, recs)], abort, **props)
 
 
 def java_produce_runs(bootstrap: str, topic: str, runs: list[tuple[str, list[Rec]]],
-                      **props: Any) -> list[tuple[int, int]]:
+                      abort: bool = False, **props: Any) -> list[tuple[int, int]]:
     """One JVM, one producer per ``(codec, records)`` run: the acks in order."""
     lines = []
     for codec, recs in runs:
@@ -336,7 +337,7 @@ def java_produce_runs(bootstrap: str, topic: str, runs: list[tuple[str, list[Rec
             lines.append("\t".join(["-" if r.partition is None else str(r.partition),
                                      _b64(r.key), _b64(r.value),
                                      "-" if r.timestamp is None else str(r.timestamp), hs]))
-    out = java("produce", bootstrap, topic, props=props,
+    out = java("produce", bootstrap, topic, props=props, opts={"abort": "true"} if abort else None,
                input=("\n".join(lines) + "\n").encode())
     return [(j["partition"], j["offset"]) for j in out]
 

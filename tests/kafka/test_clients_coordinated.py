@@ -22,6 +22,7 @@ from helpers.kafka_clients import (
     Rec,
     confluent_consume,
     confluent_produce,
+    first_difference,
     held,
     java,
     java_admin,
@@ -29,8 +30,10 @@ from helpers.kafka_clients import (
     java_member,
     java_popen,
     java_produce,
+    kafka_python_consume,
     kcat_consume,
     kcat_member,
+    kcat_produce,
     kcat_run,
 )
 
@@ -200,6 +203,43 @@ def test_the_java_transactional_loop_with_random_aborts_leaves_every_input_once(
     assert java_consume(b, "out", **rc) == committed
     assert confluent_consume(b, "out", count=len(committed), **rc) == committed
     assert group_offsets(d, "eos-group") == end_offsets(d, "g")
+
+
+@pytest.mark.slow
+def test_transactions_of_the_java_client_and_kcat_read_committed_by_every_client(served):
+    """Java's transactional producer commits one transaction and aborts another, kcat's
+    commits one (kcat -X transactional.id: the whole run in one): at read_committed every
+    client reads the committed ones only, as ``Engine.read`` shows; at read_uncommitted all."""
+    b, d = served.bootstrap, served.data_dir
+    recs = [Rec(i % 6, b"k%d" % i, b"v%d" % i) for i in range(12)]
+    java_produce(b, "g", [r._replace(value=b"java-commit-" + r.value) for r in recs], "zstd",
+                 **{"transactional.id": "java-txn"})
+    java_produce(b, "g", [r._replace(value=b"java-abort-" + r.value) for r in recs], "lz4",
+                 abort=True, **{"transactional.id": "java-txn"})
+    kcat_produce(b, "g", [Rec(2, b"kc%d" % i, b"kcat-commit-%d" % i) for i in range(5)],
+                 "gzip", "-X", "transactional.id=kcat-txn")
+    confluent_produce(b, "g", [Rec(p, None, b"plain") for p in range(6)], "none")
+    committed = held(d, "g", "read_committed")
+    values = Counter(r.value.split(b"-")[0] + b"-" + r.value.split(b"-")[1] for r in committed
+                     if r.value != b"plain")
+    assert values == {b"java-commit": 12, b"kcat-commit": 5}, values
+    everything = held(d, "g")
+    assert len(everything) == len(committed) + 12
+    rc = {"isolation.level": "read_committed"}
+    ru = {"isolation.level": "read_uncommitted"}
+    got = {"java": java_consume(b, "g", **rc),
+           "confluent": confluent_consume(b, "g", count=len(committed), **rc),
+           "kafka-python": kafka_python_consume(b, "g", count=len(committed),
+                                                isolation_level="read_committed"),
+           "kcat": kcat_consume(b, "g", "-X", "isolation.level=read_committed")}
+    wrong = {c: first_difference(g, committed) for c, g in got.items() if g != committed}
+    assert not wrong, wrong
+    got = {"java": java_consume(b, "g"),
+           "confluent": confluent_consume(b, "g", count=len(everything), **ru),
+           "kafka-python": kafka_python_consume(b, "g", count=len(everything)),
+           "kcat": kcat_consume(b, "g", "-X", "isolation.level=read_uncommitted")}
+    wrong = {c: first_difference(g, everything) for c, g in got.items() if g != everything}
+    assert not wrong, wrong
 
 
 @pytest.mark.slow

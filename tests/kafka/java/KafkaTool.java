@@ -3,6 +3,8 @@
 // result is one JSON object per line on stdout; bytes (keys, values, header values) are base64.
 //
 //   KafkaTool produce  BOOTSTRAP TOPIC            records from stdin (below), one ack per line
+//                                                 (-Ptransactional.id=T: in one transaction,
+//                                                 committed, or aborted with --abort)
 //   KafkaTool consume  BOOTSTRAP TOPIC[,T]        every partition from the start to the end
 //   KafkaTool group    BOOTSTRAP GROUP TOPIC[,T]  subscribe, print, commit (--stdin-stop: until a
 //                                                 stdin line; --max-records=N: N records)
@@ -155,9 +157,17 @@ public class KafkaTool {
             d.put("linger.ms", "5");
             d.putAll(runProps.get(i));
             List<Future<RecordMetadata>> acks = new ArrayList<>();
+            boolean txn = d.containsKey("transactional.id")
+                    || props.containsKey("transactional.id");
             try (KafkaProducer<byte[], byte[]> p = producer(bootstrap, d)) {
+                if (txn) {  // the run in one transaction: committed, or (--abort) aborted
+                    p.initTransactions();
+                    p.beginTransaction();
+                }
                 for (ProducerRecord<byte[], byte[]> r : runs.get(i)) acks.add(p.send(r));
                 p.flush();
+                if (txn && opts.containsKey("abort")) p.abortTransaction();
+                else if (txn) p.commitTransaction();
                 for (Future<RecordMetadata> f : acks) {
                     RecordMetadata m = f.get();
                     OUT.println(new J().n("partition", m.partition()).n("offset", m.offset())
