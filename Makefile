@@ -19,9 +19,11 @@ bytecode: $(BIN)/rivven
 setup: $(BIN)/rivven bytecode
 
 # what only the tests need: Prometheus's promtool and server (the metrics tests check rivven's
-# output with them); the demo never runs them
+# output with them), kcat and Kafka's Java client (the Kafka-protocol tests drive rivven serve
+# with them); the demo never runs them
 test-setup: setup
 	scripts/ensure-prometheus.sh
+	scripts/ensure-kafka-clients.sh $(BIN)/python
 
 demo: setup
 	$(BIN)/python examples/quickstart.py

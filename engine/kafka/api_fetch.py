@@ -102,10 +102,14 @@ def fetch_once(req: Request) -> tuple[Any, int, bool]:
 async def fetch(req: Request) -> Any:
     b, body = req.broker, req.body
     deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000
+    # a fetch of no partition is answered at once, as Kafka's broker does: the Java client
+    # sends one to close its fetch session (epoch -1) when it closes, and would otherwise
+    # wait max.wait.ms for it
+    empty = not any(t.partitions for t in body.topics)
     while True:
         resp, nbytes, erred = await b.call(fetch_once, req)
         left = deadline - time.monotonic()
-        if nbytes >= max(1, body.min_bytes) or erred or left <= 0 or b.stopping:
+        if nbytes >= max(1, body.min_bytes) or erred or left <= 0 or b.stopping or empty:
             return resp
         await b.appends.wait(left)
 

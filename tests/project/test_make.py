@@ -1,7 +1,7 @@
 """The Makefile's two entry points install what they use and no more: `make demo` sets up
 what the example job needs (Java for PySpark, the venv), `make test` adds what only the tests
-need (Prometheus's promtool and server); the README says which does what; and `make test`
-passes from a private checkout."""
+need (Prometheus's promtool and server, kcat and Kafka's Java client); the README says which
+does what; and `make test` passes from a private checkout."""
 
 import os
 import re
@@ -26,8 +26,10 @@ def test_the_demo_does_not_install_prometheus_and_the_tests_do():
     demo = recipes("demo")
     assert "scripts/ensure-java.sh" in demo and "examples/quickstart.py" in demo
     assert "ensure-prometheus" not in demo
+    assert "ensure-kafka-clients" not in demo
     for target in ("test", "quick"):
         assert "scripts/ensure-prometheus.sh" in recipes(target), target
+        assert "scripts/ensure-kafka-clients.sh" in recipes(target), target
 
 
 def test_the_readme_says_what_each_command_installs():
@@ -37,7 +39,7 @@ def test_the_readme_says_what_each_command_installs():
     demo = re.search(r"^make demo .*$", block, re.M).group(0)
     test = re.search(r"^make test .*$", block, re.M).group(0)
     assert "Java" in demo and "Prometheus" not in demo
-    assert "Prometheus" in test
+    assert "Prometheus" in test and "kcat" in test and "Java client" in test
     assert "The demo never needs Prometheus" in quick_start
 
 
