@@ -84,3 +84,20 @@ def test_sigterm_stops_cleanly(served):
     assert "stopped" in served.log()
     with Engine.open(served.data_dir, read_only=True) as eng:
         assert [r.value for r in eng.read("t", 0, 0)] == [b"x"]
+
+
+def test_kafka_md_lists_every_api_and_version_served():
+    """docs/KAFKA.md's table of APIs is the server's own list (ApiVersions)."""
+    import re
+
+    from helpers import ROOT
+
+    from engine.kafka.registry import APIS
+    from engine.kafka.serve import load_handlers
+
+    load_handlers()
+    text = (ROOT / "docs" / "KAFKA.md").read_text()
+    shown = {(int(k), name, int(lo), int(hi)) for k, name, lo, hi in
+             re.findall(r"^\| (\d+) \| (\w+) \| (\d+)–(\d+) \|$", text, re.M)}
+    served = {(a.key, a.name, a.min_version, a.max_version) for a in APIS.values()}
+    assert shown == served
