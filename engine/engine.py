@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # (each imported when first used: a command loads what it nee
     from .crypto.topic import OffsetMetadata
     from .fetch.offsets import Offsets
     from .fetch.positions import Position
+    from .format.encode import EncodedBody
     from .groups.admin import GroupAdmin
     from .groups.consumer import Consumer
     from .maintenance.admin import Maintenance
@@ -293,6 +294,19 @@ class Engine:
             return self._path.append_wire(topic, partition, keys, values, headers, timestamps,
                                           producer, ATTR_TRANSACTIONAL if transactional else 0,
                                           codec)
+
+    def produce_wire_body(self, topic: str, partition: int, body: EncodedBody,
+                          producer: tuple[int, int, int] | None = None,
+                          transactional: bool = False, codec: int = 0) -> int:
+        """``produce_wire`` of records already laid out as a batch body
+        (``engine.format.encode.EncodedBody``: ``rivven serve`` transcodes a Kafka batch's
+        records into one in C, ``engine.format.kafka_batch``); the same checks, the same
+        result."""
+        self._writable()
+        with self._path.call(topic):
+            return self._path.append_wire_body(topic, partition, body, producer,
+                                               ATTR_TRANSACTIONAL if transactional else 0,
+                                               codec)
 
     def producer(self, transactional_id: str | None = None, *,
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InvalidArgument
 from . import codecs, crc, native
@@ -31,6 +31,19 @@ from .records import (
 )
 
 _ZEROS = bytes(8)
+
+
+class EncodedBody(NamedTuple):
+    """A batch body laid out elsewhere (a Kafka batch's records, transcoded in C:
+    engine.format.kafka_batch) in ``buf`` after HEADER_SIZE bytes of room, where
+    ``finish_batch`` packs the header: ``attributes`` are its column flags (ATTR_KEY_NULLS,
+    ATTR_UNIFORM_TIMESTAMP, ...), ``count`` its records (offset deltas 0, 1, 2, ...)."""
+
+    buf: bytearray
+    attributes: int
+    count: int
+    first_timestamp: int
+    max_timestamp: int
 
 
 def _pad(parts: list, b: Any) -> int:

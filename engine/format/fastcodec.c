@@ -495,6 +495,411 @@ static PyObject *acks(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---------------------------------------------------------------- Kafka record batches */
+
+/* Kafka's records (magic 2) to and from a rivven batch body. engine.format.native has the
+ * pure-Python twins (py_kafka_body, py_kafka_records): both answer None for anything that is
+ * not a well-formed input, and the caller's Python path then says what is wrong
+ * (engine.format.kafka_batch). Every varint and length read is checked against the buffer. */
+
+/* A zigzag varint of at most 64 bits at *pos (before end): 0, or -1 when cut short or wider
+ * than 64 bits. */
+static int rd_varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t i = *pos;
+    for (;;) {
+        if (i >= end) return -1;
+        unsigned char b = p[i++];
+        if (shift == 63 && (b & 0x7e)) return -1; /* bits past the 64th */
+        result |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) break;
+        shift += 7;
+        if (shift > 63) return -1;
+    }
+    *out = (int64_t)((result >> 1) ^ (~(result & 1) + 1));
+    *pos = i;
+    return 0;
+}
+
+/* Strict UTF-8 (what Python's bytes.decode() accepts): 1 when valid. */
+static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        int len;
+        unsigned char lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) len = 2;
+        else if (c == 0xe0) { len = 3; lo = 0xa0; }
+        else if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) len = 3;
+        else if (c == 0xed) { len = 3; hi = 0x9f; }
+        else if (c == 0xf0) { len = 4; lo = 0x90; }
+        else if (c >= 0xf1 && c <= 0xf3) len = 4;
+        else if (c == 0xf4) { len = 4; hi = 0x8f; }
+        else return 0;
+        if (i + len > n) return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xbf) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* A length-prefixed field (-1: null) within [*pos, end): its start (or -1) and length. */
+static int rd_field(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t *at,
+                    Py_ssize_t *len) {
+    int64_t n;
+    if (rd_varint(p, pos, end, &n) < 0) return -1;
+    if (n < 0) {
+        if (n != -1) return -1;
+        *at = -1;
+        *len = 0;
+        return 0;
+    }
+    if (n > end - *pos) return -1;
+    *at = *pos;
+    *len = (Py_ssize_t)n;
+    *pos += (Py_ssize_t)n;
+    return 0;
+}
+
+typedef struct {
+    Py_ssize_t data, nulls; /* bytes of the non-null items, null items */
+} ColSize;
+
+/* The bytes a binary column of n items takes (engine.format.encode._binary_column). */
+static Py_ssize_t col_bytes(Py_ssize_t n, ColSize c) {
+    return (c.nulls ? pad8((n + 7) / 8) : 0) + pad8(4 * (n + 1)) + pad8(c.data);
+}
+
+/* A column being written: validity (or NULL), offsets, data cursor. */
+typedef struct {
+    unsigned char *valid;
+    int32_t *offs;
+    char *data;
+    int32_t at;
+} ColOut;
+
+static char *col_start(char *p, Py_ssize_t n, ColSize c, ColOut *o) {
+    o->valid = NULL;
+    if (c.nulls) {
+        o->valid = (unsigned char *)p;
+        p += pad8((n + 7) / 8);
+    }
+    o->offs = (int32_t *)p;
+    o->offs[0] = 0;
+    p += pad8(4 * (n + 1));
+    o->data = p;
+    o->at = 0;
+    return p + pad8(c.data);
+}
+
+static void col_put(ColOut *o, Py_ssize_t i, const unsigned char *src, Py_ssize_t at,
+                    Py_ssize_t len) {
+    if (at >= 0) {
+        if (o->valid != NULL) o->valid[i >> 3] |= (unsigned char)(1 << (i & 7));
+        memcpy(o->data + o->at, src + at, len);
+        o->at += (int32_t)len;
+    }
+    o->offs[i + 1] = o->at;
+}
+
+/* One Kafka record parsed (positions in the records buffer; -1: null). */
+typedef struct {
+    int64_t ts_delta;
+    Py_ssize_t kat, klen, vat, vlen, hpos, end;
+    int64_t nh;
+} KRec;
+
+/* Parse record i at *pos (the checks engine.format.kafka_batch.records makes). */
+static int rd_record(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t total, Py_ssize_t i,
+                     KRec *r) {
+    int64_t length, odelta;
+    if (rd_varint(p, pos, total, &length) < 0) return -1;
+    if (length < 6 || length > total - *pos) return -1;
+    Py_ssize_t end = *pos + (Py_ssize_t)length;
+    *pos += 1; /* attributes (unused) */
+    if (rd_varint(p, pos, end, &r->ts_delta) < 0 || rd_varint(p, pos, end, &odelta) < 0)
+        return -1;
+    if (odelta != i) return -1;
+    if (rd_field(p, pos, end, &r->kat, &r->klen) < 0 || rd_field(p, pos, end, &r->vat, &r->vlen) < 0)
+        return -1;
+    if (rd_varint(p, pos, end, &r->nh) < 0) return -1;
+    if (r->nh < 0 || r->nh > end - *pos) return -1;
+    r->hpos = *pos;
+    r->end = end;
+    return 0;
+}
+
+/* kafka_body(records, count, base_timestamp, reserve) -> (bytearray, attributes, first_ts,
+ * max_ts) | None: the ``count`` records of a Kafka batch (decompressed) as a rivven batch
+ * body after ``reserve`` zero bytes, exactly as engine.format.encode lays out their columns
+ * (keys, values, timestamps, headers); ``attributes`` the body's column flags
+ * (engine.format.records.ATTR_*). None when a record is malformed (the Python path says how)
+ * or a column would pass 2 GiB. */
+static PyObject *kafka_body(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count, reserve;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "y*nLn", &view, &count, &base_ts, &reserve)) return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t total = view.len;
+    PyObject *result = NULL;
+    ColSize ks = {0, 0}, vs = {0, 0}, hks = {0, 0}, hvs = {0, 0};
+    Py_ssize_t hc = 0;
+    int64_t first = 0, top = 0;
+    int uniform = 1;
+    /* every record takes 7 bytes at least: more cannot be there */
+    if (count <= 0 || reserve < 0 || reserve > 4096 || count > total / 7) goto none;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) { /* pass 1: check, measure */
+        KRec r;
+        if (rd_record(p, &pos, total, i, &r) < 0) goto none;
+        int64_t ts;
+        if (__builtin_add_overflow((int64_t)base_ts, r.ts_delta, &ts)) goto none;
+        if (i == 0) first = top = ts;
+        else {
+            if (ts != first) uniform = 0;
+            if (ts > top) top = ts;
+        }
+        if (r.kat < 0) ks.nulls++; else ks.data += r.klen;
+        if (r.vat < 0) vs.nulls++; else vs.data += r.vlen;
+        for (int64_t h = 0; h < r.nh; h++) {
+            Py_ssize_t at, len;
+            if (rd_field(p, &pos, r.end, &at, &len) < 0 || at < 0 || !utf8_ok(p + at, len))
+                goto none;
+            hks.data += len;
+            if (rd_field(p, &pos, r.end, &at, &len) < 0) goto none;
+            if (at < 0) hvs.nulls++; else hvs.data += len;
+        }
+        hc += (Py_ssize_t)r.nh;
+        if (pos != r.end) goto none;
+        if (ks.data >= MAX_BODY || vs.data >= MAX_BODY || hks.data >= MAX_BODY ||
+            hvs.data >= MAX_BODY)
+            goto none;
+    }
+    if (pos != total) goto none;
+    Py_ssize_t n = count;
+    Py_ssize_t size = (uniform ? 0 : 8 * n) + col_bytes(n, ks) + col_bytes(n, vs);
+    if (hc) size += pad8(4 * (n + 1)) + col_bytes(hc, hks) + col_bytes(hc, hvs);
+    if (size >= MAX_BODY) goto none;
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, reserve + size);
+    if (buf == NULL) goto done;
+    char *out = PyByteArray_AS_STRING(buf);
+    memset(out, 0, reserve + size);
+    char *q = out + reserve;
+    int64_t *tsout = NULL;
+    if (!uniform) {
+        tsout = (int64_t *)q;
+        q += 8 * n;
+    }
+    ColOut ko, vo, hko, hvo;
+    q = col_start(q, n, ks, &ko);
+    q = col_start(q, n, vs, &vo);
+    int32_t *lists = NULL;
+    if (hc) {
+        lists = (int32_t *)q;
+        q += pad8(4 * (n + 1));
+        q = col_start(q, hc, hks, &hko);
+        q = col_start(q, hc, hvs, &hvo);
+    }
+    pos = 0;
+    Py_ssize_t hi = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* pass 2: write (checked in pass 1) */
+        KRec r;
+        rd_record(p, &pos, total, i, &r);
+        if (tsout != NULL) {
+            int64_t ts = (int64_t)base_ts + r.ts_delta;
+            memcpy(tsout + i, &ts, 8);
+        }
+        col_put(&ko, i, p, r.kat, r.klen);
+        col_put(&vo, i, p, r.vat, r.vlen);
+        if (lists != NULL) lists[i] = (int32_t)hi;
+        for (int64_t h = 0; h < r.nh; h++) {
+            Py_ssize_t at, len;
+            rd_field(p, &pos, r.end, &at, &len);
+            col_put(&hko, hi, p, at, len);
+            rd_field(p, &pos, r.end, &at, &len);
+            col_put(&hvo, hi, p, at, len);
+            hi++;
+        }
+        pos = r.end;
+    }
+    if (lists != NULL) lists[n] = (int32_t)hc;
+    long attrs = (uniform ? 0x0400 : 0) | (ks.nulls ? 0x0080 : 0) | (vs.nulls ? 0x0100 : 0) |
+                 (hc ? 0x0040 : 0) | (hc && hvs.nulls ? 0x0800 : 0);
+    result = Py_BuildValue("(NlLL)", buf, attrs, (long long)first, (long long)top);
+    goto done;
+none:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static int zz_len(int64_t v) {
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    int n = 1;
+    while (z > 0x7f) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *zz_put(unsigned char *q, int64_t v) {
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z > 0x7f) {
+        *q++ = (unsigned char)((z & 0x7f) | 0x80);
+        z >>= 7;
+    }
+    *q++ = (unsigned char)z;
+    return q;
+}
+
+/* A column read: validity (or NULL), offsets, data. */
+typedef struct {
+    const unsigned char *valid;
+    const int32_t *offs;
+    const unsigned char *data;
+} ColIn;
+
+static int col_in(const char *body, Py_ssize_t size, Py_ssize_t n, Py_ssize_t vpos,
+                  Py_ssize_t opos, Py_ssize_t dpos, Py_ssize_t dend, ColIn *c) {
+    if (!offsets_ok(body, size, n, opos, dpos, dend)) return -1;
+    if (vpos >= 0 && (vpos + (n + 7) / 8 > size)) return -1;
+    c->valid = vpos >= 0 ? (const unsigned char *)body + vpos : NULL;
+    c->offs = (const int32_t *)(body + opos);
+    c->data = (const unsigned char *)body + dpos;
+    return 0;
+}
+
+static int col_null(const ColIn *c, Py_ssize_t i) {
+    return c->valid != NULL && !(c->valid[i >> 3] >> (i & 7) & 1);
+}
+
+/* A field's bytes in a Kafka record: its varint length (-1: null) and the bytes. */
+static Py_ssize_t field_size(const ColIn *c, Py_ssize_t i) {
+    if (col_null(c, i)) return 1;
+    int32_t len = c->offs[i + 1] - c->offs[i];
+    return zz_len(len) + len;
+}
+
+static unsigned char *field_put(unsigned char *q, const ColIn *c, Py_ssize_t i) {
+    if (col_null(c, i)) {
+        *q++ = 1; /* zigzag(-1) */
+        return q;
+    }
+    int32_t len = c->offs[i + 1] - c->offs[i];
+    q = zz_put(q, len);
+    memcpy(q, c->data + c->offs[i], len);
+    return q + len;
+}
+
+/* kafka_records(body, count, first_ts, last_delta, reserve, offset_deltas, timestamps,
+ *               kv, ko, kd, ke, vv, vo, vd, ve, hl, hko, hkd, hke, hvv, hvo, hvd, hve,
+ *               header_count) -> bytearray | None: the records of a rivven batch body (its
+ * buffers where engine.format.decode.layout found them; -1: absent) as Kafka's records
+ * (magic 2, the batch's base timestamp ``first_ts``), after ``reserve`` zero bytes (room for
+ * the batch header). None when a column does not check out (the Python path says why) or a
+ * header key is not UTF-8 (the Python path replaces what is not). */
+static PyObject *kafka_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t n, reserve, od, tsp, kv, ko, kd, ke, vv, vo, vd, ve, hl, hko, hkd, hke, hvv, hvo,
+        hvd, hve, hc;
+    long long first_ts, last_delta;
+    if (!PyArg_ParseTuple(args, "y*nLLnnnnnnnnnnnnnnnnnnnn", &view, &n, &first_ts, &last_delta,
+                          &reserve, &od, &tsp, &kv, &ko, &kd, &ke, &vv, &vo, &vd, &ve, &hl, &hko,
+                          &hkd, &hke, &hvv, &hvo, &hvd, &hve, &hc))
+        return NULL;
+    const char *body = (const char *)view.buf;
+    Py_ssize_t size = view.len;
+    PyObject *result = NULL;
+    ColIn kc, vc, hkc, hvc;
+    const int32_t *deltas = NULL, *lists = NULL;
+    const char *tsb = NULL;
+    if (n <= 0 || reserve < 0 || reserve > 4096) goto none;
+    if (col_in(body, size, n, kv, ko, kd, ke, &kc) < 0 || col_in(body, size, n, vv, vo, vd, ve, &vc) < 0)
+        goto none;
+    if (tsp >= 0) {
+        if (tsp + 8 * n > size) goto none;
+        tsb = body + tsp;
+    }
+    if (od >= 0) { /* increasing from 0 or more to the header's last delta */
+        if (od + 4 * n > size) goto none;
+        deltas = (const int32_t *)(body + od);
+        if (deltas[0] < 0 || deltas[n - 1] != last_delta) goto none;
+        for (Py_ssize_t i = 1; i < n; i++)
+            if (deltas[i] <= deltas[i - 1]) goto none;
+    }
+    if (hl >= 0) {
+        if (hc < 0 || hl + 4 * (n + 1) > size) goto none;
+        lists = (const int32_t *)(body + hl);
+        if (lists[0] != 0 || lists[n] != hc) goto none;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (lists[i + 1] < lists[i]) goto none;
+        if (col_in(body, size, hc, -1, hko, hkd, hke, &hkc) < 0 ||
+            col_in(body, size, hc, hvv, hvo, hvd, hve, &hvc) < 0)
+            goto none;
+        for (Py_ssize_t j = 0; j < hc; j++)
+            if (!utf8_ok(hkc.data + hkc.offs[j], hkc.offs[j + 1] - hkc.offs[j])) goto none;
+    }
+    /* the size: each record's length varint, then the record */
+    Py_ssize_t out_size = reserve;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t ts = 0, delta = i;
+        if (tsb != NULL) {
+            memcpy(&ts, tsb + 8 * i, 8);
+            if (__builtin_sub_overflow(ts, (int64_t)first_ts, &ts)) goto none;
+        }
+        if (deltas != NULL) delta = deltas[i];
+        Py_ssize_t rec = 1 + zz_len(ts) + zz_len(delta) + field_size(&kc, i) + field_size(&vc, i);
+        int32_t h0 = lists ? lists[i] : 0, h1 = lists ? lists[i + 1] : 0;
+        rec += zz_len(h1 - h0);
+        for (int32_t j = h0; j < h1; j++) rec += field_size(&hkc, j) + field_size(&hvc, j);
+        out_size += zz_len(rec) + rec;
+        if (out_size >= MAX_BODY) goto none;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, out_size);
+    if (result == NULL) goto done;
+    unsigned char *q = (unsigned char *)PyByteArray_AS_STRING(result);
+    memset(q, 0, reserve);
+    q += reserve;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t ts = 0, delta = i;
+        if (tsb != NULL) {
+            memcpy(&ts, tsb + 8 * i, 8);
+            ts -= first_ts;
+        }
+        if (deltas != NULL) delta = deltas[i];
+        int32_t h0 = lists ? lists[i] : 0, h1 = lists ? lists[i + 1] : 0;
+        Py_ssize_t rec = 1 + zz_len(ts) + zz_len(delta) + field_size(&kc, i) + field_size(&vc, i);
+        rec += zz_len(h1 - h0);
+        for (int32_t j = h0; j < h1; j++) rec += field_size(&hkc, j) + field_size(&hvc, j);
+        q = zz_put(q, rec);
+        *q++ = 0; /* attributes */
+        q = zz_put(q, ts);
+        q = zz_put(q, delta);
+        q = field_put(q, &kc, i);
+        q = field_put(q, &vc, i);
+        q = zz_put(q, h1 - h0);
+        for (int32_t j = h0; j < h1; j++) {
+            q = field_put(q, &hkc, j);
+            q = field_put(q, &hvc, j);
+        }
+    }
+    goto done;
+none:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"plain_body", plain_body, METH_VARARGS, "Key and value columns of a plain batch."},
     {"record_columns", record_columns, METH_O, "Keys and values of plain Records."},
@@ -503,6 +908,8 @@ static PyMethodDef methods[] = {
     {"decode_plain", decode_plain, METH_VARARGS, "Records of a plain batch body."},
     {"acks", acks, METH_VARARGS, "(partition, offset) per record of an append."},
     {"arrow_key_partitions", arrow_key_partitions, METH_VARARGS, "Partitions of Arrow keys."},
+    {"kafka_body", kafka_body, METH_VARARGS, "Kafka records as a rivven batch body."},
+    {"kafka_records", kafka_records, METH_VARARGS, "A rivven batch body as Kafka records."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import CorruptRecordError, InvalidArgument, plural
-from . import codecs
+from . import codecs, native
 from .crc import crc32c
+from .encode import EncodedBody
+from .records import HEADER_SIZE as RIVVEN_HEADER_SIZE
 
 HEAD = struct.Struct(">qiibIhiqqqhii")
 HEAD_SIZE = HEAD.size  # 61
@@ -39,25 +41,37 @@ ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 # Kafka's codec ids are rivven's (none, gzip, snappy, lz4, zstd = 0..4)
 MAX_RECORD_COUNT = 1 << 24  # far past what any client sends in one batch
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 NO_PRODUCER_ID = -1
 
 
-class KafkaBatch(NamedTuple):
-    """One batch of a Produce request, its records as columns."""
+class KafkaBatch:
+    """One batch of a Produce request: its header's fields, its records (decompressed) and
+    those records as a rivven batch body (``body``: transcoded in C, ``engine.format.native.
+    kafka_body``; None for a batch of no records). ``keys``, ``values``, ``headers`` and
+    ``timestamps`` are read from the records on first use (the produce path needs none)."""
 
-    base_offset: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    keys: list[bytes | None]
-    values: list[bytes | None]
-    headers: list[list[tuple[str, bytes | None]]] | None
-    timestamps: list[int]
-    size: int  # the batch's bytes on the wire
+    __slots__ = ("base_offset", "attributes", "last_offset_delta", "base_timestamp",
+                 "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "count",
+                 "records", "body", "size", "_columns")
+
+    def __init__(self, base_offset: int, attributes: int, last_offset_delta: int,
+                 base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+                 base_sequence: int, count: int, records: Any, body: EncodedBody | None,
+                 size: int) -> None:
+        self.base_offset = base_offset
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.count = count
+        self.records = records
+        self.body = body
+        self.size = size  # the batch's bytes on the wire
+        self._columns: tuple | None = None
 
     @property
     def codec(self) -> int:
@@ -70,6 +84,30 @@ class KafkaBatch(NamedTuple):
     @property
     def control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
+
+    def _cols(self) -> tuple:
+        if self._columns is None:
+            keys, values, headers, tsd = records(self.records, self.count,
+                                                 self.attributes & ATTR_CONTROL != 0,
+                                                 self.base_timestamp)
+            self._columns = (keys, values, headers, [self.base_timestamp + d for d in tsd])
+        return self._columns
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        return self._cols()[0]
+
+    @property
+    def values(self) -> list[bytes | None]:
+        return self._cols()[1]
+
+    @property
+    def headers(self) -> list[list[tuple[str, bytes | None]]] | None:
+        return self._cols()[2]
+
+    @property
+    def timestamps(self) -> list[int]:
+        return self._cols()[3]
 
 
 def split(data: Any) -> list[tuple[int, int]]:
@@ -119,10 +157,18 @@ def decode(data: Any, max_bytes: int) -> KafkaBatch:
     body = mv[HEAD_SIZE:]
     if codec != codecs.NONE:
         body = memoryview(decompress(codec, bytes(body), max_bytes))
-    keys, values, headers, tsd = records(body, count, attrs & ATTR_CONTROL != 0)
-    ts = [base_ts + d for d in tsd]
-    return KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, keys,
-                      values, headers, ts, len(mv))
+    out = None
+    if count:
+        got = native.kafka_body(body, count, base_ts, RIVVEN_HEADER_SIZE)
+        if got is None:  # malformed: the Python reading says where
+            records(body, count, attrs & ATTR_CONTROL != 0, base_ts)
+            raise CorruptRecordError(f"record batch at base offset {base}: its columns would "
+                                     "pass 2 GiB")
+        out = EncodedBody(got[0], got[1], count, got[2], got[3])
+    else:
+        records(body, 0, False)  # (nothing may follow)
+    return KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count,
+                      body, out, len(mv))
 
 
 def _varint(mv: Any, pos: int, end: int) -> tuple[int, int]:
@@ -134,6 +180,8 @@ def _varint(mv: Any, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
+            if result >> 64:
+                raise CorruptRecordError("a varint runs past 64 bits")
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
         if shift > 63:
@@ -151,10 +199,11 @@ def _bytes(mv: Any, pos: int, end: int) -> tuple[bytes | None, int]:
     return bytes(mv[pos:pos + n]), pos + n
 
 
-def records(mv: Any, count: int, control: bool
+def records(mv: Any, count: int, control: bool, base_timestamp: int = 0
             ) -> tuple[list, list, list | None, list[int]]:
     """``(keys, values, headers or None, timestamp deltas)`` of ``count`` records; the offset
-    deltas must run 0, 1, 2, ... (what every producer sends)."""
+    deltas must run 0, 1, 2, ... (what every producer sends) and every timestamp
+    (``base_timestamp`` + its delta) must be a 64-bit integer."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     headers: list[list[tuple[str, bytes | None]]] = []
@@ -169,6 +218,9 @@ def records(mv: Any, count: int, control: bool
                                      f"{total - pos} remain")
         pos += 1  # attributes (unused)
         delta, pos = _varint(mv, pos, end)
+        if not _I64_MIN <= base_timestamp + delta <= _I64_MAX:
+            raise CorruptRecordError(f"record {i} has timestamp delta {delta} from "
+                                     f"{base_timestamp}: past a 64-bit time")
         odelta, pos = _varint(mv, pos, end)
         if odelta != i:
             raise CorruptRecordError(f"record {i} has offset delta {odelta}: a producer's "

@@ -1,5 +1,5 @@
 """Produce: each partition's record batch checked (magic 2, CRC32C, counts, size), transcoded
-to rivven's columns and stored with its producer fields (``Engine.produce_wire``: the
+to rivven's columns (in C: ``engine.format.native.kafka_body``) and stored with its producer fields (``Engine.produce_wire``: the
 partition's producer state checks sequence and epoch, a duplicate gets its first offset);
 answered once durable for acks=1 and acks=all (one node: the ISR is itself), not at all for
 acks=0."""
@@ -50,7 +50,7 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
             raise PartitionError(codes.CORRUPT_MESSAGE, str(e)) from None
         if kb.control:
             raise PartitionError(codes.INVALID_RECORD, "a client may not write control batches")
-        if not kb.values:
+        if kb.body is None:  # (a batch of no records)
             continue
         producer = None
         if kb.producer_id >= 0:
@@ -60,8 +60,8 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
                 raise PartitionError(codes.INVALID_RECORD,
                                      "a transactional batch without a producer id")
             txn_check(topic, partition, kb)
-        base = eng.produce_wire(topic, partition, kb.keys, kb.values, kb.headers,
-                                kb.timestamps, producer, kb.transactional, kb.codec)
+        base = eng.produce_wire_body(topic, partition, kb.body, producer, kb.transactional,
+                                     kb.codec)
         if first < 0:
             first = base
     return first

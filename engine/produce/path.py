@@ -28,8 +28,18 @@ from ..errors import (
     plural,
 )
 from ..format import codecs, native
-from ..format.encode import encode_batch
-from ..format.records import HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
+from ..format.decode import body_of, decode_columns, layout
+from ..format.encode import EncodedBody, encode_batch, finish_batch
+from ..format.records import (
+    ATTR_CODEC,
+    ATTR_HAS_HEADERS,
+    ATTR_KEY_NULLS,
+    HEADER_SIZE,
+    SEQ_MASK,
+    EncodedBatch,
+    Record,
+    read_header,
+)
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
@@ -353,6 +363,38 @@ class ProducePath:
         (None: a plain batch) and transaction flag kept, stored with the producer's ``codec``
         where the topic's compression.type is ``producer``; its base offset once durable (a
         duplicate's original one)."""
+        log, cfg, codec = self._wire_log(topic, partition, codec, None in keys)
+        batches = [enc for _, enc in encode(topic, keys, values, headers, timestamps, codec,
+                                            cfg, producer, flags)]
+        return self._append_wire(log, batches, producer)
+
+    def append_wire_body(self, topic: str, partition: int, body: EncodedBody,
+                         producer: tuple[int, int, int] | None, flags: int, codec: int) -> int:
+        """``append_wire`` of records already laid out as a batch body (a Kafka batch's,
+        transcoded in C): the batch is finished around it, without a Python object per
+        record; one that comes out over max.message.bytes is split as any produce is."""
+        log, cfg, codec = self._wire_log(topic, partition, codec,
+                                         bool(body.attributes & ATTR_KEY_NULLS))
+        pid, epoch, seq = producer or (-1, -1, -1)
+        n = body.count
+        enc = finish_batch(body.buf, memoryview(body.buf)[HEADER_SIZE:],
+                           body.attributes | (codec & ATTR_CODEC) | flags, n, n - 1,
+                           body.first_timestamp, body.max_timestamp, codec, pid, epoch, seq)
+        if len(enc) <= cfg.max_message_bytes:
+            return self._append_wire(log, [enc], producer)
+        # (larger as rivven's columns than as Kafka's records: the columns, split)
+        h = read_header(enc.buf)
+        plain = body_of(enc.buf, 0, h)
+        _, ts, keys, values, headers = decode_columns(plain, h, layout(plain, h))
+        hs = list(headers) if h.attributes & ATTR_HAS_HEADERS else None
+        batches = [e for _, e in encode(topic, keys, values, hs, list(ts), codec, cfg, producer,
+                                        flags)]
+        return self._append_wire(log, batches, producer)
+
+    def _wire_log(self, topic: str, partition: int, codec: int, null_keys: bool
+                  ) -> tuple[PartitionLog, TopicConfig, int]:
+        """The partition a Kafka client's batch goes to, the topic's config, the codec to
+        store it with; what the topic refuses raised."""
         meta, cached = self._meta(topic)
         if cached and partition >= meta.partitions:
             meta = self._fresh(topic)
@@ -360,15 +402,18 @@ class ProducePath:
         cfg = meta.typed
         if cfg.compression_type != "producer":
             codec = _codec(cfg, None)
-        if cfg.compacted and None in keys:
+        if cfg.compacted and null_keys:
             raise InvalidArgument(
                 f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
                 "every record needs a key")
         log = self.log_for(meta, partition)
         if log.wal is None:
             self.attach_wal(log)
-        batches = [enc for _, enc in encode(topic, keys, values, headers, timestamps, codec,
-                                            cfg, producer, flags)]
+        return log, cfg, codec
+
+    @staticmethod
+    def _append_wire(log: PartitionLog, batches: list[EncodedBatch],
+                     producer: tuple[int, int, int] | None) -> int:
         if producer is None:
             bases: list[int] = []
             log.append_all(batches, bases)
