@@ -31,6 +31,7 @@ from .encode import EncodedBody
 from .records import HEADER_SIZE as RIVVEN_HEADER_SIZE
 
 HEAD = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
 HEAD_SIZE = HEAD.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength
 CRC_FROM = 21
@@ -381,8 +382,54 @@ def frame(base_offset: int, attributes: int, last_offset_delta: int, base_timest
                                max_timestamp, producer_id, producer_epoch, base_sequence,
                                count))
     crc = crc32c(body, crc32c(memoryview(head)[CRC_FROM:]))
-    struct.pack_into(">I", head, 17, crc)
+    _CRC.pack_into(head, 17, crc)
     return bytes(head) + bytes(body)
+
+
+def from_rivven(h: Any, body: Any, lay: Any, leader_epoch: int = 0) -> bytearray | None:
+    """The data batch of header ``h`` (engine.format.records.BatchHeader), its decompressed
+    ``body`` laid out as ``lay`` (engine.format.decode.layout), as one uncompressed Kafka
+    batch, transcoded in C (``native.kafka_records``): its producer fields when it has them
+    (format 2), its transactional flag. None when a column does not check out or a header key
+    is not UTF-8: ``encode`` of the decoded columns then says why or replaces it."""
+    n = h.record_count
+    out = native.kafka_records(body, n, h.first_timestamp, h.last_offset_delta, HEAD_SIZE,
+                               *lay)
+    if out is None:
+        return None
+    pid, epoch, seq = _producer(h)
+    HEAD.pack_into(out, 0, h.base_offset, len(out) - LOG_OVERHEAD, leader_epoch, 2, 0,
+                   h.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL), h.last_offset_delta,
+                   h.first_timestamp, h.max_timestamp, pid, epoch, seq, n)
+    _CRC.pack_into(out, 17, crc32c(memoryview(out)[CRC_FROM:]))
+    return out
+
+
+def _producer(h: Any) -> tuple[int, int, int]:
+    return ((h.producer_id, h.producer_epoch, h.base_sequence) if h.magic == 2
+            else (NO_PRODUCER_ID, -1, -1))
+
+
+def from_columns(h: Any, columns: tuple) -> bytes:
+    """``from_rivven``'s batch from the decoded columns (engine.format.decode.decode_columns:
+    offsets, timestamps, keys, values, headers), per record in Python."""
+    offsets, ts, keys, values, headers = columns
+    base = h.base_offset
+    n = len(values)
+    deltas = range(n) if isinstance(offsets, range) else [o - base for o in offsets]
+    ts = ts if isinstance(ts, tuple | list) else [h.first_timestamp] * n
+    hs = headers if isinstance(headers, list) else None
+    return encode(base, h.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL), h.last_offset_delta,
+                  h.first_timestamp, h.max_timestamp, *_producer(h), deltas, ts, keys, values,
+                  hs)
+
+
+def from_marker(h: Any, commit: bool) -> bytes:
+    """A transaction marker (a control batch of header ``h``) as Kafka's control batch."""
+    key, value = control_record(commit, 0)
+    return encode(h.base_offset, h.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL), 0,
+                  h.first_timestamp, h.max_timestamp, *_producer(h), (0,),
+                  (h.first_timestamp,), (key,), (value,), None)
 
 
 def control_record(commit: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:

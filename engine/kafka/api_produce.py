@@ -1,6 +1,7 @@
 """Produce: each partition's record batch checked (magic 2, CRC32C, counts, size), transcoded
-to rivven's columns (in C: ``engine.format.native.kafka_body``) and stored with its producer fields (``Engine.produce_wire``: the
-partition's producer state checks sequence and epoch, a duplicate gets its first offset);
+to a rivven batch body in C (``engine.format.native.kafka_body``) and stored with its producer
+fields (``Engine.produce_wire_body``: the partition's producer state checks sequence and epoch,
+a duplicate gets its first offset);
 answered once durable for acks=1 and acks=all (one node: the ISR is itself), not at all for
 acks=0."""
 
