@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # (each imported when first used: a command loads what it nee
     from .crypto.topic import OffsetMetadata
     from .fetch.offsets import Offsets
     from .fetch.positions import Position
-    from .format.encode import EncodedBody
+    from .format.encode import BodySource
     from .groups.admin import GroupAdmin
     from .groups.consumer import Consumer
     from .maintenance.admin import Maintenance
@@ -295,16 +295,15 @@ class Engine:
                                           producer, ATTR_TRANSACTIONAL if transactional else 0,
                                           codec)
 
-    def produce_wire_body(self, topic: str, partition: int, body: EncodedBody,
+    def produce_wire_body(self, topic: str, partition: int, records: BodySource,
                           producer: tuple[int, int, int] | None = None,
                           transactional: bool = False, codec: int = 0) -> int:
-        """``produce_wire`` of records already laid out as a batch body
-        (``engine.format.encode.EncodedBody``: ``rivven serve`` transcodes a Kafka batch's
-        records into one in C, ``engine.format.kafka_batch``); the same checks, the same
-        result."""
+        """``produce_wire`` of records that lay themselves out as batch bodies
+        (``engine.format.encode.BodySource``: ``rivven serve``'s Kafka batches, transcoded in
+        C by ``engine.format.kafka_batch``); the same checks, the same result."""
         self._writable()
         with self._path.call(topic):
-            return self._path.append_wire_body(topic, partition, body, producer,
+            return self._path.append_wire_body(topic, partition, records, producer,
                                                ATTR_TRANSACTIONAL if transactional else 0,
                                                codec)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import InvalidArgument
 from . import codecs, crc, native
@@ -37,13 +37,26 @@ class EncodedBody(NamedTuple):
     """A batch body laid out elsewhere (a Kafka batch's records, transcoded in C:
     engine.format.kafka_batch) in ``buf`` after HEADER_SIZE bytes of room, where
     ``finish_batch`` packs the header: ``attributes`` are its column flags (ATTR_KEY_NULLS,
-    ATTR_UNIFORM_TIMESTAMP, ...), ``count`` its records (offset deltas 0, 1, 2, ...)."""
+    ATTR_UNIFORM_TIMESTAMP, ...), ``record_count`` its records (offset deltas 0, 1, 2, ...),
+    ``first`` the index of its first record among those it was cut from."""
 
     buf: bytearray
     attributes: int
-    count: int
+    record_count: int
     first_timestamp: int
     max_timestamp: int
+    first: int = 0
+
+
+class BodySource(Protocol):
+    """Records that lay themselves out as batch bodies: ``body`` all of them in one,
+    ``bodies(max_body)`` cut into bodies of at most ``max_body`` bytes (one record may pass
+    it alone)."""
+
+    @property
+    def body(self) -> EncodedBody | None: ...
+
+    def bodies(self, max_body: int) -> list[EncodedBody]: ...
 
 
 def _pad(parts: list, b: Any) -> int:

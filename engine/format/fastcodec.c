@@ -633,85 +633,50 @@ static int rd_record(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t total, 
     return 0;
 }
 
-/* kafka_body(records, count, base_timestamp, reserve) -> (bytearray, attributes, first_ts,
- * max_ts) | None: the ``count`` records of a Kafka batch (decompressed) as a rivven batch
- * body after ``reserve`` zero bytes, exactly as engine.format.encode lays out their columns
- * (keys, values, timestamps, headers); ``attributes`` the body's column flags
- * (engine.format.records.ATTR_*). None when a record is malformed (the Python path says how)
- * or a column would pass 2 GiB. */
-static PyObject *kafka_body(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t count, reserve;
-    long long base_ts;
-    if (!PyArg_ParseTuple(args, "y*nLn", &view, &count, &base_ts, &reserve)) return NULL;
-    const unsigned char *p = (const unsigned char *)view.buf;
-    Py_ssize_t total = view.len;
-    PyObject *result = NULL;
-    ColSize ks = {0, 0}, vs = {0, 0}, hks = {0, 0}, hvs = {0, 0};
-    Py_ssize_t hc = 0;
-    int64_t first = 0, top = 0;
-    int uniform = 1;
-    /* every record takes 7 bytes at least: more cannot be there */
-    if (count <= 0 || reserve < 0 || reserve > 4096 || count > total / 7) goto none;
-    Py_ssize_t pos = 0;
-    for (Py_ssize_t i = 0; i < count; i++) { /* pass 1: check, measure */
-        KRec r;
-        if (rd_record(p, &pos, total, i, &r) < 0) goto none;
-        int64_t ts;
-        if (__builtin_add_overflow((int64_t)base_ts, r.ts_delta, &ts)) goto none;
-        if (i == 0) first = top = ts;
-        else {
-            if (ts != first) uniform = 0;
-            if (ts > top) top = ts;
-        }
-        if (r.kat < 0) ks.nulls++; else ks.data += r.klen;
-        if (r.vat < 0) vs.nulls++; else vs.data += r.vlen;
-        for (int64_t h = 0; h < r.nh; h++) {
-            Py_ssize_t at, len;
-            if (rd_field(p, &pos, r.end, &at, &len) < 0 || at < 0 || !utf8_ok(p + at, len))
-                goto none;
-            hks.data += len;
-            if (rd_field(p, &pos, r.end, &at, &len) < 0) goto none;
-            if (at < 0) hvs.nulls++; else hvs.data += len;
-        }
-        hc += (Py_ssize_t)r.nh;
-        if (pos != r.end) goto none;
-        if (ks.data >= MAX_BODY || vs.data >= MAX_BODY || hks.data >= MAX_BODY ||
-            hvs.data >= MAX_BODY)
-            goto none;
-    }
-    if (pos != total) goto none;
-    Py_ssize_t n = count;
-    Py_ssize_t size = (uniform ? 0 : 8 * n) + col_bytes(n, ks) + col_bytes(n, vs);
-    if (hc) size += pad8(4 * (n + 1)) + col_bytes(hc, hks) + col_bytes(hc, hvs);
-    if (size >= MAX_BODY) goto none;
+/* A bound of a body's bytes (native.py's twin splits by the same): PART_BOUND, and per record
+ * 22 and its key and value (a timestamp, two offsets, a header list offset, validity bits,
+ * padding), per header 9 and its key and value. */
+#define PART_BOUND 160
+
+/* One part of a batch's records: the rivven batch body it becomes. */
+typedef struct {
+    Py_ssize_t start, n, hc, pos; /* first record, records, headers, its byte position */
+    ColSize ks, vs, hks, hvs;
+    int64_t first, top;
+    int uniform;
+} Part;
+
+static PyObject *part_body(const unsigned char *p, Py_ssize_t total, Part *pt, int64_t base_ts,
+                           Py_ssize_t reserve) {
+    Py_ssize_t n = pt->n, hc = pt->hc;
+    Py_ssize_t size = (pt->uniform ? 0 : 8 * n) + col_bytes(n, pt->ks) + col_bytes(n, pt->vs);
+    if (hc) size += pad8(4 * (n + 1)) + col_bytes(hc, pt->hks) + col_bytes(hc, pt->hvs);
     PyObject *buf = PyByteArray_FromStringAndSize(NULL, reserve + size);
-    if (buf == NULL) goto done;
+    if (buf == NULL) return NULL;
     char *out = PyByteArray_AS_STRING(buf);
     memset(out, 0, reserve + size);
     char *q = out + reserve;
     int64_t *tsout = NULL;
-    if (!uniform) {
+    if (!pt->uniform) {
         tsout = (int64_t *)q;
         q += 8 * n;
     }
     ColOut ko, vo, hko, hvo;
-    q = col_start(q, n, ks, &ko);
-    q = col_start(q, n, vs, &vo);
+    q = col_start(q, n, pt->ks, &ko);
+    q = col_start(q, n, pt->vs, &vo);
     int32_t *lists = NULL;
     if (hc) {
         lists = (int32_t *)q;
         q += pad8(4 * (n + 1));
-        q = col_start(q, hc, hks, &hko);
-        q = col_start(q, hc, hvs, &hvo);
+        q = col_start(q, hc, pt->hks, &hko);
+        q = col_start(q, hc, pt->hvs, &hvo);
     }
-    pos = 0;
-    Py_ssize_t hi = 0;
-    for (Py_ssize_t i = 0; i < n; i++) { /* pass 2: write (checked in pass 1) */
+    Py_ssize_t pos = pt->pos, hi = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* (checked when measured) */
         KRec r;
-        rd_record(p, &pos, total, i, &r);
+        rd_record(p, &pos, total, pt->start + i, &r);
         if (tsout != NULL) {
-            int64_t ts = (int64_t)base_ts + r.ts_delta;
+            int64_t ts = base_ts + r.ts_delta;
             memcpy(tsout + i, &ts, 8);
         }
         col_put(&ko, i, p, r.kat, r.klen);
@@ -728,14 +693,104 @@ static PyObject *kafka_body(PyObject *self, PyObject *args) {
         pos = r.end;
     }
     if (lists != NULL) lists[n] = (int32_t)hc;
-    long attrs = (uniform ? 0x0400 : 0) | (ks.nulls ? 0x0080 : 0) | (vs.nulls ? 0x0100 : 0) |
-                 (hc ? 0x0040 : 0) | (hc && hvs.nulls ? 0x0800 : 0);
-    result = Py_BuildValue("(NlLL)", buf, attrs, (long long)first, (long long)top);
+    long attrs = (pt->uniform ? 0x0400 : 0) | (pt->ks.nulls ? 0x0080 : 0) |
+                 (pt->vs.nulls ? 0x0100 : 0) | (hc ? 0x0040 : 0) | (hc && pt->hvs.nulls ? 0x0800 : 0);
+    return Py_BuildValue("(NlLLnn)", buf, attrs, (long long)pt->first, (long long)pt->top,
+                         pt->start, n);
+}
+
+/* kafka_body(records, count, base_timestamp, reserve, max_body) -> [(bytearray, attributes,
+ * first_ts, max_ts, first, n), ...] | None: the ``count`` records of a Kafka batch
+ * (decompressed) as rivven batch bodies after ``reserve`` zero bytes each, exactly as
+ * engine.format.encode lays out their columns (keys, values, timestamps, headers);
+ * ``attributes`` a body's column flags (engine.format.records.ATTR_*), ``first`` the index of
+ * its first record, ``n`` its records. One body, unless ``max_body`` > 0: then a new one
+ * starts where a body's bound (PART_BOUND) would pass it. None when a record is malformed
+ * (the Python path says how) or a column would pass 2 GiB. */
+static PyObject *kafka_body(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count, reserve, max_body = 0;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "y*nLn|n", &view, &count, &base_ts, &reserve, &max_body))
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t total = view.len;
+    PyObject *result = NULL;
+    Part *parts = NULL;
+    Py_ssize_t nparts = 0, cap = 0;
+    /* every record takes 7 bytes at least: more cannot be there */
+    if (count <= 0 || reserve < 0 || reserve > 4096 || count > total / 7) goto none;
+    Py_ssize_t pos = 0, bound = 0;
+    Part *pt = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) { /* check, measure, cut into parts */
+        Py_ssize_t at0 = pos;
+        KRec r;
+        if (rd_record(p, &pos, total, i, &r) < 0) goto none;
+        int64_t ts;
+        if (__builtin_add_overflow((int64_t)base_ts, r.ts_delta, &ts)) goto none;
+        Py_ssize_t rb = 18 + (r.kat < 0 ? 0 : r.klen) + (r.vat < 0 ? 0 : r.vlen) + 4;
+        Py_ssize_t hpos = pos;
+        for (int64_t h = 0; h < r.nh; h++) { /* (the bound first: where the part starts) */
+            Py_ssize_t at, len;
+            if (rd_field(p, &pos, r.end, &at, &len) < 0 || at < 0 || !utf8_ok(p + at, len))
+                goto none;
+            rb += 9 + len;
+            if (rd_field(p, &pos, r.end, &at, &len) < 0) goto none;
+            rb += at < 0 ? 0 : len;
+        }
+        if (pos != r.end) goto none;
+        if (pt == NULL || (max_body > 0 && bound + rb > max_body)) {
+            if (nparts == cap) {
+                cap = cap ? 2 * cap : 4;
+                Part *grown = PyMem_Realloc(parts, cap * sizeof(Part));
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                parts = grown;
+            }
+            pt = &parts[nparts++];
+            memset(pt, 0, sizeof(*pt));
+            pt->start = i;
+            pt->pos = at0;
+            pt->first = pt->top = ts;
+            pt->uniform = 1;
+            bound = PART_BOUND;
+        }
+        bound += rb;
+        pt->n++;
+        if (ts != pt->first) pt->uniform = 0;
+        if (ts > pt->top) pt->top = ts;
+        if (r.kat < 0) pt->ks.nulls++; else pt->ks.data += r.klen;
+        if (r.vat < 0) pt->vs.nulls++; else pt->vs.data += r.vlen;
+        pos = hpos;
+        for (int64_t h = 0; h < r.nh; h++) {
+            Py_ssize_t at, len;
+            rd_field(p, &pos, r.end, &at, &len);
+            pt->hks.data += len;
+            rd_field(p, &pos, r.end, &at, &len);
+            if (at < 0) pt->hvs.nulls++; else pt->hvs.data += len;
+        }
+        pt->hc += (Py_ssize_t)r.nh;
+        if (bound >= MAX_BODY) goto none; /* (the bound is above the body's size) */
+    }
+    if (pos != total) goto none;
+    result = PyList_New(nparts);
+    if (result == NULL) goto done;
+    for (Py_ssize_t k = 0; k < nparts; k++) {
+        PyObject *one = part_body(p, total, &parts[k], base_ts, reserve);
+        if (one == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, k, one);
+    }
     goto done;
 none:
     result = Py_None;
     Py_INCREF(result);
 done:
+    PyMem_Free(parts);
     PyBuffer_Release(&view);
     return result;
 }

@@ -94,6 +94,15 @@ class KafkaBatch:
             self._columns = (keys, values, headers, [self.base_timestamp + d for d in tsd])
         return self._columns
 
+    def bodies(self, max_body: int) -> list[EncodedBody]:
+        """The records as rivven batch bodies of at most about ``max_body`` bytes each (a
+        batch larger as rivven's columns than a topic's max.message.bytes is cut)."""
+        got = native.kafka_body(self.records, self.count, self.base_timestamp,
+                                RIVVEN_HEADER_SIZE, max_body)
+        assert got is not None  # (decode read them)
+        return [EncodedBody(buf, attrs, n, first, top, at)
+                for buf, attrs, first, top, at, n in got]
+
     @property
     def keys(self) -> list[bytes | None]:
         return self._cols()[0]
@@ -165,7 +174,8 @@ def decode(data: Any, max_bytes: int) -> KafkaBatch:
             records(body, count, attrs & ATTR_CONTROL != 0, base_ts)
             raise CorruptRecordError(f"record batch at base offset {base}: its columns would "
                                      "pass 2 GiB")
-        out = EncodedBody(got[0], got[1], count, got[2], got[3])
+        buf, battrs, first, top, _, _ = got[0]
+        out = EncodedBody(buf, battrs, count, first, top)
     else:
         records(body, 0, False)  # (nothing may follow)
     return KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count,

@@ -13,9 +13,10 @@ plain case it handles; the caller then takes the general path.
   (engine.produce.from_arrow);
 - ``decode_plain(Record, body, ...)``: the Records of a batch body without explicit offsets
   or headers (C only: without it engine.format.decode takes its general path);
-- ``kafka_body(records, count, base_ts, reserve)``: ``(buffer, attributes, first ts, max ts)``:
-  the records of a Kafka batch (magic 2, decompressed) as a rivven batch body after
-  ``reserve`` zero bytes (engine.format.kafka_batch, Produce); None when one is malformed;
+- ``kafka_body(records, count, base_ts, reserve, max_body)``: ``[(buffer, attributes, first
+  ts, max ts, first record, records), ...]``: the records of a Kafka batch (magic 2,
+  decompressed) as rivven batch bodies after ``reserve`` zero bytes each, cut where one would
+  pass ``max_body`` (0: one) (engine.format.kafka_batch, Produce); None when one is malformed;
 - ``kafka_records(body, count, first_ts, last_delta, reserve, *layout)``: a rivven batch
   body's records as Kafka's, after ``reserve`` zero bytes (Fetch); None when a column does
   not check out.
@@ -222,10 +223,14 @@ def py_acks(partition: int, base: int, count: int) -> list[tuple[int, int]]:
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0
-                  ) -> tuple[bytearray, int, int, int] | None:
-    """The records of a Kafka batch as a rivven body: engine.format.kafka_batch.records
-    reads them (None where it raises), engine.format.encode lays out their columns."""
+PART_BOUND = 160  # fastcodec.c's
+
+
+def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0, max_body: int = 0
+                  ) -> list[tuple[bytearray, int, int, int, int, int]] | None:
+    """The records of a Kafka batch as rivven bodies: engine.format.kafka_batch.records reads
+    them (None where it raises), engine.format.encode lays out their columns; a new body
+    starts where fastcodec.c's bound would pass ``max_body`` (> 0)."""
     from ..errors import CorruptRecordError
     from .encode import _body
     from .kafka_batch import records
@@ -234,22 +239,31 @@ def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0
     if count <= 0 or not 0 <= reserve <= 4096 or count > len(mv) // 7:
         return None
     try:
-        keys, values, headers, tsd = records(mv, count, False)
+        keys, values, headers, tsd = records(mv, count, False, base_ts)
     except CorruptRecordError:
         return None
     ts = [base_ts + d for d in tsd]
-    if not (_I64[0] <= min(ts) and max(ts) <= _I64[1]):
-        return None
-    pairs = [(k.encode(), v) for hs in headers or () for k, v in hs]
-    if any(sum(len(x) for x in col if x is not None) >= 1 << 31
-           for col in (keys, values, [k for k, _ in pairs], [v for _, v in pairs])):
-        return None
-    body, attrs, _, first, top = _body(keys, values, ts, headers, None, 0, count)
-    if len(body) >= 1 << 31:
-        return None
-    out = bytearray(reserve)
-    out += body
-    return out, attrs, first, top
+    cuts: list[int] = []
+    bound = 0
+    for i in range(count):
+        rb = 22 + len(keys[i] or b"") + len(values[i] or b"")
+        if headers is not None:
+            rb += sum(9 + len(k.encode()) + len(v or b"") for k, v in headers[i])
+        if not cuts or (max_body > 0 and bound + rb > max_body):
+            cuts.append(i)
+            bound = PART_BOUND
+        bound += rb
+        if bound >= 1 << 31:
+            return None
+    out = []
+    for a, b in zip(cuts, [*cuts[1:], count]):
+        body, attrs, _, first, top = _body(keys[a:b], values[a:b], ts[a:b],
+                                           headers[a:b] if headers is not None else None, None,
+                                           0, b - a)
+        buf = bytearray(reserve)
+        buf += body
+        out.append((buf, attrs, first, top, a, b - a))
+    return out
 
 
 def _zz(n: int) -> bytes:

@@ -61,7 +61,7 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
                 raise PartitionError(codes.INVALID_RECORD,
                                      "a transactional batch without a producer id")
             txn_check(topic, partition, kb)
-        base = eng.produce_wire_body(topic, partition, kb.body, producer, kb.transactional,
+        base = eng.produce_wire_body(topic, partition, kb, producer, kb.transactional,
                                      kb.codec)
         if first < 0:
             first = base

@@ -28,18 +28,8 @@ from ..errors import (
     plural,
 )
 from ..format import codecs, native
-from ..format.decode import body_of, decode_columns, layout
-from ..format.encode import EncodedBody, encode_batch, finish_batch
-from ..format.records import (
-    ATTR_CODEC,
-    ATTR_HAS_HEADERS,
-    ATTR_KEY_NULLS,
-    HEADER_SIZE,
-    SEQ_MASK,
-    EncodedBatch,
-    Record,
-    read_header,
-)
+from ..format.encode import BodySource, EncodedBody, encode_batch, finish_batch
+from ..format.records import ATTR_CODEC, ATTR_KEY_NULLS, HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
 from ..storage.log import PartitionLog
@@ -368,28 +358,33 @@ class ProducePath:
                                             cfg, producer, flags)]
         return self._append_wire(log, batches, producer)
 
-    def append_wire_body(self, topic: str, partition: int, body: EncodedBody,
+    def append_wire_body(self, topic: str, partition: int, records: BodySource,
                          producer: tuple[int, int, int] | None, flags: int, codec: int) -> int:
-        """``append_wire`` of records already laid out as a batch body (a Kafka batch's,
-        transcoded in C): the batch is finished around it, without a Python object per
-        record; one that comes out over max.message.bytes is split as any produce is."""
+        """``append_wire`` of records that lay themselves out as batch bodies (a Kafka
+        batch's, transcoded in C): each batch is finished around its body, without a Python
+        object per record; records larger as one batch than max.message.bytes are cut into
+        bodies that fit (each batch's sequence its first record's)."""
+        whole = records.body
+        if whole is None:
+            raise InvalidArgument("a batch of no records")
         log, cfg, codec = self._wire_log(topic, partition, codec,
-                                         bool(body.attributes & ATTR_KEY_NULLS))
-        pid, epoch, seq = producer or (-1, -1, -1)
-        n = body.count
-        enc = finish_batch(body.buf, memoryview(body.buf)[HEADER_SIZE:],
-                           body.attributes | (codec & ATTR_CODEC) | flags, n, n - 1,
-                           body.first_timestamp, body.max_timestamp, codec, pid, epoch, seq)
-        if len(enc) <= cfg.max_message_bytes:
-            return self._append_wire(log, [enc], producer)
-        # (larger as rivven's columns than as Kafka's records: the columns, split)
-        h = read_header(enc.buf)
-        plain = body_of(enc.buf, 0, h)
-        _, ts, keys, values, headers = decode_columns(plain, h, layout(plain, h))
-        hs = list(headers) if h.attributes & ATTR_HAS_HEADERS else None
-        batches = [e for _, e in encode(topic, keys, values, hs, list(ts), codec, cfg, producer,
-                                        flags)]
-        return self._append_wire(log, batches, producer)
+                                         bool(whole.attributes & ATTR_KEY_NULLS))
+        limit = cfg.max_message_bytes
+        parts, max_body = [whole], limit - HEADER_SIZE
+        while True:
+            batches = [_finish(b, codec, flags, producer) for b in parts]
+            over = [(b, e) for b, e in zip(parts, batches) if len(e) > limit]
+            if not over:
+                return self._append_wire(log, batches, producer)
+            if over[0][0].record_count == 1 or max_body < 64:
+                b, e = over[0]
+                raise _too_large(b.first, f"record {b.first} is {plural(len(e), 'byte')} as a "
+                                 f"batch, over max.message.bytes={limit} of topic {topic!r}; "
+                                 f"raise it with 'rivven topic alter-config {topic} --set "
+                                 "max.message.bytes=N'")
+            if len(parts) > 1:  # (compressed, a body that fit came out larger: cut finer)
+                max_body //= 2
+            parts = records.bodies(max_body)
 
     def _wire_log(self, topic: str, partition: int, codec: int, null_keys: bool
                   ) -> tuple[PartitionLog, TopicConfig, int]:
@@ -472,6 +467,18 @@ def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | Non
         batches.append((a, enc))
     batches.sort(key=lambda x: x[0])
     return batches
+
+
+def _finish(body: EncodedBody, codec: int, flags: int, producer: tuple[int, int, int] | None
+            ) -> EncodedBatch:
+    pid, epoch, seq = producer or (-1, -1, -1)
+    if pid >= 0:
+        seq = (seq + body.first) & SEQ_MASK
+    n = body.record_count
+    return finish_batch(body.buf, memoryview(body.buf)[HEADER_SIZE:],
+                        body.attributes | (codec & ATTR_CODEC) | flags, n, n - 1,
+                        body.first_timestamp, body.max_timestamp, codec, pid,
+                        epoch, seq)
 
 
 def _codec(cfg: TopicConfig, compression: str | None) -> int:
