@@ -10,6 +10,7 @@ engine itself (``eng.compact``, ``eng.end_offsets``, ...) are one-line forwards 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -306,6 +307,20 @@ class Engine:
             return self._path.append_wire_body(topic, partition, records, producer,
                                                ATTR_TRANSACTIONAL if transactional else 0,
                                                codec)
+
+    def produce_wire_bodies(self, items: Sequence[tuple[str, int, BodySource,
+                                                        tuple[int, int, int] | None, bool, int]]
+                            ) -> list[int | RivvenError]:
+        """``produce_wire_body`` of several ``(topic, partition, records, producer,
+        transactional, codec)`` at once (a Produce request's partitions), one WAL fsync for
+        all: each one's base offset once durable, or the error it met (the others go on)."""
+        self._writable()
+        with contextlib.ExitStack() as calls:
+            for topic in dict.fromkeys(t for t, *_ in items):
+                calls.enter_context(self._path.call(topic))
+            return self._path.append_wire_bodies(
+                [(t, p, r, producer, ATTR_TRANSACTIONAL if txn else 0, codec)
+                 for t, p, r, producer, txn, codec in items])
 
     def producer(self, transactional_id: str | None = None, *,
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,

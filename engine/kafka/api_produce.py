@@ -21,16 +21,23 @@ class PartitionError(Exception):
         self.code = code
 
 
-def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any) -> int:
-    """One partition's batch(es) stored; the base offset of the first (PartitionError)."""
+def prepare(req: Request, topic: str, partition: int, records: Any, txn_check: Any,
+            metas: dict[str, Any] | None = None
+            ) -> list[tuple[kafka_batch.KafkaBatch, tuple[int, int, int] | None]]:
+    """One partition's batch(es) checked and transcoded, each with its producer fields
+    (PartitionError); ``metas`` caches the topics' metadata for one request."""
     b = req.broker
     eng = b.engine
     if records is None or not len(records):
         raise PartitionError(codes.CORRUPT_MESSAGE, "no record batch")
-    try:
-        meta = eng.topic(topic)
-    except UnknownTopic:
-        raise PartitionError(codes.UNKNOWN_TOPIC_OR_PARTITION, "") from None
+    meta = metas.get(topic) if metas is not None else None
+    if meta is None:
+        try:
+            meta = eng.topic(topic)
+        except UnknownTopic:
+            raise PartitionError(codes.UNKNOWN_TOPIC_OR_PARTITION, "") from None
+        if metas is not None:
+            metas[topic] = meta
     if not 0 <= partition < meta.partitions:
         raise PartitionError(codes.UNKNOWN_TOPIC_OR_PARTITION, "")
     limit = min(meta.typed.max_message_bytes, b.config.message_max_bytes)
@@ -39,7 +46,7 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
         spans = kafka_batch.split(mv)
     except CorruptRecordError as e:
         raise PartitionError(codes.CORRUPT_MESSAGE, str(e)) from None
-    first = -1
+    out = []
     for pos, size in spans:
         if size > limit + kafka_batch.LOG_OVERHEAD:
             raise PartitionError(codes.MESSAGE_TOO_LARGE,
@@ -61,11 +68,19 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
                 raise PartitionError(codes.INVALID_RECORD,
                                      "a transactional batch without a producer id")
             txn_check(topic, partition, kb)
-        base = eng.produce_wire_body(topic, partition, kb, producer, kb.transactional,
-                                     kb.codec)
-        if first < 0:
-            first = base
-    return first
+        out.append((kb, producer))
+    return out
+
+
+def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any) -> int:
+    """One partition's batch(es) stored; the base offset of the first (PartitionError)."""
+    items = prepare(req, topic, partition, records, txn_check)
+    got = req.broker.engine.produce_wire_bodies(
+        [(topic, partition, kb, producer, kb.transactional, kb.codec) for kb, producer in items])
+    for r in got:
+        if isinstance(r, Exception):
+            raise r
+    return got[0] if got else -1
 
 
 @api(0, "Produce", 3, 9)
@@ -74,39 +89,59 @@ def produce(req: Request) -> Any:
     acks = body.acks
     T, P = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
     txns = b.txns
-    out = []
-    appended = False
+
+    def txn_check(tp: str, p: int, kb: Any) -> None:
+        if txns is not None:
+            txns.check_produce(body.transactional_id, tp, p, kb)
+
+    # every partition's batches checked and transcoded, then stored at once: one WAL fsync
+    # for the request (engine.storage.log.append_each), each partition answered on its own
+    answers: list[list[Any]] = []  # per partition: [topic, index, error, base, message]
+    items: list[tuple] = []
+    owner: list[int] = []  # the answer each item belongs to
+    metas: dict[str, Any] = {}
     for t in body.topic_data:
-        parts = []
         for pd in t.partition_data:
-            err, base, msg = codes.NONE, -1, None
+            a = [t.name, pd.index, codes.NONE, -1, None]
+            answers.append(a)
             if acks not in (-1, 0, 1):
-                err, msg = codes.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1 (all), 0 or 1"
-            else:
-                try:
-                    base = store(req, t.name, pd.index, pd.records,
-                                 lambda tp, p, kb: txns.check_produce(body.transactional_id,
-                                                                      tp, p, kb)
-                                 if txns is not None else None)
-                    appended = True
-                except PartitionError as e:
-                    err, msg = e.code, str(e) or None
-                except (UnknownTopic, UnknownPartition):
-                    err = codes.UNKNOWN_TOPIC_OR_PARTITION
-                except RivvenError as e:
-                    err, msg = produce_code(e), str(e)
-            if err and err != codes.UNKNOWN_TOPIC_OR_PARTITION:
-                b.log.info("produce to %s-%d from %s refused (%d): %s", t.name, pd.index,
-                           req.peer, err, msg)
-            parts.append(P(index=pd.index, error_code=err, base_offset=base,
-                           log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
-                           error_message=msg))
-        out.append(T(name=t.name, partition_responses=parts))
-    if appended:
+                a[2], a[4] = codes.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1 (all), 0 or 1"
+                continue
+            try:
+                for kb, producer in prepare(req, t.name, pd.index, pd.records, txn_check, metas):
+                    items.append((t.name, pd.index, kb, producer, kb.transactional, kb.codec))
+                    owner.append(len(answers) - 1)
+            except PartitionError as e:
+                a[2], a[4] = e.code, str(e) or None
+            except (UnknownTopic, UnknownPartition):
+                a[2] = codes.UNKNOWN_TOPIC_OR_PARTITION
+            except RivvenError as e:
+                a[2], a[4] = produce_code(e), str(e)
+    got: list[Any] = b.engine.produce_wire_bodies(items) if items else []
+    for i, r in zip(owner, got):
+        a = answers[i]
+        if a[2] != codes.NONE:
+            continue
+        if isinstance(r, (UnknownTopic, UnknownPartition)):
+            a[2], a[3] = codes.UNKNOWN_TOPIC_OR_PARTITION, -1
+        elif isinstance(r, RivvenError):
+            a[2], a[3], a[4] = produce_code(r), -1, str(r)
+        elif a[3] < 0:
+            a[3] = r
+    if items:
         b.appends.appended()
+    out: dict[str, list] = {}
+    for name, index, err, base, msg in answers:
+        if err and err != codes.UNKNOWN_TOPIC_OR_PARTITION:
+            b.log.info("produce to %s-%d from %s refused (%d): %s", name, index, req.peer, err,
+                       msg)
+        out.setdefault(name, []).append(P(index=index, error_code=err, base_offset=base,
+                                          log_append_time_ms=-1, log_start_offset=-1,
+                                          record_errors=[], error_message=msg))
     if acks == 0:
         return None
-    return req.respond(responses=out, throttle_time_ms=0)
+    return req.respond(responses=[T(name=n, partition_responses=ps) for n, ps in out.items()],
+                       throttle_time_ms=0)
 
 
 def produce_code(e: RivvenError) -> int:

@@ -32,7 +32,7 @@ from ..format.encode import BodySource, EncodedBody, encode_batch, finish_batch
 from ..format.records import ATTR_CODEC, ATTR_KEY_NULLS, HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
-from ..storage.log import PartitionLog
+from ..storage.log import PartitionLog, append_each
 from ..storage.partitions import check_partition
 from ..storage.topics import Topics
 from .partitioner import StickyPartitioner, partition_for_key
@@ -364,6 +364,37 @@ class ProducePath:
         batch's, transcoded in C): each batch is finished around its body, without a Python
         object per record; records larger as one batch than max.message.bytes are cut into
         bodies that fit (each batch's sequence its first record's)."""
+        log, batches = self._wire_batches(topic, partition, records, producer, flags, codec)
+        return self._append_wire(log, batches, producer)
+
+    def append_wire_bodies(self, items: Sequence[tuple[str, int, BodySource,
+                                                       tuple[int, int, int] | None, int, int]]
+                           ) -> list[int | RivvenError]:
+        """``append_wire_body`` of several (topic, partition, records, producer, flags,
+        codec) at once, one WAL fsync for all (a Produce request's partitions); each item's
+        base offset or its error."""
+        out: list[Any] = [None] * len(items)
+        pairs: list[tuple[PartitionLog, EncodedBatch, int]] = []
+        for i, (topic, partition, records, producer, flags, codec) in enumerate(items):
+            try:
+                log, batches = self._wire_batches(topic, partition, records, producer, flags,
+                                                  codec)
+            except RivvenError as e:
+                out[i] = e
+                continue
+            pairs.extend((log, b, i) for b in batches)
+        errors: list[Exception | None] = [None] * len(pairs)
+        bases = append_each([(log, b) for log, b, _ in pairs], errors=errors)
+        for (_, _, i), base, err in zip(pairs, bases, errors):
+            if err is not None and not isinstance(err, RivvenError):
+                raise err
+            if out[i] is None or (err is not None and not isinstance(out[i], Exception)):
+                out[i] = err if err is not None else base
+        return out
+
+    def _wire_batches(self, topic: str, partition: int, records: BodySource,
+                      producer: tuple[int, int, int] | None, flags: int, codec: int
+                      ) -> tuple[PartitionLog, list[EncodedBatch]]:
         whole = records.body
         if whole is None:
             raise InvalidArgument("a batch of no records")
@@ -375,7 +406,7 @@ class ProducePath:
             batches = [_finish(b, codec, flags, producer) for b in parts]
             over = [(b, e) for b, e in zip(parts, batches) if len(e) > limit]
             if not over:
-                return self._append_wire(log, batches, producer)
+                return log, batches
             if over[0][0].record_count == 1 or max_body < 64:
                 b, e = over[0]
                 raise _too_large(b.first, f"record {b.first} is {plural(len(e), 'byte')} as a "
