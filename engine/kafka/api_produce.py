@@ -85,41 +85,23 @@ def store(req: Request, topic: str, partition: int, records: Any, txn_check: Any
 
 @api(0, "Produce", 3, 9)
 def produce(req: Request) -> Any:
-    b, body, R = req.broker, req.body, req.R
-    acks = body.acks
-    T, P = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
-    txns = b.txns
+    return produce_group([req])[0]
 
-    def txn_check(tp: str, p: int, kb: Any) -> None:
-        if txns is not None:
-            txns.check_produce(body.transactional_id, tp, p, kb)
 
-    # every partition's batches checked and transcoded, then stored at once: one WAL fsync
-    # for the request (engine.storage.log.append_each), each partition answered on its own
-    answers: list[list[Any]] = []  # per partition: [topic, index, error, base, message]
+def produce_group(reqs: list[Request]) -> list[Any]:
+    """Produce requests (one, or several a client pipelined on one connection) handled as
+    one: every partition's batches checked and transcoded, then all stored at once, one WAL
+    fsync for all (engine.storage.log.append_each); each partition answered on its own, each
+    request's response in order (None for acks=0)."""
+    b = reqs[0].broker
     items: list[tuple] = []
-    owner: list[int] = []  # the answer each item belongs to
+    owner: list[list[Any]] = []  # the answer each item belongs to
     metas: dict[str, Any] = {}
-    for t in body.topic_data:
-        for pd in t.partition_data:
-            a = [t.name, pd.index, codes.NONE, -1, None]
-            answers.append(a)
-            if acks not in (-1, 0, 1):
-                a[2], a[4] = codes.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1 (all), 0 or 1"
-                continue
-            try:
-                for kb, producer in prepare(req, t.name, pd.index, pd.records, txn_check, metas):
-                    items.append((t.name, pd.index, kb, producer, kb.transactional, kb.codec))
-                    owner.append(len(answers) - 1)
-            except PartitionError as e:
-                a[2], a[4] = e.code, str(e) or None
-            except (UnknownTopic, UnknownPartition):
-                a[2] = codes.UNKNOWN_TOPIC_OR_PARTITION
-            except RivvenError as e:
-                a[2], a[4] = produce_code(e), str(e)
+    answers: list[list[list[Any]]] = []  # per request, per partition: [topic, index, error,
+    for req in reqs:                     # base, message]
+        answers.append(_prepare_request(req, items, owner, metas))
     got: list[Any] = b.engine.produce_wire_bodies(items) if items else []
-    for i, r in zip(owner, got):
-        a = answers[i]
+    for a, r in zip(owner, got):
         if a[2] != codes.NONE:
             continue
         if isinstance(r, (UnknownTopic, UnknownPartition)):
@@ -130,6 +112,43 @@ def produce(req: Request) -> Any:
             a[3] = r
     if items:
         b.appends.appended()
+    return [_response(req, ans) for req, ans in zip(reqs, answers)]
+
+
+def _prepare_request(req: Request, items: list[tuple], owner: list[list[Any]],
+                     metas: dict[str, Any]) -> list[list[Any]]:
+    body = req.body
+    acks = body.acks
+    txns = req.broker.txns
+
+    def txn_check(tp: str, p: int, kb: Any) -> None:
+        if txns is not None:
+            txns.check_produce(body.transactional_id, tp, p, kb)
+
+    answers = []
+    for t in body.topic_data:
+        for pd in t.partition_data:
+            a: list[Any] = [t.name, pd.index, codes.NONE, -1, None]
+            answers.append(a)
+            if acks not in (-1, 0, 1):
+                a[2], a[4] = codes.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1 (all), 0 or 1"
+                continue
+            try:
+                for kb, producer in prepare(req, t.name, pd.index, pd.records, txn_check, metas):
+                    items.append((t.name, pd.index, kb, producer, kb.transactional, kb.codec))
+                    owner.append(a)
+            except PartitionError as e:
+                a[2], a[4] = e.code, str(e) or None
+            except (UnknownTopic, UnknownPartition):
+                a[2] = codes.UNKNOWN_TOPIC_OR_PARTITION
+            except RivvenError as e:
+                a[2], a[4] = produce_code(e), str(e)
+    return answers
+
+
+def _response(req: Request, answers: list[list[Any]]) -> Any:
+    b, R = req.broker, req.R
+    T, P = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
     out: dict[str, list] = {}
     for name, index, err, base, msg in answers:
         if err and err != codes.UNKNOWN_TOPIC_OR_PARTITION:
@@ -138,7 +157,7 @@ def produce(req: Request) -> Any:
         out.setdefault(name, []).append(P(index=index, error_code=err, base_offset=base,
                                           log_append_time_ms=-1, log_start_offset=-1,
                                           record_errors=[], error_message=msg))
-    if acks == 0:
+    if req.body.acks == 0:
         return None
     return req.respond(responses=[T(name=n, partition_responses=ps) for n, ps in out.items()],
                        throttle_time_ms=0)

@@ -22,6 +22,10 @@ from .registry import APIS, Request
 
 log = logging.getLogger("rivven.serve")
 API_VERSIONS = 18
+PRODUCE = 0
+# requests read from a connection ahead of their answers: a client's pipelined Produce
+# requests that wait are stored together (Kafka's broker reads one, then mutes the channel)
+READ_AHEAD = 32
 
 
 class Closing(Exception):
@@ -67,6 +71,9 @@ class Server:
     # ---------------------------------------------------------------- a connection
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
                           ) -> None:
+        """Read a connection's requests (up to READ_AHEAD ahead of their answers) while
+        ``_answer`` handles them in order: a client that pipelines Produce requests has
+        those that wait handled together, one WAL fsync for all."""
         peer = _peer(writer)
         if self.stopping or len(self.connections) >= self.broker.config.max_connections:
             log.warning("connection from %s refused: %s", peer,
@@ -76,8 +83,11 @@ class Server:
             return
         self.connections.add(writer)
         conn: dict[str, Any] = {}
+        queue: asyncio.Queue[tuple[memoryview, int] | None] = asyncio.Queue()
+        ahead = asyncio.Semaphore(READ_AHEAD)
+        answering = asyncio.create_task(self._answer(queue, ahead, writer, peer, conn))
         try:
-            while not self.stopping:
+            while not self.stopping and not answering.done():
                 try:
                     head = await asyncio.wait_for(reader.readexactly(4), self.idle_s)
                 except TimeoutError:
@@ -88,22 +98,70 @@ class Server:
                     log.warning("closing %s: a request frame of %d bytes (socket.request."
                                 "max.bytes=%d)", peer, size, self.max_frame)
                     return
+                await ahead.acquire()
                 await self._take(size)
                 try:
                     data = await asyncio.wait_for(reader.readexactly(size), self.idle_s)
-                    out = await self._request(memoryview(data), peer, conn)
-                finally:
+                except BaseException:
                     await self._give(size)
-                if out is not None:
-                    writer.write(out)
-                    await asyncio.wait_for(writer.drain(), self.idle_s)
-        except Closing as e:
-            log.warning("closing %s: %s", peer, e)
+                    raise
+                queue.put_nowait((memoryview(data), size))
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             pass
         finally:
-            self.connections.discard(writer)
-            writer.close()
+            queue.put_nowait(None)  # (what was read is still answered)
+            try:
+                await answering
+            finally:
+                self.connections.discard(writer)
+                writer.close()
+
+    async def _answer(self, queue: asyncio.Queue[tuple[memoryview, int] | None],
+                      ahead: asyncio.Semaphore, writer: asyncio.StreamWriter, peer: str,
+                      conn: dict) -> None:
+        """Answer a connection's requests in order; Produce requests waiting one after the
+        other are handled as one (``api_produce.produce_group``)."""
+        held: tuple[memoryview, int] | None = None
+        closing = False
+        try:
+            while True:
+                item = held if held is not None else await queue.get()
+                held = None
+                if item is None:
+                    return
+                group = [item]
+                if _produce(item[0]):
+                    while not queue.empty():
+                        nxt = queue.get_nowait()
+                        if nxt is None or not _produce(nxt[0]):
+                            held = nxt
+                            break
+                        group.append(nxt)
+                try:
+                    if closing:
+                        continue
+                    outs = (await self._produce_group([d for d, _ in group], peer, conn)
+                            if len(group) > 1 else
+                            [await self._request(group[0][0], peer, conn)])
+                    for out in outs:
+                        if out is not None:
+                            writer.write(out)
+                    await asyncio.wait_for(writer.drain(), self.idle_s)
+                except Closing as e:
+                    log.warning("closing %s: %s", peer, e)
+                    closing = True
+                    writer.close()
+                except (ConnectionError, TimeoutError):
+                    closing = True
+                    writer.close()
+                finally:
+                    for _, size in group:
+                        await self._give(size)
+                        ahead.release()
+        finally:
+            for it in (held, *_drain(queue)):
+                if it is not None:
+                    await self._give(it[1])
 
     async def _take(self, size: int) -> None:
         async with self._budget_cond:
@@ -159,6 +217,39 @@ class Server:
                           frame.api_version, peer)
             raise Closing(f"{api.name} response not encodable: {type(e).__name__}") from None
 
+    async def _produce_group(self, datas: list[memoryview], peer: str, conn: dict
+                             ) -> list[bytes | None]:
+        """Produce requests read one after the other, stored at once (one WAL fsync): their
+        answers, in order."""
+        from .api_produce import produce_group
+
+        b = self.broker
+        reqs = []
+        for data in datas:
+            try:
+                frame = b.messages.read_header(data)
+            except ValueError as e:
+                raise Closing(f"malformed request header: {e}") from None
+            self.requests += 1
+            try:
+                body = b.messages.decode(frame)
+            except Exception as e:  # the generated decoder raises several kinds
+                raise Closing(f"malformed Produce v{frame.api_version} request "
+                              f"(correlation id {frame.correlation_id}): "
+                              f"{type(e).__name__}: {e}") from None
+            reqs.append(Request(b, frame, body, peer, conn))
+        try:
+            resps = await b.call(produce_group, reqs)
+        except Exception as e:
+            log.exception("Produce from %s failed", peer)
+            raise Closing(f"Produce failed: {type(e).__name__}: {e}") from None
+        out: list[bytes | None] = []
+        for req, resp in zip(reqs, resps):
+            f = req.frame
+            out.append(None if resp is None else
+                       b.messages.encode(f.api_key, f.api_version, f.correlation_id, resp))
+        return out
+
     def _unsupported(self, frame: Frame, unknown: bool) -> bytes:
         """Kafka's answer to an API or version not served: ApiVersions answers v0 with
         UNSUPPORTED_VERSION and the APIs served (the client then asks again); any other API
@@ -178,6 +269,22 @@ class Server:
                  cls.name, frame.api_version, frame.api_key)
         return m.encode(frame.api_key, frame.api_version, frame.correlation_id,
                         cls(version=frame.api_version, error_code=codes.UNSUPPORTED_VERSION))
+
+
+def _produce(data: memoryview) -> bool:
+    """A Produce request of a version served (its frame's first bytes: key, version)."""
+    if len(data) < 4 or int.from_bytes(data[0:2], "big") != PRODUCE:
+        return False
+    api = APIS.get(PRODUCE)
+    return api is not None and api.min_version <= int.from_bytes(data[2:4], "big") <= \
+        api.max_version
+
+
+def _drain(queue: asyncio.Queue) -> list:
+    out = []
+    while not queue.empty():
+        out.append(queue.get_nowait())
+    return out
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:
