@@ -140,13 +140,18 @@ class Server:
                 try:
                     if closing:
                         continue
-                    outs = (await self._produce_group([d for d, _ in group], peer, conn)
-                            if len(group) > 1 else
-                            [await self._request(group[0][0], peer, conn)])
+                    error = None
+                    if len(group) > 1:
+                        outs, error = await self._produce_group([d for d, _ in group], peer,
+                                                                conn)
+                    else:
+                        outs = [await self._request(group[0][0], peer, conn)]
                     for out in outs:
                         if out is not None:
                             writer.write(out)
                     await asyncio.wait_for(writer.drain(), self.idle_s)
+                    if error is not None:
+                        raise error
                 except Closing as e:
                     log.warning("closing %s: %s", peer, e)
                     closing = True
@@ -218,26 +223,32 @@ class Server:
             raise Closing(f"{api.name} response not encodable: {type(e).__name__}") from None
 
     async def _produce_group(self, datas: list[memoryview], peer: str, conn: dict
-                             ) -> list[bytes | None]:
+                             ) -> tuple[list[bytes | None], Closing | None]:
         """Produce requests read one after the other, stored at once (one WAL fsync): their
-        answers, in order."""
+        answers, in order, and what closes the connection after them (a malformed one: those
+        before it are answered, it and those after it are not)."""
         from .api_produce import produce_group
 
         b = self.broker
         reqs = []
+        error = None
         for data in datas:
             try:
                 frame = b.messages.read_header(data)
             except ValueError as e:
-                raise Closing(f"malformed request header: {e}") from None
+                error = Closing(f"malformed request header: {e}")
+                break
             self.requests += 1
             try:
                 body = b.messages.decode(frame)
             except Exception as e:  # the generated decoder raises several kinds
-                raise Closing(f"malformed Produce v{frame.api_version} request "
-                              f"(correlation id {frame.correlation_id}): "
-                              f"{type(e).__name__}: {e}") from None
+                error = Closing(f"malformed Produce v{frame.api_version} request "
+                                f"(correlation id {frame.correlation_id}): "
+                                f"{type(e).__name__}: {e}")
+                break
             reqs.append(Request(b, frame, body, peer, conn))
+        if not reqs:
+            return [], error
         try:
             resps = await b.call(produce_group, reqs)
         except Exception as e:
@@ -248,7 +259,7 @@ class Server:
             f = req.frame
             out.append(None if resp is None else
                        b.messages.encode(f.api_key, f.api_version, f.correlation_id, resp))
-        return out
+        return out, error
 
     def _unsupported(self, frame: Frame, unknown: bool) -> bytes:
         """Kafka's answer to an API or version not served: ApiVersions answers v0 with

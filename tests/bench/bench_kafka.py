@@ -109,7 +109,7 @@ class Tansu(Broker):
                 break
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"tansu did not start: {log.read_text(errors='replace')}")
+                    raise SystemExit(f"tansu did not start: {log.read_text(errors='replace')}") from None
                 time.sleep(0.05)
 
     def create_topic(self, topic: str, partitions: int) -> None:
