@@ -26,21 +26,21 @@ class FetchedBatch:
     ``columns`` (offsets, timestamps, keys, values, headers; None for a marker), decoded
     when first asked for."""
 
-    __slots__ = ("header", "kafka", "marker", "_body", "_layout")
+    __slots__ = ("header", "kafka", "marker", "_plain", "_layout")
 
     def __init__(self, header: BatchHeader, kafka: Any, marker: int | None, body: Any = None,
                  lay: Layout | None = None) -> None:
         self.header = header
         self.kafka = kafka
         self.marker = marker
-        self._body = body
+        self._plain = body
         self._layout = lay
 
     @property
     def columns(self) -> tuple[Any, Any, list, list, Any] | None:
-        if self._body is None or self._layout is None:
+        if self._plain is None or self._layout is None:
             return None
-        return decode_columns(self._body, self.header, self._layout)
+        return decode_columns(self._plain, self.header, self._layout)
 
 
 class Fetched(NamedTuple):

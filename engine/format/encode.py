@@ -156,7 +156,7 @@ def encode_batch(
         attrs |= ATTR_UNIFORM_TIMESTAMP | (ATTR_KEY_NULLS if key_nulls else 0)
     else:
         buf = None
-        body, attrs, last_delta, first_ts, max_ts = _body(
+        body, attrs, last_delta, first_ts, max_ts = general_body(
             keys, values, timestamps, headers, offset_deltas, attrs, n)
     return finish_batch(buf, body, attrs, n, last_delta, first_ts, max_ts, codec, producer_id,
                         producer_epoch, base_sequence)
@@ -192,10 +192,11 @@ def finish_batch(buf: bytearray | None, body: Any, attrs: int, n: int, last_delt
     return EncodedBatch(buf, n, first_ts, max_ts, last_delta, tail_crc)
 
 
-def _body(keys: Sequence[Any], values: Sequence[Any], timestamps: int | Sequence[int],
-          headers: Sequence[Sequence[tuple[Any, bytes | None]]] | None,
-          offset_deltas: Sequence[int] | None, attrs: int, n: int
-          ) -> tuple[bytes, int, int, int, int]:
+def general_body(keys: Sequence[Any], values: Sequence[Any],
+                 timestamps: int | Sequence[int],
+                 headers: Sequence[Sequence[tuple[Any, bytes | None]]] | None,
+                 offset_deltas: Sequence[int] | None, attrs: int, n: int
+                 ) -> tuple[bytes, int, int, int, int]:
     """The general body: ``(body, attributes, last offset delta, first ts, max ts)``."""
     parts: list = []
     if offset_deltas is not None:

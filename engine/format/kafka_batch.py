@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import CorruptRecordError, InvalidArgument, plural
 from . import codecs, native
 from .crc import crc32c
-from .encode import EncodedBody
+from .encode import EncodedBody, general_body
 from .records import HEADER_SIZE as RIVVEN_HEADER_SIZE
 
 HEAD = struct.Struct(">qiibIhiqqqhii")
@@ -97,8 +97,8 @@ class KafkaBatch:
     def bodies(self, max_body: int) -> list[EncodedBody]:
         """The records as rivven batch bodies of at most about ``max_body`` bytes each (a
         batch larger as rivven's columns than a topic's max.message.bytes is cut)."""
-        got = native.kafka_body(self.records, self.count, self.base_timestamp,
-                                RIVVEN_HEADER_SIZE, max_body)
+        got = _to_body(self.records, self.count, self.base_timestamp, RIVVEN_HEADER_SIZE,
+                       max_body)
         assert got is not None  # (decode read them)
         return [EncodedBody(buf, attrs, n, first, top, at)
                 for buf, attrs, first, top, at, n in got]
@@ -169,7 +169,7 @@ def decode(data: Any, max_bytes: int) -> KafkaBatch:
         body = memoryview(decompress(codec, bytes(body), max_bytes))
     out = None
     if count:
-        got = native.kafka_body(body, count, base_ts, RIVVEN_HEADER_SIZE)
+        got = _to_body(body, count, base_ts, RIVVEN_HEADER_SIZE)
         if got is None:  # malformed: the Python reading says where
             records(body, count, attrs & ATTR_CONTROL != 0, base_ts)
             raise CorruptRecordError(f"record batch at base offset {base}: its columns would "
@@ -264,6 +264,52 @@ def records(mv: Any, count: int, control: bool, base_timestamp: int = 0
         raise CorruptRecordError(f"{plural(total - pos, 'byte')} follow the last of "
                                  f"{plural(count, 'record')}")
     return keys, values, headers if any_headers else None, tsd
+
+
+PART_BOUND = 160  # fastcodec.c's: a body's bytes are at most this and its records' bounds
+
+
+def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0, max_body: int = 0
+                  ) -> list[tuple[bytearray, int, int, int, int, int]] | None:
+    """fastcodec.c's ``kafka_body`` in Python (engine.format.native): the records of a Kafka
+    batch as rivven bodies, read by ``records`` (None where it raises), their columns laid
+    out by engine.format.encode; a new body starts where the bound would pass ``max_body``
+    (> 0)."""
+    mv = memoryview(data).cast("B")
+    if count <= 0 or not 0 <= reserve <= 4096 or count > len(mv) // 7:
+        return None
+    try:
+        keys, values, headers, tsd = records(mv, count, False, base_ts)
+    except CorruptRecordError:
+        return None
+    ts = [base_ts + d for d in tsd]
+    cuts: list[int] = []
+    bound = 0
+    for i in range(count):
+        rb = 22 + len(keys[i] or b"") + len(values[i] or b"")
+        if headers is not None:
+            rb += sum(9 + len(k.encode()) + len(v or b"") for k, v in headers[i])
+        if not cuts or (max_body > 0 and bound + rb > max_body):
+            cuts.append(i)
+            bound = PART_BOUND
+        bound += rb
+        if bound >= 1 << 31:
+            return None
+    out = []
+    for a, b in zip(cuts, [*cuts[1:], count]):
+        hs = headers[a:b] if headers is not None else None
+        body, attrs, _, first, top = general_body(keys[a:b], values[a:b], ts[a:b], hs, None, 0,
+                                                  b - a)
+        buf = bytearray(reserve)
+        buf += body
+        out.append((buf, attrs, first, top, a, b - a))
+    return out
+
+
+def _to_body(data: Any, count: int, base_ts: int, reserve: int, max_body: int = 0
+             ) -> list[tuple[bytearray, int, int, int, int, int]] | None:
+    fn = native.kafka_body or py_kafka_body  # (RIVVEN_NATIVE=0, or not built: the twin)
+    return fn(data, count, base_ts, reserve, max_body)
 
 
 def decompress(codec: int, data: bytes, max_bytes: int) -> bytes:

@@ -16,7 +16,8 @@ plain case it handles; the caller then takes the general path.
 - ``kafka_body(records, count, base_ts, reserve, max_body)``: ``[(buffer, attributes, first
   ts, max ts, first record, records), ...]``: the records of a Kafka batch (magic 2,
   decompressed) as rivven batch bodies after ``reserve`` zero bytes each, cut where one would
-  pass ``max_body`` (0: one) (engine.format.kafka_batch, Produce); None when one is malformed;
+  pass ``max_body`` (0: one); None when one is malformed (C only: its Python twin is
+  engine.format.kafka_batch.py_kafka_body, which reads with that module's ``records``);
 - ``kafka_records(body, count, first_ts, last_delta, reserve, *layout)``: a rivven batch
   body's records as Kafka's, after ``reserve`` zero bytes (Fetch); None when a column does
   not check out.
@@ -223,49 +224,6 @@ def py_acks(partition: int, base: int, count: int) -> list[tuple[int, int]]:
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
-PART_BOUND = 160  # fastcodec.c's
-
-
-def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0, max_body: int = 0
-                  ) -> list[tuple[bytearray, int, int, int, int, int]] | None:
-    """The records of a Kafka batch as rivven bodies: engine.format.kafka_batch.records reads
-    them (None where it raises), engine.format.encode lays out their columns; a new body
-    starts where fastcodec.c's bound would pass ``max_body`` (> 0)."""
-    from ..errors import CorruptRecordError
-    from .encode import _body
-    from .kafka_batch import records
-
-    mv = memoryview(data).cast("B")
-    if count <= 0 or not 0 <= reserve <= 4096 or count > len(mv) // 7:
-        return None
-    try:
-        keys, values, headers, tsd = records(mv, count, False, base_ts)
-    except CorruptRecordError:
-        return None
-    ts = [base_ts + d for d in tsd]
-    cuts: list[int] = []
-    bound = 0
-    for i in range(count):
-        rb = 22 + len(keys[i] or b"") + len(values[i] or b"")
-        if headers is not None:
-            rb += sum(9 + len(k.encode()) + len(v or b"") for k, v in headers[i])
-        if not cuts or (max_body > 0 and bound + rb > max_body):
-            cuts.append(i)
-            bound = PART_BOUND
-        bound += rb
-        if bound >= 1 << 31:
-            return None
-    out = []
-    for a, b in zip(cuts, [*cuts[1:], count]):
-        body, attrs, _, first, top = _body(keys[a:b], values[a:b], ts[a:b],
-                                           headers[a:b] if headers is not None else None, None,
-                                           0, b - a)
-        buf = bytearray(reserve)
-        buf += body
-        out.append((buf, attrs, first, top, a, b - a))
-    return out
-
-
 def _zz(n: int) -> bytes:
     v = (n << 1) ^ (n >> 63)
     out = bytearray()
@@ -375,6 +333,7 @@ arrow_key_partitions: Any = _c.arrow_key_partitions if _c else py_arrow_key_part
 # (C only: engine.format.decode.decode_records is its Python twin)
 decode_plain: Any = _c.decode_plain if _c else None
 acks: Any = _c.acks if _c else py_acks
-kafka_body: Any = _c.kafka_body if _c else py_kafka_body
+# (C only: engine.format.kafka_batch.py_kafka_body is its Python twin)
+kafka_body: Any = _c.kafka_body if _c else None
 kafka_records: Any = _c.kafka_records if _c else py_kafka_records
 BUILT = _c is not None
