@@ -89,3 +89,27 @@ def test_a_requests_partitions_share_one_wal_fsync_and_answer_each(data_dir, mon
         assert [f[-4:] for f in synced] == [".wal"]
         assert [k for _, k, _, _, _ in held(eng, "t", 2)] == (
             [b"k%05d" % i for i in range(200, 250)] + [b"k%05d" % i for i in range(900, 905)])
+
+
+def test_several_batches_of_one_partition_at_once_never_wait_for_themselves(data_dir,
+                                                                            monkeypatch):
+    """append_each logs every batch before it waits for any: once the partition's flock has
+    been held past HOLD_S, the pipeline lets pending batches drain before it logs another,
+    which must not mean waiting for the batches the same call logged (a deadlock found by
+    bench_kafka: pipelined Produce requests to one partition handled as one)."""
+    import threading
+
+    from engine.storage import pipeline
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t")
+        eng.produce_wire_body("t", 0, kafka(1))
+        monkeypatch.setattr(pipeline, "HOLD_S", -1.0)  # (every flock held "too long")
+        got: list = []
+        t = threading.Thread(target=lambda: got.extend(eng.produce_wire_bodies(
+            [("t", 0, kafka(10, first=10 * i), None, False, 0) for i in range(4)])),
+            daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "produce_wire_bodies waits for its own batches"
+        assert got == [1, 11, 21, 31]
