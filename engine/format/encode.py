@@ -49,14 +49,11 @@ class EncodedBody(NamedTuple):
 
 
 class BodySource(Protocol):
-    """Records that lay themselves out as batch bodies: ``body`` all of them in one,
-    ``bodies(max_body)`` cut into bodies of at most ``max_body`` bytes (one record may pass
-    it alone)."""
+    """Records that lay themselves out as batch bodies: ``bodies(max_body)`` cut into bodies
+    of at most ``max_body`` bytes each (one record may pass it alone; 0: one body), each in
+    a new buffer; none for no records."""
 
-    @property
-    def body(self) -> EncodedBody | None: ...
-
-    def bodies(self, max_body: int) -> list[EncodedBody]: ...
+    def bodies(self, max_body: int = 0) -> list[EncodedBody]: ...
 
 
 def _pad(parts: list, b: Any) -> int:

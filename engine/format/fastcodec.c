@@ -705,8 +705,9 @@ static PyObject *part_body(const unsigned char *p, Py_ssize_t total, Part *pt, i
  * engine.format.encode lays out their columns (keys, values, timestamps, headers);
  * ``attributes`` a body's column flags (engine.format.records.ATTR_*), ``first`` the index of
  * its first record, ``n`` its records. One body, unless ``max_body`` > 0: then a new one
- * starts where a body's bound (PART_BOUND) would pass it. None when a record is malformed
- * (the Python path says how) or a column would pass 2 GiB. */
+ * starts where a body's bound (PART_BOUND) would pass it; ``max_body`` < 0: the records
+ * checked only, no body made ([]). None when a record is malformed (the Python path says
+ * how) or a column would pass 2 GiB. */
 static PyObject *kafka_body(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t count, reserve, max_body = 0;
@@ -775,6 +776,7 @@ static PyObject *kafka_body(PyObject *self, PyObject *args) {
         if (bound >= MAX_BODY) goto none; /* (the bound is above the body's size) */
     }
     if (pos != total) goto none;
+    if (max_body < 0) nparts = 0; /* (checked only) */
     result = PyList_New(nparts);
     if (result == NULL) goto done;
     for (Py_ssize_t k = 0; k < nparts; k++) {

@@ -47,19 +47,19 @@ NO_PRODUCER_ID = -1
 
 
 class KafkaBatch:
-    """One batch of a Produce request: its header's fields, its records (decompressed) and
-    those records as a rivven batch body (``body``: transcoded in C, ``engine.format.native.
-    kafka_body``; None for a batch of no records). ``keys``, ``values``, ``headers`` and
-    ``timestamps`` are read from the records on first use (the produce path needs none)."""
+    """One batch of a Produce request: its header's fields and its records (decompressed,
+    checked), which lay themselves out as rivven batch bodies on demand (``bodies``: in C,
+    ``engine.format.native.kafka_body``; ``engine.format.encode.BodySource``). ``keys``,
+    ``values``, ``headers`` and ``timestamps`` are read from the records on first use (the
+    produce path needs none)."""
 
     __slots__ = ("base_offset", "attributes", "last_offset_delta", "base_timestamp",
                  "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "count",
-                 "records", "body", "size", "_columns")
+                 "records", "size", "_columns")
 
     def __init__(self, base_offset: int, attributes: int, last_offset_delta: int,
                  base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
-                 base_sequence: int, count: int, records: Any, body: EncodedBody | None,
-                 size: int) -> None:
+                 base_sequence: int, count: int, records: Any, size: int) -> None:
         self.base_offset = base_offset
         self.attributes = attributes
         self.last_offset_delta = last_offset_delta
@@ -70,7 +70,6 @@ class KafkaBatch:
         self.base_sequence = base_sequence
         self.count = count
         self.records = records
-        self.body = body
         self.size = size  # the batch's bytes on the wire
         self._columns: tuple | None = None
 
@@ -94,12 +93,15 @@ class KafkaBatch:
             self._columns = (keys, values, headers, [self.base_timestamp + d for d in tsd])
         return self._columns
 
-    def bodies(self, max_body: int) -> list[EncodedBody]:
-        """The records as rivven batch bodies of at most about ``max_body`` bytes each (a
-        batch larger as rivven's columns than a topic's max.message.bytes is cut)."""
+    def bodies(self, max_body: int = 0) -> list[EncodedBody]:
+        """The records as rivven batch bodies (in C), each of at most about ``max_body``
+        bytes (0: one body; a batch larger as rivven's columns than a topic's
+        max.message.bytes is cut); each a new buffer. None for a batch of no records."""
+        if not self.count:
+            return []
         got = _to_body(self.records, self.count, self.base_timestamp, RIVVEN_HEADER_SIZE,
                        max_body)
-        assert got is not None  # (decode read them)
+        assert got is not None  # (decode checked them)
         return [EncodedBody(buf, attrs, n, first, top, at)
                 for buf, attrs, first, top, at, n in got]
 
@@ -167,19 +169,15 @@ def decode(data: Any, max_bytes: int) -> KafkaBatch:
     body = mv[HEAD_SIZE:]
     if codec != codecs.NONE:
         body = memoryview(decompress(codec, bytes(body), max_bytes))
-    out = None
-    if count:
-        got = _to_body(body, count, base_ts, RIVVEN_HEADER_SIZE)
-        if got is None:  # malformed: the Python reading says where
-            records(body, count, attrs & ATTR_CONTROL != 0, base_ts)
+    if count:  # checked in C (the bodies are made when stored)
+        if _to_body(body, count, base_ts, RIVVEN_HEADER_SIZE, -1) is None:
+            records(body, count, attrs & ATTR_CONTROL != 0, base_ts)  # (says where)
             raise CorruptRecordError(f"record batch at base offset {base}: its columns would "
                                      "pass 2 GiB")
-        buf, battrs, first, top, _, _ = got[0]
-        out = EncodedBody(buf, battrs, count, first, top)
     else:
         records(body, 0, False)  # (nothing may follow)
     return KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count,
-                      body, out, len(mv))
+                      body, len(mv))
 
 
 def _varint(mv: Any, pos: int, end: int) -> tuple[int, int]:
@@ -274,7 +272,7 @@ def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0, max_bod
     """fastcodec.c's ``kafka_body`` in Python (engine.format.native): the records of a Kafka
     batch as rivven bodies, read by ``records`` (None where it raises), their columns laid
     out by engine.format.encode; a new body starts where the bound would pass ``max_body``
-    (> 0)."""
+    (> 0); ``max_body`` < 0: the records checked only (``[]``)."""
     mv = memoryview(data).cast("B")
     if count <= 0 or not 0 <= reserve <= 4096 or count > len(mv) // 7:
         return None
@@ -295,7 +293,9 @@ def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0, max_bod
         bound += rb
         if bound >= 1 << 31:
             return None
-    out = []
+    out: list[tuple[bytearray, int, int, int, int, int]] = []
+    if max_body < 0:  # (checked only)
+        return out
     for a, b in zip(cuts, [*cuts[1:], count]):
         hs = headers[a:b] if headers is not None else None
         body, attrs, _, first, top = general_body(keys[a:b], values[a:b], ts[a:b], hs, None, 0,

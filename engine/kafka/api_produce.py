@@ -58,7 +58,7 @@ def prepare(req: Request, topic: str, partition: int, records: Any, txn_check: A
             raise PartitionError(codes.CORRUPT_MESSAGE, str(e)) from None
         if kb.control:
             raise PartitionError(codes.INVALID_RECORD, "a client may not write control batches")
-        if kb.body is None:  # (a batch of no records)
+        if not kb.count:  # (a batch of no records)
             continue
         producer = None
         if kb.producer_id >= 0:

@@ -353,7 +353,8 @@ class ProducePath:
         (None: a plain batch) and transaction flag kept, stored with the producer's ``codec``
         where the topic's compression.type is ``producer``; its base offset once durable (a
         duplicate's original one)."""
-        log, cfg, codec = self._wire_log(topic, partition, codec, None in keys)
+        log, cfg, codec = self._wire_log(topic, partition, codec)
+        _refuse_null_keys(cfg, topic, None in keys)
         batches = [enc for _, enc in encode(topic, keys, values, headers, timestamps, codec,
                                             cfg, producer, flags)]
         return self._append_wire(log, batches, producer)
@@ -395,13 +396,15 @@ class ProducePath:
     def _wire_batches(self, topic: str, partition: int, records: BodySource,
                       producer: tuple[int, int, int] | None, flags: int, codec: int
                       ) -> tuple[PartitionLog, list[EncodedBatch]]:
-        whole = records.body
-        if whole is None:
-            raise InvalidArgument("a batch of no records")
-        log, cfg, codec = self._wire_log(topic, partition, codec,
-                                         bool(whole.attributes & ATTR_KEY_NULLS))
+        log, cfg, codec = self._wire_log(topic, partition, codec)
         limit = cfg.max_message_bytes
-        parts, max_body = [whole], limit - HEADER_SIZE
+        # uncompressed, bodies cut to fit at once; compressed, one body first (it may fit)
+        max_body = 0 if codec else limit - HEADER_SIZE
+        parts = records.bodies(max_body)
+        if not parts:
+            raise InvalidArgument("a batch of no records")
+        _refuse_null_keys(cfg, topic, any(p.attributes & ATTR_KEY_NULLS for p in parts))
+        max_body = max_body or limit - HEADER_SIZE
         while True:
             batches = [_finish(b, codec, flags, producer) for b in parts]
             over = [(b, e) for b, e in zip(parts, batches) if len(e) > limit]
@@ -417,10 +420,10 @@ class ProducePath:
                 max_body //= 2
             parts = records.bodies(max_body)
 
-    def _wire_log(self, topic: str, partition: int, codec: int, null_keys: bool
+    def _wire_log(self, topic: str, partition: int, codec: int
                   ) -> tuple[PartitionLog, TopicConfig, int]:
         """The partition a Kafka client's batch goes to, the topic's config, the codec to
-        store it with; what the topic refuses raised."""
+        store it with."""
         meta, cached = self._meta(topic)
         if cached and partition >= meta.partitions:
             meta = self._fresh(topic)
@@ -428,10 +431,6 @@ class ProducePath:
         cfg = meta.typed
         if cfg.compression_type != "producer":
             codec = _codec(cfg, None)
-        if cfg.compacted and null_keys:
-            raise InvalidArgument(
-                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
-                "every record needs a key")
         log = self.log_for(meta, partition)
         if log.wal is None:
             self.attach_wal(log)
@@ -498,6 +497,13 @@ def encode(topic: str, keys: Sequence, values: Sequence, headers: Sequence | Non
         batches.append((a, enc))
     batches.sort(key=lambda x: x[0])
     return batches
+
+
+def _refuse_null_keys(cfg: TopicConfig, topic: str, null_keys: bool) -> None:
+    if cfg.compacted and null_keys:
+        raise InvalidArgument(
+            f"topic {topic!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
+            "every record needs a key")
 
 
 def _finish(body: EncodedBody, codec: int, flags: int, producer: tuple[int, int, int] | None

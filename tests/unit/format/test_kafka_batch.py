@@ -56,7 +56,7 @@ def sample(n=60, headers=True):
 
 def stored(kb):
     """A decoded Kafka batch stored as rivven would: its batch header, body, layout."""
-    body = kb.body
+    body, = kb.bodies()
     enc = encode.finish_batch(body.buf, memoryview(body.buf)[HEADER_SIZE:], body.attributes,
                               body.record_count, body.record_count - 1, body.first_timestamp,
                               body.max_timestamp)
@@ -84,6 +84,14 @@ def test_a_kafka_python_batch_decodes_to_its_records_in_every_codec(codec):
     assert (list(offsets), list(ts), keys, values) == (
         list(range(len(recs))), kb.timestamps, kb.keys, kb.values)
     assert [list(x) for x in headers] == kb.headers
+
+
+def test_decode_checks_the_records_without_making_a_body():
+    kb = kafka_batch.decode(kafka_python_batch(sample(30)), 1 << 20)
+    assert C_BODY(kb.records, kb.count, kb.base_timestamp, HEADER_SIZE, -1) == []
+    assert kafka_batch.py_kafka_body(kb.records, kb.count, kb.base_timestamp, HEADER_SIZE, -1) == []
+    a, b = kb.bodies(), kb.bodies()
+    assert a[0].buf is not b[0].buf and bytes(a[0].buf) == bytes(b[0].buf)  # (new buffers)
 
 
 def test_c_and_python_give_the_same_bodies():
@@ -151,7 +159,7 @@ def rewrap(batch: bytes, records: bytes, codec: int | None = None, count: int | 
 def test_a_batch_of_no_records_has_no_body():
     data = kafka_batch.frame(0, 0, -1, TS, TS, -1, -1, -1, 0, b"")
     kb = kafka_batch.decode(data, 1024)
-    assert kb.count == 0 and kb.body is None and kb.values == []
+    assert kb.count == 0 and kb.bodies() == [] and kb.values == []
 
 
 # ---------------------------------------------------------------- malformed input
