@@ -508,6 +508,17 @@ static int rd_varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, in
     uint64_t result = 0;
     int shift = 0;
     Py_ssize_t i = *pos;
+    if (i + 1 < end && p[i] < 0x80) { /* (most are one byte, or two) */
+        *out = (int64_t)(p[i] >> 1) ^ -(int64_t)(p[i] & 1);
+        *pos = i + 1;
+        return 0;
+    }
+    if (i + 2 < end && p[i + 1] < 0x80) {
+        result = (uint64_t)(p[i] & 0x7f) | (uint64_t)p[i + 1] << 7;
+        *out = (int64_t)((result >> 1) ^ (~(result & 1) + 1));
+        *pos = i + 2;
+        return 0;
+    }
     for (;;) {
         if (i >= end) return -1;
         unsigned char b = p[i++];

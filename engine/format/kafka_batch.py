@@ -55,7 +55,7 @@ class KafkaBatch:
 
     __slots__ = ("base_offset", "attributes", "last_offset_delta", "base_timestamp",
                  "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "count",
-                 "records", "size", "_columns")
+                 "records", "size", "_columns", "_made")
 
     def __init__(self, base_offset: int, attributes: int, last_offset_delta: int,
                  base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
@@ -72,6 +72,7 @@ class KafkaBatch:
         self.records = records
         self.size = size  # the batch's bytes on the wire
         self._columns: tuple | None = None
+        self._made: tuple[int, list] | None = None  # (max_body, bodies made by decode)
 
     @property
     def codec(self) -> int:
@@ -99,8 +100,9 @@ class KafkaBatch:
         max.message.bytes is cut); each a new buffer. None for a batch of no records."""
         if not self.count:
             return []
-        got = _to_body(self.records, self.count, self.base_timestamp, RIVVEN_HEADER_SIZE,
-                       max_body)
+        made, self._made = self._made, None
+        got = made[1] if made is not None and made[0] == max_body else \
+            _to_body(self.records, self.count, self.base_timestamp, RIVVEN_HEADER_SIZE, max_body)
         assert got is not None  # (decode checked them)
         return [EncodedBody(buf, attrs, n, first, top, at)
                 for buf, attrs, first, top, at, n in got]
@@ -142,9 +144,12 @@ def split(data: Any) -> list[tuple[int, int]]:
     return out
 
 
-def decode(data: Any, max_bytes: int) -> KafkaBatch:
+def decode(data: Any, max_bytes: int, max_body: int = -1) -> KafkaBatch:
     """One whole magic-2 batch (as ``split`` found it): checked (magic, CRC32C, counts,
-    deltas), decompressed into at most ``max_bytes``, its records as columns."""
+    deltas, every record), decompressed into at most ``max_bytes``. ``max_body`` >= 0: its
+    bodies of that bound are made now (in the one pass that checks the records), kept for
+    the first ``bodies(max_body)`` (Produce: what the engine asks of an uncompressed
+    topic)."""
     mv = memoryview(data)
     if len(mv) < HEAD_SIZE:
         raise CorruptRecordError(f"a record batch of {plural(len(mv), 'byte')} is shorter than its "
@@ -169,15 +174,20 @@ def decode(data: Any, max_bytes: int) -> KafkaBatch:
     body = mv[HEAD_SIZE:]
     if codec != codecs.NONE:
         body = memoryview(decompress(codec, bytes(body), max_bytes))
-    if count:  # checked in C (the bodies are made when stored)
-        if _to_body(body, count, base_ts, RIVVEN_HEADER_SIZE, -1) is None:
+    made = None
+    if count:  # checked in C (the bodies made now when asked for)
+        made = _to_body(body, count, base_ts, RIVVEN_HEADER_SIZE, max_body)
+        if made is None:
             records(body, count, attrs & ATTR_CONTROL != 0, base_ts)  # (says where)
             raise CorruptRecordError(f"record batch at base offset {base}: its columns would "
                                      "pass 2 GiB")
     else:
         records(body, 0, False)  # (nothing may follow)
-    return KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count,
-                      body, len(mv))
+    kb = KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count,
+                    body, len(mv))
+    if made and max_body >= 0:
+        kb._made = (max_body, made)
+    return kb
 
 
 def _varint(mv: Any, pos: int, end: int) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import CorruptRecordError, RivvenError, UnknownPartition, UnknownTopic, plural
 from ..format import kafka_batch
+from ..format.records import HEADER_SIZE as RIVVEN_HEADER_SIZE
 from . import codes
 from .registry import Request, api
 
@@ -53,7 +54,9 @@ def prepare(req: Request, topic: str, partition: int, records: Any, txn_check: A
                                  f"a record batch of {plural(size, 'byte')} is over max.message.bytes "
                                  f"({limit}) of topic {topic}")
         try:
-            kb = kafka_batch.decode(mv[pos:pos + size], max(limit, 1 << 20) * 64)
+            # (the bodies made as checked, cut as the engine stores an uncompressed topic's)
+            kb = kafka_batch.decode(mv[pos:pos + size], max(limit, 1 << 20) * 64,
+                                    meta.typed.max_message_bytes - RIVVEN_HEADER_SIZE)
         except CorruptRecordError as e:
             raise PartitionError(codes.CORRUPT_MESSAGE, str(e)) from None
         if kb.control:

@@ -92,6 +92,11 @@ def test_decode_checks_the_records_without_making_a_body():
     assert kafka_batch.py_kafka_body(kb.records, kb.count, kb.base_timestamp, HEADER_SIZE, -1) == []
     a, b = kb.bodies(), kb.bodies()
     assert a[0].buf is not b[0].buf and bytes(a[0].buf) == bytes(b[0].buf)  # (new buffers)
+    # asked for as it is decoded: made in the same pass, handed out once, then made anew
+    kb = kafka_batch.decode(kafka_python_batch(sample(300)), 1 << 20, 1000)
+    first, again = kb.bodies(1000), kb.bodies(1000)
+    assert len(first) > 1 and first[0].buf is not again[0].buf
+    assert [bytes(x.buf) for x in first] == [bytes(x.buf) for x in again]
 
 
 def test_c_and_python_give_the_same_bodies():
