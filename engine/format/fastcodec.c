@@ -657,16 +657,20 @@ typedef struct {
     int uniform;
 } Part;
 
-static PyObject *part_body(const unsigned char *p, Py_ssize_t total, Part *pt, int64_t base_ts,
-                           Py_ssize_t reserve) {
+static Py_ssize_t part_size(const Part *pt) {
     Py_ssize_t n = pt->n, hc = pt->hc;
     Py_ssize_t size = (pt->uniform ? 0 : 8 * n) + col_bytes(n, pt->ks) + col_bytes(n, pt->vs);
     if (hc) size += pad8(4 * (n + 1)) + col_bytes(hc, pt->hks) + col_bytes(hc, pt->hvs);
-    PyObject *buf = PyByteArray_FromStringAndSize(NULL, reserve + size);
-    if (buf == NULL) return NULL;
-    char *out = PyByteArray_AS_STRING(buf);
-    memset(out, 0, reserve + size);
-    char *q = out + reserve;
+    return size;
+}
+
+/* Write a part's body (its records checked when measured) at out (size bytes, zeroed here).
+ * No Python API: called without the GIL. */
+static void fill_part(char *out, Py_ssize_t size, const unsigned char *p, Py_ssize_t total,
+                      const Part *pt, int64_t base_ts) {
+    Py_ssize_t n = pt->n, hc = pt->hc;
+    memset(out, 0, size);
+    char *q = out;
     int64_t *tsout = NULL;
     if (!pt->uniform) {
         tsout = (int64_t *)q;
@@ -683,7 +687,7 @@ static PyObject *part_body(const unsigned char *p, Py_ssize_t total, Part *pt, i
         q = col_start(q, hc, pt->hvs, &hvo);
     }
     Py_ssize_t pos = pt->pos, hi = 0;
-    for (Py_ssize_t i = 0; i < n; i++) { /* (checked when measured) */
+    for (Py_ssize_t i = 0; i < n; i++) {
         KRec r;
         rd_record(p, &pos, total, pt->start + i, &r);
         if (tsout != NULL) {
@@ -704,61 +708,57 @@ static PyObject *part_body(const unsigned char *p, Py_ssize_t total, Part *pt, i
         pos = r.end;
     }
     if (lists != NULL) lists[n] = (int32_t)hc;
+}
+
+static PyObject *part_body(const unsigned char *p, Py_ssize_t total, Part *pt, int64_t base_ts,
+                           Py_ssize_t reserve) {
+    Py_ssize_t size = part_size(pt);
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, reserve + size);
+    if (buf == NULL) return NULL;
+    char *out = PyByteArray_AS_STRING(buf);
+    memset(out, 0, reserve);
+    Py_BEGIN_ALLOW_THREADS /* (the records are immutable; the buffer is ours alone yet) */
+    fill_part(out + reserve, size, p, total, pt, base_ts);
+    Py_END_ALLOW_THREADS
+    Py_ssize_t hc = pt->hc;
     long attrs = (pt->uniform ? 0x0400 : 0) | (pt->ks.nulls ? 0x0080 : 0) |
                  (pt->vs.nulls ? 0x0100 : 0) | (hc ? 0x0040 : 0) | (hc && pt->hvs.nulls ? 0x0800 : 0);
     return Py_BuildValue("(NlLLnn)", buf, attrs, (long long)pt->first, (long long)pt->top,
-                         pt->start, n);
+                         pt->start, pt->n);
 }
 
-/* kafka_body(records, count, base_timestamp, reserve, max_body) -> [(bytearray, attributes,
- * first_ts, max_ts, first, n), ...] | None: the ``count`` records of a Kafka batch
- * (decompressed) as rivven batch bodies after ``reserve`` zero bytes each, exactly as
- * engine.format.encode lays out their columns (keys, values, timestamps, headers);
- * ``attributes`` a body's column flags (engine.format.records.ATTR_*), ``first`` the index of
- * its first record, ``n`` its records. One body, unless ``max_body`` > 0: then a new one
- * starts where a body's bound (PART_BOUND) would pass it; ``max_body`` < 0: the records
- * checked only, no body made ([]). None when a record is malformed (the Python path says
- * how) or a column would pass 2 GiB. */
-static PyObject *kafka_body(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t count, reserve, max_body = 0;
-    long long base_ts;
-    if (!PyArg_ParseTuple(args, "y*nLn|n", &view, &count, &base_ts, &reserve, &max_body))
-        return NULL;
-    const unsigned char *p = (const unsigned char *)view.buf;
-    Py_ssize_t total = view.len;
-    PyObject *result = NULL;
-    Part *parts = NULL;
-    Py_ssize_t nparts = 0, cap = 0;
-    /* every record takes 7 bytes at least: more cannot be there */
-    if (count <= 0 || reserve < 0 || reserve > 4096 || count > total / 7) goto none;
-    Py_ssize_t pos = 0, bound = 0;
-    Part *pt = NULL;
-    for (Py_ssize_t i = 0; i < count; i++) { /* check, measure, cut into parts */
+/* Check and measure ``count`` records, cutting them into parts (see kafka_body): 0, 1 when a
+ * record is malformed or a body would pass 2 GiB, 2 out of memory. No Python API: called
+ * without the GIL; *parts is PyMem_RawMalloc'd. */
+static int measure(const unsigned char *p, Py_ssize_t total, Py_ssize_t count, int64_t base_ts,
+                   Py_ssize_t max_body, Part **parts_out, Py_ssize_t *nparts_out) {
+    Part *parts = NULL, *pt = NULL;
+    Py_ssize_t nparts = 0, cap = 0, pos = 0, bound = 0;
+    int status = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t at0 = pos;
         KRec r;
-        if (rd_record(p, &pos, total, i, &r) < 0) goto none;
+        if (rd_record(p, &pos, total, i, &r) < 0) { status = 1; break; }
         int64_t ts;
-        if (__builtin_add_overflow((int64_t)base_ts, r.ts_delta, &ts)) goto none;
+        if (__builtin_add_overflow(base_ts, r.ts_delta, &ts)) { status = 1; break; }
         Py_ssize_t rb = 18 + (r.kat < 0 ? 0 : r.klen) + (r.vat < 0 ? 0 : r.vlen) + 4;
         Py_ssize_t hpos = pos;
-        for (int64_t h = 0; h < r.nh; h++) { /* (the bound first: where the part starts) */
+        for (int64_t h = 0; h < r.nh && status == 0; h++) { /* (the bound first) */
             Py_ssize_t at, len;
-            if (rd_field(p, &pos, r.end, &at, &len) < 0 || at < 0 || !utf8_ok(p + at, len))
-                goto none;
+            if (rd_field(p, &pos, r.end, &at, &len) < 0 || at < 0 || !utf8_ok(p + at, len)) {
+                status = 1;
+                break;
+            }
             rb += 9 + len;
-            if (rd_field(p, &pos, r.end, &at, &len) < 0) goto none;
+            if (rd_field(p, &pos, r.end, &at, &len) < 0) { status = 1; break; }
             rb += at < 0 ? 0 : len;
         }
-        if (pos != r.end) goto none;
+        if (status != 0 || pos != r.end) { status = 1; break; }
         if (pt == NULL || (max_body > 0 && bound + rb > max_body)) {
             if (nparts == cap) {
                 cap = cap ? 2 * cap : 4;
-                Part *grown = PyMem_Realloc(parts, cap * sizeof(Part));
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
+                Part *grown = PyMem_RawRealloc(parts, cap * sizeof(Part));
+                if (grown == NULL) { status = 2; break; }
                 parts = grown;
             }
             pt = &parts[nparts++];
@@ -784,9 +784,50 @@ static PyObject *kafka_body(PyObject *self, PyObject *args) {
             if (at < 0) pt->hvs.nulls++; else pt->hvs.data += len;
         }
         pt->hc += (Py_ssize_t)r.nh;
-        if (bound >= MAX_BODY) goto none; /* (the bound is above the body's size) */
+        if (bound >= MAX_BODY) { status = 1; break; } /* (the bound is above the body's size) */
     }
-    if (pos != total) goto none;
+    if (status == 0 && pos != total) status = 1;
+    *parts_out = parts;
+    *nparts_out = nparts;
+    return status;
+}
+
+/* kafka_body(records, count, base_timestamp, reserve, max_body) -> [(bytearray, attributes,
+ * first_ts, max_ts, first, n), ...] | None: the ``count`` records of a Kafka batch
+ * (decompressed) as rivven batch bodies after ``reserve`` zero bytes each, exactly as
+ * engine.format.encode lays out their columns (keys, values, timestamps, headers);
+ * ``attributes`` a body's column flags (engine.format.records.ATTR_*), ``first`` the index of
+ * its first record, ``n`` its records. One body, unless ``max_body`` > 0: then a new one
+ * starts where a body's bound (PART_BOUND) would pass it; ``max_body`` < 0: the records
+ * checked only, no body made ([]). None when a record is malformed (the Python path says
+ * how) or a column would pass 2 GiB. */
+static PyObject *kafka_body(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count, reserve, max_body = 0;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "y*nLn|n", &view, &count, &base_ts, &reserve, &max_body))
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t total = view.len;
+    PyObject *result = NULL;
+    Part *parts = NULL;
+    Py_ssize_t nparts = 0;
+    int status = 1;
+    /* every record takes 7 bytes at least: more cannot be there */
+    if (count > 0 && reserve >= 0 && reserve <= 4096 && count <= total / 7) {
+        Py_BEGIN_ALLOW_THREADS /* (the records are immutable while held) */
+        status = measure(p, total, count, (int64_t)base_ts, max_body, &parts, &nparts);
+        Py_END_ALLOW_THREADS
+    }
+    if (status == 2) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status != 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
     if (max_body < 0) nparts = 0; /* (checked only) */
     result = PyList_New(nparts);
     if (result == NULL) goto done;
@@ -798,12 +839,8 @@ static PyObject *kafka_body(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(result, k, one);
     }
-    goto done;
-none:
-    result = Py_None;
-    Py_INCREF(result);
 done:
-    PyMem_Free(parts);
+    PyMem_RawFree(parts);
     PyBuffer_Release(&view);
     return result;
 }
@@ -867,6 +904,106 @@ static unsigned char *field_put(unsigned char *q, const ColIn *c, Py_ssize_t i) 
     return q + len;
 }
 
+/* A rivven body being read as Kafka's records. */
+typedef struct {
+    ColIn kc, vc, hkc, hvc;
+    const int32_t *deltas, *lists;
+    const char *tsb;
+    Py_ssize_t n;
+    int64_t first_ts;
+} KOut;
+
+/* Kafka's record i of the body: its length (after the length varint), its timestamp delta,
+ * offset delta and header range. */
+static Py_ssize_t kout_record(const KOut *k, Py_ssize_t i, int64_t *ts, int64_t *delta,
+                              int32_t *h0, int32_t *h1) {
+    *ts = 0;
+    *delta = i;
+    if (k->tsb != NULL) {
+        memcpy(ts, k->tsb + 8 * i, 8);
+        *ts -= k->first_ts; /* (checked in kout_check) */
+    }
+    if (k->deltas != NULL) *delta = k->deltas[i];
+    *h0 = k->lists ? k->lists[i] : 0;
+    *h1 = k->lists ? k->lists[i + 1] : 0;
+    Py_ssize_t rec = 1 + zz_len(*ts) + zz_len(*delta) + field_size(&k->kc, i) +
+                     field_size(&k->vc, i) + zz_len(*h1 - *h0);
+    for (int32_t j = *h0; j < *h1; j++) rec += field_size(&k->hkc, j) + field_size(&k->hvc, j);
+    return rec;
+}
+
+/* Check the body's buffers (as fastcodec's decode_plain does, and the offset deltas, header
+ * lists and header keys) and measure the records: their bytes, or -1 when something does not
+ * check out. No Python API: called without the GIL. */
+static Py_ssize_t kout_check(KOut *k, const char *body, Py_ssize_t size, long long last_delta,
+                             Py_ssize_t od, Py_ssize_t tsp, Py_ssize_t kv, Py_ssize_t ko,
+                             Py_ssize_t kd, Py_ssize_t ke, Py_ssize_t vv, Py_ssize_t vo,
+                             Py_ssize_t vd, Py_ssize_t ve, Py_ssize_t hl, Py_ssize_t hko,
+                             Py_ssize_t hkd, Py_ssize_t hke, Py_ssize_t hvv, Py_ssize_t hvo,
+                             Py_ssize_t hvd, Py_ssize_t hve, Py_ssize_t hc) {
+    Py_ssize_t n = k->n;
+    if (col_in(body, size, n, kv, ko, kd, ke, &k->kc) < 0 ||
+        col_in(body, size, n, vv, vo, vd, ve, &k->vc) < 0)
+        return -1;
+    if (tsp >= 0) {
+        if (tsp + 8 * n > size) return -1;
+        k->tsb = body + tsp;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t ts;
+            memcpy(&ts, k->tsb + 8 * i, 8);
+            if (__builtin_sub_overflow(ts, k->first_ts, &ts)) return -1;
+        }
+    }
+    if (od >= 0) { /* increasing from 0 or more to the header's last delta */
+        if (od + 4 * n > size) return -1;
+        k->deltas = (const int32_t *)(body + od);
+        if (k->deltas[0] < 0 || k->deltas[n - 1] != last_delta) return -1;
+        for (Py_ssize_t i = 1; i < n; i++)
+            if (k->deltas[i] <= k->deltas[i - 1]) return -1;
+    }
+    if (hl >= 0) {
+        if (hc < 0 || hl + 4 * (n + 1) > size) return -1;
+        k->lists = (const int32_t *)(body + hl);
+        if (k->lists[0] != 0 || k->lists[n] != hc) return -1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (k->lists[i + 1] < k->lists[i]) return -1;
+        if (col_in(body, size, hc, -1, hko, hkd, hke, &k->hkc) < 0 ||
+            col_in(body, size, hc, hvv, hvo, hvd, hve, &k->hvc) < 0)
+            return -1;
+        for (Py_ssize_t j = 0; j < hc; j++)
+            if (!utf8_ok(k->hkc.data + k->hkc.offs[j], k->hkc.offs[j + 1] - k->hkc.offs[j]))
+                return -1;
+    }
+    Py_ssize_t out = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t ts, delta;
+        int32_t h0, h1;
+        Py_ssize_t rec = kout_record(k, i, &ts, &delta, &h0, &h1);
+        out += zz_len(rec) + rec;
+        if (out >= MAX_BODY) return -1;
+    }
+    return out;
+}
+
+static void kout_write(const KOut *k, unsigned char *q) {
+    for (Py_ssize_t i = 0; i < k->n; i++) {
+        int64_t ts, delta;
+        int32_t h0, h1;
+        Py_ssize_t rec = kout_record(k, i, &ts, &delta, &h0, &h1);
+        q = zz_put(q, rec);
+        *q++ = 0; /* attributes */
+        q = zz_put(q, ts);
+        q = zz_put(q, delta);
+        q = field_put(q, &k->kc, i);
+        q = field_put(q, &k->vc, i);
+        q = zz_put(q, h1 - h0);
+        for (int32_t j = h0; j < h1; j++) {
+            q = field_put(q, &k->hkc, j);
+            q = field_put(q, &k->hvc, j);
+        }
+    }
+}
+
 /* kafka_records(body, count, first_ts, last_delta, reserve, offset_deltas, timestamps,
  *               kv, ko, kd, ke, vv, vo, vd, ve, hl, hko, hkd, hke, hvv, hvo, hvd, hve,
  *               header_count) -> bytearray | None: the records of a rivven batch body (its
@@ -883,87 +1020,28 @@ static PyObject *kafka_records(PyObject *self, PyObject *args) {
                           &reserve, &od, &tsp, &kv, &ko, &kd, &ke, &vv, &vo, &vd, &ve, &hl, &hko,
                           &hkd, &hke, &hvv, &hvo, &hvd, &hve, &hc))
         return NULL;
-    const char *body = (const char *)view.buf;
-    Py_ssize_t size = view.len;
     PyObject *result = NULL;
-    ColIn kc, vc, hkc, hvc;
-    const int32_t *deltas = NULL, *lists = NULL;
-    const char *tsb = NULL;
-    if (n <= 0 || reserve < 0 || reserve > 4096) goto none;
-    if (col_in(body, size, n, kv, ko, kd, ke, &kc) < 0 || col_in(body, size, n, vv, vo, vd, ve, &vc) < 0)
-        goto none;
-    if (tsp >= 0) {
-        if (tsp + 8 * n > size) goto none;
-        tsb = body + tsp;
+    KOut k;
+    memset(&k, 0, sizeof(k));
+    k.n = n;
+    k.first_ts = (int64_t)first_ts;
+    Py_ssize_t size = -1;
+    if (n > 0 && reserve >= 0 && reserve <= 4096) {
+        Py_BEGIN_ALLOW_THREADS /* (the body is immutable while held) */
+        size = kout_check(&k, (const char *)view.buf, view.len, last_delta, od, tsp, kv, ko, kd,
+                          ke, vv, vo, vd, ve, hl, hko, hkd, hke, hvv, hvo, hvd, hve, hc);
+        Py_END_ALLOW_THREADS
     }
-    if (od >= 0) { /* increasing from 0 or more to the header's last delta */
-        if (od + 4 * n > size) goto none;
-        deltas = (const int32_t *)(body + od);
-        if (deltas[0] < 0 || deltas[n - 1] != last_delta) goto none;
-        for (Py_ssize_t i = 1; i < n; i++)
-            if (deltas[i] <= deltas[i - 1]) goto none;
+    if (size < 0 || reserve + size >= MAX_BODY) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else if ((result = PyByteArray_FromStringAndSize(NULL, reserve + size)) != NULL) {
+        unsigned char *q = (unsigned char *)PyByteArray_AS_STRING(result);
+        memset(q, 0, reserve);
+        Py_BEGIN_ALLOW_THREADS
+        kout_write(&k, q + reserve);
+        Py_END_ALLOW_THREADS
     }
-    if (hl >= 0) {
-        if (hc < 0 || hl + 4 * (n + 1) > size) goto none;
-        lists = (const int32_t *)(body + hl);
-        if (lists[0] != 0 || lists[n] != hc) goto none;
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (lists[i + 1] < lists[i]) goto none;
-        if (col_in(body, size, hc, -1, hko, hkd, hke, &hkc) < 0 ||
-            col_in(body, size, hc, hvv, hvo, hvd, hve, &hvc) < 0)
-            goto none;
-        for (Py_ssize_t j = 0; j < hc; j++)
-            if (!utf8_ok(hkc.data + hkc.offs[j], hkc.offs[j + 1] - hkc.offs[j])) goto none;
-    }
-    /* the size: each record's length varint, then the record */
-    Py_ssize_t out_size = reserve;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t ts = 0, delta = i;
-        if (tsb != NULL) {
-            memcpy(&ts, tsb + 8 * i, 8);
-            if (__builtin_sub_overflow(ts, (int64_t)first_ts, &ts)) goto none;
-        }
-        if (deltas != NULL) delta = deltas[i];
-        Py_ssize_t rec = 1 + zz_len(ts) + zz_len(delta) + field_size(&kc, i) + field_size(&vc, i);
-        int32_t h0 = lists ? lists[i] : 0, h1 = lists ? lists[i + 1] : 0;
-        rec += zz_len(h1 - h0);
-        for (int32_t j = h0; j < h1; j++) rec += field_size(&hkc, j) + field_size(&hvc, j);
-        out_size += zz_len(rec) + rec;
-        if (out_size >= MAX_BODY) goto none;
-    }
-    result = PyByteArray_FromStringAndSize(NULL, out_size);
-    if (result == NULL) goto done;
-    unsigned char *q = (unsigned char *)PyByteArray_AS_STRING(result);
-    memset(q, 0, reserve);
-    q += reserve;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t ts = 0, delta = i;
-        if (tsb != NULL) {
-            memcpy(&ts, tsb + 8 * i, 8);
-            ts -= first_ts;
-        }
-        if (deltas != NULL) delta = deltas[i];
-        int32_t h0 = lists ? lists[i] : 0, h1 = lists ? lists[i + 1] : 0;
-        Py_ssize_t rec = 1 + zz_len(ts) + zz_len(delta) + field_size(&kc, i) + field_size(&vc, i);
-        rec += zz_len(h1 - h0);
-        for (int32_t j = h0; j < h1; j++) rec += field_size(&hkc, j) + field_size(&hvc, j);
-        q = zz_put(q, rec);
-        *q++ = 0; /* attributes */
-        q = zz_put(q, ts);
-        q = zz_put(q, delta);
-        q = field_put(q, &kc, i);
-        q = field_put(q, &vc, i);
-        q = zz_put(q, h1 - h0);
-        for (int32_t j = h0; j < h1; j++) {
-            q = field_put(q, &hkc, j);
-            q = field_put(q, &hvc, j);
-        }
-    }
-    goto done;
-none:
-    result = Py_None;
-    Py_INCREF(result);
-done:
     PyBuffer_Release(&view);
     return result;
 }
