@@ -12,8 +12,9 @@ after round (a noisy machine slows both alike); figures are medians over the rou
   produce         records/s from the first ``produce()`` to the end of ``flush()``
   consume         records/s of a consumer reading the round's topic from offset 0 to its end
                   (confluent-kafka; kcat too when it is installed: ``kcat -C -e``)
-  in-process      rivven ``Engine.produce_batch`` of the same records in this process, in
-                  calls as large as the client's batches were (counted in the served data dir)
+  in-process      rivven ``Engine.produce_batch`` of the same records in this process, durable,
+                  in calls of (the client's average batch, counted in the served data dir) x
+                  (partitions) records: each call gives each partition about one such batch
   latency         p50/p99 ms from ``produce()`` to its delivery report at 1,000 msg/s, beside
                   an in-process ``Engine.produce`` of one record per call at the same rate
 
@@ -348,8 +349,10 @@ def main() -> None:
                         add(f"produce {parts} {b.name}", produce(b.bootstrap, topic, keys, values))
                     if r == 0:
                         recs, batches = riv.batches(topic, parts)
-                        chunk[parts] = max(1, recs // max(1, batches))
-                        print(f"  client batches: {chunk[parts]} records on average",
+                        # in-process calls as large as the client's batches, one to each
+                        # partition (a call gives each partition one batch, one fsync each)
+                        chunk[parts] = max(1, recs // max(1, batches)) * parts
+                        print(f"  client batches: {recs // max(1, batches)} records on average",
                               file=sys.stderr)
                 if "inproc" in only:
                     add(f"inproc {parts}", in_process(keys, values, parts, chunk.get(parts, 1000)))
