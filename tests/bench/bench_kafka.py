@@ -11,7 +11,9 @@ after round (a noisy machine slows both alike); figures are medians over the rou
 
   produce         records/s from the first ``produce()`` to the end of ``flush()``
   consume         records/s of a consumer reading the round's topic from offset 0 to its end
-                  (confluent-kafka; kcat too when it is installed: ``kcat -C -e``)
+                  (confluent-kafka as configured by default, and without its fetch backoff:
+                  fetch.queue.backoff.ms=0, queued.min.messages=1000000; kcat too when it is
+                  installed: ``kcat -C -e``, whose librdkafka 2.0.2 cannot reach tansu)
   in-process      rivven ``Engine.produce_batch`` of the same records in this process, durable,
                   in calls of (the client's average batch, counted in the served data dir) x
                   (partitions) records: each call gives each partition about one such batch
@@ -195,12 +197,18 @@ def produce(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) 
     return len(keys) / dt
 
 
-def consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+# librdkafka's consumer, left to itself, waits between fetches once its queue holds
+# queued.min.messages (fetch.queue.backoff.ms): the second consumer does not, so the
+# brokers' speed shows
+NO_BACKOFF = {"fetch.queue.backoff.ms": 0, "queued.min.messages": 1_000_000}
+
+
+def consume(bootstrap: str, topic: str, partitions: int, n: int, **conf: Any) -> float:
     """records/s of a confluent-kafka consumer reading ``n`` records from offset 0."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                  "enable.partition.eof": False})
+                  "enable.partition.eof": False, **conf})
     c.list_topics(topic, 10)
     got = 0
     t0 = time.perf_counter()
@@ -328,7 +336,7 @@ def main() -> None:
     def add(name: str, v: float | None) -> None:
         if v is not None:
             res.setdefault(name, []).append(v)
-            print(f"  {name}: {v:,.0f}", file=sys.stderr, flush=True)
+            print(f"  {name}: {v:,.2f}", file=sys.stderr, flush=True)
 
     brokers: list[Broker] = []
     try:
@@ -359,6 +367,8 @@ def main() -> None:
                 if "consume" in only:
                     for b in order:
                         add(f"consume {parts} {b.name}", consume(b.bootstrap, topic, parts, n))
+                        add(f"consume-nb {parts} {b.name}",
+                            consume(b.bootstrap, topic, parts, n, **NO_BACKOFF))
                         add(f"kcat {parts} {b.name}", consume_kcat(b.bootstrap, topic, n))
             if "latency" in only:
                 for b in order:
@@ -390,16 +400,18 @@ def report(med: dict[str, float], res: dict[str, list[float]], n: int, rounds: i
           f"({m['cpu']}), Python {m['python']}, Linux {m['kernel']}")
     print(f"{'':44}{'rivven':>12}{'tansu':>12}{'ratio':>9}")
 
-    def row(label: str, a: str, b: str, fmt: str = ",.0f", inverse: bool = False) -> None:
-        if a not in med or b not in med:
+    def row(label: str, a: str, b: str, fmt: str = ",.0f") -> None:
+        if a not in med:
             return
-        x, y = med[a], med[b]
-        ratio = (y / x) if inverse else (x / y)
+        x, y = med[a], med.get(b)
+        if y is None:  # (kcat cannot reach tansu)
+            print(f"{label:44}{x:>12{fmt}}{'n/a':>12}")
+            return
         spread = ""
         if len(res[a]) > 1 and len(res[b]) > 1:
-            rs = [(q / p if inverse else p / q) for p, q in zip(res[a], res[b])]
+            rs = [p / q for p, q in zip(res[a], res[b])]
             spread = f"  ({min(rs):.2f}-{max(rs):.2f})"
-        print(f"{label:44}{x:>12{fmt}}{y:>12{fmt}}{ratio:>8.2f}x{spread}")
+        print(f"{label:44}{x:>12{fmt}}{y:>12{fmt}}{x / y:>8.2f}x{spread}")
 
     for parts in PARTITIONS:
         row(f"produce, {parts} partition(s) (rec/s)", f"produce {parts} rivven",
@@ -407,6 +419,8 @@ def report(med: dict[str, float], res: dict[str, list[float]], n: int, rounds: i
     for parts in PARTITIONS:
         row(f"consume, {parts} partition(s) (rec/s)", f"consume {parts} rivven",
             f"consume {parts} tansu")
+        row(f"consume, no fetch backoff, {parts} p", f"consume-nb {parts} rivven",
+            f"consume-nb {parts} tansu")
         row(f"consume kcat, {parts} partition(s) (rec/s)", f"kcat {parts} rivven",
             f"kcat {parts} tansu")
     print(f"{'':44}{'listener':>12}{'in-proc':>12}")
