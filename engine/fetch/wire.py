@@ -1,4 +1,5 @@
-"""A read as Kafka's Fetch makes it: whole batches from the one holding ``offset`` on, markers and
+"""A read as Kafka's Fetch makes it: whole batches from the one holding ``offset`` on, each as
+Kafka's magic-2 batch (transcoded in C: engine.format.kafka_batch.from_rivven), markers and
 aborted transactions' batches included (the client leaves them out, as Kafka's clients do),
 bounded by bytes, up to the high watermark or (read_committed) the last stable offset, with
 the aborted transactions that overlap them and the partition's offsets at the time."""
@@ -8,8 +9,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..errors import CorruptRecordError, DamagedMetadata
-from ..format.control import marker_type
-from ..format.decode import body_of, decode_columns, layout
+from ..format import kafka_batch
+from ..format.control import COMMIT, marker_type
+from ..format.decode import Layout, body_of, decode_columns, layout
 from ..format.records import BatchHeader
 from ..storage.log import PartitionLog
 from ..storage.reader import damaged_body
@@ -17,12 +19,28 @@ from ..txn import isolation
 from .read_path import where
 
 
-class FetchedBatch(NamedTuple):
-    """One batch: its header and its records as columns (a marker: COMMIT or ABORT)."""
+class FetchedBatch:
+    """One batch: its header, the batch as Kafka's magic 2 has it (``kafka``: uncompressed, its
+    producer fields and transactional flag kept, a marker as Kafka's control batch), a
+    control batch's type (``marker``: COMMIT or ABORT; None for data) and its records as
+    ``columns`` (offsets, timestamps, keys, values, headers; None for a marker), decoded
+    when first asked for."""
 
-    header: BatchHeader
-    columns: tuple[Any, Any, list, list, Any] | None  # (offsets, timestamps, keys, values, headers)
-    marker: int | None  # a control batch's type (engine.format.control)
+    __slots__ = ("header", "kafka", "marker", "_plain", "_layout")
+
+    def __init__(self, header: BatchHeader, kafka: Any, marker: int | None, body: Any = None,
+                 lay: Layout | None = None) -> None:
+        self.header = header
+        self.kafka = kafka
+        self.marker = marker
+        self._plain = body
+        self._layout = lay
+
+    @property
+    def columns(self) -> tuple[Any, Any, list, list, Any] | None:
+        if self._plain is None or self._layout is None:
+            return None
+        return decode_columns(self._plain, self.header, self._layout)
 
 
 class Fetched(NamedTuple):
@@ -50,17 +68,21 @@ def fetch(log: PartitionLog, offset: int, max_bytes: int, committed: bool) -> Fe
                 break
             at = where(ref)
             if h.is_control:
-                out.append(FetchedBatch(h, None, marker_type(h, ref.buf, ref.start, str(at))))
+                m = marker_type(h, ref.buf, ref.start, str(at))
+                out.append(FetchedBatch(h, kafka_batch.from_marker(h, m == COMMIT), m))
             else:
                 try:
                     body = body_of(ref.buf, ref.start, h, at, opener)
-                    cols = decode_columns(body, h, layout(body, h, at), at)
+                    lay = layout(body, h, at)
+                    kafka: Any = kafka_batch.from_rivven(h, body, lay)  # (in C)
+                    if kafka is None:  # a column that does not check out raises here
+                        kafka = kafka_batch.from_columns(h, decode_columns(body, h, lay, at))
                 except DamagedMetadata:
                     raise
                 except CorruptRecordError as e:
                     log.counts.crc_errors.inc()
                     raise damaged_body(log, ref, e) from None
-                out.append(FetchedBatch(h, cols, None))
+                out.append(FetchedBatch(h, kafka, None, body, lay))
             nbytes += h.size
             count += h.next_offset - max(offset, h.base_offset)
             if nbytes >= max_bytes:

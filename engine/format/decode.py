@@ -193,9 +193,9 @@ def binary_array(buf: Any, n: int, vpos: int, opos: int, dpos: int, dend: int,
     """A zero-copy ``pyarrow.BinaryArray`` over a body buffer, its offsets fully validated."""
     pa = arrow()
     validity = buf.slice(vpos, (n + 7) // 8) if vpos >= 0 else None
-    arr = pa.Array.from_buffers(pa.binary(), n, [validity, buf.slice(opos, 4 * (n + 1)),
-                                                 buf.slice(dpos, dend - dpos)])
     try:
+        arr = pa.Array.from_buffers(pa.binary(), n, [validity, buf.slice(opos, 4 * (n + 1)),
+                                                     buf.slice(dpos, dend - dpos)])
         arr.validate(full=True)
     except pa.ArrowInvalid as e:
         raise CorruptRecordError(f"bad column offsets: {e}{where}") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import InvalidArgument
 from . import codecs, crc, native
@@ -32,6 +32,29 @@ from .records import (
 )
 
 _ZEROS = bytes(8)
+
+
+class EncodedBody(NamedTuple):
+    """A batch body laid out elsewhere (a Kafka batch's records, transcoded in C:
+    engine.format.kafka_batch) in ``buf`` after HEADER_SIZE bytes of room, where
+    ``finish_batch`` packs the header: ``attributes`` are its column flags (ATTR_KEY_NULLS,
+    ATTR_UNIFORM_TIMESTAMP, ...), ``record_count`` its records (offset deltas 0, 1, 2, ...),
+    ``first`` the index of its first record among those it was cut from."""
+
+    buf: bytearray
+    attributes: int
+    record_count: int
+    first_timestamp: int
+    max_timestamp: int
+    first: int = 0
+
+
+class BodySource(Protocol):
+    """Records that lay themselves out as batch bodies: ``bodies(max_body)`` cut into bodies
+    of at most ``max_body`` bytes each (one record may pass it alone; 0: one body), each in
+    a new buffer; none for no records."""
+
+    def bodies(self, max_body: int = 0) -> list[EncodedBody]: ...
 
 
 def _pad(parts: list, b: Any) -> int:
@@ -135,7 +158,7 @@ def encode_batch(
         attrs |= ATTR_UNIFORM_TIMESTAMP | (ATTR_KEY_NULLS if key_nulls else 0)
     else:
         buf = None
-        body, attrs, last_delta, first_ts, max_ts = _body(
+        body, attrs, last_delta, first_ts, max_ts = general_body(
             keys, values, timestamps, headers, offset_deltas, attrs, n)
     return finish_batch(buf, body, attrs, n, last_delta, first_ts, max_ts, codec, producer_id,
                         producer_epoch, base_sequence)
@@ -171,10 +194,11 @@ def finish_batch(buf: bytearray | None, body: Any, attrs: int, n: int, last_delt
     return EncodedBatch(buf, n, first_ts, max_ts, last_delta, tail_crc)
 
 
-def _body(keys: Sequence[Any], values: Sequence[Any], timestamps: int | Sequence[int],
-          headers: Sequence[Sequence[tuple[Any, bytes | None]]] | None,
-          offset_deltas: Sequence[int] | None, attrs: int, n: int
-          ) -> tuple[bytes, int, int, int, int]:
+def general_body(keys: Sequence[Any], values: Sequence[Any],
+                 timestamps: int | Sequence[int],
+                 headers: Sequence[Sequence[tuple[Any, bytes | None]]] | None,
+                 offset_deltas: Sequence[int] | None, attrs: int, n: int
+                 ) -> tuple[bytes, int, int, int, int]:
     """The general body: ``(body, attributes, last offset delta, first ts, max ts)``."""
     parts: list = []
     if offset_deltas is not None:

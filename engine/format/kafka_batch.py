@@ -22,13 +22,16 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import CorruptRecordError, InvalidArgument, plural
-from . import codecs
+from . import codecs, native
 from .crc import crc32c
+from .encode import EncodedBody, general_body
+from .records import HEADER_SIZE as RIVVEN_HEADER_SIZE
 
 HEAD = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
 HEAD_SIZE = HEAD.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength
 CRC_FROM = 21
@@ -37,27 +40,41 @@ ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
+# what a stored batch's attributes say on the wire (rivven's LogAppendTime bit is Kafka's)
+WIRE_ATTRS = ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_LOG_APPEND_TIME
 # Kafka's codec ids are rivven's (none, gzip, snappy, lz4, zstd = 0..4)
 MAX_RECORD_COUNT = 1 << 24  # far past what any client sends in one batch
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 NO_PRODUCER_ID = -1
 
 
-class KafkaBatch(NamedTuple):
-    """One batch of a Produce request, its records as columns."""
+class KafkaBatch:
+    """One batch of a Produce request: its header's fields and its records (decompressed,
+    checked), which lay themselves out as rivven batch bodies on demand (``bodies``: in C,
+    ``engine.format.native.kafka_body``; ``engine.format.encode.BodySource``). ``keys``,
+    ``values``, ``headers`` and ``timestamps`` are read from the records on first use (the
+    produce path needs none)."""
 
-    base_offset: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    keys: list[bytes | None]
-    values: list[bytes | None]
-    headers: list[list[tuple[str, bytes | None]]] | None
-    timestamps: list[int]
-    size: int  # the batch's bytes on the wire
+    __slots__ = ("base_offset", "attributes", "last_offset_delta", "base_timestamp",
+                 "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "count",
+                 "records", "size", "_columns", "_made")
+
+    def __init__(self, base_offset: int, attributes: int, last_offset_delta: int,
+                 base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+                 base_sequence: int, count: int, records: Any, size: int) -> None:
+        self.base_offset = base_offset
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.count = count
+        self.records = records
+        self.size = size  # the batch's bytes on the wire
+        self._columns: tuple | None = None
+        self._made: tuple[int, list] | None = None  # (max_body, bodies made by decode)
 
     @property
     def codec(self) -> int:
@@ -70,6 +87,43 @@ class KafkaBatch(NamedTuple):
     @property
     def control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
+
+    def _cols(self) -> tuple:
+        if self._columns is None:
+            keys, values, headers, tsd = records(self.records, self.count,
+                                                 self.attributes & ATTR_CONTROL != 0,
+                                                 self.base_timestamp)
+            self._columns = (keys, values, headers, [self.base_timestamp + d for d in tsd])
+        return self._columns
+
+    def bodies(self, max_body: int = 0) -> list[EncodedBody]:
+        """The records as rivven batch bodies (in C), each of at most about ``max_body``
+        bytes (0: one body; a batch larger as rivven's columns than a topic's
+        max.message.bytes is cut); each a new buffer. None for a batch of no records."""
+        if not self.count:
+            return []
+        made, self._made = self._made, None
+        got = made[1] if made is not None and made[0] == max_body else \
+            _to_body(self.records, self.count, self.base_timestamp, RIVVEN_HEADER_SIZE, max_body)
+        assert got is not None  # (decode checked them)
+        return [EncodedBody(buf, attrs, n, first, top, at)
+                for buf, attrs, first, top, at, n in got]
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        return self._cols()[0]
+
+    @property
+    def values(self) -> list[bytes | None]:
+        return self._cols()[1]
+
+    @property
+    def headers(self) -> list[list[tuple[str, bytes | None]]] | None:
+        return self._cols()[2]
+
+    @property
+    def timestamps(self) -> list[int]:
+        return self._cols()[3]
 
 
 def split(data: Any) -> list[tuple[int, int]]:
@@ -92,9 +146,12 @@ def split(data: Any) -> list[tuple[int, int]]:
     return out
 
 
-def decode(data: Any, max_bytes: int) -> KafkaBatch:
+def decode(data: Any, max_bytes: int, max_body: int = -1) -> KafkaBatch:
     """One whole magic-2 batch (as ``split`` found it): checked (magic, CRC32C, counts,
-    deltas), decompressed into at most ``max_bytes``, its records as columns."""
+    deltas, every record), decompressed into at most ``max_bytes``. ``max_body`` >= 0: its
+    bodies of that bound are made now (in the one pass that checks the records), kept for
+    the first ``bodies(max_body)`` (Produce: what the engine asks of an uncompressed
+    topic)."""
     mv = memoryview(data)
     if len(mv) < HEAD_SIZE:
         raise CorruptRecordError(f"a record batch of {plural(len(mv), 'byte')} is shorter than its "
@@ -119,10 +176,20 @@ def decode(data: Any, max_bytes: int) -> KafkaBatch:
     body = mv[HEAD_SIZE:]
     if codec != codecs.NONE:
         body = memoryview(decompress(codec, bytes(body), max_bytes))
-    keys, values, headers, tsd = records(body, count, attrs & ATTR_CONTROL != 0)
-    ts = [base_ts + d for d in tsd]
-    return KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, keys,
-                      values, headers, ts, len(mv))
+    made = None
+    if count:  # checked in C (the bodies made now when asked for)
+        made = _to_body(body, count, base_ts, RIVVEN_HEADER_SIZE, max_body)
+        if made is None:
+            records(body, count, attrs & ATTR_CONTROL != 0, base_ts)  # (says where)
+            raise CorruptRecordError(f"record batch at base offset {base}: its columns would "
+                                     "pass 2 GiB")
+    else:
+        records(body, 0, False)  # (nothing may follow)
+    kb = KafkaBatch(base, attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count,
+                    body, len(mv))
+    if made and max_body >= 0:
+        kb._made = (max_body, made)
+    return kb
 
 
 def _varint(mv: Any, pos: int, end: int) -> tuple[int, int]:
@@ -134,6 +201,8 @@ def _varint(mv: Any, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
+            if result >> 64:
+                raise CorruptRecordError("a varint runs past 64 bits")
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
         if shift > 63:
@@ -151,10 +220,11 @@ def _bytes(mv: Any, pos: int, end: int) -> tuple[bytes | None, int]:
     return bytes(mv[pos:pos + n]), pos + n
 
 
-def records(mv: Any, count: int, control: bool
+def records(mv: Any, count: int, control: bool, base_timestamp: int = 0
             ) -> tuple[list, list, list | None, list[int]]:
     """``(keys, values, headers or None, timestamp deltas)`` of ``count`` records; the offset
-    deltas must run 0, 1, 2, ... (what every producer sends)."""
+    deltas must run 0, 1, 2, ... (what every producer sends) and every timestamp
+    (``base_timestamp`` + its delta) must be a 64-bit integer."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     headers: list[list[tuple[str, bytes | None]]] = []
@@ -169,6 +239,9 @@ def records(mv: Any, count: int, control: bool
                                      f"{total - pos} remain")
         pos += 1  # attributes (unused)
         delta, pos = _varint(mv, pos, end)
+        if not _I64_MIN <= base_timestamp + delta <= _I64_MAX:
+            raise CorruptRecordError(f"record {i} has timestamp delta {delta} from "
+                                     f"{base_timestamp}: past a 64-bit time")
         odelta, pos = _varint(mv, pos, end)
         if odelta != i:
             raise CorruptRecordError(f"record {i} has offset delta {odelta}: a producer's "
@@ -201,6 +274,54 @@ def records(mv: Any, count: int, control: bool
         raise CorruptRecordError(f"{plural(total - pos, 'byte')} follow the last of "
                                  f"{plural(count, 'record')}")
     return keys, values, headers if any_headers else None, tsd
+
+
+PART_BOUND = 160  # fastcodec.c's: a body's bytes are at most this and its records' bounds
+
+
+def py_kafka_body(data: Any, count: int, base_ts: int, reserve: int = 0, max_body: int = 0
+                  ) -> list[tuple[bytearray, int, int, int, int, int]] | None:
+    """fastcodec.c's ``kafka_body`` in Python (engine.format.native): the records of a Kafka
+    batch as rivven bodies, read by ``records`` (None where it raises), their columns laid
+    out by engine.format.encode; a new body starts where the bound would pass ``max_body``
+    (> 0); ``max_body`` < 0: the records checked only (``[]``)."""
+    mv = memoryview(data).cast("B")
+    if count <= 0 or not 0 <= reserve <= 4096 or count > len(mv) // 7:
+        return None
+    try:
+        keys, values, headers, tsd = records(mv, count, False, base_ts)
+    except CorruptRecordError:
+        return None
+    ts = [base_ts + d for d in tsd]
+    cuts: list[int] = []
+    bound = 0
+    for i in range(count):
+        rb = 22 + len(keys[i] or b"") + len(values[i] or b"")
+        if headers is not None:
+            rb += sum(9 + len(k.encode()) + len(v or b"") for k, v in headers[i])
+        if not cuts or (max_body > 0 and bound + rb > max_body):
+            cuts.append(i)
+            bound = PART_BOUND
+        bound += rb
+        if bound >= 1 << 31:
+            return None
+    out: list[tuple[bytearray, int, int, int, int, int]] = []
+    if max_body < 0:  # (checked only)
+        return out
+    for a, b in zip(cuts, [*cuts[1:], count]):
+        hs = headers[a:b] if headers is not None else None
+        body, attrs, _, first, top = general_body(keys[a:b], values[a:b], ts[a:b], hs, None, 0,
+                                                  b - a)
+        buf = bytearray(reserve)
+        buf += body
+        out.append((buf, attrs, first, top, a, b - a))
+    return out
+
+
+def _to_body(data: Any, count: int, base_ts: int, reserve: int, max_body: int = 0
+             ) -> list[tuple[bytearray, int, int, int, int, int]] | None:
+    fn = native.kafka_body or py_kafka_body  # (RIVVEN_NATIVE=0, or not built: the twin)
+    return fn(data, count, base_ts, reserve, max_body)
 
 
 def decompress(codec: int, data: bytes, max_bytes: int) -> bytes:
@@ -329,8 +450,54 @@ def frame(base_offset: int, attributes: int, last_offset_delta: int, base_timest
                                max_timestamp, producer_id, producer_epoch, base_sequence,
                                count))
     crc = crc32c(body, crc32c(memoryview(head)[CRC_FROM:]))
-    struct.pack_into(">I", head, 17, crc)
+    _CRC.pack_into(head, 17, crc)
     return bytes(head) + bytes(body)
+
+
+def from_rivven(h: Any, body: Any, lay: Any, leader_epoch: int = 0) -> bytearray | None:
+    """The data batch of header ``h`` (engine.format.records.BatchHeader), its decompressed
+    ``body`` laid out as ``lay`` (engine.format.decode.layout), as one uncompressed Kafka
+    batch, transcoded in C (``native.kafka_records``): its producer fields when it has them
+    (format 2), its transactional flag. None when a column does not check out or a header key
+    is not UTF-8: ``encode`` of the decoded columns then says why or replaces it."""
+    n = h.record_count
+    out = native.kafka_records(body, n, h.first_timestamp, h.last_offset_delta, HEAD_SIZE,
+                               *lay)
+    if out is None:
+        return None
+    pid, epoch, seq = _producer(h)
+    HEAD.pack_into(out, 0, h.base_offset, len(out) - LOG_OVERHEAD, leader_epoch, 2, 0,
+                   h.attributes & WIRE_ATTRS, h.last_offset_delta,
+                   h.first_timestamp, h.max_timestamp, pid, epoch, seq, n)
+    _CRC.pack_into(out, 17, crc32c(memoryview(out)[CRC_FROM:]))
+    return out
+
+
+def _producer(h: Any) -> tuple[int, int, int]:
+    return ((h.producer_id, h.producer_epoch, h.base_sequence) if h.magic == 2
+            else (NO_PRODUCER_ID, -1, -1))
+
+
+def from_columns(h: Any, columns: tuple) -> bytes:
+    """``from_rivven``'s batch from the decoded columns (engine.format.decode.decode_columns:
+    offsets, timestamps, keys, values, headers), per record in Python."""
+    offsets, ts, keys, values, headers = columns
+    base = h.base_offset
+    n = len(values)
+    deltas = range(n) if isinstance(offsets, range) else [o - base for o in offsets]
+    ts = ts if isinstance(ts, tuple | list) else [h.first_timestamp] * n
+    hs = headers if isinstance(headers, list) else None
+    return encode(base, h.attributes & WIRE_ATTRS, h.last_offset_delta,
+                  h.first_timestamp, h.max_timestamp, *_producer(h), deltas, ts, keys, values,
+                  hs)
+
+
+def from_marker(h: Any, commit: bool) -> bytes:
+    """A transaction marker (a control batch of header ``h``) as Kafka's control batch."""
+    key, value = control_record(commit, 0)
+    return encode(h.base_offset, h.attributes & WIRE_ATTRS, 0,
+                  h.first_timestamp, h.max_timestamp, *_producer(h), (0,),
+                  (h.first_timestamp,), (key,), (value,), None)
 
 
 def control_record(commit: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:

@@ -12,7 +12,15 @@ plain case it handles; the caller then takes the general path.
 - ``arrow_body(reserve, specs)``, ``arrow_key_partitions(...)``: the same from Arrow buffers
   (engine.produce.from_arrow);
 - ``decode_plain(Record, body, ...)``: the Records of a batch body without explicit offsets
-  or headers (C only: without it engine.format.decode takes its general path).
+  or headers (C only: without it engine.format.decode takes its general path);
+- ``kafka_body(records, count, base_ts, reserve, max_body)``: ``[(buffer, attributes, first
+  ts, max ts, first record, records), ...]``: the records of a Kafka batch (magic 2,
+  decompressed) as rivven batch bodies after ``reserve`` zero bytes each, cut where one would
+  pass ``max_body`` (0: one); None when one is malformed (C only: its Python twin is
+  engine.format.kafka_batch.py_kafka_body, which reads with that module's ``records``);
+- ``kafka_records(body, count, first_ts, last_delta, reserve, *layout)``: a rivven batch
+  body's records as Kafka's, after ``reserve`` zero bytes (Fetch); None when a column does
+  not check out.
 """
 
 from __future__ import annotations
@@ -212,6 +220,103 @@ def py_acks(partition: int, base: int, count: int) -> list[tuple[int, int]]:
     return list(zip(repeat(partition, count), range(base, base + count)))
 
 
+# ---------------------------------------------------------------- Kafka record batches
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _zz(n: int) -> bytes:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _col(body: Any, n: int, v: int, o: int, d: int, e: int) -> list[bytes | None] | None:
+    """A binary column's items (None where null), or None when its buffers do not check out
+    (fastcodec.c's offsets_ok)."""
+    size = len(body)
+    if o < 0 or o + 4 * (n + 1) > size or d < 0 or e < d or e > size:
+        return None
+    offs = struct.unpack_from(f"<{n + 1}i", body, o)
+    if offs[0] != 0 or offs[n] != e - d or any(b < a for a, b in zip(offs, offs[1:])):
+        return None
+    if v >= 0 and v + (n + 7) // 8 > size:
+        return None
+    out: list[bytes | None] = []
+    for i in range(n):
+        if v >= 0 and not body[v + (i >> 3)] >> (i & 7) & 1:
+            out.append(None)
+        else:
+            out.append(bytes(body[d + offs[i]:d + offs[i + 1]]))
+    return out
+
+
+def _field(x: bytes | None) -> bytes:
+    return b"\x01" if x is None else _zz(len(x)) + x
+
+
+def py_kafka_records(body: Any, n: int, first_ts: int, last_delta: int, reserve: int,
+                     od: int, tsp: int, kv: int, ko: int, kd: int, ke: int, vv: int, vo: int,
+                     vd: int, ve: int, hl: int, hko: int, hkd: int, hke: int, hvv: int,
+                     hvo: int, hvd: int, hve: int, hc: int) -> bytearray | None:
+    """A rivven body's records as Kafka's (fastcodec.c's kafka_records)."""
+    body = memoryview(body).cast("B")
+    size = len(body)
+    if n <= 0 or not 0 <= reserve <= 4096:
+        return None
+    keys = _col(body, n, kv, ko, kd, ke)
+    values = _col(body, n, vv, vo, vd, ve)
+    if keys is None or values is None:
+        return None
+    ts: Any = [0] * n
+    if tsp >= 0:
+        if tsp + 8 * n > size:
+            return None
+        ts = [t - first_ts for t in struct.unpack_from(f"<{n}q", body, tsp)]
+        if not (_I64[0] <= min(ts) and max(ts) <= _I64[1]):
+            return None
+    deltas: Any = range(n)
+    if od >= 0:
+        if od + 4 * n > size:
+            return None
+        deltas = struct.unpack_from(f"<{n}i", body, od)
+        if (deltas[0] < 0 or deltas[-1] != last_delta
+                or any(b <= a for a, b in zip(deltas, deltas[1:]))):
+            return None
+    lists: Any = [0] * (n + 1)
+    hkeys: list = []
+    hvals: list = []
+    if hl >= 0:
+        if hc < 0 or hl + 4 * (n + 1) > size:
+            return None
+        lists = struct.unpack_from(f"<{n + 1}i", body, hl)
+        if lists[0] != 0 or lists[n] != hc or any(b < a for a, b in zip(lists, lists[1:])):
+            return None
+        hk = _col(body, hc, -1, hko, hkd, hke)
+        hv = _col(body, hc, hvv, hvo, hvd, hve)
+        if hk is None or hv is None:
+            return None
+        try:
+            for k in hk:
+                k.decode()  # type: ignore[union-attr]
+        except UnicodeDecodeError:
+            return None
+        hkeys, hvals = hk, hv
+    out = bytearray(reserve)
+    for i in range(n):
+        h0, h1 = lists[i], lists[i + 1]
+        rec = b"".join([b"\x00", _zz(ts[i]), _zz(deltas[i]), _field(keys[i]), _field(values[i]),
+                        _zz(h1 - h0)] + [_field(hkeys[j]) + _field(hvals[j]) for j in range(h0, h1)])
+        out += _zz(len(rec))
+        out += rec
+        if len(out) >= 1 << 31:
+            return None
+    return out
+
+
 try:  # RIVVEN_NATIVE=0: the pure-Python twins (tests compare the two)
     from . import fastcodec as _c  # type: ignore[attr-defined]
 
@@ -228,4 +333,7 @@ arrow_key_partitions: Any = _c.arrow_key_partitions if _c else py_arrow_key_part
 # (C only: engine.format.decode.decode_records is its Python twin)
 decode_plain: Any = _c.decode_plain if _c else None
 acks: Any = _c.acks if _c else py_acks
+# (C only: engine.format.kafka_batch.py_kafka_body is its Python twin)
+kafka_body: Any = _c.kafka_body if _c else None
+kafka_records: Any = _c.kafka_records if _c else py_kafka_records
 BUILT = _c is not None

@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 from ..errors import OffsetOutOfRange, RivvenError, UnknownPartition, UnknownTopic
-from ..format import control, kafka_batch
 from . import codes
 from .registry import Request, api
 
@@ -23,26 +22,9 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 def to_kafka(fb: Any) -> bytes:
-    """One rivven batch (``engine.fetch.wire.FetchedBatch``) as a Kafka magic-2 batch."""
-    h = fb.header
-    # (rivven's LogAppendTime bit is Kafka's timestamp type bit: the batch says it, and its
-    # max timestamp is the append time, which a client gives every record of it)
-    attrs = h.attributes & (kafka_batch.ATTR_TRANSACTIONAL | kafka_batch.ATTR_CONTROL
-                            | kafka_batch.ATTR_LOG_APPEND_TIME)
-    pid, epoch, seq = ((h.producer_id, h.producer_epoch, h.base_sequence) if h.magic == 2
-                       else (-1, -1, -1))
-    if fb.columns is None:  # a marker
-        key, value = kafka_batch.control_record(fb.marker == control.COMMIT, 0)
-        return kafka_batch.encode(h.base_offset, attrs, 0, h.first_timestamp, h.max_timestamp,
-                                  pid, epoch, seq, (0,), (h.first_timestamp,), (key,), (value,),
-                                  None)
-    offsets, ts, keys, values, headers = fb.columns
-    base = h.base_offset
-    deltas = range(len(values)) if isinstance(offsets, range) else [o - base for o in offsets]
-    ts = ts if isinstance(ts, tuple | list) else [h.first_timestamp] * len(values)
-    hs = headers if isinstance(headers, list) else None
-    return kafka_batch.encode(base, attrs, h.last_offset_delta, h.first_timestamp,
-                              h.max_timestamp, pid, epoch, seq, deltas, ts, keys, values, hs)
+    """One rivven batch (``engine.fetch.wire.FetchedBatch``) as a Kafka magic-2 batch (the
+    engine's fetch made it, in C)."""
+    return fb.kafka
 
 
 def fetch_once(req: Request) -> tuple[Any, int, bool]:
@@ -168,8 +150,9 @@ def _max_timestamp(eng: Any, topic: str, partition: int, start: int, end: int, l
             break
         for fb in f.batches:
             h = fb.header
-            if fb.columns is not None and h.max_timestamp > best_ts:
-                offs, ts = fb.columns[0], fb.columns[1]
+            cols = fb.columns if fb.marker is None and h.max_timestamp > best_ts else None
+            if cols is not None:
+                offs, ts = cols[0], cols[1]
                 for o, t in zip(offs, ts):
                     if t > best_ts and o >= start:
                         best_ts, best_off = t, o

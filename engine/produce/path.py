@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .. import clock
 from ..errors import (
@@ -29,11 +29,19 @@ from ..errors import (
     plural,
 )
 from ..format import codecs, native
-from ..format.encode import encode_batch
-from ..format.records import ATTR_LOG_APPEND_TIME, HEADER_SIZE, SEQ_MASK, EncodedBatch, Record
+from ..format.encode import BodySource, EncodedBody, encode_batch, finish_batch
+from ..format.records import (
+    ATTR_CODEC,
+    ATTR_KEY_NULLS,
+    ATTR_LOG_APPEND_TIME,
+    HEADER_SIZE,
+    SEQ_MASK,
+    EncodedBatch,
+    Record,
+)
 from ..storage.catalog import TopicMeta
 from ..storage.config import TopicConfig
-from ..storage.log import PartitionLog
+from ..storage.log import PartitionLog, append_each
 from ..storage.partitions import check_partition
 from ..storage.topics import Topics
 from .partitioner import StickyPartitioner, partition_for_key
@@ -361,6 +369,86 @@ class ProducePath:
         where the topic's compression.type is ``producer``; its base offset once durable (a
         duplicate's original one). ``append_time``: what a LogAppendTime topic stamps (now
         when None)."""
+        log, cfg, codec = self._wire_log(topic, partition, codec)
+        _refuse_null_keys(cfg, topic, None in keys)
+        batches = [enc for _, enc in encode(topic, keys, values, headers, timestamps, codec,
+                                            cfg, producer, flags, append_time)]
+        return self._append_wire(log, batches, producer)
+
+    def append_wire_body(self, topic: str, partition: int, records: BodySource,
+                         producer: tuple[int, int, int] | None, flags: int, codec: int) -> int:
+        """``append_wire`` of records that lay themselves out as batch bodies (a Kafka
+        batch's, transcoded in C): each batch is finished around its body, without a Python
+        object per record; records larger as one batch than max.message.bytes are cut into
+        bodies that fit (each batch's sequence its first record's)."""
+        log, batches = self._wire_batches(topic, partition, records, producer, flags, codec)
+        return self._append_wire(log, batches, producer)
+
+    def append_wire_bodies(self, items: Sequence[tuple]) -> list[int | RivvenError]:
+        """``append_wire_body`` of several (topic, partition, records, producer, flags,
+        codec[, append_time]) at once, one WAL fsync for all (a Produce request's
+        partitions); each item's base offset or its error. ``append_time``: what a
+        LogAppendTime topic stamps (now when None or left out)."""
+        out: list[Any] = [None] * len(items)
+        pairs: list[tuple[PartitionLog, EncodedBatch, int]] = []
+        for i, item in enumerate(items):
+            topic, partition, records, producer, flags, codec = item[:6]
+            try:
+                log, batches = self._wire_batches(topic, partition, records, producer, flags,
+                                                  codec, item[6] if len(item) > 6 else None)
+            except RivvenError as e:
+                out[i] = e
+                continue
+            pairs.extend((log, b, i) for b in batches)
+        errors: list[Exception | None] = [None] * len(pairs)
+        bases = append_each([(log, b) for log, b, _ in pairs], errors=errors)
+        for (_, _, i), base, err in zip(pairs, bases, errors):
+            if err is not None and not isinstance(err, RivvenError):
+                raise err
+            if out[i] is None or (err is not None and not isinstance(out[i], Exception)):
+                out[i] = err if err is not None else base
+        return out
+
+    def _wire_batches(self, topic: str, partition: int, records: BodySource,
+                      producer: tuple[int, int, int] | None, flags: int, codec: int,
+                      append_time: int | None = None
+                      ) -> tuple[PartitionLog, list[EncodedBatch]]:
+        log, cfg, codec = self._wire_log(topic, partition, codec)
+        if cfg.log_append_time or cfg.timestamp_bounds is not None:
+            # timestamps stamped or checked (message.timestamp.*): through the columns, as
+            # append_wire (the records as Python objects: a topic that asks for it pays it)
+            cols = cast(Any, records)
+            _refuse_null_keys(cfg, topic, None in cols.keys)
+            return log, [enc for _, enc in encode(topic, cols.keys, cols.values, cols.headers,
+                                                  cols.timestamps, codec, cfg, producer, flags,
+                                                  append_time)]
+        limit = cfg.max_message_bytes
+        # uncompressed, bodies cut to fit at once; compressed, one body first (it may fit)
+        max_body = 0 if codec else limit - HEADER_SIZE
+        parts = records.bodies(max_body)
+        if not parts:
+            raise InvalidArgument("a batch of no records")
+        _refuse_null_keys(cfg, topic, any(p.attributes & ATTR_KEY_NULLS for p in parts))
+        max_body = max_body or limit - HEADER_SIZE
+        while True:
+            batches = [_finish(b, codec, flags, producer) for b in parts]
+            over = [(b, e) for b, e in zip(parts, batches) if len(e) > limit]
+            if not over:
+                return log, batches
+            if over[0][0].record_count == 1 or max_body < 64:
+                b, e = over[0]
+                raise _too_large(b.first, f"record {b.first} is {plural(len(e), 'byte')} as a "
+                                 f"batch, over max.message.bytes={limit} of topic {topic!r}; "
+                                 f"raise it with 'rivven topic alter-config {topic} --set "
+                                 "max.message.bytes=N'")
+            if len(parts) > 1:  # (compressed, a body that fit came out larger: cut finer)
+                max_body //= 2
+            parts = records.bodies(max_body)
+
+    def _wire_log(self, topic: str, partition: int, codec: int
+                  ) -> tuple[PartitionLog, TopicConfig, int]:
+        """The partition a Kafka client's batch goes to, the topic's config, the codec to
+        store it with."""
         meta, cached = self._meta(topic)
         if cached and partition >= meta.partitions:
             meta = self._fresh(topic)
@@ -368,15 +456,14 @@ class ProducePath:
         cfg = meta.typed
         if cfg.compression_type != "producer":
             codec = _codec(cfg, None)
-        if cfg.compacted and None in keys:
-            raise InvalidArgument(
-                f"topic {meta.name!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
-                "every record needs a key")
         log = self.log_for(meta, partition)
         if log.wal is None:
             self.attach_wal(log)
-        batches = [enc for _, enc in encode(topic, keys, values, headers, timestamps, codec,
-                                            cfg, producer, flags, append_time)]
+        return log, cfg, codec
+
+    @staticmethod
+    def _append_wire(log: PartitionLog, batches: list[EncodedBatch],
+                     producer: tuple[int, int, int] | None) -> int:
         if producer is None:
             bases: list[int] = []
             log.append_all(batches, bases)
@@ -477,6 +564,25 @@ def check_timestamps(topic: str, bounds: tuple[int, int], lo: int, hi: int,
         f"record timestamp {bad} is out of range for topic {topic!r}: {key}={limit} allows "
         f"[{now - before}, {now + after}] at {now}; send current timestamps or change {key} "
         "(or set message.timestamp.type=LogAppendTime)")
+
+
+def _refuse_null_keys(cfg: TopicConfig, topic: str, null_keys: bool) -> None:
+    if cfg.compacted and null_keys:
+        raise InvalidArgument(
+            f"topic {topic!r} is compacted (cleanup.policy={cfg.cleanup_policy}): "
+            "every record needs a key")
+
+
+def _finish(body: EncodedBody, codec: int, flags: int, producer: tuple[int, int, int] | None
+            ) -> EncodedBatch:
+    pid, epoch, seq = producer or (-1, -1, -1)
+    if pid >= 0:
+        seq = (seq + body.first) & SEQ_MASK
+    n = body.record_count
+    return finish_batch(body.buf, memoryview(body.buf)[HEADER_SIZE:],
+                        body.attributes | (codec & ATTR_CODEC) | flags, n, n - 1,
+                        body.first_timestamp, body.max_timestamp, codec, pid,
+                        epoch, seq)
 
 
 def _codec(cfg: TopicConfig, compression: str | None) -> int:

@@ -722,7 +722,8 @@ class PartitionLog:
 
 
 def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: bool = False,
-                done: list[int] | None = None) -> list[int]:
+                done: list[int] | None = None,
+                errors: list[Exception | None] | None = None) -> list[int]:
     """Append one batch to each of several partitions, durably when this returns, sharing
     the WAL fsync (one for all when their logs share a stream): every batch is logged first,
     then each is waited for. ``durable``: fsync the WAL whatever the partitions' ``wal.sync``
@@ -733,7 +734,9 @@ def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: boo
     logged keeps its partition's flock until it reaches the segment, so two callers taking
     several partitions in one order can never each hold what the other waits for. When one
     fails, the batches logged before it are still finished (durable, or failed as their
-    appends would), then the first error is raised."""
+    appends would), then the first error is raised. With ``errors`` (as long as ``items``)
+    each batch's own error is put there instead (its base offset left 0) and the others go
+    on (``rivven serve``'s Produce: each partition answered on its own)."""
     order = sorted(range(len(items)), key=lambda i: (items[i][0].topic, items[i][0].partition))
     # one caller appending: counted once in each FlockHolds (as one append is), so a flock
     # is kept only while other threads append, not while this call finishes its others
@@ -747,6 +750,11 @@ def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: boo
             log, batch = items[i]
             try:
                 started.append((i, log.pipeline.start(batch, enter=False, durable=durable)))
+            except Exception as e:
+                if errors is None:
+                    error = e  # (raised once the others are finished)
+                    break
+                errors[i] = e
             except BaseException as e:  # noqa: BLE001 - raised once the others are finished
                 error = e
                 break
@@ -758,6 +766,11 @@ def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: boo
                 bases[i] = log.pipeline.finish(entry, leave=False)  # (one fsync: all)
                 if done is not None:
                     done.append(bases[i])
+            except Exception as e:
+                if errors is None:
+                    error = error or e  # (the first error is raised below)
+                else:
+                    errors[i] = e
             except BaseException as e:  # noqa: BLE001 - the first error is raised below
                 error = error or e
     finally:

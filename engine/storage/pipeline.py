@@ -17,6 +17,7 @@ appends to other partitions (engine.storage.holds).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import deque
 from typing import Protocol
@@ -42,7 +43,7 @@ class _Entry:
     """One batch in the pipeline: offsets assigned, WAL record written. It reaches the
     segment once its WAL bytes are durable and every batch before it is there."""
 
-    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done", "durable")
+    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done", "durable", "owner")
 
     def __init__(self, batch: EncodedBatch, buf: bytearray, base: int, wal_end: int,
                  seq: int) -> None:
@@ -54,6 +55,7 @@ class _Entry:
         self.error: BaseException | None = None
         self.done = False
         self.durable = False  # reaches the segment only once its WAL bytes are durable
+        self.owner = threading.get_ident()  # the thread that logged it (and will finish it)
 
 
 class AppendOwner(Protocol):
@@ -210,6 +212,11 @@ class AppendPipeline:
         lock = self.lock
         while lock.held and (self._broken or time.monotonic() - lock.since > HOLD_S):
             if self.pending:  # let the pipeline drain, then start afresh
+                me = threading.get_ident()
+                if any(e.owner == me for e in self.pending):
+                    # this thread logged batches it has yet to finish (append_each's several
+                    # batches of one partition): waiting for the drain would wait for itself
+                    break
                 self.wait()
                 if self.closed:
                     raise StorageError(f"{log.topic}-{log.partition} was closed; open it "
