@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -38,13 +39,25 @@ def produce(client: str, bootstrap: str) -> None:
     """N records ("v0".."v{N-1}", partition i % 3) through an idempotent producer that
     retries for up to two minutes."""
     if client == "java":
-        lines = "\n".join(f"{i % 3}\t{base64.b64encode(b'k%d' % i).decode()}\t"
-                          f"{base64.b64encode(b'v%d' % i).decode()}\t-\t" for i in range(N))
-        r = subprocess.run(java_command("produce", bootstrap, "t",
-                                        props={"delivery.timeout.ms": 120_000,
-                                               "linger.ms": 20}),
-                           input=lines.encode(), capture_output=True, timeout=300)
-        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        # its input fed as a stream, as the other clients send theirs: the kill lands in it
+        # (its stderr in a file: a pipe nobody reads meanwhile could fill and stop it)
+        log = tempfile.TemporaryFile()
+        proc = subprocess.Popen(java_command("produce", bootstrap, "t",
+                                             props={"delivery.timeout.ms": 120_000,
+                                                    "linger.ms": 20}),
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log)
+        assert proc.stdin is not None
+        for start in range(0, N, 200):
+            proc.stdin.write("".join(
+                f"{i % 3}\t{base64.b64encode(b'k%d' % i).decode()}\t"
+                f"{base64.b64encode(b'v%d' % i).decode()}\t-\t\n"
+                for i in range(start, min(N, start + 200))).encode())
+            proc.stdin.flush()
+            time.sleep(0.01)
+        proc.stdin.close()
+        code = proc.wait(300)
+        log.seek(0)
+        assert code == 0, log.read().decode(errors="replace")[-3000:]
     elif client == "confluent":
         from confluent_kafka import Producer
 
