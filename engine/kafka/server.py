@@ -32,6 +32,7 @@ import logging
 import time
 from typing import Any
 
+from ..errors import plural
 from . import codes
 from .broker import Broker
 from .protocol import Frame
@@ -305,7 +306,7 @@ class Server:
                 return
             size = int.from_bytes(head, "big", signed=True)
             if not 8 <= size <= self.max_frame:
-                raise Closing(f"a request frame of {size} bytes (socket.request.max.bytes="
+                raise Closing(f"a request frame of {plural(size, 'byte')} (socket.request.max.bytes="
                               f"{self.max_frame})",
                               "oversized" if size > self.max_frame else "malformed")
             c.state, c.size = WAITING, size
@@ -389,18 +390,18 @@ class Server:
                     if unsent <= self.budget:
                         break
                     unsent -= c.unsent
-                    c.close("memory", f"{c.unsent} bytes of answers it does not read, while "
+                    c.close("memory", f"{plural(c.unsent, 'byte')} of answers it does not read, while "
                             f"the unread answers of all clients pass queued.max.request.bytes "
                             f"({self.budget})")
 
     def _idle_reason(self, c: Conn) -> tuple[str, str]:
         ms = self.broker.config.connections_max_idle_ms
         if c.state == READING:
-            return "idle", (f"a request frame of {c.size} bytes not received whole: nothing "
+            return "idle", (f"a request frame of {plural(c.size, 'byte')} not received whole: nothing "
                             f"more of it for connections.max.idle.ms={ms} ({c.got} received)")
         if c.state == WRITING:
             return "stalled", (f"its answers not read for connections.max.idle.ms={ms} "
-                               f"({c.unsent} bytes unsent)")
+                               f"({plural(c.unsent, 'byte')} unsent)")
         return "idle", f"idle for connections.max.idle.ms={ms}"
 
     # ---------------------------------------------------------------- a request
