@@ -279,8 +279,11 @@ def test_a_signal_aborts_the_open_transaction_and_says_what_was_committed(t, sig
     # a, b and their COMMIT marker, then c in the open transaction: it waits for more input
     wait_for(lambda: end_offsets(t, "t") == {0: 4}, "a transaction and a record stored")
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    err = err.decode()
+    # (stdin stays open until it exits: communicate() would close it at once, and an end of
+    # input that won the race against the signal would commit c instead)
+    proc.wait(timeout=60)
+    err = proc.stderr.read().decode()
+    proc.stdin.close()
     assert proc.returncode == code, err
     assert f"stopped by {signal.Signals(sig).name}" in err and "2 records (2 B) committed " \
         "to t in 1 transaction of loader before it stopped; the open transaction (1 record) " \
@@ -300,7 +303,9 @@ def test_a_stopped_transactional_produce_reports_as_json(t):
     proc.stdin.flush()
     wait_for(lambda: end_offsets(t, "t") == {0: 2}, "2 records stored")
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    proc.wait(timeout=60)  # (stdin open until then: see above)
+    err = proc.stderr.read()
+    proc.stdin.close()
     assert proc.returncode == 143
     doc = json.loads(err)
     assert {k: doc[k] for k in ("records", "transactions", "aborted", "unsettled", "stopped",
