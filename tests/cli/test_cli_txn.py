@@ -271,9 +271,12 @@ def test_a_newer_producer_of_the_id_fences_the_running_one(t):
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
                                       (signal.SIGHUP, 129)])
 def test_a_signal_aborts_the_open_transaction_and_says_what_was_committed(t, sig, code):
+    # (the signal's default disposition in the child: under nohup SIGHUP is ignored, and
+    # rivven keeps an ignored signal ignored, as nohup asks)
     proc = subprocess.Popen([*RIVVEN, "produce", "t", "--transactional-id", "loader",
                              "--txn-size", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(t), cwd=ROOT)
+                            stderr=subprocess.PIPE, env=env(t), cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     proc.stdin.write(b"a\nb\nc\n")
     proc.stdin.flush()
     # a, b and their COMMIT marker, then c in the open transaction: it waits for more input
