@@ -382,21 +382,11 @@ def _snappy(data: bytes, max_bytes: int) -> bytes:
 
 
 # ---------------------------------------------------------------- out (Fetch)
-def _zz(n: int) -> bytes:
-    v = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-_SMALL = [_zz(i) for i in range(-1, 4096)]
+_SMALL = [native.zigzag(i) for i in range(-1, 4096)]
 
 
 def _vi(n: int) -> bytes:
-    return _SMALL[n + 1] if -1 <= n < 4095 else _zz(n)
+    return _SMALL[n + 1] if -1 <= n < 4095 else native.zigzag(n)
 
 
 def encode(base_offset: int, attributes: int, last_offset_delta: int, base_timestamp: int,

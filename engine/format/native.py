@@ -224,7 +224,8 @@ def py_acks(partition: int, base: int, count: int) -> list[tuple[int, int]]:
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _zz(n: int) -> bytes:
+def zigzag(n: int) -> bytes:
+    """``n`` as Kafka's zigzag varint (a record's integers and lengths)."""
     v = (n << 1) ^ (n >> 63)
     out = bytearray()
     while v > 0x7F:
@@ -255,7 +256,7 @@ def _col(body: Any, n: int, v: int, o: int, d: int, e: int) -> list[bytes | None
 
 
 def _field(x: bytes | None) -> bytes:
-    return b"\x01" if x is None else _zz(len(x)) + x
+    return b"\x01" if x is None else zigzag(len(x)) + x
 
 
 def py_kafka_records(body: Any, n: int, first_ts: int, last_delta: int, reserve: int,
@@ -308,9 +309,9 @@ def py_kafka_records(body: Any, n: int, first_ts: int, last_delta: int, reserve:
     out = bytearray(reserve)
     for i in range(n):
         h0, h1 = lists[i], lists[i + 1]
-        rec = b"".join([b"\x00", _zz(ts[i]), _zz(deltas[i]), _field(keys[i]), _field(values[i]),
-                        _zz(h1 - h0)] + [_field(hkeys[j]) + _field(hvals[j]) for j in range(h0, h1)])
-        out += _zz(len(rec))
+        rec = b"".join([b"\x00", zigzag(ts[i]), zigzag(deltas[i]), _field(keys[i]), _field(values[i]),
+                        zigzag(h1 - h0)] + [_field(hkeys[j]) + _field(hvals[j]) for j in range(h0, h1)])
+        out += zigzag(len(rec))
         out += rec
         if len(out) >= 1 << 31:
             return None

@@ -174,7 +174,7 @@ def good_records() -> tuple[bytes, bytes]:
 
 
 def zz(n: int) -> bytes:
-    return kafka_batch._zz(n)
+    return native.zigzag(n)
 
 
 def record(body: bytes) -> bytes:
