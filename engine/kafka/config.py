@@ -78,20 +78,8 @@ class ServeConfig:
             attr = k.replace(".", "_")
             if k in MAINTENANCE:
                 maintenance[k] = text
-            elif k in INTS:
-                lo = INTS[k][1]
-                try:
-                    n = int(str(text).strip())
-                except ValueError:
-                    n = lo - 1
-                if n < lo:
-                    raise InvalidConfig(f"invalid {k}={text!r}: use an integer >= {lo}")
-                out[attr] = n
-            elif k in BOOLS:
-                v = str(text).strip().lower()
-                if v not in ("true", "false"):
-                    raise InvalidConfig(f"invalid {k}={text!r}: use true or false")
-                out[attr] = v == "true"
+            elif k in INTS or k in BOOLS:
+                out[attr] = scheduler.setting_value(k, text, INTS, BOOLS)
             else:
                 raise InvalidConfig(f"unknown serve setting {k!r}; valid: "
                                     f"{', '.join(sorted([*INTS, *BOOLS, *MAINTENANCE]))}")

@@ -101,6 +101,26 @@ STRS: dict[str, tuple[str, str]] = {
 NAMES = (*INTS, *BOOLS, *STRS)
 
 
+def setting_value(key: str, text: object, ints: dict[str, tuple], bools: dict[str, tuple]
+                  ) -> int | bool:
+    """``text`` of ``key`` as an integer at or above its minimum (``ints[key][1]``) or a
+    boolean (``bools``): InvalidConfig naming the key and what to give (the serve settings
+    use it too)."""
+    if key in ints:
+        lo = ints[key][1]
+        try:
+            n = int(str(text).strip())
+        except ValueError:
+            n = lo - 1
+        if n < lo:
+            raise InvalidConfig(f"invalid {key}={text!r}: use an integer >= {lo}")
+        return n
+    v = str(text).strip().lower()
+    if v not in ("true", "false"):
+        raise InvalidConfig(f"invalid {key}={text!r}: use true or false")
+    return v == "true"
+
+
 @dataclass(frozen=True)
 class MaintenanceConfig:
     """The background maintenance's settings (Kafka's broker config names where Kafka has
@@ -124,20 +144,8 @@ class MaintenanceConfig:
         out: dict[str, object] = {}
         for k, text in (values or {}).items():
             attr = k.replace(".", "_")
-            if k in INTS:
-                lo = INTS[k][1]
-                try:
-                    n = int(str(text).strip())
-                except ValueError:
-                    n = lo - 1
-                if n < lo:
-                    raise InvalidConfig(f"invalid {k}={text!r}: use an integer >= {lo}")
-                out[attr] = n
-            elif k in BOOLS:
-                v = str(text).strip().lower()
-                if v not in ("true", "false"):
-                    raise InvalidConfig(f"invalid {k}={text!r}: use true or false")
-                out[attr] = v == "true"
+            if k in INTS or k in BOOLS:
+                out[attr] = setting_value(k, text, INTS, BOOLS)
             elif k in STRS:
                 if not str(text).strip():
                     raise InvalidConfig(f"invalid {k}={text!r}: give a value, e.g. "
