@@ -59,6 +59,8 @@ if TYPE_CHECKING:  # (each imported when first used: a command loads what it nee
     from .produce.idempotent import IdempotentProducer
     from .produce.path import ProducePath
     from .produce.transactional import TransactionalProducer
+    from .security.acls import Acls
+    from .security.users import Users
     from .tools.admin import Segments
     from .topic_admin import TopicAdmin
     from .txn.coordinator import Coordinator
@@ -460,6 +462,10 @@ class Engine:
     keys: Lazy[Keys] = Lazy(lambda e: new(
         ".maintenance.keys", "Keys", e.path, e._topics, e._vault, e._find, e.groups,
         e._writable, e.checkpoint))
+    users: Lazy[Users] = Lazy(lambda e: new(
+        ".security.users", "Users", e.path, e._writable, e.lock_wait))
+    acls: Lazy[Acls] = Lazy(lambda e: new(
+        ".security.acls", "Acls", e.path, e._writable, e.lock_wait))
     segments: Lazy[Segments] = Lazy(lambda e: new(
         ".tools.admin", "Segments", e.path, e._find, e._vault, e.lock_wait, e._writable,
         e._wal.reopen_partitions))

@@ -141,6 +141,13 @@ SERIES: dict[str, Series] = {
         "counter", ("reason",), "Kafka-protocol client connections closed, by reason: client "
         "(closed by it), idle, stalled (its responses not read), memory, oversized, malformed, "
         "unsupported, internal, refused, shutdown"),
+    "rivven_kafka_authentications_total": Series(
+        "counter", ("mechanism", "result"), "client authentications by rivven serve, by "
+        "mechanism (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, TLS: a client certificate or a TLS "
+        "handshake) and result (success, failure)"),
+    "rivven_kafka_authorization_denied_total": Series(
+        "counter", ("operation", "resource_type"), "requests (or parts of one) refused by the "
+        "ACLs, by Kafka's operation and resource type"),
     "rivven_kafka_groups": Series(
         "gauge", ("state",), "Kafka-protocol consumer groups by state (Empty, "
         "PreparingRebalance, CompletingRebalance, Stable, Dead), summed over live rivven serve "

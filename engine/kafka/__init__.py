@@ -3,7 +3,8 @@ request handlers, the group coordinator, a front end at the height of the comman
 uses the engine's data path and services only.
 
 May import: ``engine.spark`` (the compaction job of the background maintenance),
-``engine.maintenance`` (its scheduler), ``engine.format`` and the base modules.
+``engine.maintenance`` (its scheduler), ``engine.security`` (the ACL model, SCRAM),
+``engine.format`` and the base modules.
 
 Importing this package imports neither kafka-python nor asyncio's server: ``serve`` does.
 """

@@ -38,7 +38,7 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 # DescribeConfigsResponse.ConfigType
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
-                "list": 7}
+                "list": 7, "class": 8, "password": 9}
 # AlterConfigOp.OpType
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 HIGH_WATERMARK = -1  # DeleteRecords: every record below the high watermark
@@ -312,9 +312,11 @@ def broker_entries(req: Request, name: str) -> list[Entry]:
     docs = described()
     out = []
     for k, v in b.config.as_kafka().items():
-        doc, kind = docs.get(k, ("", "string"))
-        out.append(Entry(k, v, STATIC_BROKER_CONFIG if v != defaults[k] else DEFAULT_CONFIG,
-                         defaults[k], True, kind, "rivven serve setting: " + doc))
+        doc, kind = docs.get(k.split(".", 3)[-1] if k.startswith("listener.name.") else k,
+                             ("", "string"))
+        default = defaults.get(k, "")
+        out.append(Entry(k, v, STATIC_BROKER_CONFIG if v != default else DEFAULT_CONFIG,
+                         default, True, kind, "rivven serve setting: " + doc))
     for k, v, default in b.engine.settings.describe():
         kind = ("string" if k == "wal.sync" else "boolean" if k == "metrics.enabled"
                 else "long")
@@ -340,9 +342,12 @@ def describe_configs(req: Request) -> Any:
         for e in entries or ():
             if wanted is not None and e.name not in wanted:
                 continue
-            configs.append(C(name=e.name, value=e.value, read_only=e.read_only,
+            secret = e.kind == "password"  # (never shown, as Kafka's broker does)
+            configs.append(C(name=e.name, value=None if secret else e.value,
+                             read_only=e.read_only,
                              config_source=e.source, is_default=e.source == DEFAULT_CONFIG,
-                             is_sensitive=False, synonyms=e.synonyms(S) if synonyms else [],
+                             is_sensitive=secret,
+                             synonyms=e.synonyms(S) if synonyms and not secret else [],
                              config_type=CONFIG_TYPES.get(e.kind, 0),
                              documentation=e.doc if docs else None))
         out.append(Res(error_code=err, error_message=msg, resource_type=r.resource_type,

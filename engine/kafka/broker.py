@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..security.acl import Authorizer
 from .config import ServeConfig
 from .protocol import Messages
 
@@ -69,8 +70,29 @@ class Broker:
         # ({"Stable": 3, "Empty": 1}), read on the event loop about once a second for
         # rivven_kafka_groups and the status line
         self.group_states: Callable[[], Mapping[str, int]] | None = None
+        # authorization: on, off, or on when the data dir has ACLs (None)
+        self.authorizer_on = config.authorizer_on()
+        self.super_users = config.super_user_set()
+        # the listener sets this: a refusal counted and logged (principal, address, what)
+        self.on_denied: Callable[[Any, str, str, str], None] | None = None
         self.busy = 0  # calls running on the pool now (a forced stop cannot close under them)
         self._busy_lock = threading.Lock()
+
+    def authorizer(self) -> Authorizer | None:
+        """The ACL decision now (the data dir's ACLs as stored, a change by any process
+        seen at once), or None when authorization is off (every principal may do
+        everything, as a Kafka broker without an authorizer)."""
+        if self.authorizer_on is False:
+            return None
+        auth = self.engine.acls.authorizer(self.super_users,
+                                           self.config.allow_everyone_if_no_acl_found)
+        if self.authorizer_on is None and not len(auth):
+            return None
+        return auth
+
+    def denied(self, req: Any, op: str, rtype: str, name: str) -> None:
+        if self.on_denied is not None:
+            self.on_denied(req, op, rtype, name)
 
     async def call(self, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` on the thread pool (it calls the engine: blocking I/O)."""

@@ -36,7 +36,7 @@ from ..errors import plural
 from . import codes
 from .broker import Broker
 from .protocol import Frame
-from .registry import APIS, Api, Request
+from .registry import APIS, Api, Request, Session
 
 log = logging.getLogger("rivven.serve")
 API_VERSIONS = 18
@@ -63,7 +63,7 @@ class Closing(Exception):
 
 class Conn:
     __slots__ = ("peer", "ip", "reader", "writer", "transport", "state", "since", "size",
-                 "unsent", "got", "kind", "why", "data", "task", "waiting")
+                 "unsent", "got", "kind", "why", "data", "task", "waiting", "session")
 
     def __init__(self, peer: str, ip: str, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
@@ -82,6 +82,7 @@ class Conn:
         self.data: dict[str, Any] = {}  # handlers' per-connection state (Request.conn)
         self.task: asyncio.Task | None = None
         self.waiting = False  # in an async handler (a long poll: cancelled if it goes away)
+        self.session = Session(ip)  # who it is (the listener and SASL set it)
 
     def close(self, kind: str, why: str) -> None:
         """Close it now (its reader or writer wakes with an error), recording why."""
@@ -169,6 +170,7 @@ class Server:
         self._by_api: dict[str, tuple[Any, Any, Any, Any]] = {}
         self._error_paths: dict[int, list[tuple[str, ...]]] = {}
         self._groups_seen: set[str] = set()
+        broker.on_denied = self._denied
 
     @property
     def connections(self) -> int:
@@ -448,7 +450,7 @@ class Server:
         """(a pool thread) Decode, run the handler, count its error codes, encode."""
         if body is None:
             body = self._decode(api, frame)
-        req = Request(self.broker, frame, body, c.peer, c.data)
+        req = Request(self.broker, frame, body, c.peer, c.data, c.session)
         try:
             resp = api.fn(req)
         except Closing:
@@ -459,7 +461,7 @@ class Server:
 
     async def _handle_async(self, api: Api, frame: Frame, c: Conn, body: Any
                             ) -> tuple[bytes | None, dict]:
-        req = Request(self.broker, frame, body, c.peer, c.data)
+        req = Request(self.broker, frame, body, c.peer, c.data, c.session)
         try:
             resp = await api.fn(req)
         except Closing:
@@ -467,6 +469,17 @@ class Server:
         except Exception as e:
             raise self._failed(api, frame, c, e) from None
         return self._answer(api, frame, resp)
+
+    def _denied(self, req: Request, op: str, rtype: str, name: str) -> None:
+        """(any thread) An ACL refusal: counted, and logged rate-limited with who and what
+        (never a secret: principal, address, operation, resource)."""
+        self.meter.get("rivven_kafka_authorization_denied_total", operation=op,
+                       resource_type=rtype).inc()
+        s = req.session
+        api = APIS.get(req.frame.api_key)
+        self.say(("denied", s.principal, op, rtype), logging.WARNING,
+                 "denied %s from %s: %s on %s %r (%s)", s.principal, req.peer, op, rtype,
+                 name[:200], api.name if api is not None else req.frame.api_key)
 
     def _failed(self, api: Api, frame: Frame, c: Conn, e: Exception) -> Closing:
         self.say(("failed", api.name, type(e).__name__), logging.ERROR,

@@ -22,6 +22,7 @@ RANKS = {
     "engine.format": 1,  # bytes in, bytes out
     "engine.fs": 2,  # the file-system rules: guards, durable writes, sealed JSON, locks
     "engine.crypto": 3, "engine.counters": 3,  # keys and ciphers | this process's counters
+    "engine.security": 3,  # SCRAM users, ACLs
     "engine.segments": 4,  # a partition directory's files, each on its own
     "engine.storage": 5,  # the data dir's metadata and the partition object
     "engine.wal": 6, "engine.groups": 6,
