@@ -528,10 +528,9 @@ def test_host_specific_acls(served, conn):
     assert topic_code(conn, "t") == TOPIC_DENIED
 
 
-def test_existence_is_hidden_and_creation_needs_create(served, conn):
+def test_existence_is_hidden(served, conn):
     set_acls(served.data_dir, acl("Topic", "*", "Describe"))
-    # may Describe, may not Create: auto-creation would be refused (but is off here)
-    assert topic_code(conn, "ghost") == 3
+    assert topic_code(conn, "ghost") == 3  # (may Describe: told it does not exist)
     set_acls(served.data_dir, NOTHING)
     assert [t.error_code for t in metadata(conn, "t", "ghost").topics] == [TOPIC_DENIED] * 2
 
@@ -653,8 +652,11 @@ def open_served(tmp_path_factory) -> Iterator[Served]:
     d = str(tmp_path_factory.mktemp("open") / "data")
     for t in ("t", "other"):
         run_rivven(d, "topic", "create", t, check=True)
-    set_acls(d, acl("Topic", "t", "Read", principal="User:bob"))
-    s = start_server(d, settings=FAST + ("allow.everyone.if.no.acl.found=true",))
+    set_acls(d, acl("Topic", "t", "Read", principal="User:bob"),
+             acl("Cluster", "kafka-cluster", "Create", principal="User:bob"),
+             acl("Topic", "auto", "Describe", pattern="Prefixed"))
+    s = start_server(d, settings=FAST + ("allow.everyone.if.no.acl.found=true",
+                                         "auto.create.topics.enable=true"))
     yield s
     s.kill()
 
@@ -666,6 +668,20 @@ def test_allow_everyone_if_no_acl_found(open_served):
     try:
         assert topic_code(c, "other") == 0 and produce(c, "other") == 0
         assert topic_code(c, "t") == TOPIC_DENIED
+    finally:
+        c.close()
+
+
+def test_auto_creation_needs_create_on_the_cluster_or_the_topic(open_served):
+    c = Conn(open_served.bootstrap)
+    try:
+        before = state(open_served.data_dir)
+        assert metadata(c, "auto1", auto=True).topics[0].error_code == TOPIC_DENIED
+        assert state(open_served.data_dir) == before
+        with Engine.open(open_served.data_dir) as eng:
+            eng.acls.add([acl("Topic", "auto", "Create", pattern="Prefixed")])
+        assert metadata(c, "auto1", auto=True).topics[0].error_code == 5  # (created)
+        assert "auto1" in state(open_served.data_dir)["topics"]
     finally:
         c.close()
 
