@@ -27,13 +27,14 @@ from ..errors import (
     UnknownTopic,
     plural,
 )
+from ..security.acl import CLUSTER, CLUSTER_NAME, TOPIC
 from . import codes
 from .api_meta import ZERO_UUID
 from .config import ServeConfig, described
 from .registry import Request, api
 
 # ConfigResource.Type
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC_RESOURCE, BROKER, BROKER_LOGGER = 2, 4, 8
 # DescribeConfigsResponse.ConfigSource
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 # DescribeConfigsResponse.ConfigType
@@ -84,19 +85,29 @@ def create_topics(req: Request) -> Any:
     b, body, R = req.broker, req.body, req.R
     validate_only = bool(req.version >= 1 and body.validate_only)
     dups = _duplicates([t.name for t in body.topics])
+    # Kafka's: Create on the cluster, or on each topic; its configs shown only with
+    # DescribeConfigs on it
+    on_cluster = req.allowed("Create", CLUSTER, CLUSTER_NAME, log=False)
     out = []
     for t in body.topics:
         meta: Any = None
         err: int = codes.INVALID_REQUEST
         msg: str | None = f"topic {t.name!r} is named twice"
-        if t.name not in dups:
+        if t.name in dups:
+            pass
+        elif not on_cluster and not req.allowed("Create", TOPIC, t.name):
+            err, msg = codes.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        else:
             meta, err, msg = _answer(_create, req, t, validate_only)
         if meta is not None and not validate_only:
             b.log.info("created topic %s (%d partitions) for %s", meta.name, meta.partitions,
                        req.peer)
+        config_err = codes.NONE
+        if not req.allowed("DescribeConfigs", TOPIC, t.name, log=False):
+            config_err, meta = codes.TOPIC_AUTHORIZATION_FAILED, None  # (nothing shown)
         out.append(R.CreatableTopicResult(
             name=t.name, topic_id=ZERO_UUID, error_code=err, error_message=msg,
-            topic_config_error_code=0,
+            topic_config_error_code=config_err,
             num_partitions=meta.partitions if meta is not None else -1,
             replication_factor=1 if meta is not None else -1,
             configs=[R.CreatableTopicResult.CreatableTopicConfigs(
@@ -173,6 +184,8 @@ def delete_topics(req: Request) -> Any:
         elif not b.config.delete_topic_enable:
             err, msg = codes.TOPIC_DELETION_DISABLED, (
                 "topic deletion is disabled (delete.topic.enable=false)")
+        elif not req.allowed("Delete", TOPIC, name):  # (whether it exists or not)
+            err, msg = codes.TOPIC_AUTHORIZATION_FAILED, None
         else:
             _, err, msg = _answer(b.engine.topic_admin.delete, name)
             if not err:
@@ -190,7 +203,11 @@ def create_partitions(req: Request) -> Any:
     for t in body.topics:
         err: int = codes.INVALID_REQUEST
         msg: str | None = f"topic {t.name!r} is named twice"
-        if t.name not in dups:
+        if t.name in dups:
+            pass
+        elif not req.allowed("Alter", TOPIC, t.name):
+            err, msg = codes.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed."
+        else:
             meta, err, msg = _answer(_add_partitions, req, t, body.validate_only)
             if meta is not None and not body.validate_only:
                 b.log.info("topic %s now has %d partitions (for %s)", t.name, t.count, req.peer)
@@ -228,7 +245,13 @@ def delete_records(req: Request) -> Any:
     out = []
     for t in body.topics:
         parts = []
+        deletable = req.allowed("Delete", TOPIC, t.name)
         for p in t.partitions:
+            if not deletable:  # (whether it exists or not)
+                parts.append(T.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index,
+                    error_code=codes.TOPIC_AUTHORIZATION_FAILED, low_watermark=-1))
+                continue
             low, err, _ = _answer(_delete_below, b.engine, t.name, p.partition_index, p.offset)
             if not err:
                 b.log.info("%s-%d now starts at %d (DeleteRecords from %s)", t.name,
@@ -336,6 +359,12 @@ def describe_configs(req: Request) -> Any:
     docs = bool(req.version >= 3 and body.include_documentation)
     out = []
     for r in body.resources:
+        refused = _config_refused(req, "DescribeConfigs", r.resource_type, r.resource_name)
+        if refused:
+            out.append(Res(error_code=refused, error_message=REFUSED_TEXT[refused],
+                           resource_type=r.resource_type, resource_name=r.resource_name,
+                           configs=[]))
+            continue
         entries, err, msg = _answer(_entries, req, r.resource_type, r.resource_name)
         configs = []
         wanted = set(r.configuration_keys) if r.configuration_keys else None
@@ -355,13 +384,29 @@ def describe_configs(req: Request) -> Any:
     return req.respond(throttle_time_ms=0, results=out)
 
 
+# Kafka's texts of its errors (Errors.message), what DescribeConfigs answers with a refusal
+REFUSED_TEXT = {codes.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                codes.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
+
+
+def _config_refused(req: Request, op: str, kind: int, name: str) -> int:
+    """Kafka's check of a config resource: ``op`` (DescribeConfigs, AlterConfigs) on the topic,
+    or on the cluster for the broker and its loggers; other kinds are refused later as
+    unknown."""
+    if kind == TOPIC_RESOURCE and not req.allowed(op, TOPIC, name):
+        return codes.TOPIC_AUTHORIZATION_FAILED
+    if kind in (BROKER, BROKER_LOGGER) and not req.allowed(op, CLUSTER, CLUSTER_NAME):
+        return codes.CLUSTER_AUTHORIZATION_FAILED
+    return codes.NONE
+
+
 def _entries(req: Request, kind: int, name: str) -> list[Entry]:
-    if kind == TOPIC:
+    if kind == TOPIC_RESOURCE:
         return topic_entries(req.broker.engine, name)
     if kind == BROKER:
         return broker_entries(req, name)
     raise Refused(codes.INVALID_REQUEST, f"resource type {kind} is not served: rivven serve "
-                                         f"describes topics ({TOPIC}) and its broker ({BROKER})")
+                                         f"describes topics ({TOPIC_RESOURCE}) and its broker ({BROKER})")
 
 
 def _alter(req: Request, r: Any, validate_only: bool, incremental: bool) -> None:
@@ -381,7 +426,7 @@ def _alter(req: Request, r: Any, validate_only: bool, incremental: bool) -> None
                           "rivven serve's settings are read-only while it runs: restart it "
                           "with --set KEY=VALUE")
         return
-    if r.resource_type != TOPIC:
+    if r.resource_type != TOPIC_RESOURCE:
         raise Refused(codes.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
     try:
         _alter_topic(req.broker.engine.topic_admin, r, validate_only, incremental)
@@ -418,7 +463,11 @@ def _alter_configs(req: Request, incremental: bool) -> Any:
     for r in body.resources:
         err: int = codes.INVALID_REQUEST
         msg: str | None = "Each resource must appear at most once."
-        if (r.resource_type, r.resource_name) not in dups:
+        if (r.resource_type, r.resource_name) in dups:
+            pass
+        elif refused := _config_refused(req, "AlterConfigs", r.resource_type, r.resource_name):
+            err, msg = refused, None
+        else:
             _, err, msg = _answer(_alter, req, r, body.validate_only, incremental)
             if not err and not body.validate_only and r.configs:
                 b.log.info("configs of topic %s altered for %s: %s", r.resource_name, req.peer,

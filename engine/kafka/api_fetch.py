@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from ..errors import OffsetOutOfRange, RivvenError, UnknownPartition, UnknownTopic
+from ..security.acl import TOPIC
 from . import codes
 from .registry import Request, api
 
@@ -27,8 +28,9 @@ def to_kafka(fb: Any) -> bytes:
     return fb.kafka
 
 
-def fetch_once(req: Request) -> tuple[Any, int, bool]:
-    """The response as things stand, its record bytes, and whether a partition erred."""
+def fetch_once(req: Request, refused: frozenset[str] = frozenset()) -> tuple[Any, int, bool]:
+    """The response as things stand, its record bytes, and whether a partition erred; the
+    topics in ``refused`` (no Read) are answered TOPIC_AUTHORIZATION_FAILED, not read."""
     b, body, R = req.broker, req.body, req.R
     eng = b.engine
     level = "read_committed" if body.isolation_level == 1 else "read_uncommitted"
@@ -43,6 +45,13 @@ def fetch_once(req: Request) -> tuple[Any, int, bool]:
             err, hw, lso, start = codes.NONE, -1, -1, -1
             aborted: list | None = None
             records = b""
+            if t.topic in refused:
+                parts.append(P(partition_index=fp.partition,
+                               error_code=codes.TOPIC_AUTHORIZATION_FAILED, high_watermark=-1,
+                               last_stable_offset=-1, log_start_offset=-1,
+                               aborted_transactions=None, preferred_read_replica=-1,
+                               records=b""))
+                continue
             try:
                 limit = max(0, min(fp.partition_max_bytes, left))
                 f = eng.fetch(t.topic, fp.partition, fp.fetch_offset, limit or 1, level)
@@ -84,12 +93,15 @@ def fetch_once(req: Request) -> tuple[Any, int, bool]:
 async def fetch(req: Request) -> Any:
     b, body = req.broker, req.body
     deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000
+    # Read on each topic (Kafka's): the others answered TOPIC_AUTHORIZATION_FAILED, not waited
+    # for; the ACLs looked at once (not at every look again)
+    refused = frozenset(t.topic for t in body.topics if not req.allowed("Read", TOPIC, t.topic))
     # a fetch of no partition is answered at once, as Kafka's broker does: the Java client
     # sends one to close its fetch session (epoch -1) when it closes, and would otherwise
     # wait max.wait.ms for it
-    empty = not any(t.partitions for t in body.topics)
+    empty = not any(t.partitions for t in body.topics if t.topic not in refused)
     while True:
-        resp, nbytes, erred = await b.call(fetch_once, req)
+        resp, nbytes, erred = await b.call(fetch_once, req, refused)
         left = deadline - time.monotonic()
         if nbytes >= max(1, body.min_bytes) or erred or left <= 0 or b.stopping or empty:
             return resp
@@ -106,8 +118,14 @@ def list_offsets(req: Request) -> Any:
     out = []
     for t in body.topics:
         parts = []
+        described = req.allowed("Describe", TOPIC, t.name)
         for p in t.partitions:
             err, ts, off = codes.NONE, -1, -1
+            if not described:  # (whether the topic exists or not)
+                parts.append(P(partition_index=p.partition_index,
+                               error_code=codes.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
+                               offset=-1, leader_epoch=-1))
+                continue
             try:
                 ts, off = _offset(eng, t.name, p.partition_index, p.timestamp, level)
             except (UnknownTopic, UnknownPartition):

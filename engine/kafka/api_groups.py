@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import GroupActive, GroupNotFound, RivvenError, UnknownTopic
+from ..security.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
 from . import codes
+from .api_meta import authorized_ops
 from .groups import (
     CONSUMER,
     DEAD,
@@ -41,9 +43,18 @@ def _coordinator(req: Request) -> Coordinator:
 
 
 # ---------------------------------------------------------------- the classic protocol
+def _read_refused(req: Request) -> bool:
+    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup need Read on the group (Kafka's)."""
+    return not req.allowed("Read", GROUP, req.body.group_id)
+
+
 @api(11, "JoinGroup", 0, 9)
 async def join_group(req: Request) -> Any:
     body, v = req.body, req.version
+    if _read_refused(req):
+        return req.respond(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+                           generation_id=-1, protocol_type=None, protocol_name="", leader="",
+                           skip_assignment=False, member_id="", members=[])
     rebalance = body.rebalance_timeout_ms if v >= 1 and body.rebalance_timeout_ms >= 0 \
         else body.session_timeout_ms
     res = await _coordinator(req).join(
@@ -64,6 +75,9 @@ async def join_group(req: Request) -> Any:
 @api(14, "SyncGroup", 0, 5)
 async def sync_group(req: Request) -> Any:
     body, v = req.body, req.version
+    if _read_refused(req):
+        return req.respond(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+                           protocol_type=None, protocol_name=None, assignment=b"")
     res = await _coordinator(req).sync(
         body.group_id, body.generation_id, body.member_id,
         body.group_instance_id if v >= 3 else None,
@@ -77,6 +91,8 @@ async def sync_group(req: Request) -> Any:
 @api(12, "Heartbeat", 0, 4)
 async def heartbeat(req: Request) -> Any:
     body = req.body
+    if _read_refused(req):
+        return req.respond(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED)
     err = _coordinator(req).heartbeat(body.group_id, body.generation_id, body.member_id,
                                       body.group_instance_id if req.version >= 3 else None)
     return req.respond(throttle_time_ms=0, error_code=err)
@@ -85,6 +101,9 @@ async def heartbeat(req: Request) -> Any:
 @api(13, "LeaveGroup", 0, 5)
 async def leave_group(req: Request) -> Any:
     body, v = req.body, req.version
+    if _read_refused(req):
+        return req.respond(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED,
+                           members=[])
     leaving: list[tuple[str, str | None]] = (
         [(m.member_id or "", m.group_instance_id) for m in body.members or ()]
         if v >= 3 else [(body.member_id or "", None)])
@@ -99,10 +118,21 @@ async def leave_group(req: Request) -> Any:
 # ---------------------------------------------------------------- offsets
 @api(8, "OffsetCommit", 2, 9)
 async def offset_commit(req: Request) -> Any:
+    """Read on the group (else every partition GROUP_AUTHORIZATION_FAILED) and on each topic
+    (TOPIC_AUTHORIZATION_FAILED; the others committed), as Kafka checks them, first."""
     b, body, v = req.broker, req.body, req.version
     coord = _coordinator(req)
     group = body.group_id
-    err: int | None = coord.check_group_id(group)
+    err: int | None = None
+    refused: set[str] = set()
+    if not req.allowed("Read", GROUP, group):
+        err = codes.GROUP_AUTHORIZATION_FAILED
+    else:
+        refused = {t.name for t in body.topics if not req.allowed("Read", TOPIC, t.name)}
+        if len(refused) == len({t.name for t in body.topics}) and refused:
+            err = codes.TOPIC_AUTHORIZATION_FAILED  # (nothing left to commit)
+    if not err:
+        err = coord.check_group_id(group)
     if not err:
         err = coord.check_commit(group, body.generation_id_or_member_epoch,
                                  body.member_id or "",
@@ -119,8 +149,10 @@ async def offset_commit(req: Request) -> Any:
         results = {(t.name, p.partition_index): err for t in body.topics
                    for p in t.partitions}
     else:
-        results = await coord.store(group, functools.partial(_commit, b.engine, group,
-                                                             body.topics))
+        results = await coord.store(group, functools.partial(
+            _commit, b.engine, group, [t for t in body.topics if t.name not in refused]))
+    results.update({(t.name, p.partition_index): codes.TOPIC_AUTHORIZATION_FAILED
+                    for t in body.topics if t.name in refused for p in t.partitions})
     T = req.R.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition
     return req.respond(throttle_time_ms=0, topics=[
@@ -177,8 +209,7 @@ async def offset_fetch(req: Request) -> Any:
 
 
 def _offset_fetch(req: Request) -> Any:
-    b, body, v, R = req.broker, req.body, req.version, req.R
-    eng = b.engine
+    body, v, R = req.body, req.version, req.R
     stable = v >= 7 and body.require_stable
     if v >= 8:
         G = R.OffsetFetchResponseGroup
@@ -188,7 +219,7 @@ def _offset_fetch(req: Request) -> Any:
         for g in body.groups:
             wanted = (None if g.topics is None
                       else [(t.name, list(t.partition_indexes)) for t in g.topics])
-            err, rows = _fetch(eng, g.group_id, wanted, stable)
+            err, rows = _fetch_authorized(req, g.group_id, wanted, stable)
             groups.append(G(group_id=g.group_id, error_code=err, topics=[
                 T(name=t, partitions=[P(partition_index=p, committed_offset=o,
                                         committed_leader_epoch=-1, metadata=m, error_code=e)
@@ -198,13 +229,32 @@ def _offset_fetch(req: Request) -> Any:
     P1 = T1.OffsetFetchResponsePartition
     wanted = (None if body.topics is None
               else [(t.name, list(t.partition_indexes)) for t in body.topics])
-    err, rows = _fetch(eng, body.group_id, wanted, stable)
+    err, rows = _fetch_authorized(req, body.group_id, wanted, stable)
     if v < 2 and err:  # (v1 has no top-level error: each partition carries it)
         rows = [(t, [(p, -1, "", err) for p in ps]) for t, ps in wanted or ()]
     return req.respond(throttle_time_ms=0, error_code=err, topics=[
         T1(name=t, partitions=[P1(partition_index=p, committed_offset=o,
                                   committed_leader_epoch=-1, metadata=m, error_code=e)
                                for p, o, m, e in parts]) for t, parts in rows])
+
+
+def _fetch_authorized(req: Request, group: str, wanted: list[tuple[str, list[int]]] | None,
+                      stable: bool) -> tuple[int, list[tuple[str, list[tuple[int, int, str, int]]]]]:
+    """Kafka's checks around ``_fetch``: Describe on the group (GROUP_AUTHORIZATION_FAILED),
+    on each topic named (its partitions TOPIC_AUTHORIZATION_FAILED); of all the group's
+    offsets, those of topics the principal may Describe."""
+    if not req.allowed("Describe", GROUP, group):
+        return codes.GROUP_AUTHORIZATION_FAILED, []
+    eng = req.broker.engine
+    if wanted is None:
+        err, rows = _fetch(eng, group, None, stable)
+        return err, [(t, ps) for t, ps in rows if req.allowed("Describe", TOPIC, t, log=False)]
+    refused = {t for t, _ in wanted if not req.allowed("Describe", TOPIC, t)}
+    err, rows = _fetch(eng, group, [(t, ps) for t, ps in wanted if t not in refused], stable)
+    if err:
+        return err, rows
+    return err, rows + [(t, [(p, -1, "", codes.TOPIC_AUTHORIZATION_FAILED) for p in ps])
+                        for t, ps in wanted if t in refused]
 
 
 def _fetch(eng: Any, group: str, wanted: list[tuple[str, list[int]]] | None, stable: bool
@@ -315,6 +365,9 @@ async def list_groups(req: Request) -> Any:
         shown = {**await b.call(on_disk), **ours}
     except RivvenError as e:
         return req.respond(throttle_time_ms=0, error_code=codes.code_of(e), groups=[])
+    # every group with Describe on the cluster, else those the principal may Describe (Kafka's)
+    if not req.allowed("Describe", CLUSTER, CLUSTER_NAME, log=False):
+        shown = {g: s for g, s in shown.items() if req.allowed("Describe", GROUP, g, log=False)}
     return req.respond(throttle_time_ms=0, error_code=0, groups=[
         L(group_id=g, protocol_type=s.protocol_type, group_state=s.state,
           group_type="classic")
@@ -331,6 +384,11 @@ async def describe_groups(req: Request) -> Any:
     for group_id in body.groups:
         err, msg = codes.NONE, None
         shown: _Shown | None = None
+        if not req.allowed("Describe", GROUP, group_id):
+            out.append(D(error_code=codes.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                         group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                         members=[], authorized_operations=None))
+            continue
         if coord.check_group_id(group_id):
             err, msg = codes.INVALID_GROUP_ID, "not a valid group id"
         else:
@@ -349,7 +407,9 @@ async def describe_groups(req: Request) -> Any:
                      members=[M(member_id=i, group_instance_id=gi, client_id=c, client_host=h,
                                 member_metadata=md, member_assignment=a)
                               for i, gi, c, h, md, a in s.members],
-                     authorized_operations=None))  # (None: not asked for)
+                     authorized_operations=authorized_ops(req, GROUP, group_id)
+                     if v >= 3 and body.include_authorized_operations and not err
+                     else None))  # (None: not asked for)
     return req.respond(throttle_time_ms=0, groups=out)
 
 
@@ -359,7 +419,9 @@ async def delete_groups(req: Request) -> Any:
     coord = _coordinator(req)
     out = []
     for group_id in req.body.groups_names:
-        if coord.check_group_id(group_id):
+        if not req.allowed("Delete", GROUP, group_id):
+            err = codes.GROUP_AUTHORIZATION_FAILED
+        elif coord.check_group_id(group_id):
             err = codes.INVALID_GROUP_ID
         else:
             try:
@@ -391,6 +453,10 @@ async def offset_delete(req: Request) -> Any:
                                          error_code=per[(t.name, p.partition_index)])
                                        for p in t.partitions]) for t in body.topics])
 
+    if not req.allowed("Delete", GROUP, group):
+        return answer(codes.GROUP_AUTHORIZATION_FAILED, {})
+    # Read on each topic (Kafka's): the others' partitions TOPIC_AUTHORIZATION_FAILED
+    refused = {t.name for t in body.topics if not req.allowed("Read", TOPIC, t.name)}
     if coord.check_group_id(group):
         return answer(codes.INVALID_GROUP_ID, {})
     here = coord.live(group)
@@ -406,7 +472,9 @@ async def offset_delete(req: Request) -> Any:
         for t in body.topics:
             parts = [p.partition_index for p in t.partitions]
             err = codes.NONE
-            if t.name in subscribed:
+            if t.name in refused:
+                err = codes.TOPIC_AUTHORIZATION_FAILED
+            elif t.name in subscribed:
                 err = codes.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 try:

@@ -9,10 +9,27 @@ import uuid
 from typing import Any
 
 from ..errors import InvalidTopicName, RivvenError, TopicExists, UnknownTopic
+from ..security.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID, VALID_OPERATIONS
 from . import codes
 from .registry import APIS, Request, api
 
 ZERO_UUID = uuid.UUID(int=0)
+# FindCoordinator's key types
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def authorized_ops(req: Request, rtype: str, name: str) -> set[int]:
+    """The ``*_authorized_operations`` bit field (kafka-python's set of bit numbers) of the
+    operations Kafka supports on ``rtype`` that the principal may do on ``name``."""
+    ops = tuple(op for op in VALID_OPERATIONS[rtype] if op != "All")
+    bits = req.authorized_operations(rtype, name, ops)
+    return {i for i in range(32) if bits >> i & 1}
+
+
+def cluster_ops(req: Request) -> set[int]:
+    """The cluster's authorized operations: none without Describe on it (as Kafka answers)."""
+    return authorized_ops(req, CLUSTER, CLUSTER_NAME) \
+        if req.allowed("Describe", CLUSTER, CLUSTER_NAME) else set()
 
 
 def api_versions_body(cls: Any, version: int, error: int = codes.NONE) -> Any:
@@ -71,21 +88,37 @@ def auto_create(req: Request, name: str) -> int:
 
 @api(3, "Metadata", 0, 12)
 def metadata(req: Request) -> Any:
+    """A topic the principal may not Describe is left out of a list of all topics and answered
+    TOPIC_AUTHORIZATION_FAILED when named, whether it exists or not (Kafka hides it); one it
+    may Describe but that does not exist is created (auto.create.topics.enable) only with
+    Create on the cluster or on the topic."""
     b, R, body = req.broker, req.R, req.body
     eng = b.engine
     wanted = body.topics
+    T, P = R.MetadataResponseTopic, R.MetadataResponseTopic.MetadataResponsePartition
     if wanted is None or (req.version == 0 and not wanted):
-        names = [m.name for m in eng.topics()]
+        names = [m.name for m in eng.topics() if req.allowed("Describe", TOPIC, m.name, log=False)]
         auto = False
     else:
         names = [t.name for t in wanted if t.name is not None]
         auto = body.allow_auto_topic_creation if req.version >= 4 else True
-    T, P = R.MetadataResponseTopic, R.MetadataResponseTopic.MetadataResponsePartition
+    topic_ops = req.version >= 8 and body.include_topic_authorized_operations
     topics = []
+    refused = []
     for name in names:
+        if not req.allowed("Describe", TOPIC, name):
+            refused.append(T(error_code=codes.TOPIC_AUTHORIZATION_FAILED, name=name,
+                             topic_id=ZERO_UUID, is_internal=False, partitions=[]))
+            continue
         try:
             meta = eng.topic(name)
         except UnknownTopic:
+            if auto and b.config.auto_create_topics_enable and \
+                    not req.allowed("Create", CLUSTER, CLUSTER_NAME, log=False) and \
+                    not req.allowed("Create", TOPIC, name):
+                refused.append(T(error_code=codes.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                 topic_id=ZERO_UUID, is_internal=False, partitions=[]))
+                continue
             err = auto_create(req, name) if auto else codes.UNKNOWN_TOPIC_OR_PARTITION
             topics.append(T(error_code=err, name=name, topic_id=ZERO_UUID, is_internal=False,
                             partitions=[]))
@@ -99,28 +132,57 @@ def metadata(req: Request) -> Any:
                  for p in range(meta.partitions)]
         topics.append(T(error_code=0, name=name, topic_id=topic_id(name), is_internal=False,
                         partitions=parts))
+    if topic_ops:  # (the topics answered, not those refused: as Kafka fills them)
+        for t in topics:
+            t.authorized_operations = authorized_ops(req, TOPIC, t.name)
+    cluster = None
+    if 8 <= req.version <= 10 and body.include_cluster_authorized_operations:
+        cluster = cluster_ops(req)
     return req.respond(throttle_time_ms=0, brokers=[R.MetadataResponseBroker(
         node_id=b.node_id, host=b.host, port=b.port, rack=None)], cluster_id=b.cluster_id,
-        controller_id=b.node_id, topics=topics)
+        controller_id=b.node_id, topics=topics + refused, authorized_operations=cluster)
 
 
 @api(60, "DescribeCluster", 0, 1)
 def describe_cluster(req: Request) -> Any:
+    """Answered to anyone, as by Kafka (the cluster's id and brokers are what a client needs to
+    connect at all); the cluster's authorized operations, when asked, are none without
+    Describe on the cluster."""
     b = req.broker
+    ops = cluster_ops(req) if req.body.include_cluster_authorized_operations else None
     return req.respond(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                        cluster_id=b.cluster_id, controller_id=b.node_id,
                        brokers=[req.R.DescribeClusterBroker(broker_id=b.node_id, host=b.host,
                                                             port=b.port, rack=None,
-                                                            is_fenced=False)])
+                                                            is_fenced=False)],
+                       authorized_operations=ops)
 
 
 @api(10, "FindCoordinator", 0, 4)
 def find_coordinator(req: Request) -> Any:
+    """A group's coordinator needs Describe on the group, a transactional id's Describe on the
+    id (GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED and no node, as Kafka answers)."""
     b, body = req.broker, req.body
+    kind = body.key_type if req.version >= 1 else GROUP_KEY
     if req.version >= 4:
-        keys = body.coordinator_keys or []
-        return req.respond(throttle_time_ms=0, coordinators=[
-            req.R.Coordinator(key=k, node_id=b.node_id, host=b.host, port=b.port,
-                              error_code=0, error_message=None) for k in keys])
+        out = []
+        for k in body.coordinator_keys or []:
+            err = _coordinator_refused(req, kind, k)
+            out.append(req.R.Coordinator(key=k, node_id=-1 if err else b.node_id,
+                                         host="" if err else b.host, port=-1 if err else b.port,
+                                         error_code=err, error_message=None))
+        return req.respond(throttle_time_ms=0, coordinators=out)
+    err = _coordinator_refused(req, kind, body.key)
+    if err:
+        return req.respond(throttle_time_ms=0, error_code=err, error_message=None,
+                           node_id=-1, host="", port=-1)
     return req.respond(throttle_time_ms=0, error_code=0, error_message=None,
                        node_id=b.node_id, host=b.host, port=b.port)
+
+
+def _coordinator_refused(req: Request, kind: int, key: str) -> int:
+    if kind == GROUP_KEY and not req.allowed("Describe", GROUP, key):
+        return codes.GROUP_AUTHORIZATION_FAILED
+    if kind == TRANSACTION_KEY and not req.allowed("Describe", TRANSACTIONAL_ID, key):
+        return codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return codes.NONE

@@ -14,6 +14,7 @@ from .. import clock
 from ..errors import CorruptRecordError, RivvenError, UnknownPartition, UnknownTopic, plural
 from ..format import kafka_batch
 from ..format.records import HEADER_SIZE as RIVVEN_HEADER_SIZE
+from ..security.acl import TOPIC, TRANSACTIONAL_ID
 from . import codes
 from .registry import Request, api
 
@@ -157,16 +158,50 @@ def _store_transactional(req: Request, item: tuple) -> Any:
         return e
 
 
+# a Kafka record batch's attributes (after base offset, length, leader epoch, magic, CRC) and
+# its transactional bit
+_ATTRIBUTES_AT, _TRANSACTIONAL = 21, 0x10
+
+
+def _has_transactional(body: Any) -> bool:
+    """Does a partition's first batch say it is transactional (Kafka's
+    ``RequestUtils.hasTransactionalRecords``: what the authorization of the transactional id
+    looks at, before anything is decoded)?"""
+    for t in body.topic_data:
+        for pd in t.partition_data:
+            r = pd.records
+            if r is not None and len(r) > _ATTRIBUTES_AT + 1 and \
+                    r[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL:
+                return True
+    return False
+
+
 def _prepare_request(req: Request, items: list[tuple], owner: list[list[Any]],
                      txn_items: list[tuple[Request, tuple, list[Any]]],
                      metas: dict[str, Any]) -> list[list[Any]]:
+    """Each partition's answer; its batches checked and queued for the append. Kafka's
+    authorization first: a transactional request needs Write on its transactional id (every
+    partition refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED without it), each topic Write
+    (TOPIC_AUTHORIZATION_FAILED, whether it exists or not)."""
     body = req.body
     acks = body.acks
     answers = []
+    txn_refused = _has_transactional(body) and (
+        body.transactional_id is None or
+        not req.allowed("Write", TRANSACTIONAL_ID, body.transactional_id))
+    writable: dict[str, bool] = {}
     for t in body.topic_data:
         for pd in t.partition_data:
             a: list[Any] = [t.name, pd.index, codes.NONE, -1, None, -1]
             answers.append(a)
+            if txn_refused:
+                a[2] = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                continue
+            if t.name not in writable:
+                writable[t.name] = req.allowed("Write", TOPIC, t.name)
+            if not writable[t.name]:
+                a[2] = codes.TOPIC_AUTHORIZATION_FAILED
+                continue
             if acks not in (-1, 0, 1):
                 a[2], a[4] = codes.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1 (all), 0 or 1"
                 continue
@@ -191,12 +226,17 @@ def _prepare_request(req: Request, items: list[tuple], owner: list[list[Any]],
     return answers
 
 
+# (an unknown topic is the client's business; a refusal is logged rate-limited by the server)
+_NOT_LOGGED = (codes.UNKNOWN_TOPIC_OR_PARTITION, codes.TOPIC_AUTHORIZATION_FAILED,
+               codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
 def _response(req: Request, answers: list[list[Any]]) -> Any:
     b, R = req.broker, req.R
     T, P = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
     out: dict[str, list] = {}
     for name, index, err, base, msg, append_time in answers:
-        if err and err != codes.UNKNOWN_TOPIC_OR_PARTITION:
+        if err and err not in _NOT_LOGGED:
             b.log.info("produce to %s-%d from %s refused (%d): %s", name, index, req.peer, err,
                        msg)
         out.setdefault(name, []).append(P(index=index, error_code=err, base_offset=base,

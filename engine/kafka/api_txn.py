@@ -35,6 +35,7 @@ from ..errors import (
     UnknownPartition,
     UnknownTopic,
 )
+from ..security.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID
 from . import codes
 from .registry import Request, api
 
@@ -175,6 +176,14 @@ def _refused(req: Request, what: str, tid: str | None, code: int, e: BaseExcepti
 def init_producer_id(req: Request) -> Any:
     b, body = req.broker, req.body
     tid = body.transactional_id
+    # Kafka's: Write on the transactional id; an idempotent producer IdempotentWrite on the
+    # cluster or Write on some topic
+    if tid is not None and not req.allowed("Write", TRANSACTIONAL_ID, tid):
+        return _pid_error(req, codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if tid is None and not req.allowed("IdempotentWrite", CLUSTER, CLUSTER_NAME, log=False) \
+            and not req.allowed_any("Write", TOPIC):
+        b.denied(req, "IdempotentWrite", CLUSTER, CLUSTER_NAME)
+        return _pid_error(req, codes.CLUSTER_AUTHORIZATION_FAILED)
     expected = None
     if req.version >= 3 and (body.producer_id, body.producer_epoch) != (-1, -1):
         if body.producer_id < 0 or body.producer_epoch < 0:
@@ -219,7 +228,16 @@ def add_partitions_to_txn(req: Request) -> Any:
     tid = body.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in body.v3_and_below_topics or [] for p in t.partitions or []]
     errors: dict[tuple[str, int], int] = {}
+    if not req.allowed("Write", TRANSACTIONAL_ID, tid or ""):
+        wanted = []  # (every partition refused, below)
+        errors = {(t.name, p): codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                  for t in body.v3_and_below_topics or [] for p in t.partitions or []}
+    writable = {name: req.allowed("Write", TOPIC, name) for name in dict.fromkeys(
+        n for n, _ in wanted)}
     for name, p in wanted:  # any unknown partition: none is added (Kafka's rule)
+        if not writable[name]:
+            errors[(name, p)] = codes.TOPIC_AUTHORIZATION_FAILED
+            continue
         try:
             meta = eng.topic(name)
             if not 0 <= p < meta.partitions:
@@ -229,6 +247,8 @@ def add_partitions_to_txn(req: Request) -> Any:
     if errors:
         for tp in wanted:
             errors.setdefault(tp, codes.OPERATION_NOT_ATTEMPTED)
+    elif not wanted:
+        pass
     elif not tid:
         errors = dict.fromkeys(wanted, codes.INVALID_REQUEST)
     else:
@@ -252,6 +272,11 @@ def add_partitions_to_txn(req: Request) -> Any:
 @api(25, "AddOffsetsToTxn", 0, 4)
 def add_offsets_to_txn(req: Request) -> Any:
     body = req.body
+    if not req.allowed("Write", TRANSACTIONAL_ID, body.transactional_id):
+        return req.respond(throttle_time_ms=0,
+                           error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not req.allowed("Read", GROUP, body.group_id):
+        return req.respond(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED)
     code = codes.NONE
     try:
         if not body.transactional_id:
@@ -276,7 +301,19 @@ def txn_offset_commit(req: Request) -> Any:
     group = body.group_id
     codes_of: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], int] = {}
+    # Kafka's: Write on the transactional id, then Read on the group (every partition refused
+    # without either), then Read on each topic
+    refused = codes.NONE
+    if not req.allowed("Write", TRANSACTIONAL_ID, body.transactional_id):
+        refused = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not req.allowed("Read", GROUP, group):
+        refused = codes.GROUP_AUTHORIZATION_FAILED
     for t in body.topics or []:
+        if refused or not req.allowed("Read", TOPIC, t.name):
+            for p in t.partitions or []:
+                codes_of[(t.name, p.partition_index)] = \
+                    refused or codes.TOPIC_AUTHORIZATION_FAILED
+            continue
         try:
             meta = eng.topic(t.name)
             count = meta.partitions
@@ -328,6 +365,9 @@ def end_txn(req: Request) -> Any:
     """Versions 0-4 (5: KIP-890's epoch bump at every end, which these clients do not
     expect)."""
     body = req.body
+    if not req.allowed("Write", TRANSACTIONAL_ID, body.transactional_id):
+        return req.respond(throttle_time_ms=0,
+                           error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     code = codes.NONE
     try:
         if not body.transactional_id:
@@ -363,6 +403,8 @@ def list_transactions(req: Request) -> Any:
             continue
         if duration >= 0 and now - r["started_ms"] <= duration:
             continue
+        if not req.allowed("Describe", TRANSACTIONAL_ID, r["transactional_id"]):
+            continue  # (only the ids the principal may Describe: Kafka's)
         out.append(T(transactional_id=r["transactional_id"], producer_id=r["producer_id"],
                      transaction_state=r["state"]))
     return req.respond(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
@@ -378,6 +420,9 @@ def describe_transactions(req: Request) -> Any:
         empty = dict(transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
                      transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
                      topics=[])
+        if not req.allowed("Describe", TRANSACTIONAL_ID, tid):
+            out.append(T(error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, **empty))
+            continue
         if not tid:
             out.append(T(error_code=codes.INVALID_REQUEST, **empty))
             continue
@@ -391,8 +436,9 @@ def describe_transactions(req: Request) -> Any:
             out.append(T(error_code=codes.UNKNOWN_SERVER_ERROR, **empty))
             continue
         by_topic: dict[str, list[int]] = {}
-        for topic, p in r["partitions"]:
-            by_topic.setdefault(topic, []).append(p)
+        for topic, p in r["partitions"]:  # (those of topics the principal may Describe)
+            if req.allowed("Describe", TOPIC, topic):
+                by_topic.setdefault(topic, []).append(p)
         out.append(T(error_code=0, transactional_id=tid, transaction_state=r["state"],
                      transaction_timeout_ms=r["timeout_ms"],
                      transaction_start_time_ms=r["started_ms"] or -1,
@@ -418,6 +464,9 @@ def describe_producers(req: Request) -> Any:
             count, topic_code = 0, codes.UNKNOWN_TOPIC_OR_PARTITION
         except InvalidArgument:
             count, topic_code = 0, codes.INVALID_TOPIC_EXCEPTION
+        # Read on the topic (Kafka's), after the name's check, before its existence's
+        if topic_code != codes.INVALID_TOPIC_EXCEPTION and not req.allowed("Read", TOPIC, t.name):
+            count, topic_code = 0, codes.TOPIC_AUTHORIZATION_FAILED
         for p in t.partition_indexes or []:
             if topic_code or not 0 <= p < count:
                 parts.append(P(partition_index=p, error_code=topic_code or

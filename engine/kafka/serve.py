@@ -24,7 +24,8 @@ from .server import Server, quiet_asyncio
 log = logging.getLogger("rivven.serve")
 
 # the handler modules register their APIs when imported
-_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin", "api_groups")
+_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin", "api_groups",
+             "api_acls")
 
 
 def load_handlers() -> None:
