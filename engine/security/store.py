@@ -20,6 +20,7 @@ from ..fs.durable import write_atomic
 from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
 
 DIR = "security"
+_MISSING = (-1, -1, -1, -1)
 VERSION = 1
 
 
@@ -41,8 +42,10 @@ class SecureDoc:
         try:
             st = os.stat(self.path, follow_symlinks=False)
         except FileNotFoundError:
-            self._seen, self._doc = None, None
-            return self._empty()
+            with self._mutex:  # (the same empty value while there is no file)
+                if self._seen != _MISSING or self._doc is None:
+                    self._seen, self._doc = _MISSING, self._empty()
+                return self._doc
         except OSError as e:
             raise StorageError(f"cannot read {self.what} {self.path}: {e.strerror}") from None
         seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
