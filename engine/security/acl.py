@@ -296,12 +296,16 @@ class Authorizer:
     def authorize_any(self, principal_: str, host_: str, op: str, rtype: str) -> bool:
         """May ``principal_`` do ``op`` on some ``rtype`` (Kafka's authorizeByResourceType:
         InitProducerId of an idempotent producer asks for Write on any topic): an ALLOW
-        binding for it whose resources a DENY does not wholly cover."""
-        if principal_ in self.super_users:
+        binding for it whose resources a DENY does not wholly cover.
+
+        First, as Kafka, the decision on a made-up name ("hardcode"): a super user, and with
+        ``allow.everyone.if.no.acl.found`` a resource type whose bindings leave some name
+        without any, are allowed there, so allowed here."""
+        if self.authorize(principal_, host_, op, rtype, "hardcode"):
             return True
         ix = self._by_type.get(rtype)
         if ix is None:
-            return self.allow_everyone
+            return False
         allowing = IMPLIED_BY.get(op, (op, "All"))
         for p in (principal_, ANY_PRINCIPAL):
             for a in ix.any_allow.get(p, ()):
