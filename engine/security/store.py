@@ -21,6 +21,7 @@ from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
 
 DIR = "security"
 VERSION = 1
+_MISSING = (-1, -1, -1, -1)  # (the identity of no file: no inode is -1)
 
 
 class SecureDoc:
@@ -40,9 +41,11 @@ class SecureDoc:
         the file changed since the last read."""
         try:
             st = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            self._seen, self._doc = None, None
-            return self._empty()
+        except FileNotFoundError:  # (the same empty value while there is no file: a
+            with self._mutex:       # caller's cache of what it built from it holds)
+                if self._seen != _MISSING or self._doc is None:
+                    self._seen, self._doc = _MISSING, self._empty()
+                return self._doc
         except OSError as e:
             raise StorageError(f"cannot read {self.what} {self.path}: {e.strerror}") from None
         seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
