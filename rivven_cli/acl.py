@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .common import JsonOpt, as_usage_error, fail, open_engine
+from .common import JsonOpt, as_usage_error, fail, no_data_yet, open_engine, state
 from .render import done, info, print_json, print_table, printable
 
 if TYPE_CHECKING:
@@ -263,8 +263,11 @@ def list_(
         with as_usage_error("--principal"):
             check_principal(p)
     filters = _filters(resources, pattern, list(dict.fromkeys(principal or [])) or [None])
-    with open_engine(read_only=True) as eng:
-        rows = _union([eng.acls.list(f) for f in filters])
+    if no_data_yet(state().data_dir):  # (as `topic list`: an empty list, not an error)
+        rows = []
+    else:
+        with open_engine(read_only=True) as eng:
+            rows = _union([eng.acls.list(f) for f in filters])
     if json:
         print_json(rows)
         return

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import JsonOpt, YesOpt, confirm, fail, open_engine
+from .common import JsonOpt, YesOpt, confirm, fail, no_data_yet, open_engine, state
 from .render import done, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
@@ -119,8 +119,11 @@ def passwd(
 @app.command("list")
 def list_(json: JsonOpt = False) -> None:
     """Users with their mechanisms and iteration counts (no salt or key is ever shown)."""
-    with open_engine(read_only=True) as eng:
-        users = eng.users.list()
+    if no_data_yet(state().data_dir):  # (as `topic list`: an empty list, not an error)
+        users = []
+    else:
+        with open_engine(read_only=True) as eng:
+            users = eng.users.list()
     if json:
         print_json(users)
         return
