@@ -3,10 +3,14 @@ implied operations, literal, prefixed and wildcard names, User:*, hosts, super u
 allow.everyone.if.no.acl.found, authorize_any), AclFilter's pattern types, and what
 Acl.make refuses."""
 
+import random
+
 import pytest
 
 from engine.errors import InvalidArgument
+from engine.security import acl as acl_module
 from engine.security.acl import (
+    IMPLIED_BY,
     VALID_OPERATIONS,
     Acl,
     AclFilter,
@@ -271,3 +275,55 @@ def test_the_authorizer_reads_only_the_bindings_of_the_resource():
     assert len(a) == 10_001
     assert may(a, name="t5", who="User:u5") and not may(a, name="t5", who="User:u6")
     assert may(a, op="Write", name="t-x") and not may(a, name="zzz")
+
+
+def naive(acls, super_users, allow_everyone, who, host, op, rtype, name):
+    """Kafka's decision by a scan of every binding: what the index must agree with."""
+    if who in super_users:
+        return True
+
+    def applies(a):
+        return a.resource_type == rtype and (
+            (a.pattern_type == "Literal" and a.name in (name, "*")) or
+            (a.pattern_type == "Prefixed" and name.startswith(a.name)))
+
+    found = [a for a in acls if applies(a)]
+    if not found:
+        return allow_everyone
+    mine = [a for a in found if a.principal in (who, "User:*") and a.host in ("*", host)]
+    if any(a.permission == "Deny" and a.operation in (op, "All") for a in mine):
+        return False
+    return any(a.permission == "Allow" and a.operation in IMPLIED_BY.get(op, (op, "All"))
+               for a in mine)
+
+
+def test_the_index_agrees_with_a_scan_of_every_binding():
+    rnd = random.Random(7)
+    names = ["a", "ab", "abc", "abc-1", "abd", "b", "b-x", "b-xy", "*", "zz-top", "a-b-c-d"]
+    ops = ["Read", "Write", "Describe", "Delete", "All", "Alter"]
+    for _ in range(60):
+        acls = set()
+        for _ in range(rnd.randrange(1, 40)):
+            pattern = rnd.choice(["Literal", "Prefixed"])
+            name = rnd.choice([n for n in names if pattern == "Literal" or n != "*"])
+            acls.add(Acl.make("Topic", name, pattern, rnd.choice([ALICE, BOB, "User:*"]),
+                              rnd.choice(["*", HOST, OTHER]), rnd.choice(ops),
+                              rnd.choice(["Allow", "Allow", "Deny"])))
+        everyone = rnd.random() < 0.3
+        a = Authorizer(acls, super_users=["User:root"], allow_everyone_if_no_acl_found=everyone)
+        for _ in range(40):
+            q = (rnd.choice([ALICE, BOB, "User:carol", "User:root"]), rnd.choice([HOST, OTHER]),
+                 rnd.choice(ops[:4] + ["DescribeConfigs"]), "Topic",
+                 rnd.choice(names + ["abc-12", "b-", "c", "ab-"]))
+            want = naive(acls, {"User:root"}, everyone, *q)
+            assert a.authorize(*q) is want, (q, sorted(acls))
+            assert a.authorize(*q) is want  # (the remembered answer too)
+
+
+def test_remembered_answers_are_bounded(monkeypatch):
+    monkeypatch.setattr(acl_module, "CACHE_MAX", 4)
+    a = auth(acl(name="t-", pattern="Prefixed"))
+    for i in range(10):
+        assert may(a, name=f"t-{i}") and not may(a, name=f"u-{i}")
+        assert len(a._cache) <= 4
+    assert may(a, name="t-0") and not may(a, who=BOB, name="t-0")
