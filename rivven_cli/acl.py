@@ -330,8 +330,9 @@ def remove(
                 fail(f"removing {len(matched)} ACL{'s' * (len(matched) != 1)} needs "
                      "confirmation: pass --force when not at a terminal")
             _table_to_stderr(matched)
-            if not typer.confirm(f"remove these {len(matched)} ACL(s)?", default=False,
-                                 err=True):
+            question = "remove this ACL?" if len(matched) == 1 else \
+                f"remove these {len(matched)} ACLs?"
+            if not typer.confirm(question, default=False, err=True):
                 fail("aborted, nothing was changed")
         removed = _union(eng.acls.remove(filters))
     if json:
