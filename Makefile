@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka clean
+.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka bench-acl clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -75,6 +75,10 @@ bench-scale: setup
 bench-kafka: setup
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python tests/bench/bench_kafka.py
+
+# an ACL check with 10,000 ACLs (goal <= 2 us) and SCRAM's setup cost per iteration count
+bench-acl: setup
+	$(BIN)/python tests/bench/bench_acl.py
 
 clean:
 	rm -rf $(VENV) rivven-data

@@ -111,6 +111,16 @@ def open_engine(read_only: bool = False, sync: bool = True, recover: bool = True
     return eng
 
 
+def no_data_yet(path: str) -> bool:
+    """No data dir at ``path`` yet, or an empty directory (a first write makes it one)."""
+    try:
+        return not os.listdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:  # (a file, no permission: opening names the problem)
+        return False
+
+
 def file_openers() -> Any:
     """What opens encrypted batches for the commands that read files by path, without an
     engine (engine.tools.openers), with the keyring of ``--keyring``/``RIVVEN_KEYRING``."""

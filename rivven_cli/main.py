@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from . import (
+    acl,
     bench,
     compaction,
     consume,
@@ -24,6 +25,7 @@ from . import (
     top,
     topic,
     txn,
+    user,
     wal,
 )
 from .common import DEFAULT_DATA_DIR, NounGroup, RivvenGroup, show_engine_warnings, store_global
@@ -50,6 +52,8 @@ NOUNS = [
      "master key, re-encrypt a topic."),
     (txn, "txn", "Transactions: list, describe, producers, hanging ones, abort (Kafka's "
      "kafka-transactions.sh)."),
+    (user, "user", "SCRAM users of rivven serve: add, list, describe, delete, passwd."),
+    (acl, "acl", "Kafka's ACLs of rivven serve: add, list, remove (kafka-acls' options)."),
     (metrics, "metrics", "Prometheus metrics: print them, write a textfile, or serve /metrics."),
     (bench, "bench", "Measure produce and consume throughput."),
 ]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, YesOpt, confirm, open_engine, state
+from .common import JsonOpt, YesOpt, confirm, no_data_yet, open_engine, state
 from .render import done, human_bytes, info, print_json, print_table, printable
 
 app = typer.Typer(no_args_is_help=True)
@@ -72,7 +71,7 @@ def list_(
 ) -> None:
     """List topics with their partitions and sizes."""
     rows: list[dict] = []
-    if _no_data_yet(state().data_dir):  # (as rpk: an empty list, not an error)
+    if no_data_yet(state().data_dir):  # (as rpk: an empty list, not an error)
         info(f"note: no data in {state().data_dir} yet: no topics (create one with 'rivven "
              "topic create NAME')")
         _print_topics(rows, json)
@@ -89,16 +88,6 @@ def list_(
         info(printable(f"note: no topic is named {n!r}"
                        + (" (add --regex to read it as a regular expression)" if pattern else "")))
     _print_topics(rows, json)
-
-
-def _no_data_yet(path: str) -> bool:
-    """No data dir at ``path`` yet, or an empty directory (a first write makes it one)."""
-    try:
-        return not os.listdir(path)
-    except FileNotFoundError:
-        return True
-    except OSError:  # (a file, no permission: opening names the problem)
-        return False
 
 
 def _print_topics(rows: list[dict], json: bool) -> None:

@@ -36,6 +36,7 @@ PERMISSIONS = {"Unknown": 0, "Any": 1, "Deny": 2, "Allow": 3}
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "Topic", "Group", "Cluster", "TransactionalId"
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
+CACHE_MAX = 16384  # answers an Authorizer remembers (bounded: a flood of names churns it)
 ANY_PRINCIPAL = "User:*"
 ANONYMOUS = "User:ANONYMOUS"
 LITERAL, PREFIXED = "Literal", "Prefixed"
@@ -212,14 +213,18 @@ class AclFilter:
 
 class _Index:
     """One resource type's bindings: literal name -> principal -> bindings; prefix -> ...;
-    and the distinct prefix lengths (a check looks up ``name[:n]`` for each)."""
+    the distinct prefix lengths, and per head (a prefix's first ``head`` characters, the
+    shortest prefix's length) the lengths of the prefixes that start so: a check looks up
+    ``name[:n]`` only for the lengths of its own head's prefixes."""
 
-    __slots__ = ("literal", "prefixed", "lengths", "any_allow")
+    __slots__ = ("literal", "prefixed", "lengths", "head", "heads", "any_allow")
 
     def __init__(self) -> None:
         self.literal: dict[str, dict[str, list[Acl]]] = {}
         self.prefixed: dict[str, dict[str, list[Acl]]] = {}
         self.lengths: list[int] = []
+        self.head = 0
+        self.heads: dict[str, list[int]] = {}
         # principal -> ALLOW bindings of this type (authorize_any: "Write on any topic")
         self.any_allow: dict[str, list[Acl]] = defaultdict(list)
 
@@ -231,6 +236,11 @@ class _Index:
 
     def done(self) -> None:
         self.lengths = sorted({len(p) for p in self.prefixed})
+        self.head = self.lengths[0] if self.lengths else 0
+        heads: dict[str, set[int]] = defaultdict(set)
+        for p in self.prefixed:
+            heads[p[:self.head]].add(len(p))
+        self.heads = {h: sorted(ns) for h, ns in heads.items()}
 
     def matching(self, name: str) -> list[dict[str, list[Acl]]]:
         """The principal tables of every pattern that applies to ``name``."""
@@ -243,14 +253,15 @@ class _Index:
             t = lit.get(WILDCARD)
             if t is not None:
                 out.append(t)
-        pre = self.prefixed
         n = len(name)
-        for length in self.lengths:
-            if length > n:
-                break
-            t = pre.get(name[:length])
-            if t is not None:
-                out.append(t)
+        if self.heads and n >= self.head:
+            pre = self.prefixed
+            for length in self.heads.get(name[:self.head], ()):
+                if length > n:
+                    break
+                t = pre.get(name[:length])
+                if t is not None:
+                    out.append(t)
         return out
 
 
@@ -267,12 +278,27 @@ class Authorizer:
             self._by_type[a.resource_type].add(a)
         for ix in self._by_type.values():
             ix.done()
+        # a request's answer per (principal, host, operation, type, name): a check with
+        # many distinct prefix lengths costs a lookup per length, a remembered one one lookup
+        self._cache: dict[tuple[str, str, str, str, str], bool] = {}
 
     def __len__(self) -> int:
         return len(self.acls)
 
     def authorize(self, principal_: str, host_: str, op: str, rtype: str, name: str) -> bool:
-        """May ``principal_`` from ``host_`` do ``op`` on the ``rtype`` named ``name``?"""
+        """May ``principal_`` from ``host_`` do ``op`` on the ``rtype`` named ``name``?
+        (Remembered: the bindings never change, a change builds another Authorizer; at most
+        ``CACHE_MAX`` answers, then they are forgotten at once.)"""
+        key = (principal_, host_, op, rtype, name)
+        got = self._cache.get(key)
+        if got is None:
+            got = self._decide(principal_, host_, op, rtype, name)
+            if len(self._cache) >= CACHE_MAX:
+                self._cache.clear()
+            self._cache[key] = got
+        return got
+
+    def _decide(self, principal_: str, host_: str, op: str, rtype: str, name: str) -> bool:
         if principal_ in self.super_users:
             return True
         ix = self._by_type.get(rtype)
@@ -296,12 +322,16 @@ class Authorizer:
     def authorize_any(self, principal_: str, host_: str, op: str, rtype: str) -> bool:
         """May ``principal_`` do ``op`` on some ``rtype`` (Kafka's authorizeByResourceType:
         InitProducerId of an idempotent producer asks for Write on any topic): an ALLOW
-        binding for it whose resources a DENY does not wholly cover."""
-        if principal_ in self.super_users:
+        binding for it whose resources a DENY does not wholly cover.
+
+        First, as Kafka, the decision on a made-up name ("hardcode"): a super user, and with
+        ``allow.everyone.if.no.acl.found`` a resource type whose bindings leave some name
+        without any, are allowed there, so allowed here."""
+        if self.authorize(principal_, host_, op, rtype, "hardcode"):
             return True
         ix = self._by_type.get(rtype)
         if ix is None:
-            return self.allow_everyone
+            return False
         allowing = IMPLIED_BY.get(op, (op, "All"))
         for p in (principal_, ANY_PRINCIPAL):
             for a in ix.any_allow.get(p, ()):

@@ -20,8 +20,8 @@ from ..fs.durable import write_atomic
 from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
 
 DIR = "security"
-_MISSING = (-1, -1, -1, -1)
 VERSION = 1
+_MISSING = (-1, -1, -1, -1)  # (the identity of no file: no inode is -1)
 
 
 class SecureDoc:
@@ -41,8 +41,8 @@ class SecureDoc:
         the file changed since the last read."""
         try:
             st = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            with self._mutex:  # (the same empty value while there is no file)
+        except FileNotFoundError:  # (the same empty value while there is no file: a
+            with self._mutex:       # caller's cache of what it built from it holds)
                 if self._seen != _MISSING or self._doc is None:
                     self._seen, self._doc = _MISSING, self._empty()
                 return self._doc

@@ -15,13 +15,13 @@ from engine import Engine, Record
 
 # the project's modules a bare `rivven --help` loads: the command tree, nothing of the engine
 HELP_MODULES = [
-    "rivven_cli", "rivven_cli.bench", "rivven_cli.common", "rivven_cli.compaction",
+    "rivven_cli", "rivven_cli.acl", "rivven_cli.bench", "rivven_cli.common", "rivven_cli.compaction",
     "rivven_cli.consume", "rivven_cli.group", "rivven_cli.habits", "rivven_cli.interrupts",
     "rivven_cli.key", "rivven_cli.main", "rivven_cli.maintain", "rivven_cli.metrics",
     "rivven_cli.offsets",
     "rivven_cli.produce", "rivven_cli.render", "rivven_cli.retention", "rivven_cli.segment",
     "rivven_cli.serve", "rivven_cli.spark", "rivven_cli.tier", "rivven_cli.top", "rivven_cli.topic",
-    "rivven_cli.txn",
+    "rivven_cli.txn", "rivven_cli.user",
     "rivven_cli.wal",
 ]
 # libraries only some commands need (Spark jobs, Arrow input and reads, metrics, encryption)
