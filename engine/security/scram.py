@@ -99,9 +99,13 @@ def check_password(cred: ScramCredential, password: bytes) -> bool:
     return hmac.compare_digest(again.stored_key, cred.stored_key)
 
 
-def _fake(mech: str, user: str) -> ScramCredential:
+def fake(mech: str, user: str, iterations: int = DEFAULT_ITERATIONS) -> ScramCredential:
+    """A credential for a user who does not exist: the same salt for the same name (from a
+    per-process secret), keys nobody has; ``iterations`` as real users have (so the count
+    offered does not tell them apart either). PLAIN checks a password against it too: an
+    unknown user costs the same PBKDF2 as a known one."""
     seed = _hmac("sha256", _FAKE_SECRET, f"{mech}\0{user}".encode())
-    return ScramCredential(mech, seed, DEFAULT_ITERATIONS, os.urandom(64), os.urandom(64))
+    return ScramCredential(mech, seed, iterations, os.urandom(64), os.urandom(64))
 
 
 def _unescape(name: str) -> str:
@@ -123,8 +127,10 @@ class ScramServer:
     """One SCRAM exchange on the server's side. ``lookup(user)`` returns the user's
     credential of this mechanism, or None."""
 
-    def __init__(self, mech: str, lookup: object) -> None:
+    def __init__(self, mech: str, lookup: object,
+                 fake_iterations: int = DEFAULT_ITERATIONS) -> None:
         self.mechanism = mech
+        self.fake_iterations = fake_iterations
         self.algo = MECHANISMS[mech]
         self.lookup = lookup
         self.user: str | None = None
@@ -164,7 +170,8 @@ class ScramServer:
             raise ScramError("Authentication failed: the authorization id is not the user name")
         cred = self.lookup(user)  # type: ignore[operator]
         self.known = cred is not None
-        self.cred = cred if cred is not None else _fake(self.mechanism, user)
+        self.cred = cred if cred is not None else fake(self.mechanism, user,
+                                                        self.fake_iterations)
         self.user = user
         self._first_bare = bare
         self._nonce = attrs[1][1] + base64.b64encode(os.urandom(18)).decode()

@@ -72,6 +72,19 @@ class Users:
             self._cache[key] = _credential(mechanism, entry, self._doc.path) if entry else None
         return self._cache[key]
 
+    def typical_iterations(self, mechanism: str) -> int:
+        """The iteration count most users have for ``mechanism`` (what an unknown user is
+        offered, so that the count does not tell who exists)."""
+        users = self._doc.read()
+        counts: dict[int, int] = {}
+        for entry in users.values():
+            it = entry.get(mechanism, {}).get("iterations") if isinstance(entry, dict) else None
+            if isinstance(it, int) and not isinstance(it, bool):
+                counts[it] = counts.get(it, 0) + 1
+        if not counts:
+            return scram.DEFAULT_ITERATIONS
+        return max(counts, key=lambda k: (counts[k], -k))
+
     def list(self) -> List[UserInfo]:
         users = self._doc.read()
         return [self._info(n, users[n]) for n in sorted(users)]
