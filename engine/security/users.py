@@ -78,7 +78,8 @@ class Users:
         users = self._doc.read()
         counts: dict[int, int] = {}
         for entry in users.values():
-            it = entry.get(mechanism, {}).get("iterations") if isinstance(entry, dict) else None
+            cred = entry.get(mechanism) if isinstance(entry, dict) else None
+            it = cred.get("iterations") if isinstance(cred, dict) else None
             if isinstance(it, int) and not isinstance(it, bool):
                 counts[it] = counts.get(it, 0) + 1
         if not counts:
