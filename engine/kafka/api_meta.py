@@ -99,28 +99,31 @@ def metadata(req: Request) -> Any:
                  for p in range(meta.partitions)]
         topics.append(T(error_code=0, name=name, topic_id=topic_id(name), is_internal=False,
                         partitions=parts))
+    host, port = b.endpoint(req.session.listener)
     return req.respond(throttle_time_ms=0, brokers=[R.MetadataResponseBroker(
-        node_id=b.node_id, host=b.host, port=b.port, rack=None)], cluster_id=b.cluster_id,
+        node_id=b.node_id, host=host, port=port, rack=None)], cluster_id=b.cluster_id,
         controller_id=b.node_id, topics=topics)
 
 
 @api(60, "DescribeCluster", 0, 1)
 def describe_cluster(req: Request) -> Any:
     b = req.broker
+    host, port = b.endpoint(req.session.listener)
     return req.respond(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                        cluster_id=b.cluster_id, controller_id=b.node_id,
-                       brokers=[req.R.DescribeClusterBroker(broker_id=b.node_id, host=b.host,
-                                                            port=b.port, rack=None,
+                       brokers=[req.R.DescribeClusterBroker(broker_id=b.node_id, host=host,
+                                                            port=port, rack=None,
                                                             is_fenced=False)])
 
 
 @api(10, "FindCoordinator", 0, 4)
 def find_coordinator(req: Request) -> Any:
     b, body = req.broker, req.body
+    host, port = b.endpoint(req.session.listener)
     if req.version >= 4:
         keys = body.coordinator_keys or []
         return req.respond(throttle_time_ms=0, coordinators=[
-            req.R.Coordinator(key=k, node_id=b.node_id, host=b.host, port=b.port,
+            req.R.Coordinator(key=k, node_id=b.node_id, host=host, port=port,
                               error_code=0, error_message=None) for k in keys])
     return req.respond(throttle_time_ms=0, error_code=0, error_message=None,
-                       node_id=b.node_id, host=b.host, port=b.port)
+                       node_id=b.node_id, host=host, port=port)
