@@ -101,8 +101,10 @@ class Broker:
         the listener the request came on."""
         for x in self.listeners:
             if listener is None or x.name == listener:
-                return x.advertised or (x.host if x.host not in ("", "0.0.0.0", "::")
-                                        else "localhost", x.port)
+                if x.advertised is not None:  # (port 0: the one it is bound to)
+                    return x.advertised[0], x.advertised[1] or x.port
+                return (x.host if x.host not in ("", "0.0.0.0", "::") else "localhost",
+                        x.port)
         return self.host, self.port
 
     def advertised(self) -> str:

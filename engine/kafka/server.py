@@ -183,6 +183,9 @@ class Server:
         """Listen on each listener (its port 0: a free one, then set on it): the bound
         addresses, in order."""
         self.listeners = listeners
+        self._shaking: set[Conn] = set()  # (in a TLS handshake)
+        self._drop_soon: asyncio.TimerHandle | None = None
+        self._tls_failures: dict[Conn, ssl.SSLError] = {}  # (of those in _shaking)
         self._servers: list[asyncio.base_events.Server] = []
         self._mappers = {x.name: tls.PrincipalMapper(self.broker.config.listener_value(
             x.name, "ssl.principal.mapping.rules")) for x in listeners if x.tls}
@@ -322,6 +325,10 @@ class Server:
         secs = int(timeout) / 1000
         c.state, c.since = READING, asyncio.get_running_loop().time()
         why = None
+        cls = listener.context.sslobject_class
+        if getattr(cls, "on_failure", True) is None:  # (a context of tls.server_context)
+            cls.on_failure = self._tls_failed
+        self._shaking.add(c)
         try:
             # (awaited here, not in a task of its own as wait_for would: the hello must not
             # be read by the stream reader in between; asyncio bounds the handshake's time)
@@ -335,6 +342,11 @@ class Server:
             why = ("no TLS handshake in ssl.handshake.timeout.ms=" + str(timeout)
                    if "taking longer" in str(e) else f"TLS handshake cut off: "
                    f"{type(e).__name__}{f': {e}' if str(e) else ''}")
+        finally:
+            self._shaking.discard(c)
+            failed = self._tls_failures.pop(c, None)
+        if failed is not None:  # (the reason OpenSSL gave, the client gone after the alert)
+            why = f"TLS handshake failed: {getattr(failed, 'reason', None) or failed}"
         if why is None:
             c.transport = c.writer.transport
             if c.kind is not None:  # (closed while it shook hands: a stop)
@@ -347,6 +359,9 @@ class Server:
             else:
                 if principal is not None:
                     c.session.principal = principal
+                    self.said(("tls-principal", listener.name, principal), logging.INFO,
+                              "TLS client certificate from %s on listener %s: %s", c.peer,
+                              listener.name, principal[:200])
                     self.meter.get("rivven_kafka_authentications_total", mechanism="TLS",
                                    result="success").inc()
                 c.state, c.since = IDLE, asyncio.get_running_loop().time()
@@ -360,6 +375,23 @@ class Server:
         c.kind, c.why = "authentication", ""
         c.transport.abort()
         raise ConnectionResetError()
+
+    def _tls_failed(self, obj: ssl.SSLObject, e: ssl.SSLError) -> None:
+        """(tls.AlertingSSLObject) A handshake failed, its alert on its way: its reason
+        kept for the log line, and in a moment the connection closed if its client has not
+        closed it yet."""
+        for c in self._shaking:
+            if getattr(c.transport.get_protocol(), "_sslobj", None) is obj:
+                self._tls_failures[c] = e
+                break
+        if self._drop_soon is None:
+            self._drop_soon = asyncio.get_running_loop().call_later(0.5, self._drop_failed)
+
+    def _drop_failed(self) -> None:
+        self._drop_soon = None
+        for c in list(self._shaking):
+            if c in self._tls_failures:
+                c.transport.abort()
 
     def _refusal(self, ip: str) -> str | None:
         cfg = self.broker.config

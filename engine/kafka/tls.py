@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import ssl
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from ..errors import InvalidConfig
 
@@ -18,6 +19,34 @@ CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
 
 
 # ------------------------------------------------------------------ the server's context
+class AlertingSSLObject(ssl.SSLObject):
+    """asyncio drops what OpenSSL wrote when a handshake fails: the client would see a
+    closed connection instead of the TLS alert that says why (an unknown CA, a certificate
+    required), and Kafka's clients would retry for ever rather than fail. So a failure is
+    first reported as "wants more input" (asyncio then sends the alert), kept in
+    ``failed``, and raised the next time (the client's next bytes; a client that closes
+    ends the handshake with a reset)."""
+
+    failed: ssl.SSLError | None = None
+    # (the listener's: told of a failure, it closes the connections whose handshake failed
+    # a moment later, if their clients did not close first)
+    on_failure: ClassVar[Callable[[ssl.SSLObject, ssl.SSLError], None] | None] = None
+
+    def do_handshake(self) -> None:
+        if self.failed is not None:
+            raise self.failed
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as e:
+            self.failed = e
+            hook = type(self).on_failure
+            if hook is not None:
+                hook(self, e)
+            raise ssl.SSLWantReadError("the alert first") from e
+
+
 def server_context(config: Any, listener: str) -> ssl.SSLContext:
     """The TLS context of ``listener`` from its settings (``listener.name.<l>.ssl.*`` or the
     server's); InvalidConfig naming the setting (and the file) that is wrong."""
@@ -26,6 +55,7 @@ def server_context(config: Any, listener: str) -> ssl.SSLContext:
 
     where = f"listener {listener}"
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.sslobject_class = type("AlertingSSLObject", (AlertingSSLObject,), {})  # (its hook)
     names = [p.strip() for p in get("ssl.enabled.protocols").split(",") if p.strip()]
     bad = [p for p in names if p not in VERSIONS]
     if bad or not names:
@@ -102,9 +132,15 @@ def _load_chain(ctx: ssl.SSLContext, setting: str, cert: str, key: str | None, p
         ctx.load_cert_chain(cert, key, password=lambda: password.encode())
     except (ssl.SSLError, ValueError) as e:
         what = _reason(e)
-        hint = ("ssl.key.password is wrong or missing for the encrypted key"
-                if "bad decrypt" in what or "password" in what or "decrypt" in what else
-                "the private key does not match the certificate" if "mismatch" in what else
+        try:
+            with open(key or cert, "rb") as f:
+                encrypted = b"ENCRYPTED" in f.read(1 << 20)
+        except OSError:
+            encrypted = False
+        hint = ("the private key does not match the certificate" if "mismatch" in what else
+                "the private key is encrypted: set ssl.key.password" if encrypted and
+                not password else "ssl.key.password is wrong or missing for the encrypted key"
+                if encrypted or "decrypt" in what or "password" in what else
                 "not a PEM certificate chain and private key")
         files = cert if key is None else f"{cert} with ssl.key.location={key}"
         raise InvalidConfig(f"{setting}={files} ({where}): {hint} ({what})") from None
