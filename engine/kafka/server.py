@@ -351,17 +351,21 @@ class Server:
             c.transport = c.writer.transport
             if c.kind is not None:  # (closed while it shook hands: a stop)
                 raise ConnectionResetError()
+            ssl_object = c.writer.get_extra_info("ssl_object")
             try:
-                principal = tls.peer_principal(c.writer.get_extra_info("ssl_object"),
-                                               self._mappers[listener.name])
+                # (SSL: the certificate says who it is; SASL_SSL: SASL does, after this)
+                principal = (tls.peer_principal(ssl_object, self._mappers[listener.name])
+                             if listener.protocol == "SSL" else
+                             "" if ssl_object.getpeercert(binary_form=True) else None)
             except ValueError as e:
                 why = f"its client certificate has no principal: {e}"
             else:
                 if principal is not None:
-                    c.session.principal = principal
-                    self.said(("tls-principal", listener.name, principal), logging.INFO,
-                              "TLS client certificate from %s on listener %s: %s", c.peer,
-                              listener.name, principal[:200])
+                    if principal:
+                        c.session.principal = principal
+                        self.said(("tls-principal", listener.name, principal), logging.INFO,
+                                  "TLS client certificate from %s on listener %s: %s", c.peer,
+                                  listener.name, principal[:200])
                     self.meter.get("rivven_kafka_authentications_total", mechanism="TLS",
                                    result="success").inc()
                 c.state, c.since = IDLE, asyncio.get_running_loop().time()

@@ -152,7 +152,11 @@ def peer_principal(ssl_object: Any, mapper: PrincipalMapper) -> str | None:
     der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
     if not der:
         return None
-    return "User:" + mapper.name(subject_dn(der))
+    try:
+        dn = subject_dn(der)
+    except (ValueError, IndexError) as e:  # (OpenSSL checked it: not expected)
+        raise ValueError(f"its subject cannot be read: {e}") from None
+    return "User:" + mapper.name(dn)
 
 
 # ------------------------------------------------------------------ the subject's name

@@ -11,7 +11,6 @@ reloads a renewed certificate. Certificates are made here (tests/helpers/certs.p
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import ssl
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_rivven
+from helpers import run_rivven
 from helpers.certs import Pki
 from helpers.kafka import Served, start_server
 from helpers.kafka_clients import (
@@ -44,11 +43,6 @@ from engine.kafka.tls import PrincipalMapper, dn_of_name, subject_dn
 
 CLIENTS = ("confluent", "kafka-python", "kcat", "java")
 RULES = "RULE:^CN=([^,]+),OU=eng,.*$/$1/L,DEFAULT"
-if "RIVVEN_KAFKA_JARS" not in os.environ and not (ROOT / ".cache").exists():
-    # (a git worktree: the jars of the main checkout, when there)
-    main_jars = Path("/work/main/.cache/kafka-java/lib")
-    if main_jars.is_dir():
-        os.environ["RIVVEN_KAFKA_JARS"] = str(main_jars)
 
 
 # ------------------------------------------------------------------ the mapping rules
@@ -272,7 +266,7 @@ def _refused(client: str, bootstrap: str, conf: dict) -> str:
             return f"{type(e).__name__}: {e}"
         return "connected"
     if client == "kcat":
-        r = subprocess.run(["kcat", "-L", "-b", bootstrap, "-m", "5", *_kcat_args(conf)],
+        r = subprocess.run(["kcat", "-L", "-b", bootstrap, "-m", "2", *_kcat_args(conf)],
                            capture_output=True, timeout=60)
         return f"exit {r.returncode}: {r.stderr.decode(errors='replace')}"
     out = java("admin", bootstrap, "-", props=conf, input=b"describe-cluster\n", check=False,
@@ -495,8 +489,9 @@ def test_bad_certificate_files_name_the_setting_and_the_file(tmp_path, pki):
 
 
 def test_an_encrypted_key_a_tls_listener_on_any_address_and_sighup_reloading(tmp_path, pki):
-    """An encrypted key with its password serves; an SSL listener on 0.0.0.0 needs no
-    --insecure; SIGHUP reads the certificate files again (new connections get the renewed
+    """An encrypted key with its password serves; an SSL or SASL_PLAINTEXT listener on
+    0.0.0.0 needs no --insecure (SCRAM sends no password; PLAIN there is the SASL part's to
+    refuse); SIGHUP reads the certificate files again (new connections get the renewed
     certificate; one that no longer loads keeps the old, with a log line)."""
     d = str(tmp_path / "d")
     live = tmp_path / "live.pem"
@@ -504,7 +499,7 @@ def test_an_encrypted_key_a_tls_listener_on_any_address_and_sighup_reloading(tmp
     live.write_bytes(enc.read_bytes())
     s = start_server(d, settings=("ssl.key.password=s3cret",
                                   f"ssl.keystore.location={live}"),
-                     listeners=("SSL://0.0.0.0:0",))
+                     listeners=("SSL://0.0.0.0:0", "SASL_PLAINTEXT://0.0.0.0:0"))
     try:
         address = "127.0.0.1:" + s.listeners["SSL"].rsplit(":", 1)[1]
 
@@ -540,7 +535,7 @@ def test_connection_limits_apply_before_the_handshake_and_a_silent_one_times_out
     s = start_server(d, settings=(f"ssl.keystore.location={pki.server.pem}",
                                   "max.connections.per.ip=2",
                                   "listener.name.ssl.ssl.handshake.timeout.ms=1000"),
-                     listeners=("SSL://127.0.0.1:0",))
+                     listeners=("SSL://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"))
     try:
         host, port = s.listeners["SSL"].rsplit(":", 1)
         silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(2)]
@@ -554,8 +549,9 @@ def test_connection_limits_apply_before_the_handshake_and_a_silent_one_times_out
         assert time.monotonic() - t0 < 5
         assert _wait_for(lambda: "no TLS handshake in ssl.handshake.timeout.ms=1000" in s.log())
         assert "max.connections.per.ip=2 reached" in s.log()
-        with _tls_client(s.listeners["SSL"], pki.ca.cert) as c:
-            assert c.version() == "TLSv1.3"
+        for name in ("SSL", "SASL_SSL"):  # (SASL_SSL: TLS first, then SASL)
+            with _tls_client(s.listeners[name], pki.ca.cert) as c:
+                assert c.version() == "TLSv1.3"
         assert _wait_for(lambda: _metric(d, "rivven_kafka_authentications_total",
                                          mechanism="TLS", result="failure") >= 2)
     finally:
