@@ -238,6 +238,12 @@ def test_each_client_produces_and_consumes_over_tls(server, pki, client, mode):
         else:
             java_produce(bootstrap, topic, sent, "zstd", **conf)
             got = java_consume(bootstrap, topic, **conf)
+            # DescribeCluster: the advertised address of the listener it came to
+            [cluster] = java("admin", bootstrap, "-", props=conf, input=b"describe-cluster\n")
+            [node] = cluster["nodes"]
+            port = int(bootstrap.rsplit(":", 1)[1])
+            assert (node["host"], node["port"]) == \
+                ("127.0.0.1" if mode == "mtls" else "localhost", port)
     engine = held(server.data_dir, topic)
     assert len(engine) == len(sent)
     assert sorted((r.key, r.value) for r in engine) == sorted((r.key, r.value) for r in sent)
