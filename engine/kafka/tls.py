@@ -106,6 +106,10 @@ def server_context(config: Any, listener: str) -> ssl.SSLContext:
                                 "suite OpenSSL knows (OpenSSL names, e.g. ECDHE-RSA-AES128-GCM-"
                                 "SHA256; TLS 1.3's are always on)") from None
     PrincipalMapper(get("ssl.principal.mapping.rules"), where)  # (checked now, not per client)
+    timeout = get("ssl.handshake.timeout.ms")
+    if not timeout.isdigit() or int(timeout) < 100:
+        raise InvalidConfig(f"ssl.handshake.timeout.ms={timeout!r} ({where}): give a whole "
+                            "number of milliseconds, 100 or more")
     return ctx
 
 

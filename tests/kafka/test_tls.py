@@ -11,6 +11,7 @@ reloads a renewed certificate. Certificates are made here (tests/helpers/certs.p
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import ssl
@@ -342,11 +343,15 @@ def _wait_for(what, timeout: float = 20.0):
 
 
 def _closed(sock: socket.socket) -> bool:
-    """The server closed it (a FIN, or a reset)."""
+    """The server closed it (a FIN, or a reset), after what it sent (a TLS alert)."""
     try:
-        return sock.recv(100) == b""
+        while sock.recv(4096):
+            pass
+        return True
     except ConnectionResetError:
         return True
+    except TimeoutError:
+        return False
 
 
 def _tls_client(address: str, ca: Path, cert=None) -> ssl.SSLSocket:
@@ -434,6 +439,37 @@ def test_plaintext_and_tls_clients_share_the_server_while_tls_garbage_is_cut_off
     silent.close()
 
 
+def test_a_flood_of_bad_handshakes_does_not_hold_up_a_good_client(server, pki):
+    """Sixty connections at once on the TLS listener — garbage, half a hello, nothing at
+    all — while a client connects, asks Metadata and gets its answer quickly; the garbage
+    is cut off within a second."""
+    host, port = server.listeners["SSL"].rsplit(":", 1)
+    hello = _tls_hello()
+    bad = []
+    for i in range(60):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall([b"\x16\x03\x01\xff\xff" + os.urandom(200), hello[:len(hello) // 2],
+                   b""][i % 3])
+        bad.append(s)
+    t0 = time.monotonic()
+    assert _metadata_broker(server.listeners["SSL"], **_conf("confluent", pki.ca.cert))
+    assert time.monotonic() - t0 < 5
+    t0 = time.monotonic()
+    assert all(_closed(s) for s in bad[::3])  # (the garbage: refused with an alert)
+    assert time.monotonic() - t0 < 3
+    for s in bad:
+        s.close()
+
+
+def _tls_hello() -> bytes:
+    """The first bytes a TLS client sends (its ClientHello)."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ssl.create_default_context().wrap_bio(inc, out, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return out.read()
+
+
 # ------------------------------------------------------------------ the start's checks
 def _serve(d: str, *args: str) -> subprocess.CompletedProcess:
     return run_rivven(d, "serve", *args, "--status-interval", "60")
@@ -481,6 +517,9 @@ def test_bad_certificate_files_name_the_setting_and_the_file(tmp_path, pki):
          "no cipher suite OpenSSL knows"),
         ([f"ssl.keystore.location={pki.server.pem}", "ssl.principal.mapping.rules=default"],
          "invalid rule 'default'"),
+        ([f"ssl.keystore.location={pki.server.pem}",
+          "listener.name.ssl.ssl.handshake.timeout.ms=soon"],
+         "ssl.handshake.timeout.ms='soon' (listener SSL): give a whole number"),
         # a listener's own setting wins over the server's
         ([f"ssl.keystore.location={pki.server.pem}",
           "listener.name.ssl.ssl.keystore.location=/missing/ssl.pem"],
