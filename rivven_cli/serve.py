@@ -15,16 +15,24 @@ from .render import human_bytes, printable
 
 
 def serve(
-    listen: Annotated[str, typer.Option(
+    listen: Annotated[str | None, typer.Option(
         "--listen", metavar="HOST:PORT",
-        help="Where to listen (port 0: any free one).")] = "127.0.0.1:9092",
+        help="Where to listen, one PLAINTEXT listener (port 0: any free one); default "
+             "127.0.0.1:9092.")] = None,
+    listener: Annotated[list[str] | None, typer.Option(
+        "--listener", metavar="NAME://HOST:PORT",
+        help="A listener (repeatable; instead of --listen): NAME is its security protocol "
+             "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name mapped in listener."
+             "security.protocol.map; TLS from the ssl.* settings (docs/SECURITY.md).")] = None,
     advertised: Annotated[str | None, typer.Option(
         "--advertised-listener", metavar="HOST:PORT",
-        help="The address clients are told to connect to (Metadata, FindCoordinator); "
-             "default: the listen address.")] = None,
+        help="The address clients are told to connect to (Metadata, FindCoordinator), for a "
+             "single listener (several: advertised.listeners); default: the listen "
+             "address.")] = None,
     insecure: Annotated[bool, typer.Option(
-        "--insecure", help="Allow a listen address other than loopback: the listener has no "
-                           "authentication and no encryption.")] = False,
+        "--insecure", help="Allow a PLAINTEXT listener on an address other than loopback (no "
+                           "authentication, no encryption), and SASL PLAIN without TLS "
+                           "there.")] = False,
     settings: Annotated[list[str] | None, typer.Option(
         "--set", "-c", metavar="KEY=VALUE",
         help="A server setting under Kafka's name (auto.create.topics.enable, num.partitions, "
@@ -51,12 +59,13 @@ def serve(
     import asyncio
 
     from engine.errors import RivvenError
+    from engine.kafka import listeners as listeners_mod
     from engine.kafka.config import ServeConfig
-    from engine.kafka.serve import StoppedAtOnce, is_loopback, parse_address
+    from engine.kafka.serve import StoppedAtOnce, attach, is_loopback, parse_address
     from engine.kafka.serve import serve as run
 
     try:
-        host, port = parse_address(listen, "--listen")
+        bind = parse_address(listen, "--listen") if listen is not None else None
         adv = parse_address(advertised, "--advertised-listener") if advertised else None
         values = _properties(config_file) if config_file else {}
         for item in settings or ():
@@ -68,19 +77,34 @@ def serve(
         if no_maintenance:
             values["maintenance.enable"] = "false"
         cfg = ServeConfig.parse(values)
+        lst = listeners_mod.resolve(bind, adv, list(listener or ()), cfg)
     except RivvenError as e:
         fail(str(e), code=2)
     if status_every is not None and not status_every >= 0.1:
         fail(f"--status-interval {status_every}: use 0.1 seconds or more", code=2)
-    if not is_loopback(host) and not insecure:
-        fail(f"--listen {listen} is not a loopback address: the listener has no "
-             "authentication and no encryption; add --insecure to serve it anyway", code=2)
+    open_plain = [x for x in lst if x.protocol == "PLAINTEXT" and not is_loopback(x.host)]
+    if open_plain and not insecure:
+        x = open_plain[0]
+        what = f"--listen {listen}" if listen is not None else f"listener {x.url()}"
+        fail(f"{what} is not a loopback address: a PLAINTEXT listener has no "
+             "authentication and no encryption; add --insecure to serve it anyway (or use an "
+             "SSL or SASL_SSL listener)", code=2)
+    try:
+        attach(lst, cfg)  # (certificate files read now: a bad one stops the start)
+    except RivvenError as e:
+        fail(str(e), code=2)
     status = Status(sys.stderr.isatty(), status_every)
-    if not is_loopback(host):
+    for x in open_plain:
         logging.getLogger("rivven.serve").warning(
-            "listening on %s without authentication or encryption (--insecure)", listen)
+            "listening on %s without authentication or encryption (--insecure)", x.url())
+    host, port = lst[0].host, lst[0].port
 
     def ready(h: str, p: int) -> None:
+        if len(lst) > 1 or lst[0].name != "PLAINTEXT":
+            for x in lst:  # (one line each, before the ready line: tests read them)
+                ah, ap = x.advertised or (None, None)
+                status.say(f"listener {x.name} ({x.protocol}) on {x.url(port=x.port)}"
+                           + (f", advertised as {ah}:{ap or x.port}" if ah else ""))
         status.say(f"rivven serving {state().data_dir} on {h}:{p} (Kafka protocol; "
                    "Ctrl-C stops)")
         status.start()
@@ -88,7 +112,7 @@ def serve(
     with open_engine() as eng:
         try:
             asyncio.run(run(eng, (host, port), adv, cfg, ready, status=status.update,
-                            status_every=status.every))
+                            status_every=status.every, listeners=lst, insecure=insecure))
         except StoppedAtOnce as e:
             status.stop()
             error_line(str(e))
@@ -96,11 +120,21 @@ def serve(
             os._exit(130)  # (the engine is not closed under the calls still running)
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                fail(f"{host}:{port} is in use; pick another port with --listen")
-            fail(f"cannot listen on {host}:{port}: {e.strerror}; check --listen")
+                fail(f"{_bound(e, lst)} is in use; pick another port with "
+                     f"{'--listen' if len(lst) == 1 else '--listener'}")
+            fail(f"cannot listen on {_bound(e, lst)}: {e.strerror}; check "
+                 f"{'--listen' if len(lst) == 1 else '--listener'}")
         finally:
             status.stop()
     typer.echo("stopped", err=True)
+
+
+def _bound(e: OSError, listeners: list[Any]) -> str:
+    """The address a bind failed on (asyncio names it in the message)."""
+    for x in listeners:
+        if f"{x.host}', {x.port})" in str(e) or f"{x.host}:{x.port}" in str(e):
+            return f"{x.host}:{x.port}"
+    return ", ".join(f"{x.host}:{x.port}" for x in listeners)
 
 
 class Status:

@@ -138,8 +138,9 @@ def metadata(req: Request) -> Any:
     cluster = None
     if 8 <= req.version <= 10 and body.include_cluster_authorized_operations:
         cluster = cluster_ops(req)
+    host, port = b.endpoint(req.session.listener)
     return req.respond(throttle_time_ms=0, brokers=[R.MetadataResponseBroker(
-        node_id=b.node_id, host=b.host, port=b.port, rack=None)], cluster_id=b.cluster_id,
+        node_id=b.node_id, host=host, port=port, rack=None)], cluster_id=b.cluster_id,
         controller_id=b.node_id, topics=topics + refused, authorized_operations=cluster)
 
 
@@ -150,10 +151,11 @@ def describe_cluster(req: Request) -> Any:
     Describe on the cluster."""
     b = req.broker
     ops = cluster_ops(req) if req.body.include_cluster_authorized_operations else None
+    host, port = b.endpoint(req.session.listener)
     return req.respond(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                        cluster_id=b.cluster_id, controller_id=b.node_id,
-                       brokers=[req.R.DescribeClusterBroker(broker_id=b.node_id, host=b.host,
-                                                            port=b.port, rack=None,
+                       brokers=[req.R.DescribeClusterBroker(broker_id=b.node_id, host=host,
+                                                            port=port, rack=None,
                                                             is_fenced=False)],
                        authorized_operations=ops)
 
@@ -164,12 +166,13 @@ def find_coordinator(req: Request) -> Any:
     id (GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED and no node, as Kafka answers)."""
     b, body = req.broker, req.body
     kind = body.key_type if req.version >= 1 else GROUP_KEY
+    host, port = b.endpoint(req.session.listener)
     if req.version >= 4:
         out = []
         for k in body.coordinator_keys or []:
             err = _coordinator_refused(req, kind, k)
             out.append(req.R.Coordinator(key=k, node_id=-1 if err else b.node_id,
-                                         host="" if err else b.host, port=-1 if err else b.port,
+                                         host="" if err else host, port=-1 if err else port,
                                          error_code=err, error_message=None))
         return req.respond(throttle_time_ms=0, coordinators=out)
     err = _coordinator_refused(req, kind, body.key)
@@ -177,7 +180,7 @@ def find_coordinator(req: Request) -> Any:
         return req.respond(throttle_time_ms=0, error_code=err, error_message=None,
                            node_id=-1, host="", port=-1)
     return req.respond(throttle_time_ms=0, error_code=0, error_message=None,
-                       node_id=b.node_id, host=b.host, port=b.port)
+                       node_id=b.node_id, host=host, port=port)
 
 
 def _coordinator_refused(req: Request, kind: int, key: str) -> int:

@@ -75,6 +75,10 @@ class Broker:
         self.super_users = config.super_user_set()
         # the listener sets this: a refusal counted and logged (principal, address, what)
         self.on_denied: Callable[[Any, str, str, str], None] | None = None
+        # the listeners (engine.kafka.listeners.Listener), set by serve(): each answers its
+        # own advertised address (endpoint)
+        self.listeners: list[Any] = []
+        self.insecure = False  # --insecure: PLAIN allowed on a listener without TLS
         self.busy = 0  # calls running on the pool now (a forced stop cannot close under them)
         self._busy_lock = threading.Lock()
 
@@ -89,6 +93,27 @@ class Broker:
         if self.authorizer_on is None and not len(auth):
             return None
         return auth
+
+    def endpoint(self, listener: str | None = None) -> tuple[str, int]:
+        """The address clients of ``listener`` (a name; None: the first) are told to
+        connect to (Metadata, FindCoordinator, DescribeCluster): its advertised one, else
+        where it listens (an any-address bind: localhost). Kafka answers the same way, by
+        the listener the request came on."""
+        for x in self.listeners:
+            if listener is None or x.name == listener:
+                if x.advertised is not None:  # (port 0: the one it is bound to)
+                    return x.advertised[0], x.advertised[1] or x.port
+                return (x.host if x.host not in ("", "0.0.0.0", "::") else "localhost",
+                        x.port)
+        return self.host, self.port
+
+    def advertised(self) -> str:
+        """Every listener's advertised address (``HOST:PORT`` for a single one, else
+        ``NAME://HOST:PORT`` comma-separated): what ``rivven group describe`` shows."""
+        if len(self.listeners) <= 1:
+            host, port = self.endpoint()
+            return f"{host}:{port}"
+        return ",".join(x.url(*self.endpoint(x.name)) for x in self.listeners)
 
     def denied(self, req: Any, op: str, rtype: str, name: str) -> None:
         if self.on_denied is not None:

@@ -212,7 +212,7 @@ class Coordinator:
             try:
                 group.mark = await b.call(b.engine.groups.claim, group.group_id,
                                           {"client_id": "rivven serve",
-                                           "listener": f"{b.host}:{b.port}"})
+                                           "listener": b.advertised()})
             except GroupKindConflict as e:
                 log.info("JoinGroup of %s refused: %s", group.group_id, e)
                 return codes.INCONSISTENT_GROUP_PROTOCOL
@@ -227,7 +227,7 @@ class Coordinator:
         return {"state": group.state, "protocol_type": group.protocol_type,
                 "protocol": group.protocol_name, "generation": group.generation,
                 "leader": group.leader,
-                "listener": f"{self.broker.host}:{self.broker.port}",
+                "listener": self.broker.advertised(),
                 "members": [{"member_id": m.member_id, "instance_id": m.instance_id,
                              "client_id": m.client_id[:MAX_SHOWN_TEXT],
                              "host": m.host[:MAX_SHOWN_TEXT], "joined": m.joined_ms,

@@ -19,7 +19,9 @@ from . import maintenance
 from .broker import Broker
 from .config import ServeConfig
 from .groups import Coordinator
+from .listeners import Listener
 from .server import Server, quiet_asyncio
+from .tls import server_context
 
 log = logging.getLogger("rivven.serve")
 
@@ -70,12 +72,16 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
                 stop: asyncio.Event | None = None,
                 status: Callable[[dict[str, Any]], None] | None = None,
                 status_every: float = 1.0, grace_s: float = 30.0,
-                started: Callable[[Server], None] | None = None) -> Server:
+                started: Callable[[Server], None] | None = None,
+                listeners: list[Listener] | None = None, insecure: bool = False) -> Server:
     """Serve until ``stop`` is set (the first SIGINT/SIGTERM sets it when none is given; a
-    second one stops waiting for requests in flight). ``status(snapshot)`` is called every
-    ``status_every`` seconds with ``Server.snapshot()``; ``started(server)`` once it
-    listens (before ``ready``). StoppedAtOnce when a second signal left engine calls
-    running (the engine must not be closed under them)."""
+    second one stops waiting for requests in flight). ``listeners`` (their TLS contexts
+    made: ``tls.attach``) when given, else one PLAINTEXT listener on ``listen``, told to
+    clients as ``advertised``. ``status(snapshot)`` is called every ``status_every``
+    seconds with ``Server.snapshot()``; ``started(server)`` once it listens (before
+    ``ready``, which gets the first listener's address; ``server.listeners`` has them all).
+    StoppedAtOnce when a second signal left engine calls running (the engine must not be
+    closed under them). SIGHUP reloads the TLS listeners' certificate files."""
     load_handlers()
     quiet_asyncio()
     loop = asyncio.get_running_loop()
@@ -93,17 +99,22 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
             loop.add_signal_handler(sig, signalled)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests)
             pass
+    if listeners is None:
+        listeners = [Listener("PLAINTEXT", "PLAINTEXT", *listen, advertised=advertised)]
+        attach(listeners, config)
     room_for_connections(config.max_connections)
-    broker = Broker(engine, config, listen[0], listen[1], loop)
+    broker = Broker(engine, config, listeners[0].host, listeners[0].port, loop)
+    broker.listeners = listeners
+    broker.insecure = insecure
     broker.groups = Coordinator(broker)
     broker.group_states = broker.groups.states  # (the groups gauge)
     from . import api_txn
 
     expiry = api_txn.install(broker)  # broker.txns; timed-out transactions aborted
     server = Server(broker)
-    host, port = await server.start(*listen)
-    broker.host, broker.port = advertised or (host if host not in ("0.0.0.0", "::") else
-                                              "localhost", port)
+    host, port = (await server.start(listeners))[0]
+    broker.host, broker.port = broker.endpoint()
+    _reload_on_sighup(loop, listeners, config)
     if started is not None:
         started(server)
     ready(host, port)
@@ -147,6 +158,41 @@ async def _tick(server: Server, status: Callable[[dict[str, Any]], None] | None,
                 status(snap)
         except Exception:  # (the status line never stops the server)
             log.exception("the status line failed")
+
+
+def attach(listeners: list[Listener], config: ServeConfig) -> None:
+    """The TLS context of each SSL and SASL_SSL listener, from its settings (InvalidConfig
+    naming the setting and the file that is wrong)."""
+    for x in listeners:
+        if x.tls:
+            x.context = server_context(config, x.name)
+
+
+def _reload_on_sighup(loop: asyncio.AbstractEventLoop, listeners: list[Listener],
+                      config: ServeConfig) -> None:
+    """SIGHUP: the TLS listeners' certificate, key and CA files read again (a renewed
+    certificate: new connections get it, open ones keep theirs); a file that does not load
+    leaves the old context, with a log line. Not when SIGHUP is ignored (nohup)."""
+    if not any(x.tls for x in listeners):
+        return
+
+    def reload() -> None:
+        for x in listeners:
+            if not x.tls:
+                continue
+            try:
+                x.context = server_context(config, x.name)
+            except InvalidArgument as e:
+                log.error("SIGHUP: listener %s keeps its certificates: %s", x.name, e)
+            else:
+                log.info("SIGHUP: listener %s reloaded its certificate files", x.name)
+
+    try:
+        if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+            return
+        loop.add_signal_handler(signal.SIGHUP, reload)
+    except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+        pass  # (not the main thread, or no SIGHUP)
 
 
 def room_for_connections(connections: int) -> None:

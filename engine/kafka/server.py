@@ -28,13 +28,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
+import ssl
 import time
 from typing import Any
 
 from ..errors import plural
-from . import codes
+from . import codes, tls
 from .broker import Broker
+from .listeners import Listener
 from .protocol import Frame
 from .registry import APIS, Api, Request, Session
 
@@ -176,21 +179,43 @@ class Server:
     def connections(self) -> int:
         return len(self.conns)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        self._server = await asyncio.start_server(self._connection, host, port,
-                                                  limit=READ_LIMIT, backlog=1024)
-        sock = self._server.sockets[0].getsockname()
-        self.listener = f"{sock[0]}:{sock[1]}"
+    async def start(self, listeners: list[Listener]) -> list[tuple[str, int]]:
+        """Listen on each listener (its port 0: a free one, then set on it): the bound
+        addresses, in order."""
+        self.listeners = listeners
+        self._shaking: set[Conn] = set()  # (in a TLS handshake)
+        self._drop_soon: asyncio.TimerHandle | None = None
+        self._tls_failures: dict[Conn, ssl.SSLError] = {}  # (of those in _shaking)
+        self._servers: list[asyncio.base_events.Server] = []
+        self._mappers = {x.name: tls.PrincipalMapper(self.broker.config.listener_value(
+            x.name, "ssl.principal.mapping.rules")) for x in listeners if x.tls}
+        out = []
+        try:
+            for x in listeners:
+                srv = await asyncio.start_server(functools.partial(self._connection, x),
+                                                 x.host or None, x.port, limit=READ_LIMIT,
+                                                 backlog=1024)
+                self._servers.append(srv)
+                sock = srv.sockets[0].getsockname()
+                x.port = sock[1]
+                out.append((sock[0], sock[1]))
+        except BaseException:
+            for srv in self._servers:
+                srv.close()
+            raise
+        self._server = self._servers[0]
+        self.listener = ", ".join(f"{h}:{p}" if len(out) == 1 else x.url(h, p)
+                                  for x, (h, p) in zip(listeners, out))
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-        return sock[0], sock[1]
+        return out
 
     async def stop(self, grace_s: float = 30.0, force: asyncio.Event | None = None) -> bool:
         """Stop accepting; close idle connections; let requests in flight finish and their
         answers reach the socket (up to ``grace_s``, or until ``force`` is set); close the
         rest. True when every request in flight was answered."""
         self.stopping = True
-        if self._server is not None:
-            self._server.close()
+        for srv in getattr(self, "_servers", ()):
+            srv.close()
         for c in list(self.conns):
             if c.state in (IDLE, WAITING, READING):  # (no request of its own in flight)
                 self._shut(c)  # (what its last answer left unsent is flushed first)
@@ -221,9 +246,9 @@ class Server:
             c.transport.abort()
         if self._sweeper is not None:
             self._sweeper.cancel()
-        if self._server is not None:
+        for srv in getattr(self, "_servers", ()):
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1)
+                await asyncio.wait_for(srv.wait_closed(), 1)
         await asyncio.sleep(0)  # (the connections' tasks see their close)
         return answered
 
@@ -235,8 +260,8 @@ class Server:
             c.transport.close()
 
     # ---------------------------------------------------------------- a connection
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                          ) -> None:
+    async def _connection(self, listener: Listener, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
         peer, ip = _peer(writer)
         self.stats.opened += 1
         self.m_opened.inc()
@@ -251,11 +276,16 @@ class Server:
         if hasattr(transport, "max_size"):  # (one read's bytes: bounds unread input)
             setattr(transport, "max_size", RECV_SIZE)  # noqa: B010
         c = Conn(peer, ip, reader, writer)
+        c.session = Session(ip, listener.name, listener.protocol)
         c.task = asyncio.current_task()
+        # (counted before a TLS handshake: the connection limits apply to handshakes too)
         self.conns.add(c)
         self.per_ip[ip] += 1
         self.m_open.set(len(self.conns))
         try:
+            if listener.tls:
+                await self._handshake(c, listener)  # (no await before it: see there)
+                transport = c.transport
             await self._serve(c)
         except Closing as e:
             if c.kind is None:
@@ -282,6 +312,90 @@ class Server:
                 transport.close()  # (flushes what was written)
             else:  # (a client gone with answers unsent: they would be held for ever)
                 transport.abort()
+
+    async def _handshake(self, c: Conn, listener: Listener) -> None:
+        """The TLS handshake of a connection to an SSL or SASL_SSL listener, bounded by
+        ``ssl.handshake.timeout.ms``; then the principal of its client certificate. A
+        failure (garbage, an untrusted or missing certificate, too slow, no mapping rule)
+        is counted and logged, and closes the connection. It must begin before anything is
+        awaited: the client's hello must reach TLS, not the stream reader."""
+        if getattr(c.reader, "_buffer", b""):  # (the hello was read as plain bytes)
+            raise Closing("its TLS hello was read before the handshake", "malformed")
+        timeout = self.broker.config.listener_value(listener.name, "ssl.handshake.timeout.ms")
+        secs = int(timeout) / 1000
+        c.state, c.since = READING, asyncio.get_running_loop().time()
+        why = None
+        cls = listener.context.sslobject_class
+        if getattr(cls, "on_failure", True) is None:  # (a context of tls.server_context)
+            cls.on_failure = self._tls_failed
+        self._shaking.add(c)
+        try:
+            # (awaited here, not in a task of its own as wait_for would: the hello must not
+            # be read by the stream reader in between; asyncio bounds the handshake's time)
+            await c.writer.start_tls(listener.context, ssl_handshake_timeout=secs)
+        except TimeoutError:
+            why = f"no TLS handshake in ssl.handshake.timeout.ms={timeout}"
+        except ssl.SSLError as e:
+            why = f"TLS handshake failed: {getattr(e, 'reason', None) or e}"
+        except (ConnectionError, OSError, asyncio.IncompleteReadError, AttributeError) as e:
+            # (AttributeError: asyncio 3.11's start_tls when the connection was lost first)
+            why = ("no TLS handshake in ssl.handshake.timeout.ms=" + str(timeout)
+                   if "taking longer" in str(e) else f"TLS handshake cut off: "
+                   f"{type(e).__name__}{f': {e}' if str(e) else ''}")
+        finally:
+            self._shaking.discard(c)
+            failed = self._tls_failures.pop(c, None)
+        if failed is not None:  # (the reason OpenSSL gave, the client gone after the alert)
+            why = f"TLS handshake failed: {getattr(failed, 'reason', None) or failed}"
+        if why is None:
+            c.transport = c.writer.transport
+            if c.kind is not None:  # (closed while it shook hands: a stop)
+                raise ConnectionResetError()
+            ssl_object = c.writer.get_extra_info("ssl_object")
+            try:
+                # (SSL: the certificate says who it is; SASL_SSL: SASL does, after this)
+                principal = (tls.peer_principal(ssl_object, self._mappers[listener.name])
+                             if listener.protocol == "SSL" else
+                             "" if ssl_object.getpeercert(binary_form=True) else None)
+            except ValueError as e:
+                why = f"its client certificate has no principal: {e}"
+            else:
+                if principal is not None:
+                    if principal:
+                        c.session.principal = principal
+                        self.said(("tls-principal", listener.name, principal), logging.INFO,
+                                  "TLS client certificate from %s on listener %s: %s", c.peer,
+                                  listener.name, principal[:200])
+                    self.meter.get("rivven_kafka_authentications_total", mechanism="TLS",
+                                   result="success").inc()
+                c.state, c.since = IDLE, asyncio.get_running_loop().time()
+                return
+        if c.kind is not None:  # (the stop or the sweep closed it: not the client's fault)
+            raise ConnectionResetError()
+        self.meter.get("rivven_kafka_authentications_total", mechanism="TLS",
+                       result="failure").inc()
+        self.say(("tls", listener.name), logging.WARNING, "TLS from %s on listener %s: %s",
+                 c.peer, listener.name, why[:300])
+        c.kind, c.why = "authentication", ""
+        c.transport.abort()
+        raise ConnectionResetError()
+
+    def _tls_failed(self, obj: ssl.SSLObject, e: ssl.SSLError) -> None:
+        """(tls.AlertingSSLObject) A handshake failed, its alert on its way: its reason
+        kept for the log line, and in a moment the connection closed if its client has not
+        closed it yet."""
+        for c in self._shaking:
+            if getattr(c.transport.get_protocol(), "_sslobj", None) is obj:
+                self._tls_failures[c] = e
+                break
+        if self._drop_soon is None:
+            self._drop_soon = asyncio.get_running_loop().call_later(0.5, self._drop_failed)
+
+    def _drop_failed(self) -> None:
+        self._drop_soon = None
+        for c in list(self._shaking):
+            if c in self._tls_failures:
+                c.transport.abort()
 
     def _refusal(self, ip: str) -> str | None:
         cfg = self.broker.config
