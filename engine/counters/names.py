@@ -140,7 +140,8 @@ SERIES: dict[str, Series] = {
     "rivven_kafka_connections_closed_total": Series(
         "counter", ("reason",), "Kafka-protocol client connections closed, by reason: client "
         "(closed by it), idle, stalled (its responses not read), memory, oversized, malformed, "
-        "unsupported, internal, refused, shutdown"),
+        "unsupported, internal, refused, shutdown, authentication (a failed or out-of-order "
+        "SASL exchange), expired (its SASL session ended)"),
     "rivven_kafka_authentications_total": Series(
         "counter", ("mechanism", "result"), "client authentications by rivven serve, by "
         "mechanism (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, TLS: a client certificate or a TLS "

@@ -24,7 +24,8 @@ from .server import Server, quiet_asyncio
 log = logging.getLogger("rivven.serve")
 
 # the handler modules register their APIs when imported
-_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin", "api_groups")
+_HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin", "api_groups",
+             "sasl", "api_users")
 
 
 def load_handlers() -> None:
@@ -93,6 +94,10 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         except (NotImplementedError, RuntimeError):  # not the main thread (tests)
             pass
     room_for_connections(config.max_connections)
+    # (until --listener: listeners=SASL_PLAINTEXT://HOST:PORT serves that one listener)
+    only = sasl_listener(config)
+    if only is not None:
+        listen = only[2]
     broker = Broker(engine, config, listen[0], listen[1], loop)
     broker.groups = Coordinator(broker)
     broker.group_states = broker.groups.states  # (the groups gauge)
@@ -100,6 +105,8 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
 
     expiry = api_txn.install(broker)  # broker.txns; timed-out transactions aborted
     server = Server(broker)
+    if only is not None:
+        server.sasl_listener = only[:2]  # type: ignore[attr-defined]
     host, port = await server.start(*listen)
     broker.host, broker.port = advertised or (host if host not in ("0.0.0.0", "::") else
                                               "localhost", port)
@@ -130,6 +137,23 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         if maint is not None:
             maint.stop()  # (before the engine closes)
     return server
+
+
+def sasl_listener(config: ServeConfig) -> tuple[str, str, tuple[str, int]] | None:
+    """(Until --listener lands: the smallest way to serve SASL.) ``listeners`` naming one
+    SASL_PLAINTEXT listener: its name, protocol and address (its SASL settings checked)."""
+    if not config.listeners:
+        return None
+    from . import sasl
+
+    protocols = dict(p.strip().split(":", 1) for p in
+                     config.listener_security_protocol_map.split(",") if ":" in p)
+    name, sep, addr = config.listeners.partition("://")
+    if not sep or "," in addr or protocols.get(name) != "SASL_PLAINTEXT":
+        raise InvalidArgument(f"listeners={config.listeners!r}: this build serves one "
+                              "SASL_PLAINTEXT://HOST:PORT listener this way")
+    sasl.settings(config, name)
+    return name, "SASL_PLAINTEXT", parse_address(addr, "listeners")
 
 
 async def _tick(server: Server, status: Callable[[dict[str, Any]], None] | None,
