@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import InvalidConfig
 from ..maintenance import scheduler
@@ -40,13 +41,15 @@ from . import codes
 from .config import BOOLS, INTS, ServeConfig
 from .registry import APIS, Request, Session, api
 
-if TYPE_CHECKING:
-    from .server import Conn, Server
+# server.Conn and server.Server (server.py imports this module: no import back)
+Conn = Any
+Server = Any
 
 KEY = "sasl"  # Conn.data[KEY]: the connection's Auth (SASL listeners only)
 SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 17, 18, 36
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 REAUTH_MIN_S = 1.0  # Kafka: a connection re-authenticates at most once a second
+LINGER_S = 0.5  # after a failure's answer, how long the client may take to close first
 # the states of Kafka's SaslServerAuthenticator
 INITIAL, HANDSHAKE, AUTHENTICATE, COMPLETE, REAUTH = range(5)
 _EXPECTS = {INITIAL: (API_VERSIONS, SASL_HANDSHAKE), HANDSHAKE: (SASL_HANDSHAKE,),
@@ -199,9 +202,13 @@ class Auth:
         users = self.server.broker.engine.users
         cred = (users.credential(user, "SCRAM-SHA-256")
                 or users.credential(user, "SCRAM-SHA-512"))
-        # an unknown user costs the same PBKDF2 as a known one (the time tells nothing)
-        ok = scram.check_password(cred or scram._fake("SCRAM-SHA-256", user), pw)
-        if not (ok and cred is not None):
+        if cred is not None:
+            ok = scram.check_password(cred, pw)
+        else:  # an unknown user costs the same PBKDF2 as a known one (the time tells nothing)
+            scram.salted_password("SCRAM-SHA-256", pw, b"\0" * scram.SALT_BYTES,
+                                  scram.DEFAULT_ITERATIONS)
+            ok = False
+        if not ok:
             self.fail("PLAIN", user, "invalid credentials" if cred is not None
                       else "invalid credentials (no such user)")
             raise Failed(PLAIN_FAILED)
@@ -257,50 +264,53 @@ def begin(server: Server, c: Conn) -> None:
         s = c.session = Session(c.ip, *listener)
     if not s.protocol.startswith("SASL_"):
         return
-    from .serve import is_loopback
-
     local = c.writer.get_extra_info("sockname")
     host = str(local[0]) if isinstance(local, tuple) and local else ""
-    plain_ok = (s.protocol == "SASL_SSL" or is_loopback(host)
+    plain_ok = (s.protocol == "SASL_SSL" or _loopback(host)
                 or bool(getattr(server.broker, "insecure", False)))
     c.data[KEY] = Auth(settings(server.broker.config, s.listener), plain_ok, server, c.peer)
 
 
-def gate(server: Server, c: Conn, api_key: int, version: int) -> None:
-    """Before a request is handled: Closing when the connection may not send it now (not
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def gate(c: Conn, api_key: int, version: int) -> tuple[str, str] | None:
+    """Before a request is handled: (why, kind) when the connection must close instead (not
     authenticated; its session ended); a SaslHandshake on an authenticated connection whose
     session ends begins a re-authentication."""
-    from .server import Closing
-
     a: Auth | None = c.data.get(KEY)
     if a is None:
-        return
+        return None
     s = c.session
     if a.state == COMPLETE:
         if s.expires is None:
-            return
+            return None
         now = time.monotonic()
         if api_key == SASL_HANDSHAKE and now - a.reauth_at >= REAUTH_MIN_S:
             a.reauth_at = now
             a.previous, a.state = s.principal, REAUTH
-            return
+            return None
         if now >= s.expires:
-            raise Closing(f"the SASL session of {s.principal} ended (connections.max.reauth."
-                          f"ms={a.settings.reauth_ms}) and it did not authenticate again",
-                          "expired")
-        return
+            return (f"the SASL session of {s.principal} ended (connections.max.reauth.ms="
+                    f"{a.settings.reauth_ms}) and it did not authenticate again", "expired")
+        return None
     if api_key not in _EXPECTS.get(a.state, ()):
         api = APIS.get(api_key)
         what = api.name if api is not None else f"API key {api_key}"
         if api_key == API_VERSIONS:
-            raise Closing(f"ApiVersions again during SASL {a._during()}", "authentication")
-        raise Closing(f"{what} before SASL {a._during()} completed: listener {s.listener} "
-                      f"({s.protocol}) takes only ApiVersions, SaslHandshake and "
-                      "SaslAuthenticate until then", "authentication")
+            return f"ApiVersions again during SASL {a._during()}", "authentication"
+        return (f"{what} before SASL {a._during()} completed: listener {s.listener} "
+                f"({s.protocol}) takes only ApiVersions, SaslHandshake and SaslAuthenticate "
+                "until then", "authentication")
     if api_key == API_VERSIONS:
         api = APIS.get(API_VERSIONS)
         if api is not None and api.min_version <= version <= api.max_version:
             a.state = HANDSHAKE  # (an unsupported version: answered, asked again)
+    return None
 
 
 def raw(c: Conn) -> Auth | None:
@@ -319,13 +329,10 @@ async def raw_token(server: Server, a: Auth, c: Conn, data: bytes) -> bytes | No
     return len(out).to_bytes(4, "big") + out
 
 
-async def failed(server: Server, c: Conn, out: bytes | None) -> None:
+async def failed(c: Conn, out: bytes | None) -> str:
     """A failed authentication: after ``connection.failed.authentication.delay.ms`` the
-    answer (if any) is written and flushed, then the connection closes (Closing)."""
-    from .server import BUSY, Closing
-
+    answer (if any) is written and flushed; then the connection is to close (the reason)."""
     a: Auth = c.data[KEY]
-    c.state = BUSY
     c.waiting = True  # (gone meanwhile: the sweep stops the wait)
     try:
         await asyncio.sleep(a.settings.delay_ms / 1000)
@@ -336,7 +343,15 @@ async def failed(server: Server, c: Conn, out: bytes | None) -> None:
         c.writer.write(out)
         with contextlib.suppress(TimeoutError, ConnectionError):
             await asyncio.wait_for(c.writer.drain(), 5)
-    raise Closing(a.failed or "SASL authentication failed", "authentication")
+            # the client closes first if it does within LINGER_S: kafka-python drops an
+            # answer that arrives together with the server's close
+            await asyncio.wait_for(_until_eof(c.reader), LINGER_S)
+    return a.failed or "SASL authentication failed"
+
+
+async def _until_eof(reader: asyncio.StreamReader) -> None:
+    while await reader.read(1 << 16):  # (what it sends now is not read as requests)
+        pass
 
 
 # ---------------------------------------------------------------------- the APIs

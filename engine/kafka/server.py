@@ -338,7 +338,7 @@ class Server:
             finally:
                 await self._give(size)
             if auth is not None and auth.failed is not None:
-                await sasl.failed(self, c, out)  # (answered late, then closed)
+                raise Closing(await sasl.failed(c, out), "authentication")  # (answered late)
             if out is not None and c.transport.get_write_buffer_size():
                 c.state, c.since = WRITING, loop.time()
                 c.unsent = c.transport.get_write_buffer_size()
@@ -427,7 +427,9 @@ class Server:
         except ValueError as e:
             self._count("unknown", len(data), None, {}, t0)
             raise Closing(f"a malformed request header: {e}") from None
-        sasl.gate(self, c, frame.api_key, frame.api_version)
+        refused = sasl.gate(c, frame.api_key, frame.api_version)
+        if refused is not None:
+            raise Closing(*refused)
         api = APIS.get(frame.api_key)
         name = api.name if api is not None else self._api_name(frame.api_key)
         errors: dict[int, int] = {}
