@@ -140,11 +140,12 @@ SERIES: dict[str, Series] = {
     "rivven_kafka_connections_closed_total": Series(
         "counter", ("reason",), "Kafka-protocol client connections closed, by reason: client "
         "(closed by it), idle, stalled (its responses not read), memory, oversized, malformed, "
-        "unsupported, internal, refused, shutdown, authentication (a failed TLS handshake or SASL "
-        "login)"),
+        "unsupported, internal, refused, shutdown, authentication (a failed TLS handshake, or a "
+        "failed or out-of-order SASL exchange), expired (its SASL session ended)"),
     "rivven_kafka_authentications_total": Series(
         "counter", ("mechanism", "result"), "client authentications by rivven serve, by "
-        "mechanism (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, TLS: a client certificate or a TLS "
+        "mechanism (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, other: a SASL mechanism not offered, TLS: "
+        "a client certificate or a TLS "
         "handshake) and result (success, failure)"),
     "rivven_kafka_authorization_denied_total": Series(
         "counter", ("operation", "resource_type"), "requests (or parts of one) refused by the "

@@ -27,7 +27,7 @@ log = logging.getLogger("rivven.serve")
 
 # the handler modules register their APIs when imported
 _HANDLERS = ("api_meta", "api_produce", "api_fetch", "api_txn", "api_admin", "api_groups",
-             "api_acls")
+             "api_acls", "sasl", "api_users")
 
 
 def load_handlers() -> None:

@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from ..errors import plural
-from . import codes, tls
+from . import codes, sasl, tls
 from .broker import Broker
 from .listeners import Listener
 from .protocol import Frame
@@ -414,6 +414,8 @@ class Server:
     async def _serve(self, c: Conn) -> None:
         loop = asyncio.get_running_loop()
         reader, writer = c.reader, c.writer
+        sasl.begin(self, c)
+        auth: sasl.Auth | None = c.data.get(sasl.KEY)
         while True:
             c.state, c.since = IDLE, loop.time()
             head = await reader.readexactly(4)
@@ -421,7 +423,12 @@ class Server:
                 c.kind = "shutdown"
                 return
             size = int.from_bytes(head, "big", signed=True)
-            if not 8 <= size <= self.max_frame:
+            limit = auth.limit if auth is not None else None
+            if limit is not None and not (0 if sasl.raw(c) else 8) <= size <= limit:
+                raise Closing(f"a frame of {plural(size, 'byte')} before SASL authentication "
+                              f"completed (sasl.server.max.receive.size={limit})",
+                              "oversized" if size > limit else "malformed")
+            if limit is None and not 8 <= size <= self.max_frame:
                 raise Closing(f"a request frame of {plural(size, 'byte')} (socket.request.max.bytes="
                               f"{self.max_frame})",
                               "oversized" if size > self.max_frame else "malformed")
@@ -440,10 +447,12 @@ class Server:
                 c.state = BUSY
                 out = await self._request(data, c)
                 del data
-                if out is not None:
+                if out is not None and (auth is None or auth.failed is None):
                     writer.write(out)  # (before in_flight drops: a stop waits for this)
             finally:
                 await self._give(size)
+            if auth is not None and auth.failed is not None:
+                raise Closing(await sasl.failed(c, out), "authentication")  # (answered late)
             if out is not None and c.transport.get_write_buffer_size():
                 c.state, c.since = WRITING, loop.time()
                 c.unsent = c.transport.get_write_buffer_size()
@@ -524,11 +533,17 @@ class Server:
     async def _request(self, data: bytes, c: Conn) -> bytes | None:
         b = self.broker
         t0 = time.monotonic()
+        raw = sasl.raw(c)
+        if raw is not None:  # (after SaslHandshake v0: a SASL token, no Kafka header)
+            return await sasl.raw_token(self, raw, c, data)
         try:
             frame = b.messages.read_header(memoryview(data))
         except ValueError as e:
             self._count("unknown", len(data), None, {}, t0)
             raise Closing(f"a malformed request header: {e}") from None
+        refused = sasl.gate(c, frame.api_key, frame.api_version)
+        if refused is not None:
+            raise Closing(*refused)
         api = APIS.get(frame.api_key)
         name = api.name if api is not None else self._api_name(frame.api_key)
         errors: dict[int, int] = {}

@@ -191,7 +191,9 @@ class ScramServer:
         values = dict(attrs)
         if values["c"] != _b64(self._gs2.encode()):
             raise ScramError("Authentication failed: invalid SCRAM channel binding")
-        if values["r"] != self._nonce:
+        # Kafka checks only that the nonce ends with the server's (librdkafka before 2.1,
+        # kcat's, sends its own nonce twice); the proof covers the message as sent
+        if not values["r"].endswith(self._nonce):
             raise ScramError("Authentication failed: invalid SCRAM nonce")
         try:
             proof = base64.b64decode(values["p"], validate=True)

@@ -13,6 +13,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 
@@ -78,7 +79,8 @@ def api_versions(version: int = 3, correlation_id: int = 1) -> bytes:
     return encode(req, version, correlation_id)
 
 
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 3: MetadataResponse, 18: ApiVersionsResponse}
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 3: MetadataResponse, 17: SaslHandshakeResponse,
+             18: ApiVersionsResponse, 36: SaslAuthenticateResponse}
 
 
 class Wire:
