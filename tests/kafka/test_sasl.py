@@ -49,7 +49,7 @@ MECHS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 CLIENTS = ("confluent", "kafka-python", "kcat", "java")
 PASSWORD = "alice's secret ✓"
 DELAY_MS = 400
-LISTENER = "listeners=SASL_PLAINTEXT://127.0.0.1:0"
+LISTENER = ("SASL_PLAINTEXT://127.0.0.1:0",)
 
 
 def _make(d: str, topics: list[str]) -> None:
@@ -64,8 +64,8 @@ def _make(d: str, topics: list[str]) -> None:
 def server(tmp_path_factory) -> Iterator[Served]:
     d = str(tmp_path_factory.mktemp("sasl") / "data")
     _make(d, [f"{c}-{m}" for c in CLIENTS for m in MECHS] + ["t"])
-    s = start_server(d, settings=(*FAST, LISTENER,
-                                  f"connection.failed.authentication.delay.ms={DELAY_MS}"))
+    s = start_server(d, settings=(*FAST, f"connection.failed.authentication.delay.ms={DELAY_MS}"),
+                     listeners=LISTENER)
     try:
         yield s
     finally:
@@ -414,8 +414,9 @@ REAUTH_MS = 2000
 def reauth(tmp_path_factory) -> Iterator[Served]:
     d = str(tmp_path_factory.mktemp("sasl-reauth") / "data")
     _make(d, ["t"])
-    s = start_server(d, settings=(*FAST, LISTENER, f"connections.max.reauth.ms={REAUTH_MS}",
-                                  "connection.failed.authentication.delay.ms=0"))
+    s = start_server(d, settings=(*FAST, f"connections.max.reauth.ms={REAUTH_MS}",
+                                  "connection.failed.authentication.delay.ms=0"),
+                     listeners=LISTENER)
     try:
         yield s
     finally:
@@ -578,8 +579,8 @@ def test_plain_refused_without_tls_off_loopback(tmp_path):
                     pytrace=False)
     d = str(tmp_path / "data")
     _make(d, ["t"])
-    s = start_server(d, settings=(*FAST, f"listeners=SASL_PLAINTEXT://{addr}:0",
-                                                "connection.failed.authentication.delay.ms=0"))
+    s = start_server(d, settings=(*FAST, "connection.failed.authentication.delay.ms=0"),
+                     listeners=(f"SASL_PLAINTEXT://{addr}:0",))
     try:
         w = Wire(s.bootstrap)
         try:
