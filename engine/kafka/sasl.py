@@ -142,8 +142,10 @@ class Auth:
         self.scram = None
         if mechanism in scram.MECHANISMS:
             users = self.server.broker.engine.users
+            # (an unknown user is offered the count most users have: it tells nothing)
             self.scram = scram.ScramServer(mechanism,
-                                           lambda user: users.credential(user, mechanism))
+                                           lambda user: users.credential(user, mechanism),
+                                           users.typical_iterations(mechanism))
         self.raw = version == 0
         self.state = AUTHENTICATE
         return codes.NONE
@@ -205,8 +207,8 @@ class Auth:
         if cred is not None:
             ok = scram.check_password(cred, pw)
         else:  # an unknown user costs the same PBKDF2 as a known one (the time tells nothing)
-            scram.salted_password("SCRAM-SHA-256", pw, b"\0" * scram.SALT_BYTES,
-                                  scram.DEFAULT_ITERATIONS)
+            scram.check_password(scram.fake("SCRAM-SHA-256", user,
+                                            users.typical_iterations("SCRAM-SHA-256")), pw)
             ok = False
         if not ok:
             self.fail("PLAIN", user, "invalid credentials" if cred is not None

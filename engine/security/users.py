@@ -52,6 +52,7 @@ class Users:
                               lock_wait)
         self._writable = writable
         self._cache: dict[tuple[str, str], ScramCredential | None] = {}
+        self._typical: dict[str, int] = {}
         self._cache_of: Any = None
 
     @property
@@ -64,7 +65,7 @@ class Users:
         process is read again), None when there is none."""
         users = self._doc.read()
         if users is not self._cache_of:
-            self._cache, self._cache_of = {}, users
+            self._cache, self._typical, self._cache_of = {}, {}, users
         key = (name, mechanism)
         if key not in self._cache:
             entry = users.get(name, {}).get(mechanism) if isinstance(users.get(name), dict) \
@@ -76,15 +77,21 @@ class Users:
         """The iteration count most users have for ``mechanism`` (what an unknown user is
         offered, so that the count does not tell who exists)."""
         users = self._doc.read()
+        if users is not self._cache_of:
+            self._cache, self._typical, self._cache_of = {}, {}, users
+        hit = self._typical.get(mechanism)
+        if hit is not None:
+            return hit
         counts: dict[int, int] = {}
         for entry in users.values():
             cred = entry.get(mechanism) if isinstance(entry, dict) else None
             it = cred.get("iterations") if isinstance(cred, dict) else None
             if isinstance(it, int) and not isinstance(it, bool):
                 counts[it] = counts.get(it, 0) + 1
-        if not counts:
-            return scram.DEFAULT_ITERATIONS
-        return max(counts, key=lambda k: (counts[k], -k))
+        typical = max(counts, key=lambda k: (counts[k], -k)) if counts else \
+            scram.DEFAULT_ITERATIONS
+        self._typical[mechanism] = typical
+        return typical
 
     def list(self) -> List[UserInfo]:
         users = self._doc.read()

@@ -217,3 +217,24 @@ def test_a_salted_password_gives_the_credential_derive_gives():
     salted = scram.salted_password("SCRAM-SHA-512", b"pw", salt, 4096)
     assert scram.from_salted("SCRAM-SHA-512", salted, salt, 4096) == \
         scram.derive("SCRAM-SHA-512", "pw", 4096, salt=salt)
+
+
+def test_an_unknown_user_is_offered_the_iteration_count_most_users_have(tmp_path):
+    """With users stored at 8192 iterations, an unknown name offered 4096 would tell it does
+    not exist: the server offers the count most users have."""
+    from engine import Engine
+
+    with Engine.open(str(tmp_path / "d")) as eng:
+        for name in ("a", "b"):
+            eng.users.add(name, "pw", ["SCRAM-SHA-256"], iterations=8192)
+        eng.users.add("c", "pw", ["SCRAM-SHA-256"], iterations=4096)
+        assert eng.users.typical_iterations("SCRAM-SHA-256") == 8192
+        assert eng.users.typical_iterations("SCRAM-SHA-512") == scram.DEFAULT_ITERATIONS
+        s = ScramServer("SCRAM-SHA-256", lambda u: eng.users.credential(u, "SCRAM-SHA-256"),
+                        eng.users.typical_iterations("SCRAM-SHA-256"))
+        known = ScramServer("SCRAM-SHA-256", lambda u: eng.users.credential(u, "SCRAM-SHA-256"))
+        assert s.first(b"n,,n=nobody,r=abc").decode().endswith(",i=8192")
+        assert known.first(b"n,,n=a,r=abc").decode().endswith(",i=8192")
+        eng.users.passwd("c", "pw", iterations=16384)
+        eng.users.passwd("a", "pw", iterations=16384)  # (the file changed: counted again)
+        assert eng.users.typical_iterations("SCRAM-SHA-256") == 16384
