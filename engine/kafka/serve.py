@@ -14,7 +14,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, plural
 from . import maintenance
 from .broker import Broker
 from .config import ServeConfig
@@ -118,6 +118,7 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
     if started is not None:
         started(server)
     ready(host, port)
+    _say_authorization(broker)
     ticker = loop.create_task(_tick(server, status, status_every))
     maint = maintenance.start(engine, config.maintenance)  # (retention, compaction, tiering)
     try:
@@ -142,6 +143,28 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         if maint is not None:
             maint.stop()  # (before the engine closes)
     return server
+
+
+def _say_authorization(broker: Broker) -> None:
+    """One line at start: whether the ACLs are enforced, and why (an operator's first
+    question when a client is refused, or is not)."""
+    on = broker.authorizer_on
+    try:
+        n = len(broker.engine.acls.bindings())
+    except Exception as e:  # (a damaged file: every request will say so too)
+        log.warning("authorization: the ACL file cannot be read: %s", e)
+        return
+    supers = ", ".join(sorted(broker.super_users)) or "none"
+    if on is False:
+        log.info("authorization off (authorizer.class.name=none): every client may do "
+                 "everything")
+    elif on is None and n == 0:
+        log.info("authorization off: the data dir has no ACL (the first `rivven acl add` "
+                 "turns it on)")
+    else:
+        log.info("authorization on: %s, super users: %s, allow.everyone.if.no.acl."
+                 "found=%s", plural(n, "ACL"), supers,
+                 str(broker.config.allow_everyone_if_no_acl_found).lower())
 
 
 async def _tick(server: Server, status: Callable[[dict[str, Any]], None] | None,
