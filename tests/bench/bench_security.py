@@ -11,6 +11,9 @@ listeners take turns, round after round (a noisy machine slows all alike); figur
 medians over the rounds, ratios against PLAINTEXT (goal: SASL_SSL >= 0.7x).
 
   produce         records/s from the first ``produce()`` to the end of ``flush()``
+  server CPU      the server process's CPU time (user + system, /proc) over the produce or
+                  the consume, per record: what TLS and SASL cost the server, less noisy than
+                  the rates on a shared machine
   consume         records/s of a consumer reading the round's topic from offset 0 to its end
                   (without librdkafka's fetch backoff, as bench_kafka's second consumer:
                   fetch.queue.backoff.ms=0, queued.min.messages=1000000)
@@ -22,7 +25,8 @@ medians over the rounds, ratios against PLAINTEXT (goal: SASL_SSL >= 0.7x).
                   (Kafka's default and rivven's) and at 16384. Median of ``--connects``.
 
 Usage: python tests/bench/bench_security.py [--records 300000] [--rounds 3] [--connects 30]
-       [--only produce,consume,connect] [--json]
+       [--only produce,consume,connect] [--protocols PLAINTEXT,SSL,SASL_SSL]
+       [--set NAME=VALUE] [--profile FILE] [--json]
 This is a benchmark script, not a pytest module (it holds no tests).
 """
 
@@ -72,7 +76,8 @@ CONNECTS = (("PLAINTEXT", "PLAINTEXT", None, None),
 class Server:
     """``rivven serve`` with a PLAINTEXT, an SSL and a SASL_SSL listener on free ports."""
 
-    def __init__(self, work: Path, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, work: Path, extra: tuple[str, ...] = (), profile: str | None = None
+                 ) -> None:
         self.pki = Pki(work / "pki")
         self.data_dir = str(work / "data")
         with Engine.open(self.data_dir) as eng:
@@ -84,7 +89,8 @@ class Server:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         with open(self.log, "wb") as f:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rivven_cli.main", "--data-dir", self.data_dir, "serve",
+                [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []),
+                 "-m", "rivven_cli.main", "--data-dir", self.data_dir, "serve",
                  *[a for p in PROTOCOLS for a in ("--listener", f"{p}://127.0.0.1:0")],
                  *[a for s in sets for a in ("--set", s)]],
                 stdout=f, stderr=f, env=env, cwd=ROOT)
@@ -117,6 +123,11 @@ class Server:
     def create_topic(self, topic: str, partitions: int) -> None:
         with Engine.open(self.data_dir) as eng:  # (another process beside the server)
             eng.create_topic(topic, partitions)
+
+    def cpu_s(self) -> float:
+        """The server process's CPU seconds so far (user + system)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -243,6 +254,10 @@ def main() -> None:
     ap.add_argument("--only", default="produce,consume,connect")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting for the server (rivven serve --set)")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS),
+                    help="the listeners the produce and consume go through")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="run the server under cProfile, its stats written to FILE at the end")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -257,11 +272,12 @@ def main() -> None:
 
     srv = None
     try:
-        srv = Server(work, tuple(args.set))
+        srv = Server(work, tuple(args.set), args.profile and os.path.abspath(args.profile))
+        protocols = tuple(p for p in PROTOCOLS if p in args.protocols.split(","))
         tls = ssl.create_default_context(cafile=str(srv.pki.ca.cert))
         for r in range(args.rounds):
-            k = r % len(PROTOCOLS)
-            order = PROTOCOLS[k:] + PROTOCOLS[:k]  # (each listener first in turn)
+            k = r % len(protocols)
+            order = protocols[k:] + protocols[:k]  # (each listener first in turn)
             print(f"round {r + 1} of {args.rounds}: {', '.join(order)}", file=sys.stderr,
                   flush=True)
             for parts in PARTITIONS:
@@ -269,9 +285,13 @@ def main() -> None:
                     topic = f"{proto}-p{parts}-r{r}"
                     srv.create_topic(topic, parts)
                     if "produce" in only or "consume" in only:
+                        cpu = srv.cpu_s()
                         add(f"produce {parts} {proto}", produce(srv.conf(proto), topic, keys, values))
+                        add(f"cpu-produce {parts} {proto}", (srv.cpu_s() - cpu) * 1e6 / n)
                     if "consume" in only:
+                        cpu = srv.cpu_s()
                         add(f"consume {parts} {proto}", consume(srv.conf(proto), topic, parts, n))
+                        add(f"cpu-consume {parts} {proto}", (srv.cpu_s() - cpu) * 1e6 / n)
             if "connect" in only:
                 per_round = max(1, args.connects // args.rounds)
                 for _ in range(per_round):
@@ -303,13 +323,14 @@ def report(med: dict[str, float], res: dict[str, list[float]], n: int, rounds: i
         spread = f" ({min(rs):.2f}-{max(rs):.2f})" if len(rs) > 1 else ""
         return f"{med[a] / med[b]:.2f}x{spread}"
 
-    for what in ("produce", "consume"):
+    for what, unit, fmt in (("produce", "rec/s", ",.0f"), ("consume", "rec/s", ",.0f"),
+                            ("cpu-produce", "us/rec", ".2f"), ("cpu-consume", "us/rec", ".2f")):
         for parts in PARTITIONS:
             keys = [f"{what} {parts} {p}" for p in PROTOCOLS]
             if not all(k in med for k in keys):
                 continue
-            print(f"{what + f', {parts} partition(s) (rec/s)':36}"
-                  + "".join(f"{med[k]:>11,.0f}" for k in keys)
+            label = what.replace("cpu-", "server CPU, ") + f", {parts} p ({unit})"
+            print(f"{label:36}" + "".join(f"{med[k]:>11{fmt}}" for k in keys)
                   + f"{med[keys[1]] / med[keys[0]]:>7.2f}x{ratios(keys[2], keys[0]):>22}")
     if any(k.startswith("admin ") for k in med):
         print(f"{'connection setup (median ms)':36}{'AdminClient':>14}{'ratio':>8}"
