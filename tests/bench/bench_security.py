@@ -13,7 +13,8 @@ medians over the rounds, ratios against PLAINTEXT (goal: SASL_SSL >= 0.7x).
   produce         records/s from the first ``produce()`` to the end of ``flush()``
   server CPU      the server process's CPU time (user + system, /proc) over the produce or
                   the consume, per record: what TLS and SASL cost the server, less noisy than
-                  the rates on a shared machine
+                  the rates on a shared machine; and the client's (this process's, with
+                  librdkafka's threads: getrusage), which shares the 2 cores with the server
   consume         records/s of a consumer reading the round's topic from offset 0 to its end
                   (without librdkafka's fetch backoff, as bench_kafka's second consumer:
                   fetch.queue.backoff.ms=0, queued.min.messages=1000000)
@@ -36,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import ssl
@@ -140,6 +142,12 @@ class Server:
 
 
 # ---------------------------------------------------------------- throughput
+def own_cpu_s() -> float:
+    """This process's CPU seconds so far: the client's (librdkafka's threads included)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def produce(conf: dict[str, Any], topic: str, keys: list[bytes], values: list[bytes]) -> float:
     """records/s through confluent-kafka, acks=all, linger.ms=5, to the end of flush()."""
     from confluent_kafka import Producer
@@ -285,13 +293,15 @@ def main() -> None:
                     topic = f"{proto}-p{parts}-r{r}"
                     srv.create_topic(topic, parts)
                     if "produce" in only or "consume" in only:
-                        cpu = srv.cpu_s()
+                        cpu, mine = srv.cpu_s(), own_cpu_s()
                         add(f"produce {parts} {proto}", produce(srv.conf(proto), topic, keys, values))
                         add(f"cpu-produce {parts} {proto}", (srv.cpu_s() - cpu) * 1e6 / n)
+                        add(f"client-produce {parts} {proto}", (own_cpu_s() - mine) * 1e6 / n)
                     if "consume" in only:
-                        cpu = srv.cpu_s()
+                        cpu, mine = srv.cpu_s(), own_cpu_s()
                         add(f"consume {parts} {proto}", consume(srv.conf(proto), topic, parts, n))
                         add(f"cpu-consume {parts} {proto}", (srv.cpu_s() - cpu) * 1e6 / n)
+                        add(f"client-consume {parts} {proto}", (own_cpu_s() - mine) * 1e6 / n)
             if "connect" in only:
                 per_round = max(1, args.connects // args.rounds)
                 for _ in range(per_round):
@@ -324,12 +334,15 @@ def report(med: dict[str, float], res: dict[str, list[float]], n: int, rounds: i
         return f"{med[a] / med[b]:.2f}x{spread}"
 
     for what, unit, fmt in (("produce", "rec/s", ",.0f"), ("consume", "rec/s", ",.0f"),
-                            ("cpu-produce", "us/rec", ".2f"), ("cpu-consume", "us/rec", ".2f")):
+                            ("cpu-produce", "us/rec", ".2f"), ("cpu-consume", "us/rec", ".2f"),
+                            ("client-produce", "us/rec", ".2f"),
+                            ("client-consume", "us/rec", ".2f")):
         for parts in PARTITIONS:
             keys = [f"{what} {parts} {p}" for p in PROTOCOLS]
             if not all(k in med for k in keys):
                 continue
-            label = what.replace("cpu-", "server CPU, ") + f", {parts} p ({unit})"
+            label = (what.replace("cpu-", "server CPU, ").replace("client-", "client CPU, ")
+                     + f", {parts} p ({unit})")
             print(f"{label:36}" + "".join(f"{med[k]:>11{fmt}}" for k in keys)
                   + f"{med[keys[1]] / med[keys[0]]:>7.2f}x{ratios(keys[2], keys[0]):>22}")
     if any(k.startswith("admin ") for k in med):
