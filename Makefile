@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka bench-acl clean
+.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka bench-acl bench-security clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -79,6 +79,11 @@ bench-kafka: setup
 # an ACL check with 10,000 ACLs (goal <= 2 us) and SCRAM's setup cost per iteration count
 bench-acl: setup
 	$(BIN)/python tests/bench/bench_acl.py
+
+# one rivven serve with PLAINTEXT, SSL and SASL_SSL listeners through confluent-kafka: produce,
+# consume (goal: SASL_SSL >= 0.7x PLAINTEXT) and connection setup per protocol and SCRAM count
+bench-security: setup
+	$(BIN)/python tests/bench/bench_security.py
 
 clean:
 	rm -rf $(VENV) rivven-data
