@@ -15,6 +15,7 @@ only the bindings that can match it, whatever the number of bindings."""
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 from collections import defaultdict
 from collections.abc import Iterable
@@ -212,19 +213,19 @@ class AclFilter:
 
 
 class _Index:
-    """One resource type's bindings: literal name -> principal -> bindings; prefix -> ...;
-    the distinct prefix lengths, and per head (a prefix's first ``head`` characters, the
-    shortest prefix's length) the lengths of the prefixes that start so: a check looks up
-    ``name[:n]`` only for the lengths of its own head's prefixes."""
+    """One resource type's bindings: literal name -> principal -> bindings; prefix ->
+    principal -> bindings; the prefixes sorted, and each prefix's parent (the longest other
+    prefix it starts with). The prefixes that apply to a name are a chain: the longest one
+    (found by bisection, below) and its parents — a check costs a few bisections and the
+    matches, whatever the number or the lengths of the prefixes."""
 
-    __slots__ = ("literal", "prefixed", "lengths", "head", "heads", "any_allow")
+    __slots__ = ("literal", "prefixed", "sorted", "parent", "any_allow")
 
     def __init__(self) -> None:
         self.literal: dict[str, dict[str, list[Acl]]] = {}
         self.prefixed: dict[str, dict[str, list[Acl]]] = {}
-        self.lengths: list[int] = []
-        self.head = 0
-        self.heads: dict[str, list[int]] = {}
+        self.sorted: list[str] = []
+        self.parent: dict[str, str | None] = {}
         # principal -> ALLOW bindings of this type (authorize_any: "Write on any topic")
         self.any_allow: dict[str, list[Acl]] = defaultdict(list)
 
@@ -235,12 +236,24 @@ class _Index:
             self.any_allow[a.principal].append(a)
 
     def done(self) -> None:
-        self.lengths = sorted({len(p) for p in self.prefixed})
-        self.head = self.lengths[0] if self.lengths else 0
-        heads: dict[str, set[int]] = defaultdict(set)
-        for p in self.prefixed:
-            heads[p[:self.head]].add(len(p))
-        self.heads = {h: sorted(ns) for h, ns in heads.items()}
+        self.sorted = sorted(self.prefixed)
+        self.parent = {}
+        for p in self.sorted:  # (in order: a parent's own parent is known by then)
+            self.parent[p] = self._longest(p[:-1]) if len(p) > 1 else None
+
+    def _longest(self, name: str) -> str | None:
+        """The longest prefix that ``name`` starts with: the greatest prefix <= ``name``, or
+        the first of its parents that ``name`` starts with (every prefix of ``name`` lies
+        between it and ``name`` in order, so it starts that greatest one too: it is among
+        that one's parents)."""
+        i = bisect.bisect_right(self.sorted, name) - 1
+        if i < 0:
+            return None
+        p: str | None = self.sorted[i]
+        parent = self.parent
+        while p is not None and not name.startswith(p):
+            p = parent[p]
+        return p
 
     def matching(self, name: str) -> list[dict[str, list[Acl]]]:
         """The principal tables of every pattern that applies to ``name``."""
@@ -253,15 +266,18 @@ class _Index:
             t = lit.get(WILDCARD)
             if t is not None:
                 out.append(t)
-        n = len(name)
-        if self.heads and n >= self.head:
-            pre = self.prefixed
-            for length in self.heads.get(name[:self.head], ()):
-                if length > n:
-                    break
-                t = pre.get(name[:length])
-                if t is not None:
-                    out.append(t)
+        if self.sorted:
+            out += self.prefixes_of(name)
+        return out
+
+    def prefixes_of(self, name: str) -> list[dict[str, list[Acl]]]:
+        """The principal tables of the prefixes ``name`` starts with (itself included)."""
+        out = []
+        pre, parent = self.prefixed, self.parent
+        p = self._longest(name)
+        while p is not None:
+            out.append(pre[p])
+            p = parent[p]
         return out
 
 
@@ -278,8 +294,8 @@ class Authorizer:
             self._by_type[a.resource_type].add(a)
         for ix in self._by_type.values():
             ix.done()
-        # a request's answer per (principal, host, operation, type, name): a check with
-        # many distinct prefix lengths costs a lookup per length, a remembered one one lookup
+        # a request's answer per (principal, host, operation, type, name): one dict lookup
+        # instead of the walk
         self._cache: dict[tuple[str, str, str, str, str], bool] = {}
 
     def __len__(self) -> int:
@@ -343,9 +359,9 @@ class Authorizer:
     @staticmethod
     def _denied_wholly(ix: _Index, principal_: str, host_: str, op: str, allow: Acl) -> bool:
         name = allow.name
+        # (a prefixed grant is wholly denied by a Deny of * or of a prefix of its prefix)
         for t in ix.matching(name) if allow.pattern_type == LITERAL else \
-                [ix.literal.get(WILDCARD, {})] + [ix.prefixed[name[:n]] for n in ix.lengths
-                                                 if n <= len(name) and name[:n] in ix.prefixed]:
+                [ix.literal.get(WILDCARD, {}), *ix.prefixes_of(name)]:
             for p in (principal_, ANY_PRINCIPAL):
                 for a in t.get(p, ()):
                     if a.permission == DENY and a.operation in (op, "All") and \
