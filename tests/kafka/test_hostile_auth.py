@@ -35,7 +35,17 @@ from helpers.kafka_sasl import (
     login,
     metric,
 )
-from helpers.kafka_wire import Wire, api_versions, batch, metadata, produce, raw, rss_bytes
+from helpers.kafka_wire import (
+    Wire,
+    api_versions,
+    batch,
+    metadata,
+    produce,
+    raw,
+    rss_bytes,
+    tls_hello,
+)
+from helpers.kafka_wire import wait_for as _wait_for
 from kafka.protocol.sasl import SaslAuthenticateRequest
 
 from engine import Engine
@@ -92,15 +102,6 @@ def still_serving(server, pki) -> Iterator[None]:
     yield
     assert server.proc.poll() is None, server.log()[-3000:]
     serves(server, pki)
-
-
-def _wait_for(what, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got or time.monotonic() > deadline:
-            return got
-        time.sleep(0.1)
 
 
 def _sock(address: str, source: str | None = None) -> socket.socket:
@@ -189,22 +190,13 @@ def test_credential_guessing_is_delayed_counted_not_logged_and_holds_up_no_one(s
 
 
 # ---------------------------------------------------------------------- half-done handshakes
-def _tls_hello() -> bytes:
-    """The first bytes a TLS client sends (its ClientHello)."""
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ssl.create_default_context().wrap_bio(inc, out, server_hostname="localhost")
-    with pytest.raises(ssl.SSLWantReadError):
-        obj.do_handshake()
-    return out.read()
-
-
 def test_half_done_handshakes_are_closed_after_their_limits(server, pki):
     """A TLS ClientHello then nothing: closed after ssl.handshake.timeout.ms. A SaslHandshake
     then nothing (over SASL_SSL), a SCRAM client-first then nothing (SASL_PLAINTEXT), half a
     SaslAuthenticate frame then nothing: closed after connections.max.idle.ms. A legitimate
     client is served meanwhile."""
     hello = _sock(server.listeners["SASL_SSL"])
-    hello.sendall(_tls_hello())
+    hello.sendall(tls_hello())
     sasl = TlsWire(server.listeners["SASL_SSL"], pki.ca.cert)
     assert handshake(sasl, "SCRAM-SHA-256").error_code == 0
     first = Wire(server.listeners["SASL_PLAINTEXT"])
@@ -324,7 +316,7 @@ def test_tls_garbage_is_cut_off(server, pki):
     try:
         for s, within in zip(socks, (1.5, 1.5, TLS_TIMEOUT_MS / 1000 + 2), strict=True):
             assert _closed_within(s, within) is not None
-        for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", _tls_hello()):
+        for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", tls_hello()):
             s = _sock(server.listeners["SASL_PLAINTEXT"])
             socks.append(s)
             s.sendall(data)
