@@ -5,8 +5,10 @@ sends them and reads the answers, and the server process's resident memory."""
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
@@ -179,3 +181,24 @@ def healthy(bootstrap: str, topic: str, partition: int = 0) -> int:
         return int(part.base_offset)
     finally:
         w.close()
+
+
+def tls_hello() -> bytes:
+    """The first bytes a TLS client sends (its ClientHello)."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ssl.create_default_context().wrap_bio(inc, out, server_hostname="localhost")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        return out.read()
+    raise AssertionError("a TLS handshake completed with no server")
+
+
+def wait_for(what: Callable[[], Any], timeout: float = 20.0) -> Any:
+    """``what()`` again every 0.1 s until it is true or ``timeout`` passed: its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)

@@ -10,44 +10,36 @@ clients."""
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
-import logging
-import os
 import socket
 import struct
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from helpers import run_rivven
 from helpers.kafka import FAST, Served, start_server
-from helpers.kafka_clients import (
-    Rec,
-    confluent_consume,
-    confluent_produce,
-    held,
-    java,
-    java_consume,
-    java_popen,
-    java_produce,
-    kafka_python_consume,
-    kafka_python_produce,
-    kcat,
-    kcat_consume,
-    kcat_produce,
+from helpers.kafka_clients import Rec, held, java_popen, kafka_python_produce
+from helpers.kafka_sasl import (
+    CLIENTS,
+    PASSWORD,
+    Scram,
+    authenticate,
+    auths,
+    conf,
+    frame,
+    handshake,
+    metrics,
+    produce_consume,
+    refusal,
+    refused_as,
 )
 from helpers.kafka_wire import Wire, api_versions, metadata
-from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 from engine import Engine
 
 MECHS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
-CLIENTS = ("confluent", "kafka-python", "kcat", "java")
-PASSWORD = "alice's secret ✓"
 DELAY_MS = 400
 LISTENER = ("SASL_PLAINTEXT://127.0.0.1:0",)
 
@@ -72,55 +64,10 @@ def server(tmp_path_factory) -> Iterator[Served]:
         s.kill()
 
 
-def _metrics(d: str) -> dict:
-    return json.loads(run_rivven(d, "metrics", "--json", check=True).stdout)
-
-
-def _auths(d: str, mechanism: str, result: str) -> float:
-    doc = _metrics(d)
-    return sum(s["value"] for s in doc.get("rivven_kafka_authentications_total", {})
-               .get("samples", []) if s["labels"] == {"mechanism": mechanism, "result": result})
-
-
 def _requests(d: str, api: str) -> float:
-    doc = _metrics(d)
+    doc = metrics(d)
     return sum(s["value"] for s in doc.get("rivven_kafka_requests_total", {}).get("samples", [])
                if s["labels"].get("api") == api)
-
-
-# ---------------------------------------------------------------------- client configs
-def conf(client: str, mech: str, user: str = "alice", password: str = PASSWORD) -> Any:
-    """Each client's own way to say SASL_PLAINTEXT + mechanism + user + password."""
-    if client == "confluent":
-        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech,
-                "sasl.username": user, "sasl.password": password}
-    if client == "kafka-python":
-        return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mech,
-                "sasl_plain_username": user, "sasl_plain_password": password}
-    if client == "kcat":
-        return ["-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mech}",
-                "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
-    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mech == "PLAIN"
-              else "org.apache.kafka.common.security.scram.ScramLoginModule")
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech,
-            "sasl.jaas.config": f'{module} required username="{user}" '
-                                f'password="{password}";'}
-
-
-def produce_consume(client: str, bootstrap: str, topic: str, mech: str) -> list[Rec]:
-    recs = [Rec(0, f"{client}-{mech}-{i}".encode(), f"v{i} ✓".encode()) for i in range(5)]
-    c = conf(client, mech)
-    if client == "confluent":
-        confluent_produce(bootstrap, topic, recs, "none", **c)
-        return confluent_consume(bootstrap, topic, **c)
-    if client == "kafka-python":
-        kafka_python_produce(bootstrap, topic, recs, "none", **c)
-        return kafka_python_consume(bootstrap, topic, **c)
-    if client == "kcat":
-        kcat_produce(bootstrap, topic, recs, "none", *c)
-        return kcat_consume(bootstrap, topic, *c)
-    java_produce(bootstrap, topic, recs, "none", **c)
-    return java_consume(bootstrap, topic, **c)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -133,63 +80,13 @@ def test_each_client_produces_and_consumes_with_each_mechanism(server, client):
         assert [r.key for r in want] == [f"{client}-{mech}-{i}".encode() for i in range(5)]
 
 
-# ---------------------------------------------------------------------- refusals
-def refusal(client: str, bootstrap: str, mech: str, user: str, password: str) -> str:
-    """What the client reports when its authentication is refused (it must fail)."""
-    if client == "confluent":
-        from confluent_kafka.admin import AdminClient
-
-        errors: list[str] = []
-        a = AdminClient({"bootstrap.servers": bootstrap, **conf(client, mech, user, password),
-                         "error_cb": lambda e: errors.append(str(e))})
-        deadline = time.monotonic() + 20
-        while not errors and time.monotonic() < deadline:
-            a.poll(0.1)
-        assert errors, "confluent-kafka reported no error"
-        return errors[0]
-    if client == "kafka-python":
-        from kafka import KafkaAdminClient
-        from kafka.errors import KafkaTimeoutError
-
-        seen: list[str] = []
-
-        class Keep(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                seen.append(record.getMessage())
-
-        h = Keep(logging.WARNING)
-        logging.getLogger("kafka").addHandler(h)
-        try:
-            with pytest.raises(KafkaTimeoutError):
-                KafkaAdminClient(bootstrap_servers=bootstrap, bootstrap_timeout_ms=1500,
-                                 **conf(client, mech, user, password))
-        finally:
-            logging.getLogger("kafka").removeHandler(h)
-        return "\n".join(seen)
-    if client == "kcat":
-        import subprocess
-
-        r = subprocess.run([kcat(), "-L", "-b", bootstrap, "-m", "2",
-                            *conf(client, mech, user, password)], capture_output=True,
-                           timeout=60)
-        assert r.returncode != 0
-        return r.stderr.decode()
-    out = java("admin", bootstrap, "-", props=conf(client, mech, user, password),
-               input=b"list-topics\n", check=False)
-    assert out and out[0].get("error") == "SaslAuthenticationException", out
-    return str(out[0]["message"])
-
-
 @pytest.mark.parametrize("client", CLIENTS)
 def test_wrong_password_and_unknown_user_refused_as_each_client_expects(server, client):
     for mech, user, password in (("SCRAM-SHA-256", "alice", "wrong-pw-1"),
                                  ("SCRAM-SHA-512", "nobody", "whatever-pw-2"),
                                  ("PLAIN", "alice", "wrong-pw-3"), ("PLAIN", "nobody", "nope-pw-4")):
         said = refusal(client, server.bootstrap, mech, user, password)
-        want = ("Authentication failed: Invalid username or password" if mech == "PLAIN" else
-                "Authentication failed during authentication due to invalid credentials "
-                f"with SASL mechanism {mech}")
-        assert want in said, said
+        assert refused_as(mech) in said, said
         assert password not in said
     log = server.log()
     assert "-pw-" not in log and PASSWORD not in log
@@ -197,46 +94,6 @@ def test_wrong_password_and_unknown_user_refused_as_each_client_expects(server, 
 
 
 # ---------------------------------------------------------------------- by hand
-def _call(w: Wire, req: Any, version: int, key: int, corr: int = 1) -> Any:
-    req.with_header(correlation_id=corr, client_id="sasl-test")
-    return w.call(bytes(req.encode(version=version, header=True, framed=True)), key, version)
-
-
-def handshake(w: Wire, mech: str, version: int = 1) -> Any:
-    return _call(w, SaslHandshakeRequest(version=version, mechanism=mech), version, 17)
-
-
-def authenticate(w: Wire, token: bytes, version: int = 2) -> Any:
-    return _call(w, SaslAuthenticateRequest(version=version, auth_bytes=token), version, 36)
-
-
-class Scram:
-    """The client's side of SCRAM (RFC 5802), for the hand-made connections."""
-
-    def __init__(self, mech: str, user: str, password: str) -> None:
-        self.algo = "sha256" if mech.endswith("256") else "sha512"
-        self.user, self.password = user, password.encode()
-        self.nonce = base64.b64encode(os.urandom(18)).decode()
-        self.first_bare = f"n={user},r={self.nonce}"
-
-    def first(self) -> bytes:
-        return f"n,,{self.first_bare}".encode()
-
-    def final(self, server_first: bytes) -> bytes:
-        attrs = dict(a.split("=", 1) for a in server_first.decode().split(","))
-        salted = hashlib.pbkdf2_hmac(self.algo, self.password, base64.b64decode(attrs["s"]),
-                                     int(attrs["i"]))
-        client_key = hmac.new(salted, b"Client Key", self.algo).digest()
-        stored = hashlib.new(self.algo, client_key).digest()
-        without = f"c=biws,r={attrs['r']}"
-        auth = f"{self.first_bare},{server_first.decode()},{without}".encode()
-        sig = hmac.new(stored, auth, self.algo).digest()
-        proof = bytes(a ^ b for a, b in zip(client_key, sig, strict=True))
-        self.server_sig = hmac.new(hmac.new(salted, b"Server Key", self.algo).digest(), auth,
-                                   self.algo).digest()
-        return f"{without},p={base64.b64encode(proof).decode()}".encode()
-
-
 def raw_token(w: Wire, token: bytes) -> bytes | None:
     w.send(struct.pack(">i", len(token)) + token)
     return w.read()
@@ -280,12 +137,12 @@ def test_kafka_python_with_a_v0_handshake(server):
     recs = [Rec(1, b"old-%d" % i, b"v") for i in range(3)]
     c = conf("kafka-python", "SCRAM-SHA-256")
     authenticates = _requests(server.data_dir, "SaslAuthenticate")
-    oks = _auths(server.data_dir, "SCRAM-SHA-256", "success")
+    oks = auths(server.data_dir, "SCRAM-SHA-256", "success")
     kafka_python_produce(server.bootstrap, "t", recs, "none", api_version=(0, 11, 0),
                          **{**c, "enable_idempotence": False})
     assert b"old-2" in [r.key for r in held(server.data_dir, "t")]
     # authenticated by raw tokens: no SaslAuthenticate request
-    assert _auths(server.data_dir, "SCRAM-SHA-256", "success") > oks
+    assert auths(server.data_dir, "SCRAM-SHA-256", "success") > oks
     assert _requests(server.data_dir, "SaslAuthenticate") == authenticates
 
 
@@ -327,7 +184,7 @@ def test_before_authentication_only_api_versions_and_sasl(server):
 
 
 def test_unknown_mechanism_answered_with_those_offered_after_the_delay(server):
-    before = _auths(server.data_dir, "other", "failure")
+    before = auths(server.data_dir, "other", "failure")
     w = Wire(server.bootstrap)
     try:
         t0 = time.monotonic()
@@ -338,13 +195,13 @@ def test_unknown_mechanism_answered_with_those_offered_after_the_delay(server):
         assert w.closed_by_server(5)
     finally:
         w.close()
-    assert _auths(server.data_dir, "other", "failure") == before + 1
-    assert "GSSAPI" not in json.dumps(_metrics(server.data_dir))
+    assert auths(server.data_dir, "other", "failure") == before + 1
+    assert "GSSAPI" not in json.dumps(metrics(server.data_dir))
 
 
 def test_failed_authentication_is_delayed_counted_and_does_not_hold_up_others(server):
-    fails = _auths(server.data_dir, "SCRAM-SHA-256", "failure")
-    oks = _auths(server.data_dir, "SCRAM-SHA-256", "success")
+    fails = auths(server.data_dir, "SCRAM-SHA-256", "failure")
+    oks = auths(server.data_dir, "SCRAM-SHA-256", "success")
     bad = Wire(server.bootstrap)
     try:
         assert handshake(bad, "SCRAM-SHA-256").error_code == 0
@@ -367,7 +224,7 @@ def test_failed_authentication_is_delayed_counted_and_does_not_hold_up_others(se
             finally:
                 w.close()
 
-        bad.send(_frame(SaslAuthenticateRequest(version=2, auth_bytes=c.final(
+        bad.send(frame(SaslAuthenticateRequest(version=2, auth_bytes=c.final(
             first.auth_bytes)), 2))
         th = threading.Thread(target=good)
         th.start()
@@ -384,13 +241,8 @@ def test_failed_authentication_is_delayed_counted_and_does_not_hold_up_others(se
         assert bad.closed_by_server(5)
     finally:
         bad.close()
-    assert _auths(server.data_dir, "SCRAM-SHA-256", "failure") == fails + 1
-    assert _auths(server.data_dir, "SCRAM-SHA-256", "success") == oks + 1
-
-
-def _frame(req: Any, version: int, corr: int = 7) -> bytes:
-    req.with_header(correlation_id=corr, client_id="sasl-test")
-    return bytes(req.encode(version=version, header=True, framed=True))
+    assert auths(server.data_dir, "SCRAM-SHA-256", "failure") == fails + 1
+    assert auths(server.data_dir, "SCRAM-SHA-256", "success") == oks + 1
 
 
 def test_sasl_apis_after_authentication_answer_illegal_sasl_state(server):
@@ -462,7 +314,7 @@ def test_clients_that_reauthenticate_keep_working(reauth):
     producer (confluent-kafka) and a consumer (Java) keep their connections across three
     session lifetimes; none is closed for a session that ended."""
     ended = reauth.log().count("ended (connections.max.reauth.ms")
-    before = _auths(reauth.data_dir, "SCRAM-SHA-256", "success")
+    before = auths(reauth.data_dir, "SCRAM-SHA-256", "success")
     start = len(held(reauth.data_dir, "t"))
     consumer = java_popen("consume", reauth.bootstrap, "t",
                           props=conf("java", "SCRAM-SHA-256"),
@@ -485,7 +337,7 @@ def test_clients_that_reauthenticate_keep_working(reauth):
             consumer.kill()
     got = [json.loads(x) for x in out.decode().splitlines() if x.startswith("{")]
     assert sum(1 for j in got if "event" not in j) >= start + 14
-    after = _auths(reauth.data_dir, "SCRAM-SHA-256", "success")
+    after = auths(reauth.data_dir, "SCRAM-SHA-256", "success")
     assert after - before >= 6, (before, after)  # (two clients, several times each)
     assert reauth.log().count("ended (connections.max.reauth.ms") == ended, reauth.log()[-3000:]
 

@@ -37,6 +37,8 @@ from helpers.kafka_clients import (
     kcat_consume,
     kcat_produce,
 )
+from helpers.kafka_wire import tls_hello
+from helpers.kafka_wire import wait_for as _wait_for
 
 from engine.errors import InvalidConfig
 from engine.kafka.listeners import parse, protocol_map, resolve
@@ -333,15 +335,6 @@ def _metric(d: str, name: str, **labels: str) -> float:
                if all(s["labels"].get(k) == v for k, v in labels.items()))
 
 
-def _wait_for(what, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got or time.monotonic() > deadline:
-            return got
-        time.sleep(0.1)
-
-
 def _closed(sock: socket.socket) -> bool:
     """The server closed it (a FIN, or a reset), after what it sent (a TLS alert)."""
     try:
@@ -444,7 +437,7 @@ def test_a_flood_of_bad_handshakes_does_not_hold_up_a_good_client(server, pki):
     all — while a client connects, asks Metadata and gets its answer quickly; the garbage
     is cut off within a second."""
     host, port = server.listeners["SSL"].rsplit(":", 1)
-    hello = _tls_hello()
+    hello = tls_hello()
     bad = []
     for i in range(60):
         s = socket.create_connection((host, int(port)), timeout=10)
@@ -459,15 +452,6 @@ def test_a_flood_of_bad_handshakes_does_not_hold_up_a_good_client(server, pki):
     assert time.monotonic() - t0 < 3
     for s in bad:
         s.close()
-
-
-def _tls_hello() -> bytes:
-    """The first bytes a TLS client sends (its ClientHello)."""
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ssl.create_default_context().wrap_bio(inc, out, server_hostname="localhost")
-    with pytest.raises(ssl.SSLWantReadError):
-        obj.do_handshake()
-    return out.read()
 
 
 # ------------------------------------------------------------------ the start's checks
