@@ -37,6 +37,9 @@ class Broker:
         self.pool = ThreadPoolExecutor(2)
         self.host, self.port = "127.0.0.1", 9092
 
+    def advertised(self) -> str:
+        return f"{self.host}:{self.port}"
+
     async def call(self, fn, *args):
         return await self.loop.run_in_executor(self.pool, fn, *args)
 
