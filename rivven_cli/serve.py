@@ -22,8 +22,8 @@ def serve(
     listener: Annotated[list[str] | None, typer.Option(
         "--listener", metavar="NAME://HOST:PORT",
         help="A listener (repeatable; instead of --listen): NAME is its security protocol "
-             "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name mapped in listener."
-             "security.protocol.map; TLS from the ssl.* settings (docs/SECURITY.md).")] = None,
+             "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name the protocol map setting "
+             "maps; TLS from the ssl.* settings (docs/SECURITY.md).")] = None,
     advertised: Annotated[str | None, typer.Option(
         "--advertised-listener", metavar="HOST:PORT",
         help="The address clients are told to connect to (Metadata, FindCoordinator), for a "
@@ -36,8 +36,8 @@ def serve(
     settings: Annotated[list[str] | None, typer.Option(
         "--set", "-c", metavar="KEY=VALUE",
         help="A server setting under Kafka's name (auto.create.topics.enable, num.partitions, "
-             "socket.request.max.bytes, connections.max.idle.ms, group.initial.rebalance."
-             "delay.ms, transaction.max.timeout.ms, ...: docs/KAFKA.md); repeatable.")] = None,
+             "socket.request.max.bytes, connections.max.idle.ms, ssl.keystore.location, "
+             "sasl.enabled.mechanisms, super.users, ...: docs/KAFKA.md); repeatable.")] = None,
     config_file: Annotated[str | None, typer.Option(
         "--config", metavar="FILE",
         help="Server settings from a properties file (key=value lines, # comments), "

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from engine.errors import plural
+
 from .common import JsonOpt, YesOpt, confirm, fail, no_data_yet, open_engine, state
 from .render import done, print_json, print_table
 
@@ -43,7 +45,7 @@ def _password(name: str, from_stdin: bool) -> bytes:
         line = sys.stdin.buffer.readline(MAX_PASSWORD + 3)
         pw = line.removesuffix(b"\n").removesuffix(b"\r")
         if line and not line.endswith(b"\n") and len(line) > MAX_PASSWORD:
-            fail(f"the password on stdin is longer than {MAX_PASSWORD} bytes: give a "
+            fail(f"the password on stdin is longer than {plural(MAX_PASSWORD, 'byte')}: give a "
                  "shorter one")
         if not pw:
             fail("no password on stdin: give it as one line (echo ... | rivven user add "

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DamagedMetadata, StorageError
+from ..errors import DamagedMetadata, StorageError, plural
 from ..fs import guard, jsondoc
 from ..fs.durable import write_atomic
 from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
@@ -55,7 +55,7 @@ class SecureDoc:
                     raise DamagedMetadata(f"{self.what} {self.path} is not a regular file: "
                                           "remove it", self.path)
                 if st.st_size > 256 << 20:
-                    raise DamagedMetadata(f"{self.what} {self.path} is {st.st_size} bytes, "
+                    raise DamagedMetadata(f"{self.what} {self.path} is {plural(st.st_size, 'byte')}, "
                                           "past any rivven writes: it is not rivven's",
                                           self.path)
                 self._doc = self._load()

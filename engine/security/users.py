@@ -9,7 +9,7 @@ import binascii
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import InvalidArgument, RivvenError
+from ..errors import InvalidArgument, RivvenError, plural
 from ..fs.locks import DEFAULT_WAIT, LockWait
 from . import scram
 from .results import UserCredentialInfo, UserInfo
@@ -41,7 +41,7 @@ def check_name(name: str) -> str:
 def check_password(password: str | bytes) -> bytes:
     pw = password.encode() if isinstance(password, str) else bytes(password)
     if not pw or len(pw) > MAX_PASSWORD:
-        raise InvalidArgument(f"a password is 1..{MAX_PASSWORD} bytes: give another")
+        raise InvalidArgument(f"a password is 1 to {plural(MAX_PASSWORD, 'byte')}: give another")
     return pw
 
 

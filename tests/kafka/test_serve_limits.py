@@ -400,7 +400,8 @@ def test_a_non_loopback_listener_needs_insecure(tmp_path):
     assert "not a loopback address" in err and "--insecure" in err
     s = start_server(d, "--listen", "0.0.0.0:0", "--insecure")
     try:
-        assert "listening on 0.0.0.0:0 without authentication or encryption (--insecure)" \
+        assert ("listening on PLAINTEXT://0.0.0.0:0 without authentication or encryption "
+                "(--insecure)") \
             in s.log()
         healthy(s.bootstrap.replace("0.0.0.0", "127.0.0.1"), "t")
     finally:

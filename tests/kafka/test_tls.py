@@ -325,8 +325,9 @@ def test_an_untrusted_or_missing_certificate_is_refused_with_the_clients_error(
         assert "Unable to bootstrap" in said, said
     else:
         assert EXPECT[case][client] in said.lower(), said
-        if client == "kcat":
-            assert said.startswith("exit 1"), said
+        if client == "kcat":  # (kcat's librdkafka 2.0.2 sometimes crashes as it exits after
+            # the refusal, SIGSEGV: the refusal and its reason are what is checked)
+            assert said.startswith(("exit 1", "exit -11")), said
 
 
 def _metric(d: str, name: str, **labels: str) -> float:
