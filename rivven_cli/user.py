@@ -11,8 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.errors import plural
-
 from .common import JsonOpt, YesOpt, confirm, fail, no_data_yet, open_engine, state
 from .render import done, print_json, print_table
 
@@ -31,8 +29,9 @@ MechanismOpt = Annotated[list[Mechanism] | None, typer.Option(
     help="SCRAM-SHA-256 or SCRAM-SHA-512 (repeatable; default: both).", show_default=False)]
 IterationsOpt = Annotated[int, typer.Option(
     "--iterations", min=4096, max=16384,
-    help="PBKDF2 iterations (Kafka's bounds 4096..16384): each costs the server that much "
-    "more per connection, and a guesser with the file as much per guess.")]
+    help="PBKDF2 iterations (Kafka's bounds 4096..16384): more costs each SCRAM login's "
+    "client (a PLAIN login's server) that much more, and a guesser with the file as much "
+    "per guess.")]
 PasswordStdinOpt = Annotated[bool, typer.Option(
     "--password-stdin", help="Read the password as one line from stdin (the default when "
     "stdin is not a terminal); without it, a terminal is asked twice, hidden.")]
@@ -45,7 +44,7 @@ def _password(name: str, from_stdin: bool) -> bytes:
         line = sys.stdin.buffer.readline(MAX_PASSWORD + 3)
         pw = line.removesuffix(b"\n").removesuffix(b"\r")
         if line and not line.endswith(b"\n") and len(line) > MAX_PASSWORD:
-            fail(f"the password on stdin is longer than {plural(MAX_PASSWORD, 'byte')}: give a "
+            fail(f"the password on stdin is longer than the {MAX_PASSWORD}-byte limit: give a "
                  "shorter one")
         if not pw:
             fail("no password on stdin: give it as one line (echo ... | rivven user add "
