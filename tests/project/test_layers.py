@@ -33,6 +33,7 @@ RANKS = {
     "engine": 11,  # the façade: engine/__init__.py, engine/engine.py, engine/settings.py
     "engine.spark": 12,
     "engine.kafka": 13,  # Kafka's wire protocol (rivven serve): a front end, as the CLI
+    "engine.bridge": 13,  # copies to and from a Kafka cluster (rivven kafka export|import)
     "rivven_cli": 14,
 }
 # narrower than its rank allows: the format is bytes in, bytes out
