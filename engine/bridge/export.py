@@ -1,44 +1,60 @@
-"""``rivven kafka export``: one data-dir topic copied into a Kafka-protocol cluster, exactly
-once and resumable.
+"""``rivven kafka export``: data-dir topics copied into a Kafka-protocol cluster, exactly once
+and resumable.
 
 The protocol (Kafka's own consume-transform-produce, with the data dir as the source):
-1. the destination topic is created with the source's partition count, or checked to have at
-   least as many, before anything is copied (a record keeps its partition);
+1. each destination topic is created with its source's partition count and configs, or
+   checked to have at least as many partitions, before anything is copied (a record keeps
+   its partition);
 2. a transactional producer (``transactional.id`` = ``rivven-mirror-<name>``) is started:
    ``init_transactions`` fences a copy of the same name still running and aborts the
    transaction it left open (a copy killed with -9);
-3. only then the mirror group's (``rivven-mirror-<name>``) committed offsets are read,
-   require_stable: per destination partition, the next *source* offset to copy;
-4. each transaction copies up to ``txn_records`` records read read_committed from the data
-   dir (aborted transactions and markers left out) to the same partition, with key, value,
-   headers and CreateTime timestamp, and ends with ``send_offsets_to_transaction`` of the
-   next source offsets: the records and the positions commit together or not at all.
+3. only then the mirror group's (``rivven-mirror-<name>``, on the destination) committed
+   offsets are read, require_stable: per destination partition, the next *source* offset to
+   copy (a partition without one starts at ``start``, default the log start);
+4. each transaction copies records read read_committed from the data dir (aborted
+   transactions and markers left out) to the same partition, with key, value, headers and
+   CreateTime timestamp, and ends with ``send_offsets_to_transaction`` of the next source
+   offsets: the records and the positions commit together or not at all.
+
+``at_least_once`` (a cluster without transactions): an idempotent producer, and the
+positions committed as plain group offsets after each step's records are acknowledged; a
+copy stopped between the two copies that step's records again.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
+from ..fetch.positions import Position
 from ..storage.reader import Reach
 from . import cluster
-from .results import Exported
+from .copy import TP, TXN_BYTES, TXN_RECORDS, TXN_SECONDS, Copy, Lane, destinations
 
 if TYPE_CHECKING:
     from ..engine import Engine
 
 COMMITTED = "read_committed"
+READ_RECORDS = 10_000  # records read from a partition per call (one step reads more calls)
+PRODUCER_DEFAULTS = {"linger.ms": 20, "queue.buffering.max.messages": 500_000,
+                     "queue.buffering.max.kbytes": 1 << 20}
+NO_TRANSACTIONS = (
+    "; if the cluster does not support transactions, --at-least-once copies with an "
+    "idempotent producer instead (a copy stopped midway may then copy some records twice)")
 
 
 def read_chunk(eng: Engine, topic: str, partition: int, pos: int, want: int
-               ) -> tuple[list[tuple[Any, Any, Any, int]], int]:
+               ) -> tuple[list[tuple[Any, Any, Any, int]], int, int]:
     """Up to ``want`` committed records of one partition from ``pos``: ``(key, value,
-    headers, timestamp)`` each, and the next source offset after them (past the markers and
+    headers, timestamp)`` each, the next source offset after them (past the markers and
     aborted batches that follow the last one, when the scan stepped over them: a copy at the
-    end of a partition stands at its last stable offset)."""
+    end of a partition stands at its last stable offset), and their key and value bytes."""
     out: list[tuple[Any, Any, Any, int]] = []
     reach = Reach(pos)
     nxt = pos
+    nbytes = 0
     whole = True
     for offs, tss, keys, values, hs in eng.read_columns(topic, partition, pos, want,
                                                         isolation_level=COMMITTED, reach=reach):
@@ -49,100 +65,259 @@ def read_chunk(eng: Engine, topic: str, partition: int, pos: int, want: int
                 whole = False
                 break
             out.append((k, v, list(h) if h else None, ts))
+            nbytes += (len(k) if k else 0) + (len(v) if v else 0)
             nxt = off + 1
         if not whole:
             break
     if whole and nxt == reach.start and reach.end > nxt:
         nxt = reach.end
-    return out, nxt
+    return out, nxt, nbytes
 
 
-def export_topic(eng: Engine, topic: str, bootstrap: str, name: str,
-                 to_topic: str | None = None, config: dict[str, str] | None = None,
-                 max_records: int | None = None, txn_records: int = 10_000,
-                 timeout: float = 30.0) -> Exported:
-    """Copy the committed records of ``topic`` (up to each partition's last stable offset at
-    the call, at most ``max_records`` in all) to ``to_topic`` (default: the same name) on the
-    cluster at ``bootstrap``, resuming where the mirror ``name`` stopped (see the module)."""
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+class Export(Copy):
+    """Data-dir topics into a cluster (see the module). ``partitions`` limits the copy to
+    some partitions per topic (a Spark task's one); ``start`` is where a partition the
+    mirror group has no position for begins, ``stop`` where every partition ends (else each
+    partition's last stable offset when opened, or with ``follow`` whatever comes)."""
 
-    if txn_records <= 0:
-        raise InvalidArgument(f"txn_records must be positive, not {txn_records}")
-    if max_records is not None and max_records < 0:
-        raise InvalidArgument(f"max_records must be 0 or more, not {max_records}")
-    dest = to_topic or topic
-    group = cluster.mirror_group(name)
-    rows = eng.offsets.list_offsets(topic, None, COMMITTED)  # (UnknownTopic when absent)
-    starts = {r["partition"]: r["start_offset"] for r in rows}
-    ends = {r["partition"]: r["end_offset"] for r in rows}
-    conf = cluster.settings(bootstrap, config)
-    created = cluster.ensure_topic(conf, dest, len(rows), timeout)
-    try:
-        producer = Producer({**conf, "transactional.id": cluster.transactional_id(name),
-                             "enable.idempotence": True, "linger.ms": 5})
-        consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False,
-                             "isolation.level": COMMITTED})
-    except (KafkaException, ValueError) as e:  # (a bad -X setting: librdkafka's message)
-        raise cluster.kafka_error("bad client setting", e) from None
-    errors: list[str] = []
+    direction = "export"
 
-    def delivered(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+    def __init__(self, eng: Engine, topics: Sequence[str], conf: Mapping[str, Any],
+                 name: str, *, to_topic: str | None = None, prefix: str | None = None,
+                 start: Position | None = None, stop: Position | None = None,
+                 at_least_once: bool = False,
+                 partitions: Mapping[str, Sequence[int]] | None = None,
+                 transactional_id: str | None = None, txn_records: int = TXN_RECORDS,
+                 txn_bytes: int = TXN_BYTES, timeout: float = cluster.DEFAULT_TIMEOUT) -> None:
+        super().__init__(name, destinations(topics, to_topic, prefix), not at_least_once,
+                         timeout, txn_records, txn_bytes)
+        if transactional_id is not None and self.txn_id is not None:
+            self.txn_id = transactional_id
+        self.eng = eng
+        self.conf = dict(conf)
+        self.start, self.stop_at = start, stop
+        self.only = {t: sorted(set(ps)) for t, ps in (partitions or {}).items()}
+        self.producer: Any = None
+        self.consumer: Any = None
+        self.errors: list[str] = []
 
-    records = transactions = 0
-    try:
-        try:
-            producer.init_transactions(timeout)
-        except KafkaException as e:
-            raise cluster.kafka_error(f"cannot start the transactional producer of {name!r}",
-                                      e) from None
-        done = cluster.committed(consumer, dest, len(rows), timeout)
-        # a committed position below the log start: those records were deleted since
-        pos = {p: max(done.get(p, starts[p]), starts[p]) for p in starts}
-        meta = consumer.consumer_group_metadata()
-        left = max_records if max_records is not None else -1
-        while left != 0 and any(pos[p] < ends[p] for p in pos):
-            budget = txn_records if left < 0 else min(txn_records, left)
-            producer.begin_transaction()
-            moved: dict[int, int] = {}
-            n = 0
-            for p in sorted(pos):
-                if n >= budget or pos[p] >= ends[p]:
+    # ---------------------------------------------------------------- open
+    def open(self) -> None:
+        src_rows = {t: self._source_rows(t) for t in self.routes}
+        dest = cluster.Cluster(self.conf, self.timeout)
+        have = dest.partitions(list(self.routes.values()))
+        for topic, rows in src_rows.items():
+            self._destination(dest, topic, self.routes[topic], len(rows), have)
+        self._clients()
+        tps = [(self.routes[t], r["partition"]) for t, rows in src_rows.items() for r in rows]
+        done = cluster.committed(self.consumer, tps, self.timeout)
+        for topic, rows in src_rows.items():
+            for r in rows:
+                p = r["partition"]
+                if self.only.get(topic) is not None and p not in self.only[topic]:
                     continue
-                chunk, nxt = read_chunk(eng, topic, p, pos[p], min(budget - n, ends[p] - pos[p]))
-                for k, v, h, ts in chunk:
-                    while True:
-                        try:
-                            producer.produce(dest, v, k, partition=p, timestamp=ts, headers=h,
-                                             on_delivery=delivered)
-                            break
-                        except BufferError:  # (the local queue full: let it drain)
-                            producer.poll(0.1)
-                producer.poll(0)
-                n += len(chunk)
-                if nxt > pos[p]:
-                    moved[p] = nxt
-            if not moved:  # (nothing readable below the ends: a partition's end moved back)
-                producer.abort_transaction(timeout)
-                break
-            producer.send_offsets_to_transaction(
-                [TopicPartition(dest, p, o) for p, o in sorted(moved.items())], meta, timeout)
-            producer.commit_transaction(timeout)
-            if errors:  # (commit_transaction raises first; kept as a guard)
-                raise cluster.ClusterError(f"records not delivered: {errors[0]}")
-            pos.update(moved)
-            records += n
-            transactions += 1
-            if left > 0:
-                left -= n
-    except KafkaException as e:
+                first = r["offset"] if self.start is not None else r["start_offset"]
+                # a committed position below the log start: those records were deleted since
+                pos = max(done.get((self.routes[topic], p), first), r["start_offset"])
+                self.lanes[(topic, p)] = Lane(topic, p, self.routes[topic], pos)
+        self._ends(src_rows)
+
+    def _source_rows(self, topic: str) -> list[Any]:
+        rows = self.eng.offsets.list_offsets(topic, self.start, COMMITTED)  # (UnknownTopic)
+        for p in self.only.get(topic, []):
+            if not 0 <= p < len(rows):
+                raise InvalidArgument(f"topic {topic!r} has no partition {p} (it has "
+                                      f"{len(rows)})")
+        return rows
+
+    def _destination(self, dest: cluster.Cluster, topic: str, to: str, parts: int,
+                     have: Mapping[str, int | None]) -> None:
+        n = have.get(to)
+        if n is None:
+            configs = {k: v for k, v in self.eng.topic(topic).config.items()
+                       if k in cluster.COPIED_CONFIGS}
+            self.warnings += dest.create(to, parts, configs)
+            self.created.append(to)
+        elif n < parts:
+            raise InvalidArgument(
+                f"the destination topic {to!r} has {n} partition(s), the source {topic!r} "
+                f"{parts}: add partitions to it (kafka-topics --alter --partitions {parts}) "
+                "or copy to another topic (--to-topic, --prefix); nothing was copied")
+
+    def _clients(self) -> None:
+        from confluent_kafka import KafkaException
+
+        conf = {**PRODUCER_DEFAULTS, **self.conf, "enable.idempotence": True}
+        if self.txn_id is not None:
+            conf["transactional.id"] = self.txn_id
+        self.producer = cluster.client("Producer", conf)
+        self.consumer = cluster.client("Consumer", {
+            **self.conf, "group.id": self.group, "enable.auto.commit": False,
+            "isolation.level": COMMITTED})
+        if self.txn_id is None:
+            return
         try:
-            producer.abort_transaction(timeout)
-        except KafkaException:
-            pass  # (not in a transaction, or fenced: the next copy's init aborts it)
-        raise cluster.kafka_error(f"copy of {topic!r} to {dest!r} stopped", e) from None
-    finally:
-        consumer.close()
-    return Exported(topic=topic, to_topic=dest, group=group, created=created, records=records,
-                    transactions=transactions, positions=dict(sorted(pos.items())))
+            self.producer.init_transactions(self.timeout)
+        except KafkaException as e:
+            raise cluster.ClusterError(
+                f"cannot start the transactional producer {self.txn_id!r} on "
+                f"{self.conf['bootstrap.servers']}: {cluster.message(e)}{NO_TRANSACTIONS}"
+            ) from None
+
+    def _ends(self, rows: Mapping[str, list[Any]] | None = None) -> None:
+        """Each lane's end: the source's last stable offset now, or ``stop``'s offset."""
+        for topic in self.routes:
+            got = rows[topic] if rows is not None and self.stop_at is None else \
+                self.eng.offsets.list_offsets(topic, self.stop_at, COMMITTED)
+            for r in got:
+                lane = self.lanes.get((topic, r["partition"]))
+                if lane is None:
+                    continue
+                end = r["end_offset"] if self.stop_at is None else min(r["offset"],
+                                                                         r["end_offset"])
+                with self.lock:
+                    lane.end = end
+
+    def refresh(self) -> None:
+        if self.stop_at is None:
+            self._ends()
+
+    # ---------------------------------------------------------------- a step
+    def step(self) -> int:
+        lanes = [lane for lane in self.lanes.values()
+                 if lane.end is not None and lane.pos < lane.end]
+        if not lanes:
+            return 0
+        for attempt in range(3):
+            try:
+                return self._step(lanes)
+            except _Retry as e:
+                if attempt == 2:
+                    raise cluster.ClusterError(f"a transaction failed three times: {e}") from None
+        return 0
+
+    def _step(self, lanes: list[Lane]) -> int:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        produce, poll = self.producer.produce, self.producer.poll
+        cb = self._delivered if self.txn_id is None else None
+        if self.txn_id is not None:
+            self.producer.begin_transaction()
+        moved: dict[TP, tuple[int, int]] = {}
+        n = nbytes = 0
+        deadline = time.monotonic() + TXN_SECONDS
+        try:
+            for lane in lanes:  # (round robin would be fairer; a step is short)
+                pos = lane.pos
+                copied = 0
+                while (pos < (lane.end or 0) and n < self.txn_records
+                       and nbytes < self.txn_bytes):
+                    want = min(READ_RECORDS, self.txn_records - n, (lane.end or 0) - pos)
+                    chunk, nxt, size = read_chunk(self.eng, lane.topic, lane.partition, pos, want)
+                    for k, v, h, ts in chunk:
+                        try:
+                            produce(lane.dest, v, k, lane.partition, on_delivery=cb,
+                                    timestamp=ts, headers=h)
+                        except BufferError:  # (the local queue full: let it drain)
+                            poll(0.05)
+                            produce(lane.dest, v, k, lane.partition, on_delivery=cb,
+                                    timestamp=ts, headers=h)
+                    poll(0)
+                    n += len(chunk)
+                    copied += len(chunk)
+                    nbytes += size
+                    if nxt <= pos:  # (nothing readable below the end: it moved back)
+                        with self.lock:
+                            lane.end = pos
+                        break
+                    pos = nxt
+                    if time.monotonic() > deadline:
+                        break
+                if pos > lane.pos:
+                    moved[(lane.topic, lane.partition)] = (copied, pos)
+                if n >= self.txn_records or nbytes >= self.txn_bytes or \
+                        time.monotonic() > deadline:
+                    break
+            if not moved:
+                if self.txn_id is not None:
+                    self.producer.abort_transaction(self.timeout)
+                return 0
+            offsets = [TopicPartition(self.lanes[tp].dest, tp[1], nxt)
+                       for tp, (_, nxt) in moved.items()]
+            if self.txn_id is not None:
+                self.producer.send_offsets_to_transaction(
+                    offsets, self.consumer.consumer_group_metadata(), self.timeout)
+                self._commit()
+            else:
+                self._acknowledged()
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as e:
+            self._failed(e)
+        self.counted(moved, nbytes)
+        return n
+
+    def _commit(self) -> None:
+        from confluent_kafka import KafkaException
+
+        for _ in range(5):
+            try:
+                self.producer.commit_transaction(self.timeout)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable():
+                    raise
+        self.producer.commit_transaction(self.timeout)
+
+    def _failed(self, e: Any) -> None:
+        err = e.args[0]
+        if self.txn_id is not None and err.txn_requires_abort():
+            try:
+                self.producer.abort_transaction(self.timeout)
+            except Exception:  # noqa: BLE001 (the next init_transactions aborts it)
+                pass
+            raise _Retry(cluster.message(e)) from None
+        if err.fatal() and err.code() in (-144, 90):  # _FENCED, PRODUCER_FENCED
+            raise cluster.ClusterError(
+                f"another copy named {self.name!r} started and took over (its producer fenced "
+                "this one): run one copy of a name at a time") from None
+        raise cluster.kafka_error(f"the copy {self.name!r} stopped", e) from None
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
+    def _acknowledged(self) -> None:
+        left = self.producer.flush(self.timeout)
+        if self.errors or left:
+            what = self.errors[0] if self.errors else f"{left} records unacknowledged"
+            raise cluster.ClusterError(f"records not delivered ({what}); their positions "
+                                       "were not committed: the next run copies them again")
+
+    # ---------------------------------------------------------------- close
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+        if self.producer is not None:
+            self.producer.flush(0)
+            self.producer = None
+
+
+class _Retry(Exception):
+    """A transaction aborted on an abortable error: the step is tried again."""
+
+
+def export(eng: Engine, topics: Sequence[str], bootstrap: str, name: str | None = None,
+           config: Mapping[str, str] | None = None, follow: bool = False,
+           **options: Any) -> Any:
+    """Copy ``topics`` from ``eng`` to the cluster at ``bootstrap`` until their ends (with
+    ``follow``, for ever: a ``stop`` event in ``options`` ends it); the ``Copied`` result.
+    ``options``: Export's (``to_topic``, ``prefix``, ``start``, ``stop``, ``at_least_once``,
+    ``partitions``, ``txn_records``, ``timeout``) and run's (``stop_event``, ``on_step``)."""
+    from .copy import default_name, run
+
+    event = options.pop("stop_event", None)
+    on_step = options.pop("on_step", None)
+    copy = Export(eng, topics, cluster.settings(bootstrap, config),
+                  name or default_name("export", topics), **options)
+    return run(copy, follow, event, on_step=on_step)

@@ -1,0 +1,298 @@
+"""``rivven kafka import``: topics of a Kafka-protocol cluster copied into the data dir,
+exactly once and resumable.
+
+The protocol (the mirror image of export.py, the data dir now the destination):
+1. each destination topic is created in the data dir with its source's partition count and
+   the configs the cluster reports set on it, or checked to have at least as many partitions;
+2. rivven's transactional producer (``transactional_id`` = ``rivven-mirror-<name>``) is made
+   first: it fences a copy of the same name in any process and aborts what it left open;
+3. only then the data dir's group ``rivven-mirror-<name>`` is read: per destination
+   partition, the next *source* offset to copy (none: ``start``, default the beginning);
+4. a read_committed consumer of the cluster, assigned at those offsets, fills each
+   transaction; the records go to the same partition with key, value, headers and timestamp,
+   and the transaction's ``send_offsets`` stores the next source offsets in that group: the
+   records and the positions commit together or not at all.
+
+The end of a partition is where the consumer's fetches reach the end the cluster shows
+(librdkafka's partition EOF: the last stable offset, read_committed), never a ListOffsets
+answer (a broker may answer "latest" wrongly: tansu does).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgument, UnknownTopic
+from ..fetch.positions import Position
+from . import cluster
+from .copy import TP, TXN_BYTES, TXN_RECORDS, TXN_SECONDS, Copy, Lane, destinations
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+CONSUME_BATCH = 10_000
+# librdkafka's partition EOF; transport errors librdkafka recovers from by itself
+_EOF, _TRANSIENT = -191, (-195, -187, -185)  # _PARTITION_EOF; _TRANSPORT, _ALL_BROKERS_DOWN, _TIMED_OUT
+CONSUMER_DEFAULTS = {"fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20,
+                     "queued.max.messages.kbytes": 256 << 10}
+
+
+class Import(Copy):
+    """Cluster topics into a data dir (see the module); the options as Export's."""
+
+    direction = "import"
+
+    def __init__(self, eng: Engine, topics: Sequence[str], conf: Mapping[str, Any],
+                 name: str, *, to_topic: str | None = None, prefix: str | None = None,
+                 start: Position | None = None, stop: Position | None = None,
+                 partitions: Mapping[str, Sequence[int]] | None = None,
+                 transactional_id: str | None = None, txn_records: int = TXN_RECORDS,
+                 txn_bytes: int = TXN_BYTES, timeout: float = cluster.DEFAULT_TIMEOUT) -> None:
+        super().__init__(name, destinations(topics, to_topic, prefix), True, timeout,
+                         txn_records, txn_bytes)
+        if transactional_id is not None:
+            self.txn_id = transactional_id
+        self.eng = eng
+        self.conf = dict(conf)
+        self.start, self.stop_at = start, stop
+        self.only = {t: sorted(set(ps)) for t, ps in (partitions or {}).items()}
+        self.producer: Any = None
+        self.consumer: Any = None
+        self.follow = False  # (run sets it: a following copy never marks a lane done)
+
+    # ---------------------------------------------------------------- open
+    def open(self) -> None:
+        src = cluster.Cluster(self.conf, self.timeout)
+        counts = src.partitions(list(self.routes))
+        for topic, n in counts.items():
+            if n is None:
+                raise UnknownTopic(f"topic {topic!r} does not exist on {src.where}: "
+                                   "check its name (kafka-topics --list)")
+            for p in self.only.get(topic, []):
+                if not 0 <= p < n:
+                    raise InvalidArgument(f"topic {topic!r} on {src.where} has no partition "
+                                          f"{p} (it has {n})")
+        for topic, n in counts.items():
+            self._destination(src, topic, self.routes[topic], n or 0)
+        assert self.txn_id is not None
+        self.producer = self.eng.producer(transactional_id=self.txn_id)  # (fences first)
+        done = self._committed()
+        self.consumer = cluster.client("Consumer", {
+            **CONSUMER_DEFAULTS, **self.conf, "group.id": self.group,
+            "enable.auto.commit": False, "isolation.level": "read_committed",
+            "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        for topic, n in counts.items():
+            for p in range(n or 0):
+                if self.only.get(topic) is None or p in self.only[topic]:
+                    lane = Lane(topic, p, self.routes[topic])
+                    lane.pos = done.get((lane.dest, p), -1)
+                    self.lanes[(topic, p)] = lane
+        self._positions()
+
+    def _destination(self, src: cluster.Cluster, topic: str, to: str, parts: int) -> None:
+        try:
+            have = self.eng.topic(to).partitions
+        except UnknownTopic:
+            configs = src.configs(topic)
+            try:
+                self.eng.create_topic(to, parts, configs or None)
+            except InvalidArgument as e:  # (a value Kafka takes and rivven does not)
+                if not configs:
+                    raise
+                self.warnings.append(f"{to}: the source's configs {', '.join(sorted(configs))} "
+                                     f"not taken ({e}); created without")
+                self.eng.create_topic(to, parts)
+            self.created.append(to)
+            return
+        if have < parts:
+            raise InvalidArgument(
+                f"the data dir's topic {to!r} has {have} partition(s), the source {topic!r} "
+                f"{parts}: add partitions (rivven topic alter {to} --partitions {parts}) or "
+                "copy to another topic (--to-topic, --prefix); nothing was copied")
+
+    def _committed(self) -> dict[TP, int]:
+        from ..errors import GroupNotFound
+
+        try:
+            return self.eng.groups.committed(self.group)
+        except GroupNotFound:
+            return {}
+
+    def _positions(self) -> None:
+        """Where each lane without a stored position starts (``start``), where each ends
+        (``stop``), then the consumer assigned."""
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
+        fresh = [lane for lane in self.lanes.values() if lane.pos < 0]
+        start = self.start or Position("beginning")
+        if fresh:
+            if start.kind == "timestamp":
+                found = self._for_time(fresh, start.value)
+                for lane in fresh:
+                    lane.pos = found.get((lane.topic, lane.partition), OFFSET_END)
+            else:
+                for lane in fresh:
+                    low, high = self._watermarks(lane)
+                    lane.pos = {"beginning": low, "end": high,
+                                "offset": min(max(start.value, low), high),
+                                "from_end": max(low, high - start.value),
+                                "from_start": min(high, low + start.value)}[start.kind]
+        if self.stop_at is not None:
+            stop = self.stop_at
+            if stop.kind == "timestamp":
+                found = self._for_time(list(self.lanes.values()), stop.value)
+            for lane in self.lanes.values():
+                if stop.kind == "timestamp":
+                    lane.end = found.get((lane.topic, lane.partition))
+                    if lane.end is None:
+                        lane.end = self._watermarks(lane)[1]
+                elif stop.kind == "offset":
+                    lane.end = stop.value
+                else:
+                    low, high = self._watermarks(lane)
+                    lane.end = {"beginning": low, "end": high,
+                                "from_end": max(low, high - stop.value),
+                                "from_start": low + stop.value}[stop.kind]
+        self.consumer.assign([TopicPartition(lane.topic, lane.partition,
+                                             lane.pos if lane.pos >= 0 else OFFSET_BEGINNING)
+                              for lane in self.lanes.values()])
+
+    def _watermarks(self, lane: Lane) -> tuple[int, int]:
+        from confluent_kafka import TopicPartition
+
+        try:
+            low, high = self.consumer.get_watermark_offsets(
+                TopicPartition(lane.topic, lane.partition), timeout=self.timeout, cached=False)
+        except Exception as e:
+            raise cluster.kafka_error(f"cannot read the offsets of {lane.topic}"
+                                      f"[{lane.partition}]", e) from None
+        return int(low), int(high)
+
+    def _for_time(self, lanes: list[Lane], ms: int) -> dict[TP, int]:
+        from confluent_kafka import TopicPartition
+
+        try:
+            got = self.consumer.offsets_for_times(
+                [TopicPartition(lane.topic, lane.partition, ms) for lane in lanes],
+                timeout=self.timeout)
+        except Exception as e:
+            raise cluster.kafka_error("cannot look up offsets by time", e) from None
+        return {(tp.topic, tp.partition): tp.offset for tp in got if tp.offset >= 0}
+
+    # ---------------------------------------------------------------- a step
+    def step(self) -> int:
+        cols, nbytes = self._gather()
+        if not cols:
+            return 0
+        txn = self.producer
+        txn.begin()
+        moved: dict[TP, tuple[int, int]] = {}
+        try:
+            for tp, (keys, values, headers, stamps, nxt) in cols.items():
+                lane = self.lanes[tp]
+                if values:
+                    txn.produce_batch(lane.dest, values, keys, headers, stamps,
+                                      partition=lane.partition)
+                moved[tp] = (len(values), nxt)
+            txn.send_offsets(self.group, {(self.lanes[tp].dest, tp[1]): nxt
+                                          for tp, (_, nxt) in moved.items()})
+            txn.commit()
+        except BaseException:
+            try:
+                txn.abort()
+            except Exception:  # noqa: BLE001 (the next producer of the id aborts it)
+                pass
+            raise
+        self.counted(moved, nbytes)
+        return sum(n for n, _ in moved.values())
+
+    def _gather(self) -> tuple[dict[TP, tuple[list, list, list, list, int]], int]:
+        """Messages from the consumer until a transaction's worth, a second, or nothing more
+        comes: per partition its columns and the next source offset."""
+        from confluent_kafka import TopicPartition
+
+        cols: dict[TP, tuple[list, list, list, list, int]] = {}
+        n = nbytes = 0
+        deadline = time.monotonic() + TXN_SECONDS
+        while n < self.txn_records and nbytes < self.txn_bytes:
+            msgs = self.consumer.consume(min(CONSUME_BATCH, self.txn_records - n),
+                                         0.05 if n else 0.2)
+            if not msgs:
+                break
+            for m in msgs:
+                err = m.error()
+                tp = (m.topic(), m.partition())
+                lane = self.lanes.get(tp)
+                if err is not None:
+                    self._error(err, lane)
+                    continue
+                off = m.offset()
+                if lane is None or off < lane.pos:
+                    continue
+                if lane.end is not None and self.stop_at is not None and off >= lane.end:
+                    lane.done = True
+                    continue
+                c = cols.get(tp)
+                if c is None:
+                    c = cols[tp] = ([], [], [], [], off + 1)
+                k, v = m.key(), m.value()
+                c[0].append(k)
+                c[1].append(v)
+                h = m.headers()
+                c[2].append(h if h else ())
+                kind, ts = m.timestamp()
+                c[3].append(ts if kind else None)  # (0: TIMESTAMP_NOT_AVAILABLE)
+                cols[tp] = (*c[:4], off + 1)
+                n += 1
+                nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            if time.monotonic() > deadline:
+                break
+        for tp in cols:  # (the cached high watermark: the lag shown)
+            lane = self.lanes[tp]
+            if self.stop_at is None:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+                if high >= 0:
+                    lane.end = max(high, cols[tp][4])
+        return cols, nbytes
+
+    def _error(self, err: Any, lane: Lane | None) -> None:
+        code = err.code()
+        if code == _EOF:
+            if lane is not None:
+                with self.lock:
+                    if not self.follow:
+                        lane.done = True
+                    if self.stop_at is None:
+                        lane.end = max(lane.pos, lane.end or 0)
+            return
+        if code in _TRANSIENT and not err.fatal():
+            return  # (librdkafka reconnects; a cluster gone for good times the run out)
+        raise cluster.ClusterError(f"reading {lane.topic if lane else 'a topic'} from "
+                                   f"{self.conf['bootstrap.servers']}: {err.str()}")
+
+    # ---------------------------------------------------------------- close
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+        if self.producer is not None:
+            self.producer.close()
+            self.producer = None
+
+
+def import_topics(eng: Engine, topics: Sequence[str], bootstrap: str,
+                  name: str | None = None, config: Mapping[str, str] | None = None,
+                  follow: bool = False, **options: Any) -> Any:
+    """Copy ``topics`` of the cluster at ``bootstrap`` into ``eng`` until the ends their
+    partitions show (with ``follow``, for ever: a ``stop_event`` ends it); the ``Copied``
+    result. ``options``: Import's and run's, as export.export's."""
+    from .copy import default_name, run
+
+    event = options.pop("stop_event", None)
+    on_step = options.pop("on_step", None)
+    copy = Import(eng, topics, cluster.settings(bootstrap, config),
+                  name or default_name("import", topics), **options)
+    copy.follow = follow
+    return run(copy, follow, event, on_step=on_step)
