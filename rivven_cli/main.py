@@ -12,6 +12,7 @@ from . import (
     compaction,
     consume,
     group,
+    kafka,
     key,
     maintain,
     metrics,
@@ -52,6 +53,8 @@ NOUNS = [
      "master key, re-encrypt a topic."),
     (txn, "txn", "Transactions: list, describe, producers, hanging ones, abort (Kafka's "
      "kafka-transactions.sh)."),
+    (kafka, "kafka", "Copy topics to and from a Kafka cluster, exactly once: export, import, "
+     "mirror."),
     (user, "user", "SCRAM users of rivven serve: add, list, describe, delete, passwd."),
     (acl, "acl", "Kafka's ACLs of rivven serve: add, list, remove (kafka-acls' options)."),
     (metrics, "metrics", "Prometheus metrics: print them, write a textfile, or serve /metrics."),

@@ -72,7 +72,8 @@ class Lane:
     pos: int = 0
     end: int | None = None
     records: int = 0
-    done: bool = False  # (an import: caught up with the end the source showed)
+    done: bool = False  # (an import not following: caught up with the end the source showed)
+    at_end: bool = False  # (an import: its consumer reached the end the source shows now)
 
 
 class Copy:
@@ -98,6 +99,7 @@ class Copy:
         self.records = self.bytes = self.transactions = 0
         self.started = time.monotonic()
         self.lock = threading.Lock()  # (the counts and lanes, read by a progress view)
+        self.meter: Any = None  # (the engine's: rivven_mirror_* series)
 
     # ---------------------------------------------------------------- the steps
     def open(self) -> None:
@@ -123,16 +125,17 @@ class Copy:
         """Per partition the committed records still to copy (as far as the source's end is
         known)."""
         with self.lock:
-            return {tp: max(0, (lane.end if lane.end is not None else lane.pos) - lane.pos)
+            return {tp: 0 if lane.at_end else
+                    max(0, (lane.end if lane.end is not None else lane.pos) - lane.pos)
                     for tp, lane in self.lanes.items()}
 
     def result(self) -> Copied:
+        lag = self.lag()
         with self.lock:
             parts = [PartitionCopied(
                 topic=lane.topic, partition=lane.partition, to_topic=lane.dest,
-                position=lane.pos, end=lane.end if lane.end is not None else lane.pos,
-                lag=max(0, (lane.end or lane.pos) - lane.pos), records=lane.records)
-                for _, lane in sorted(self.lanes.items())]
+                position=lane.pos, end=lane.pos + lag[tp], lag=lag[tp], records=lane.records)
+                for tp, lane in sorted(self.lanes.items())]
         return Copied(direction=self.direction, name=self.name, group=self.group,
                       transactional_id=self.txn_id, exactly_once=self.exactly_once,
                       created=list(self.created), records=self.records, bytes=self.bytes,
@@ -150,6 +153,29 @@ class Copy:
                 self.records += n
             self.bytes += nbytes
             self.transactions += 1
+        self.metered(moved, nbytes)
+
+    def metered(self, moved: Mapping[TP, tuple[int, int]], nbytes: int) -> None:
+        """The step in the rivven_mirror_* series (once per step, never per record)."""
+        m = self.meter
+        if m is None:
+            return
+        d, name = self.direction, self.name
+        per_topic: dict[str, int] = {}
+        for (topic, _), (n, _) in moved.items():
+            per_topic[topic] = per_topic.get(topic, 0) + n
+        for topic, n in per_topic.items():
+            m.get("rivven_mirror_records_total", direction=d, mirror=name, topic=topic).inc(n)
+        m.get("rivven_mirror_bytes_total", direction=d, mirror=name).inc(nbytes)
+        m.get("rivven_mirror_transactions_total", direction=d, mirror=name).inc()
+        self.metered_lag()
+
+    def metered_lag(self) -> None:
+        if self.meter is None:
+            return
+        for (topic, p), lag in self.lag().items():
+            self.meter.get("rivven_mirror_lag_records", direction=self.direction,
+                           mirror=self.name, topic=topic, partition=p).set(lag)
 
 
 def run(copy: Copy, follow: bool = False, stop: threading.Event | None = None,
@@ -169,6 +195,7 @@ def run(copy: Copy, follow: bool = False, stop: threading.Event | None = None,
                 break
             stop.wait(idle if follow else 0.01)
             copy.refresh()
+            copy.metered_lag()
     finally:
         copy.close()
     return copy.result()

@@ -94,6 +94,7 @@ class Export(Copy):
         if transactional_id is not None and self.txn_id is not None:
             self.txn_id = transactional_id
         self.eng = eng
+        self.meter = eng.meter
         self.conf = dict(conf)
         self.start, self.stop_at = start, stop
         self.only = {t: sorted(set(ps)) for t, ps in (partitions or {}).items()}

@@ -55,6 +55,7 @@ class Import(Copy):
         if transactional_id is not None:
             self.txn_id = transactional_id
         self.eng = eng
+        self.meter = eng.meter
         self.conf = dict(conf)
         self.start, self.stop_at = start, stop
         self.only = {t: sorted(set(ps)) for t, ps in (partitions or {}).items()}
@@ -234,6 +235,7 @@ class Import(Copy):
                 if lane.end is not None and self.stop_at is not None and off >= lane.end:
                     lane.done = True
                     continue
+                lane.at_end = False
                 c = cols.get(tp)
                 if c is None:
                     c = cols[tp] = ([], [], [], [], off + 1)
@@ -262,10 +264,9 @@ class Import(Copy):
         if code == _EOF:
             if lane is not None:
                 with self.lock:
+                    lane.at_end = True
                     if not self.follow:
                         lane.done = True
-                    if self.stop_at is None:
-                        lane.end = max(lane.pos, lane.end or 0)
             return
         if code in _TRANSIENT and not err.fatal():
             return  # (librdkafka reconnects; a cluster gone for good times the run out)

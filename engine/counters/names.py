@@ -150,6 +150,21 @@ SERIES: dict[str, Series] = {
     "rivven_kafka_authorization_denied_total": Series(
         "counter", ("operation", "resource_type"), "requests (or parts of one) refused by the "
         "ACLs, by Kafka's operation and resource type"),
+    "rivven_mirror_records_total": Series(
+        "counter", ("direction", "mirror", "topic"), "records copied by rivven kafka export, "
+        "import and mirror, by direction (export: data dir to a Kafka cluster; import: the "
+        "reverse), mirror name and source topic"),
+    "rivven_mirror_bytes_total": Series(
+        "counter", ("direction", "mirror"), "key and value bytes copied by rivven kafka export, "
+        "import and mirror"),
+    "rivven_mirror_transactions_total": Series(
+        "counter", ("direction", "mirror"), "copy steps committed (each a transaction carrying "
+        "its records and the source positions they reach; --at-least-once: a commit of "
+        "offsets)"),
+    "rivven_mirror_lag_records": Series(
+        "gauge", ("direction", "mirror", "topic", "partition"), "source offsets a copy has yet "
+        "to reach, per source partition, as far as the source's end is known (summed over "
+        "live copying processes)"),
     "rivven_kafka_groups": Series(
         "gauge", ("state",), "Kafka-protocol consumer groups by state (Empty, "
         "PreparingRebalance, CompletingRebalance, Stable, Dead), summed over live rivven serve "
