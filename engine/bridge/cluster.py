@@ -54,7 +54,8 @@ def message(e: BaseException) -> str:
 
 
 def code(e: BaseException) -> int | None:
-    err = e.args[0] if e.args else None
+    """The KafkaError code of ``e`` (None when it carries none)."""
+    err: Any = e.args[0] if e.args else None
     return err.code() if hasattr(err, "code") else None
 
 

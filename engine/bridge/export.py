@@ -23,8 +23,10 @@ copy stopped between the two copies that step's records again.
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
@@ -45,33 +47,50 @@ NO_TRANSACTIONS = (
     "idempotent producer instead (a copy stopped midway may then copy some records twice)")
 
 
-def read_chunk(eng: Engine, topic: str, partition: int, pos: int, want: int
-               ) -> tuple[list[tuple[Any, Any, Any, int]], int, int]:
-    """Up to ``want`` committed records of one partition from ``pos``: ``(key, value,
-    headers, timestamp)`` each, the next source offset after them (past the markers and
-    aborted batches that follow the last one, when the scan stepped over them: a copy at the
-    end of a partition stands at its last stable offset), and their key and value bytes."""
-    out: list[tuple[Any, Any, Any, int]] = []
+def send_chunk(eng: Engine, lane: Lane, pos: int, want: int, send: Callable[..., Any]
+               ) -> tuple[int, int, int]:
+    """Up to ``want`` committed records of ``lane``'s partition from ``pos``, each handed to
+    ``send(key, value, headers, timestamp)`` as it is read (no list of them is built): how
+    many, the next source offset after them (past the markers and aborted batches that follow
+    the last one, when the scan stepped over them: a copy at the end of a partition stands at
+    its last stable offset), and their key and value bytes."""
     reach = Reach(pos)
+    n = nbytes = 0
     nxt = pos
-    nbytes = 0
-    whole = True
-    for offs, tss, keys, values, hs in eng.read_columns(topic, partition, pos, want,
+    for offs, tss, keys, values, hs in eng.read_columns(lane.topic, lane.partition, pos, want,
                                                         isolation_level=COMMITTED, reach=reach):
-        for off, ts, k, v, h in zip(offs, tss, keys, values, hs):
-            if off < pos:  # (the first batch may start before pos)
-                continue
-            if len(out) == want:
-                whole = False
-                break
-            out.append((k, v, list(h) if h else None, ts))
-            nbytes += (len(k) if k else 0) + (len(v) if v else 0)
-            nxt = off + 1
-        if not whole:
+        skip = bisect.bisect_left(offs, pos) if offs[0] < pos else 0  # (a batch begun before)
+        take = min(len(offs) - skip, want - n)
+        if take <= 0:
             break
-    if whole and nxt == reach.start and reach.end > nxt:
+        stop = skip + take
+        ks, vs = keys[skip:stop], values[skip:stop]
+        for k, v, h, ts in zip(ks, vs, islice(hs, skip, stop), islice(tss, skip, stop)):
+            send(k, v, list(h) if h else None, ts)
+        n += take
+        nbytes += sum(map(len, filter(None, ks))) + sum(map(len, filter(None, vs)))
+        nxt = offs[stop - 1] + 1
+        if n >= want:
+            return n, nxt, nbytes
+    if nxt == reach.start and reach.end > nxt:
         nxt = reach.end
-    return out, nxt, nbytes
+    elif n == 0 and reach.end > pos:
+        nxt = reach.end
+    return n, nxt, nbytes
+
+
+def sender(producer: Any, dest: str, partition: int, cb: Any) -> Callable[..., None]:
+    """``send(key, value, headers, timestamp)``: one record to ``dest[partition]``."""
+    produce, poll = producer.produce, producer.poll
+
+    def send(k: Any, v: Any, h: Any, ts: int) -> None:
+        while True:
+            try:
+                produce(dest, v, k, partition, on_delivery=cb, timestamp=ts, headers=h)
+                return
+            except BufferError:  # (the local queue full: let it drain)
+                poll(0.05)
+    return send
 
 
 class Export(Copy):
@@ -200,7 +219,7 @@ class Export(Copy):
     def _step(self, lanes: list[Lane]) -> int:
         from confluent_kafka import KafkaException, TopicPartition
 
-        produce, poll = self.producer.produce, self.producer.poll
+        poll = self.producer.poll
         cb = self._delivered if self.txn_id is None else None
         if self.txn_id is not None:
             self.producer.begin_transaction()
@@ -209,23 +228,16 @@ class Export(Copy):
         deadline = time.monotonic() + TXN_SECONDS
         try:
             for lane in lanes:  # (round robin would be fairer; a step is short)
+                send = sender(self.producer, lane.dest, lane.partition, cb)
                 pos = lane.pos
                 copied = 0
                 while (pos < (lane.end or 0) and n < self.txn_records
                        and nbytes < self.txn_bytes):
                     want = min(READ_RECORDS, self.txn_records - n, (lane.end or 0) - pos)
-                    chunk, nxt, size = read_chunk(self.eng, lane.topic, lane.partition, pos, want)
-                    for k, v, h, ts in chunk:
-                        try:
-                            produce(lane.dest, v, k, lane.partition, on_delivery=cb,
-                                    timestamp=ts, headers=h)
-                        except BufferError:  # (the local queue full: let it drain)
-                            poll(0.05)
-                            produce(lane.dest, v, k, lane.partition, on_delivery=cb,
-                                    timestamp=ts, headers=h)
+                    got, nxt, size = send_chunk(self.eng, lane, pos, want, send)
                     poll(0)
-                    n += len(chunk)
-                    copied += len(chunk)
+                    n += got
+                    copied += got
                     nbytes += size
                     if nxt <= pos:  # (nothing readable below the end: it moved back)
                         with self.lock:

@@ -21,6 +21,7 @@ answer (a broker may answer "latest" wrongly: tansu does).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -184,19 +185,15 @@ class Import(Copy):
 
     # ---------------------------------------------------------------- a step
     def step(self) -> int:
-        cols, nbytes = self._gather()
-        if not cols:
+        got, moved, nbytes = self._gather()
+        if not moved:
             return 0
         txn = self.producer
         txn.begin()
-        moved: dict[TP, tuple[int, int]] = {}
         try:
-            for tp, (keys, values, headers, stamps, nxt) in cols.items():
-                lane = self.lanes[tp]
-                if values:
-                    txn.produce_batch(lane.dest, values, keys, headers, stamps,
-                                      partition=lane.partition)
-                moved[tp] = (len(values), nxt)
+            for topic, (keys, values, headers, stamps, parts) in got.items():
+                txn.produce_batch(self.routes[topic], values, keys, headers, stamps,
+                                  partitions=parts)
             txn.send_offsets(self.group, {(self.lanes[tp].dest, tp[1]): nxt
                                           for tp, (_, nxt) in moved.items()})
             txn.commit()
@@ -209,67 +206,115 @@ class Import(Copy):
         self.counted(moved, nbytes)
         return sum(n for n, _ in moved.values())
 
-    def _gather(self) -> tuple[dict[TP, tuple[list, list, list, list, int]], int]:
+    def _gather(self) -> tuple[dict[str, tuple[list, list, Any, list, list]],
+                               dict[TP, tuple[int, int]], int]:
         """Messages from the consumer until a transaction's worth, a second, or nothing more
-        comes: per partition its columns and the next source offset."""
-        from confluent_kafka import TopicPartition
-
-        cols: dict[TP, tuple[list, list, list, list, int]] = {}
-        n = nbytes = 0
+        comes, as columns per source topic (keys, values, headers or None, timestamps,
+        partitions: one pass per column, no Python step per message), the records and next
+        source offset per partition, and their key and value bytes."""
+        batches: list[list[Any]] = []
+        n = 0
         deadline = time.monotonic() + TXN_SECONDS
-        while n < self.txn_records and nbytes < self.txn_bytes:
+        while n < self.txn_records:
             msgs = self.consumer.consume(min(CONSUME_BATCH, self.txn_records - n),
                                          0.05 if n else 0.2)
             if not msgs:
                 break
-            for m in msgs:
-                err = m.error()
-                tp = (m.topic(), m.partition())
-                lane = self.lanes.get(tp)
-                if err is not None:
-                    self._error(err, lane)
-                    continue
-                off = m.offset()
-                if lane is None or off < lane.pos:
-                    continue
-                if lane.end is not None and self.stop_at is not None and off >= lane.end:
-                    lane.done = True
-                    continue
-                lane.at_end = False
-                c = cols.get(tp)
-                if c is None:
-                    c = cols[tp] = ([], [], [], [], off + 1)
-                k, v = m.key(), m.value()
-                c[0].append(k)
-                c[1].append(v)
-                h = m.headers()
-                c[2].append(h if h else ())
-                kind, ts = m.timestamp()
-                c[3].append(ts if kind else None)  # (0: TIMESTAMP_NOT_AVAILABLE)
-                cols[tp] = (*c[:4], off + 1)
-                n += 1
-                nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            batches.append(msgs)
+            n += len(msgs)
             if time.monotonic() > deadline:
                 break
-        for tp in cols:  # (the cached high watermark: the lag shown)
-            lane = self.lanes[tp]
-            if self.stop_at is None:
-                _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
-                if high >= 0:
-                    lane.end = max(high, cols[tp][4])
-        return cols, nbytes
+        ms = batches[0] if len(batches) == 1 else [m for b in batches for m in b]
+        if not ms:
+            return {}, {}, 0
+        errs = [m.error() for m in ms]
+        if any(errs):
+            ms = self._events(ms, errs)
+        tps = [(m.topic(), m.partition()) for m in ms]
+        for tp in dict.fromkeys(tps):
+            if tp in self.lanes:
+                self.lanes[tp].at_end = False
+        offs = [m.offset() for m in ms]
+        firsts = dict(zip(reversed(tps), reversed(offs)))
+        if self.stop_at is not None or any(
+                tp not in self.lanes or off < self.lanes[tp].pos for tp, off in firsts.items()):
+            keep = self._inside(tps, offs)
+            ms = [m for m, k in zip(ms, keep) if k]
+            tps = [tp for tp, k in zip(tps, keep) if k]
+            offs = [o for o, k in zip(offs, keep) if k]
+        if not ms:
+            return {}, {}, 0
+        counts = Counter(tps)
+        moved = {tp: (counts[tp], off + 1) for tp, off in dict(zip(tps, offs)).items()}
+        topics = dict.fromkeys(tp[0] for tp in moved)
+        out = {}
+        nbytes = 0
+        for topic in topics:
+            mine = ms if len(topics) == 1 else [m for m, tp in zip(ms, tps) if tp[0] == topic]
+            keys = [m.key() for m in mine]
+            values = [m.value() for m in mine]
+            hs = [m.headers() for m in mine]
+            stamps = [m.timestamp()[1] for m in mine]
+            if min(stamps) < 0:  # (TIMESTAMP_NOT_AVAILABLE: the time of the produce)
+                stamps = [t if t >= 0 else None for t in stamps]
+            parts = [m.partition() for m in mine]
+            out[topic] = (keys, values, [h or () for h in hs] if any(hs) else None, stamps,
+                          parts)
+            nbytes += sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
+        if self.stop_at is None:
+            self._seen_ends(moved)
+        return out, moved, nbytes
 
-    def _error(self, err: Any, lane: Lane | None) -> None:
-        code = err.code()
-        if code == _EOF:
-            if lane is not None:
+    def _events(self, ms: list[Any], errs: list[Any]) -> list[Any]:
+        """The messages that are records; the events among them handled: a partition whose
+        last word was "end of partition" is at its end."""
+        eof_at: dict[TP, int] = {}
+        last_at: dict[TP, int] = {}
+        for i, (m, err) in enumerate(zip(ms, errs)):
+            tp = (m.topic(), m.partition())
+            if err is None:
+                last_at[tp] = i
+            elif self._error(err, self.lanes.get(tp)):
+                eof_at[tp] = i
+        for tp, i in eof_at.items():
+            if i > last_at.get(tp, -1):
+                lane = self.lanes[tp]
                 with self.lock:
                     lane.at_end = True
-                    if not self.follow:
-                        lane.done = True
-            return
+                    lane.done = lane.done or not self.follow
+        return [m for m, err in zip(ms, errs) if err is None]
+
+    def _inside(self, tps: list[TP], offs: list[int]) -> list[bool]:
+        """Per message: at or past its lane's position and (with ``stop``) before its end."""
+        keep = []
+        for tp, off in zip(tps, offs):
+            lane = self.lanes.get(tp)
+            if lane is None or off < lane.pos:
+                keep.append(False)
+            elif self.stop_at is not None and lane.end is not None and off >= lane.end:
+                lane.done = True
+                keep.append(False)
+            else:
+                keep.append(True)
+        return keep
+
+    def _seen_ends(self, moved: Mapping[TP, tuple[int, int]]) -> None:
+        """The cached high watermarks (what the last fetches said): the lag shown."""
+        from confluent_kafka import TopicPartition
+
+        for tp, (_, nxt) in moved.items():
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+            if high >= 0:
+                self.lanes[tp].end = max(high, nxt)
+
+    def _error(self, err: Any, lane: Lane | None) -> bool:
+        """A consumer's error event: True for the end of a partition, False for what
+        librdkafka recovers from by itself; anything else stops the copy."""
+        code = err.code()
+        if code == _EOF:
+            return lane is not None
         if code in _TRANSIENT and not err.fatal():
-            return  # (librdkafka reconnects; a cluster gone for good times the run out)
+            return False  # (librdkafka reconnects; a cluster gone for good times the run out)
         raise cluster.ClusterError(f"reading {lane.topic if lane else 'a topic'} from "
                                    f"{self.conf['bootstrap.servers']}: {err.str()}")
 

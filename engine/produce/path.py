@@ -10,8 +10,11 @@ then the request is tried once more with fresh metadata, unless a batch of it wa
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
+import itertools
+import operator
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -122,6 +125,9 @@ class ProduceRequest:
                 gc.enable()
 
 
+_INT_TYPES = {int, bool}
+
+
 def _timestamps(timestamps: Any, n: int) -> int | list[int]:
     if timestamps is None or isinstance(timestamps, int):
         return clock.now_ms() if timestamps is None else timestamps
@@ -133,9 +139,12 @@ def _timestamps(timestamps: Any, n: int) -> int | list[int]:
     if nones:
         now = clock.now_ms()
         timestamps = [now if t is None else t for t in timestamps]
-    if not all(isinstance(t, int) and 0 <= t < 1 << 62 for t in timestamps):
-        raise InvalidArgument("record timestamps must be non-negative integers (ms since epoch)")
-    return list(timestamps)
+    stamps = list(timestamps)
+    if not set(map(type, stamps)) <= _INT_TYPES or min(stamps) < 0 or max(stamps) >= 1 << 62:
+        if not all(isinstance(t, int) and 0 <= t < 1 << 62 for t in stamps):
+            raise InvalidArgument("record timestamps must be non-negative integers (ms since "
+                                  "epoch)")
+    return stamps
 
 
 class ProducePath:
@@ -303,6 +312,16 @@ class ProducePath:
         if partition is not None:
             check_partition(meta, partition)
             return {partition: None}
+        distinct = _distinct(partitions) if partitions is not None else None
+        if distinct is not None and partitions is not None:  # (all given: no key hashed)
+            for d in distinct:
+                check_partition(meta, d)
+            if len(distinct) == 1:
+                return {next(iter(distinct)): None}
+            given: dict[int, list[int]] = defaultdict(list)
+            for i, g in enumerate(cast("Sequence[int]", partitions)):
+                given[g].append(i)
+            return dict(given)
         if partitions is not None and partitions.count(None) != len(partitions):
             per = list(partitions)
         elif count == 1:
@@ -601,21 +620,48 @@ def _too_large(index: int, message: str) -> RecordTooLarge:
 
 def _split(keys: Sequence, values: Sequence, headers: Sequence | None, limit: int, topic: str
            ) -> list[tuple[int, int]]:
-    """Record index ranges whose batches should each stay under ``limit`` bytes."""
+    """Record index ranges whose batches should each stay under ``limit`` bytes: the sizes
+    summed in C (map, accumulate), the cuts found by bisection, no Python step per record
+    (but for headers)."""
+    n = len(values)
+    sizes = list(map(operator.add, _lengths(keys), _lengths(values)))
+    if headers is not None:
+        sizes = [r + sum(HEADER_OVERHEAD + len(hk) + (len(hv) if hv is not None else 0)
+                         for hk, hv in h) for r, h in zip(sizes, headers)]
+    biggest = max(sizes, default=0)
+    if BATCH_OVERHEAD + RECORD_OVERHEAD + biggest > limit:
+        i = sizes.index(biggest)
+        rec = RECORD_OVERHEAD + biggest
+        raise _too_large(i, f"record {i} is about {plural(rec, 'byte')}, over "
+                         f"max.message.bytes={limit} of topic {topic!r}; raise it with "
+                         f"'rivven topic alter-config {topic} --set max.message.bytes=N'")
+    ends = list(itertools.accumulate(map(operator.add, sizes,
+                                         itertools.repeat(RECORD_OVERHEAD))))
+    if not ends or BATCH_OVERHEAD + ends[-1] <= limit:
+        return [(0, n)]
     chunks = []
-    start, size = 0, BATCH_OVERHEAD
-    for i, (k, v) in enumerate(zip(keys, values)):
-        rec = RECORD_OVERHEAD + (len(k) if k is not None else 0) + (len(v) if v is not None else 0)
-        if headers is not None:
-            rec += sum(HEADER_OVERHEAD + len(hk) + (len(hv) if hv is not None else 0)
-                       for hk, hv in headers[i])
-        if BATCH_OVERHEAD + rec > limit:
-            raise _too_large(i, f"record {i} is about {plural(rec, 'byte')}, over "
-                             f"max.message.bytes={limit} of topic {topic!r}; raise it with "
-                             f"'rivven topic alter-config {topic} --set max.message.bytes=N'")
-        if size + rec > limit and i > start:
-            chunks.append((start, i))
-            start, size = i, BATCH_OVERHEAD
-        size += rec
-    chunks.append((start, len(values)))
+    start, base = 0, 0
+    room = limit - BATCH_OVERHEAD
+    while start < n:
+        stop = max(bisect.bisect_right(ends, base + room, start), start + 1)
+        chunks.append((start, stop))
+        start, base = stop, ends[stop - 1]
     return chunks
+
+
+def _distinct(partitions: Sequence[int | None]) -> set[int] | None:
+    """The partitions a column names, None when one is not given (or not hashable: the
+    per-record path names it)."""
+    try:
+        distinct = set(partitions)
+    except TypeError:
+        return None
+    return None if None in distinct else distinct  # type: ignore[return-value]
+
+
+def _lengths(xs: Sequence) -> list[int]:
+    """Each one's length, 0 for None."""
+    try:
+        return list(map(len, xs))
+    except TypeError:  # (a None among them)
+        return [len(x) if x is not None else 0 for x in xs]
