@@ -312,7 +312,10 @@ class Export(Copy):
             self.consumer.close()
             self.consumer = None
         if self.producer is not None:
-            self.producer.flush(0)
+            try:
+                self.producer.flush(0)
+            except Exception:  # noqa: BLE001 (fenced or failed: what it held is aborted)
+                pass
             self.producer = None
 
 
