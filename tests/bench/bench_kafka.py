@@ -168,11 +168,13 @@ class Rivven(Broker):
 
 
 # ---------------------------------------------------------------- the measurements
-def produce(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
-    """records/s through confluent-kafka, acks=all, linger.ms=5, to the end of flush()."""
+def produce(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes],
+            **conf: Any) -> float:
+    """records/s through confluent-kafka, acks=all, linger.ms=5, to the end of flush()
+    (``conf``: more client settings, e.g. a listener's security)."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+    p = Producer({"bootstrap.servers": bootstrap, **conf, "linger.ms": 5, "acks": "all",
                   "queue.buffering.max.messages": 1_000_000,
                   "queue.buffering.max.kbytes": 1 << 20})
     errors: list[Any] = []
