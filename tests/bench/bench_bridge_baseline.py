@@ -18,7 +18,9 @@ produce() to the end of flush() / the first poll() to the last record (Python):
   py consume  confluent-kafka Consumer, assign from 0 (bench_kafka.consume), read_committed,
               without the fetch backoff (bench_kafka.NO_BACKOFF)
 
-A fresh broker per round (tansu keeps everything in memory). Usage:
+The goal's ratios are export / "kcat -P" and import / "kcat -C" on tansu: once ``rivven kafka
+export|import`` exist, their rows belong here, measured in the same round against the same
+broker. A fresh broker per round (tansu keeps everything in memory). Usage:
   python tests/bench/bench_bridge_baseline.py [--records 1000000] [--rounds 1] [--partitions 1,8]
       [--brokers tansu,rivven] [--json]
 """

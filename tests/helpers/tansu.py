@@ -209,6 +209,8 @@ def kcat_env(work_dir: str | Path) -> dict[str, str]:
     d = Path(work_dir) / "librdkafka"
     d.mkdir(parents=True, exist_ok=True)
     link = d / "librdkafka.so.1"
-    if not link.exists():
+    try:
         link.symlink_to(found[0])
+    except FileExistsError:  # (made by an earlier call)
+        pass
     return dict(os.environ, LD_LIBRARY_PATH=f"{d}{os.pathsep}{os.environ.get('LD_LIBRARY_PATH', '')}")
