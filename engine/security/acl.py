@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgument
+from .results import AclInfo
 
 # Kafka's codes (org.apache.kafka.common.resource / acl): the wire carries these numbers
 RESOURCE_TYPES = {"Unknown": 0, "Any": 1, "Topic": 2, "Group": 3, "Cluster": 4,
@@ -157,7 +158,7 @@ class Acl:
             raise InvalidArgument(f"an ACL's permission is Allow or Deny, not {perm}")
         return cls(rt, name, pt, principal(principal_), host(host_), op, perm)
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> AclInfo:
         return {"resource_type": self.resource_type, "name": self.name,
                 "pattern_type": self.pattern_type, "principal": self.principal,
                 "host": self.host, "operation": self.operation, "permission": self.permission}

@@ -48,7 +48,7 @@ class Acls:
 
     def list(self, f: AclFilter | None = None) -> List[AclInfo]:
         f = f or AclFilter()
-        return [_info(a) for a in sorted(self.bindings()) if f.matches(a)]
+        return [a.to_json() for a in sorted(self.bindings()) if f.matches(a)]
 
     def add(self, acls: Sequence[Acl]) -> List[AclInfo]:
         """Store ``acls`` (one already stored is kept once); returns those new."""
@@ -64,7 +64,7 @@ class Acls:
                 return None, []
             if len(have) + len(new) > MAX_ACLS:
                 raise InvalidArgument(f"more than {MAX_ACLS} ACLs: remove some first")
-            return [a.to_json() for a in sorted(have | set(new))], [_info(a) for a in new]
+            return [a.to_json() for a in sorted(have | set(new))], [a.to_json() for a in new]
         return self._doc.update(change)
 
     def remove(self, filters: Sequence[AclFilter]) -> List[List[AclInfo]]:
@@ -73,7 +73,7 @@ class Acls:
 
         def change(raw: List[Any]) -> tuple[list | None, List[List[AclInfo]]]:
             have = self._parse(raw)
-            out = [[_info(a) for a in have if f.matches(a)] for f in filters]
+            out = [[a.to_json() for a in have if f.matches(a)] for f in filters]
             gone = {a for a in have if any(f.matches(a) for f in filters)}
             if not gone:
                 return None, out
@@ -93,9 +93,3 @@ class Acls:
                               "restore it from a backup, or remove it and add the ACLs "
                               "again") from None
         return out
-
-
-def _info(a: Acl) -> AclInfo:
-    return {"resource_type": a.resource_type, "name": a.name, "pattern_type": a.pattern_type,
-            "principal": a.principal, "host": a.host, "operation": a.operation,
-            "permission": a.permission}

