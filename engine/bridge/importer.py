@@ -20,9 +20,14 @@ answer (a broker may answer "latest" wrongly: tansu does).
 
 from __future__ import annotations
 
+import bisect
+import gc
+import queue
+import threading
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument, UnknownTopic
@@ -36,14 +41,31 @@ if TYPE_CHECKING:
 CONSUME_BATCH = 10_000
 # librdkafka's partition EOF; transport errors librdkafka recovers from by itself
 _EOF, _TRANSIENT = -191, (-195, -187, -185)  # _PARTITION_EOF; _TRANSPORT, _ALL_BROKERS_DOWN, _TIMED_OUT
+# (fetches kept coming while the copy writes: no backoff, a deep local queue; a short
+# fetch wait, so that the end of a partition is seen soon)
 CONSUMER_DEFAULTS = {"fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20,
-                     "queued.max.messages.kbytes": 256 << 10}
+                     "queued.max.messages.kbytes": 256 << 10, "queued.min.messages": 1_000_000,
+                     "fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 100}
+
+
+class _Offsets:
+    """The messages' offsets as a sequence bisect can search (looked up only where it looks)."""
+
+    def __init__(self, ms: list[Any]) -> None:
+        self.ms = ms
+
+    def __len__(self) -> int:
+        return len(self.ms)
+
+    def __getitem__(self, i: int) -> int:
+        return int(self.ms[i].offset())
 
 
 class Import(Copy):
     """Cluster topics into a data dir (see the module); the options as Export's."""
 
     direction = "import"
+    read_ahead = True
 
     def __init__(self, eng: Engine, topics: Sequence[str], conf: Mapping[str, Any],
                  name: str, *, to_topic: str | None = None, prefix: str | None = None,
@@ -63,6 +85,10 @@ class Import(Copy):
         self.producer: Any = None
         self.consumer: Any = None
         self.follow = False  # (run sets it: a following copy never marks a lane done)
+        # the next step's messages, gathered by a thread while this one writes the last
+        self._ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._closing = threading.Event()
+        self._reader: threading.Thread | None = None
 
     # ---------------------------------------------------------------- open
     def open(self) -> None:
@@ -92,6 +118,37 @@ class Import(Copy):
                     lane.pos = done.get((lane.dest, p), -1)
                     self.lanes[(topic, p)] = lane
         self._positions()
+        if self.read_ahead:
+            self._reader = threading.Thread(target=self._read_ahead, daemon=True,
+                                            name=f"rivven-import-{self.name}")
+            self._reader.start()
+
+    def _read_ahead(self) -> None:
+        """The reader thread: each step's messages gathered (the consumer is used here only),
+        handed over one at a time; an error is handed over too, and ends the thread."""
+        while not self._closing.is_set():
+            try:
+                item: Any = self._gather_paused()
+            except BaseException as e:  # noqa: BLE001 (raised again by step)
+                item = e
+            while not self._closing.is_set():
+                try:
+                    self._ahead.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if isinstance(item, BaseException):
+                return
+
+    def _gather_paused(self) -> Any:
+        paused = gc.isenabled()  # (tens of thousands of messages made, no cycle among them)
+        if paused:
+            gc.disable()
+        try:
+            return self._gather()
+        finally:
+            if paused:
+                gc.enable()
 
     def _destination(self, src: cluster.Cluster, topic: str, to: str, parts: int) -> None:
         try:
@@ -129,16 +186,23 @@ class Import(Copy):
 
         fresh = [lane for lane in self.lanes.values() if lane.pos < 0]
         start = self.start or Position("beginning")
+        where: dict[TP, int] = {}  # (what the consumer is assigned at, librdkafka's words too)
         if fresh:
             if start.kind == "timestamp":
                 found = self._for_time(fresh, start.value)
                 for lane in fresh:
-                    lane.pos = found.get((lane.topic, lane.partition), OFFSET_END)
+                    tp = (lane.topic, lane.partition)
+                    lane.pos = found.get(tp, 0)
+                    where[tp] = found.get(tp, OFFSET_END)
+            elif start.kind in ("beginning", "end"):  # (the consumer resolves them: no
+                for lane in fresh:                   # ListOffsets answer is trusted)
+                    lane.pos = 0
+                    where[(lane.topic, lane.partition)] = (OFFSET_BEGINNING if start.kind ==
+                                                           "beginning" else OFFSET_END)
             else:
                 for lane in fresh:
                     low, high = self._watermarks(lane)
-                    lane.pos = {"beginning": low, "end": high,
-                                "offset": min(max(start.value, low), high),
+                    lane.pos = {"offset": min(max(start.value, low), high),
                                 "from_end": max(low, high - start.value),
                                 "from_start": min(high, low + start.value)}[start.kind]
         if self.stop_at is not None:
@@ -158,7 +222,7 @@ class Import(Copy):
                                 "from_end": max(low, high - stop.value),
                                 "from_start": low + stop.value}[stop.kind]
         self.consumer.assign([TopicPartition(lane.topic, lane.partition,
-                                             lane.pos if lane.pos >= 0 else OFFSET_BEGINNING)
+                                             where.get((lane.topic, lane.partition), lane.pos))
                               for lane in self.lanes.values()])
 
     def _watermarks(self, lane: Lane) -> tuple[int, int]:
@@ -185,15 +249,33 @@ class Import(Copy):
 
     # ---------------------------------------------------------------- a step
     def step(self) -> int:
-        got, moved, nbytes = self._gather()
-        if not moved:
+        paused = gc.isenabled()  # (tens of thousands of messages held, no cycle made)
+        if paused:
+            gc.disable()
+        try:
+            return self._step()
+        finally:
+            if paused:
+                gc.enable()
+
+    def _step(self) -> int:
+        item = self._ahead.get() if self._reader is not None else self._gather_paused()
+        if isinstance(item, BaseException):
+            raise item
+        runs, cols, nbytes = item
+        if not runs:
             return 0
+        keys, values, hs, stamps = cols
         txn = self.producer
         txn.begin()
+        moved: dict[TP, tuple[int, int]] = {}
         try:
-            for topic, (keys, values, headers, stamps, parts) in got.items():
-                txn.produce_batch(self.routes[topic], values, keys, headers, stamps,
-                                  partitions=parts)
+            for tp, i, j, nxt in runs:
+                txn.produce_batch(self.lanes[tp].dest, values[i:j], keys[i:j],
+                                  hs[i:j] if hs is not None else None, stamps[i:j],
+                                  partition=tp[1])
+                n, _ = moved.get(tp, (0, 0))
+                moved[tp] = (n + j - i, nxt)
             txn.send_offsets(self.group, {(self.lanes[tp].dest, tp[1]): nxt
                                           for tp, (_, nxt) in moved.items()})
             txn.commit()
@@ -204,14 +286,19 @@ class Import(Copy):
                 pass
             raise
         self.counted(moved, nbytes)
+        if self.stop_at is None:
+            self._seen_ends(moved)
         return sum(n for n, _ in moved.values())
 
-    def _gather(self) -> tuple[dict[str, tuple[list, list, Any, list, list]],
-                               dict[TP, tuple[int, int]], int]:
+    def _gather(self) -> tuple[list[tuple[TP, int, int, int]], tuple[list, list, Any, list],
+                               int]:
         """Messages from the consumer until a transaction's worth, a second, or nothing more
-        comes, as columns per source topic (keys, values, headers or None, timestamps,
-        partitions: one pass per column, no Python step per message), the records and next
-        source offset per partition, and their key and value bytes."""
+        comes, as columns (keys, values, headers or None, timestamps: one C-level pass each,
+        no Python step per message) and runs ``(partition, first index, end index, next
+        source offset)`` of consecutive messages of one partition; their key and value bytes.
+        """
+        from confluent_kafka import Message
+
         batches: list[list[Any]] = []
         n = 0
         deadline = time.monotonic() + TXN_SECONDS
@@ -226,48 +313,58 @@ class Import(Copy):
                 break
         ms = batches[0] if len(batches) == 1 else [m for b in batches for m in b]
         if not ms:
-            return {}, {}, 0
-        errs = [m.error() for m in ms]
+            return [], ([], [], None, []), 0
+        ended: set[TP] = set()
+        errs = list(map(Message.error, ms))
         if any(errs):
-            ms = self._events(ms, errs)
-        tps = [(m.topic(), m.partition()) for m in ms]
-        for tp in dict.fromkeys(tps):
-            if tp in self.lanes:
+            ms, ended = self._events(ms, errs)
+        runs = self._runs(ms)
+        for tp, *_ in runs:
+            if tp not in ended:
                 self.lanes[tp].at_end = False
-        offs = [m.offset() for m in ms]
-        firsts = dict(zip(reversed(tps), reversed(offs)))
-        if self.stop_at is not None or any(
-                tp not in self.lanes or off < self.lanes[tp].pos for tp, off in firsts.items()):
-            keep = self._inside(tps, offs)
-            ms = [m for m, k in zip(ms, keep) if k]
-            tps = [tp for tp, k in zip(tps, keep) if k]
-            offs = [o for o, k in zip(offs, keep) if k]
-        if not ms:
-            return {}, {}, 0
-        counts = Counter(tps)
-        moved = {tp: (counts[tp], off + 1) for tp, off in dict(zip(tps, offs)).items()}
-        topics = dict.fromkeys(tp[0] for tp in moved)
-        out = {}
-        nbytes = 0
-        for topic in topics:
-            mine = ms if len(topics) == 1 else [m for m, tp in zip(ms, tps) if tp[0] == topic]
-            keys = [m.key() for m in mine]
-            values = [m.value() for m in mine]
-            hs = [m.headers() for m in mine]
-            stamps = [m.timestamp()[1] for m in mine]
-            if min(stamps) < 0:  # (TIMESTAMP_NOT_AVAILABLE: the time of the produce)
-                stamps = [t if t >= 0 else None for t in stamps]
-            parts = [m.partition() for m in mine]
-            out[topic] = (keys, values, [h or () for h in hs] if any(hs) else None, stamps,
-                          parts)
-            nbytes += sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
-        if self.stop_at is None:
-            self._seen_ends(moved)
-        return out, moved, nbytes
+        if not runs:
+            return [], ([], [], None, []), 0
+        keys = list(map(Message.key, ms))
+        values = list(map(Message.value, ms))
+        hs = list(map(Message.headers, ms))
+        stamps = list(map(itemgetter(1), map(Message.timestamp, ms)))
+        if min(stamps) < 0:  # (TIMESTAMP_NOT_AVAILABLE: the time of the produce)
+            stamps = [t if t >= 0 else None for t in stamps]
+        nbytes = sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
+        return runs, (keys, values, [h or () for h in hs] if any(hs) else None, stamps), nbytes
 
-    def _events(self, ms: list[Any], errs: list[Any]) -> list[Any]:
-        """The messages that are records; the events among them handled: a partition whose
-        last word was "end of partition" is at its end."""
+    def _runs(self, ms: list[Any]) -> list[tuple[TP, int, int, int]]:
+        """Runs of consecutive messages of one partition (a fetch's worth each): ``(partition,
+        first index, end index, next source offset)``, cut to the lane's position and (with
+        ``stop``) its end."""
+        from confluent_kafka import Message
+
+        parts = list(map(Message.partition, ms))
+        keyed: Any = parts if len(self.routes) == 1 else \
+            list(zip(map(Message.topic, ms), parts))
+        topic = next(iter(self.routes))
+        runs = []
+        i = 0
+        for key, group in groupby(keyed):
+            j = i + len(list(group))
+            tp = (topic, key) if len(self.routes) == 1 else key
+            lane = self.lanes.get(tp)
+            if lane is not None:
+                a, b = i, j
+                if ms[a].offset() < lane.pos:  # (before the position: fetched twice)
+                    a = bisect.bisect_left(_Offsets(ms), lane.pos, a, b)
+                if self.stop_at is not None and lane.end is not None and a < b and \
+                        ms[b - 1].offset() >= lane.end:
+                    b = bisect.bisect_left(_Offsets(ms), lane.end, a, b)
+                    lane.done = True
+                if a < b:
+                    runs.append((tp, a, b, ms[b - 1].offset() + 1))
+            i = j
+        return runs
+
+    def _events(self, ms: list[Any], errs: list[Any]) -> tuple[list[Any], set[TP]]:
+        """The messages that are records, and the partitions whose last word was "end of
+        partition" (their lanes marked at their end); the other events handled."""
         eof_at: dict[TP, int] = {}
         last_at: dict[TP, int] = {}
         for i, (m, err) in enumerate(zip(ms, errs)):
@@ -276,27 +373,15 @@ class Import(Copy):
                 last_at[tp] = i
             elif self._error(err, self.lanes.get(tp)):
                 eof_at[tp] = i
+        ended = set()
         for tp, i in eof_at.items():
             if i > last_at.get(tp, -1):
+                ended.add(tp)
                 lane = self.lanes[tp]
                 with self.lock:
                     lane.at_end = True
                     lane.done = lane.done or not self.follow
-        return [m for m, err in zip(ms, errs) if err is None]
-
-    def _inside(self, tps: list[TP], offs: list[int]) -> list[bool]:
-        """Per message: at or past its lane's position and (with ``stop``) before its end."""
-        keep = []
-        for tp, off in zip(tps, offs):
-            lane = self.lanes.get(tp)
-            if lane is None or off < lane.pos:
-                keep.append(False)
-            elif self.stop_at is not None and lane.end is not None and off >= lane.end:
-                lane.done = True
-                keep.append(False)
-            else:
-                keep.append(True)
-        return keep
+        return [m for m, err in zip(ms, errs) if err is None], ended
 
     def _seen_ends(self, moved: Mapping[TP, tuple[int, int]]) -> None:
         """The cached high watermarks (what the last fetches said): the lag shown."""
@@ -320,6 +405,10 @@ class Import(Copy):
 
     # ---------------------------------------------------------------- close
     def close(self) -> None:
+        self._closing.set()
+        if self._reader is not None:
+            self._reader.join(30)  # (a consume waits 0.2 s at most)
+            self._reader = None
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
