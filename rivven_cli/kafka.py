@@ -41,8 +41,8 @@ ConfigOpt = Annotated[str | None, typer.Option(
     help="Kafka client properties file (security settings; -X wins over it).")]
 NameOpt = Annotated[str | None, typer.Option(
     "--name", help="The copy's name: its positions are kept in the group rivven-mirror-NAME "
-    "and its transactions under that transactional id (default: from the direction and the "
-    "topics, so the same command resumes).")]
+    "and its transactions under that transactional id (default: export-TOPICS or "
+    "import-TOPICS, so the same topics resume where any earlier copy of them stopped).")]
 AtLeastOnceOpt = Annotated[bool, typer.Option(
     "--at-least-once", help="For a cluster without transactions: an idempotent producer and "
     "plain offset commits (a copy stopped midway may copy some records twice).")]
@@ -297,14 +297,14 @@ def mirror_cmd(
                                  "(a loop): mirror a topic one way, or use --prefix",
                                  param_hint="--import")
     conf = settings(bootstrap_server, _client_settings(x, config))
-    base = name or default_name("mirror", [*outs, *[f"<{t}" for t in ins]])
     with open_engine() as eng:
         copies: list[Any] = []
-        if outs:
-            copies.append(Export(eng, outs, conf, base, prefix=prefix,
-                                 at_least_once=at_least_once, timeout=timeout))
+        if outs:  # (the names `kafka export` and `kafka import` of the same topics give)
+            copies.append(Export(eng, outs, conf, name or default_name("export", outs),
+                                 prefix=prefix, at_least_once=at_least_once, timeout=timeout))
         if ins:
-            imp = Import(eng, ins, conf, base, prefix=prefix, timeout=timeout)
+            imp = Import(eng, ins, conf, name or default_name("import", ins), prefix=prefix,
+                         timeout=timeout)
             imp.follow = follow
             copies.append(imp)
         _report(_run(copies, follow, interval, json, metrics_port, eng), bootstrap_server,

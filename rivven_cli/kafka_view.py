@@ -67,8 +67,12 @@ class View:
         lag = c.lag()
         worst = sorted(lag.items(), key=lambda kv: -kv[1])[:3]
         most = ", ".join(f"{t}[{p}] {n:,}" for (t, p), n in worst if n)
-        return (f"{c.direction} {c.name}: {c.records:,} records ({human_bytes(c.bytes)}) in "
-                f"{c.transactions:,} transactions, {self.rates.get(id(c), 0.0):,.0f} records/s, "
+        from engine.errors import plural
+
+        return (f"{c.direction} {c.name}: {plural(c.records, 'record', thousands=True)} "
+                f"({human_bytes(c.bytes)}) in "
+                f"{plural(c.transactions, 'transaction', thousands=True)}, "
+                f"{self.rates.get(id(c), 0.0):,.0f} records/s, "
                 f"lag {sum(lag.values()):,}" + (f" ({most})" if most else ""))
 
     def _table(self) -> Any:
