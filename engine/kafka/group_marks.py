@@ -38,9 +38,9 @@ class Marks:
         none): one writer per group, on the thread pool, the latest state each time."""
         group.dirty = True
         if group.writer is None or group.writer.done():
-            group.writer = self.loop.create_task(self.write(group))
+            group.writer = self.loop.create_task(self._write(group))
 
-    async def write(self, group: Group) -> None:
+    async def _write(self, group: Group) -> None:
         async with group.mark_lock:
             while group.dirty:
                 group.dirty = False
