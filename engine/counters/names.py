@@ -116,7 +116,7 @@ SERIES: dict[str, Series] = {
         "counter", (), "transactions committed"),
     "rivven_transactions_aborted_total": Series(
         "counter", (), "transactions aborted (by the producer, a timeout or a recovery)"),
-    # rivven serve (engine/kafka/server.py): counted once per request or connection
+    # rivven serve (engine/kafka/meters.py): counted once per request or connection
     "rivven_kafka_requests_total": Series(
         "counter", ("api",), "Kafka-protocol requests read by rivven serve, by API (a key it "
         "does not know: unknown)"),

@@ -15,142 +15,44 @@ place across restarts within their session timeout.
 Committed offsets are the data dir's own group offsets (``eng.groups``, what ``rivven group
 describe`` reads). While a group has members (or members asked to rejoin with the id they
 were given) the server holds its mark in the data dir (``eng.groups.claim``: a member file
-of kind kafka, flocked), so native consumers of the group refuse to join and other processes
-see the members; a group with live native members is refused here with
+of kind kafka, flocked; group_marks.py), so native consumers of the group refuse to join and
+other processes see the members; a group with live native members is refused here with
 INCONSISTENT_GROUP_PROTOCOL. The group's state lives in this process only: after a restart,
-members rejoin (their member ids are unknown: UNKNOWN_MEMBER_ID, and clients join anew)."""
+members rejoin (their member ids are unknown: UNKNOWN_MEMBER_ID, and clients join anew). The
+groups and members kept in memory are group_state.py's, the consumers' metadata and
+assignments consumer_protocol.py's."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from .. import clock
-from ..errors import GroupKindConflict, InvalidArgument, RivvenError
+from ..errors import InvalidArgument
 from . import codes
+from .consumer_protocol import assignment_partitions, subscription_topics
+from .consumer_protocol import encode_assignment as encode_assignment  # (api_groups, tests)
+from .group_marks import Marks
+from .group_state import (
+    COMPLETING,
+    CONSUMER,
+    DEAD,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    Group,
+    JoinResult,
+    Member,
+    SyncResult,
+)
 
 log = logging.getLogger("rivven.serve")
 
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 # a new member that joined and waits for the rebalance is removed after this long without
 # rejoining (its JoinGroup was lost: Kafka's NewMemberJoinTimeoutMs)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
-CONSUMER = "consumer"  # the protocol type of Kafka's consumers (ConsumerProtocol metadata)
-MAX_SHOWN_TEXT = 255  # a client id or host is cut to this in the details other processes read
-
-
-class JoinResult(NamedTuple):
-    error: int
-    member_id: str
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()  # (id, instance id, metadata)
-    skip_assignment: bool = False
-
-
-class SyncResult(NamedTuple):
-    error: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass
-class Member:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    host: str
-    session_ms: int
-    rebalance_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    joined_ms: int = field(default_factory=clock.now_ms)
-    join: asyncio.Future | None = None  # its JoinGroup, waiting for the rebalance
-    sync: asyncio.Future | None = None  # its SyncGroup, waiting for the leader's
-    assignment: bytes = b""
-    assigned: list[tuple[str, list[int]]] | None = None  # decoded (consumer protocol)
-    is_new: bool = True
-    expiry: asyncio.TimerHandle | None = None
-
-    def names(self) -> list[str]:
-        return [n for n, _ in self.protocols]
-
-    def metadata(self, protocol: str) -> bytes:
-        return next((m for n, m in self.protocols if n == protocol), b"")
-
-    def vote(self, candidates: set[str]) -> str:
-        return next(n for n in self.names() if n in candidates)
-
-
-@dataclass
-class Group:
-    group_id: str
-    state: str = EMPTY
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    pending: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # MEMBER_ID_REQUIRED
-    static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending_sync: set[str] = field(default_factory=set)
-    new_member_added: bool = False
-    join_timer: asyncio.TimerHandle | None = None
-    initial_delay: bool = False  # the join timer is group.initial.rebalance.delay.ms's
-    sync_timer: asyncio.TimerHandle | None = None
-    topics: set[str] | None = field(default_factory=set)  # subscribed (None: not known)
-    mark: Any = None  # eng.groups.claim's ProtocolMark while the group has members
-    mark_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    writer: asyncio.Task | None = None
-    dirty: bool = False
-    busy: int = 0  # requests waiting on the group's data dir work: it stays in memory
-
-
-    def rebalance_ms(self) -> int:
-        return max((m.rebalance_ms for m in self.members.values()), default=0)
-
-    def awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.join is not None)
-
-    def all_joined(self) -> bool:
-        return self.awaiting_join() == len(self.members) and not self.pending
-
-    def candidates(self) -> set[str]:
-        sets = [set(m.names()) for m in self.members.values()]
-        return set.intersection(*sets) if sets else set()
-
-    def supports(self, protocol_type: str, names: list[str]) -> bool:
-        if self.state == EMPTY or not self.members:
-            return bool(protocol_type) and bool(names)
-        return (protocol_type == self.protocol_type
-                and any(n in self.candidates() for n in names))
-
-    def select_protocol(self) -> str:
-        """The protocol every member supports with the most members' first choice among them
-        (a tie: the one voted for first, in joining order)."""
-        candidates = self.candidates()
-        votes: dict[str, int] = {}
-        for m in self.members.values():
-            v = m.vote(candidates)
-            votes[v] = votes.get(v, 0) + 1
-        return max(votes, key=lambda n: votes[n])  # (max keeps the first of a tie)
-
-    def has_members(self) -> bool:
-        return bool(self.members or self.pending)
-
-    def idle(self) -> bool:
-        """Nothing to keep in memory: no member, no request at work, no mark, Empty."""
-        return (not self.has_members() and not self.busy and self.mark is None
-                and self.state == EMPTY)
 
 
 class Coordinator:
@@ -164,6 +66,7 @@ class Coordinator:
         self.groups: dict[str, Group] = {}
         self.closed = False
         self._commits: dict[str, set[asyncio.Future]] = {}  # commits on the thread pool
+        self.marks = Marks(broker, self.loop, self._forget)  # (the groups in the data dir)
 
     # ------------------------------------------------------------ helpers
     def _later(self, ms: int, fn: Callable[..., None], *args: Any) -> asyncio.TimerHandle:
@@ -173,69 +76,10 @@ class Coordinator:
         """INVALID_GROUP_ID for a name rivven cannot keep (empty, too long, control chars)."""
         return check_group_id(self.broker.engine, group_id)
 
-    def _touch(self, group: Group) -> None:
-        """Publish the group's members to the data dir (or let the mark go once it has
-        none): one writer per group, on the thread pool, the latest state each time."""
-        group.dirty = True
-        if group.writer is None or group.writer.done():
-            group.writer = self.loop.create_task(self._write(group))
-
-    async def _write(self, group: Group) -> None:
-        async with group.mark_lock:
-            while group.dirty:
-                group.dirty = False
-                mark = group.mark
-                if mark is None:
-                    return
-                try:
-                    if not group.has_members():
-                        group.mark = None
-                        await self.broker.call(mark.close)
-                        self._forget(group)
-                        return
-                    await self.broker.call(mark.publish, self.details(group))
-                except Exception:  # (a full disk: describe shows less; the group goes on)
-                    log.exception("group %s: cannot write its members to the data dir",
-                                  group.group_id)
-
     def _forget(self, group: Group) -> None:
         """An idle group out of memory (the data dir keeps its offsets)."""
         if group.idle() and self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
-
-    async def _claim(self, group: Group) -> int:
-        """The group's mark taken (error NONE), or why not."""
-        async with group.mark_lock:
-            if group.mark is not None:
-                return codes.NONE
-            b = self.broker
-            try:
-                group.mark = await b.call(b.engine.groups.claim, group.group_id,
-                                          {"client_id": "rivven serve",
-                                           "listener": b.advertised()})
-            except GroupKindConflict as e:
-                log.info("JoinGroup of %s refused: %s", group.group_id, e)
-                return codes.INCONSISTENT_GROUP_PROTOCOL
-            except RivvenError as e:
-                log.warning("JoinGroup of %s failed: %s", group.group_id, e)
-                return codes.code_of(e)
-        self._touch(group)
-        return codes.NONE
-
-    def details(self, group: Group) -> dict[str, Any]:
-        """What other processes read about the group (``rivven group describe``)."""
-        return {"state": group.state, "protocol_type": group.protocol_type,
-                "protocol": group.protocol_name, "generation": group.generation,
-                "leader": group.leader,
-                "listener": self.broker.advertised(),
-                "members": [{"member_id": m.member_id, "instance_id": m.instance_id,
-                             "client_id": m.client_id[:MAX_SHOWN_TEXT],
-                             "host": m.host[:MAX_SHOWN_TEXT], "joined": m.joined_ms,
-                             "topics": sorted(subscription_topics(m.metadata(
-                                 group.protocol_name or (m.names() or [""])[0])) or ())
-                             if m.protocol_type == CONSUMER else [],
-                             "assignment": m.assigned or []}
-                            for m in group.members.values()]}
 
     # ------------------------------------------------------------ JoinGroup
     async def join(self, group_id: str, member_id: str, instance_id: str | None,
@@ -261,7 +105,7 @@ class Coordinator:
         if group.mark is None:
             group.busy += 1
             try:
-                err = await self._claim(group)
+                err = await self.marks.claim(group)
             finally:
                 group.busy -= 1
             if err:
@@ -309,7 +153,7 @@ class Coordinator:
         elif require_known:
             # (JoinGroup v4+: the member asks again with the id it is given)
             group.pending[new_id] = self._later(session_ms, self._expire_pending, group, new_id)
-            self._touch(group)
+            self.marks.touch(group)
             return JoinResult(codes.MEMBER_ID_REQUIRED, new_id)
         return self._add_member(group, new_id, instance_id, client_id, host, session_ms,
                                 rebalance_ms, protocol_type, protocols, why)
@@ -377,7 +221,7 @@ class Coordinator:
         group.pending.pop(member_id, None)
         # a new member that loses its JoinGroup answer would stay for ever: it has this long
         self._expire_after(group, m, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._touch(group)
+        self.marks.touch(group)
         self._maybe_rebalance(group, f"member {member_id} joins; {why}")
         return fut
 
@@ -412,7 +256,7 @@ class Coordinator:
             group.pending_sync.add(new_id)
         self._expire_after(group, m, m.session_ms)
         m.protocols, m.session_ms, m.rebalance_ms = protocols, session_ms, rebalance_ms
-        self._touch(group)
+        self.marks.touch(group)
         if group.state == STABLE:
             if group.select_protocol() == group.protocol_name:
                 # no rebalance: its assignment stands (v9+: the leader is told to skip it)
@@ -460,7 +304,7 @@ class Coordinator:
         log.info("group %s: rebalancing from generation %d (%s)", group.group_id,
                  group.generation, why)
         group.state = PREPARING
-        self._touch(group)
+        self.marks.touch(group)
         self._try_complete_join(group)
 
     def _initial_join_due(self, group: Group, delay: int, remaining: int) -> None:
@@ -502,7 +346,7 @@ class Coordinator:
             group.state, group.protocol_name, group.leader = EMPTY, None, None
             group.topics = set()
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
-            self._touch(group)
+            self.marks.touch(group)
             return
         group.protocol_name = group.select_protocol()
         group.state = COMPLETING
@@ -520,7 +364,7 @@ class Coordinator:
             group.pending_sync.add(m.member_id)
         group.sync_timer = self._later(group.rebalance_ms(), self._sync_due, group,
                                        group.generation)
-        self._touch(group)
+        self.marks.touch(group)
 
     def _elect_joined_leader(self, group: Group) -> bool:
         leader = group.members.get(group.leader or "")
@@ -589,7 +433,7 @@ class Coordinator:
 
     def _expire_pending(self, group: Group, member_id: str) -> None:
         if group.pending.pop(member_id, None) is not None:
-            self._touch(group)
+            self.marks.touch(group)
             self._try_complete_join(group)
 
     def _drop(self, group: Group, m: Member) -> None:
@@ -608,7 +452,7 @@ class Coordinator:
         if group.leader == m.member_id:
             group.leader = next(iter(group.members), None)
         group.pending_sync.discard(m.member_id)
-        self._touch(group)
+        self.marks.touch(group)
 
     def _remove(self, group: Group, m: Member, why: str) -> None:
         self._drop(group, m)
@@ -666,7 +510,7 @@ class Coordinator:
                     f.set_result(SyncResult(codes.NONE, group.protocol_type,
                                             group.protocol_name, x.assignment))
                     self._expire_after(group, x, x.session_ms)
-            self._touch(group)
+            self.marks.touch(group)
         return await fut
 
     # ------------------------------------------------------------ Heartbeat, LeaveGroup
@@ -707,7 +551,7 @@ class Coordinator:
                 member_id = current
             elif member_id in group.pending:
                 group.pending.pop(member_id).cancel()
-                self._touch(group)
+                self.marks.touch(group)
                 self._try_complete_join(group)
                 out.append((member_id, instance_id, codes.NONE))
                 continue
@@ -829,9 +673,7 @@ class Coordinator:
                                  (m.sync, SyncResult(codes.COORDINATOR_NOT_AVAILABLE))):
                     if fut is not None and not fut.done():
                         fut.set_result(res)
-            if group.mark is not None:
-                group.mark.close()
-                group.mark = None
+            self.marks.release(group)
 
 
 def check_group_id(engine: Any, group_id: str | None) -> int:
@@ -846,71 +688,6 @@ def check_group_id(engine: Any, group_id: str | None) -> int:
 
 class NotEmpty(Exception):
     """DeleteGroups of a group with members."""
-
-
-# ---------------------------------------------------------------- ConsumerProtocol
-# Kafka's consumers' member metadata (Subscription) and assignment (Assignment): a version
-# (int16), then topics ([string]) or partitions ([string, [int32]]); later fields follow.
-_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
-MAX_ITEMS = 1 << 20
-
-
-def _string(b: bytes, pos: int) -> tuple[str, int]:
-    (n,), pos = _I16.unpack_from(b, pos), pos + 2
-    if n < 0 or pos + n > len(b):
-        raise ValueError("a string runs past the metadata")
-    return b[pos:pos + n].decode("utf-8"), pos + n
-
-
-def _count(b: bytes, pos: int) -> tuple[int, int]:
-    (n,) = _I32.unpack_from(b, pos)
-    if not 0 <= n <= MAX_ITEMS:
-        raise ValueError(f"an array of {n} items")
-    return n, pos + 4
-
-
-def subscription_topics(metadata: bytes) -> set[str] | None:
-    """The topics a consumer's Subscription names (None: not a Subscription we can read)."""
-    try:
-        pos = 2
-        n, pos = _count(metadata, pos)
-        out = set()
-        for _ in range(n):
-            t, pos = _string(metadata, pos)
-            out.add(t)
-        return out
-    except (ValueError, struct.error, UnicodeDecodeError):
-        return None
-
-
-def assignment_partitions(data: bytes) -> list[tuple[str, list[int]]] | None:
-    """The partitions a consumer's Assignment gives (None: not one we can read)."""
-    if not data:
-        return []
-    try:
-        pos = 2
-        n, pos = _count(data, pos)
-        out = []
-        for _ in range(n):
-            t, pos = _string(data, pos)
-            k, pos = _count(data, pos)
-            if pos + 4 * k > len(data):
-                raise ValueError("partitions run past the assignment")
-            out.append((t, list(struct.unpack_from(f">{k}i", data, pos))))
-            pos += 4 * k
-        return out
-    except (ValueError, struct.error, UnicodeDecodeError):
-        return None
-
-
-def encode_assignment(parts: list[tuple[str, list[int]]]) -> bytes:
-    """An Assignment (version 0, no user data): DescribeGroups of a native group's members."""
-    out = bytearray(_I16.pack(0) + _I32.pack(len(parts)))
-    for t, ps in parts:
-        tb = t.encode()
-        out += _I16.pack(len(tb)) + tb + _I32.pack(len(ps)) + struct.pack(f">{len(ps)}i", *ps)
-    out += _I32.pack(-1)
-    return bytes(out)
 
 
 def client_host(peer: str) -> str:

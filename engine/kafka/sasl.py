@@ -41,7 +41,7 @@ from . import codes
 from .config import BOOLS, INTS, ServeConfig
 from .registry import APIS, Request, Session, api
 
-# server.Conn and server.Server (server.py imports this module: no import back)
+# conn.Conn and server.Server (server.py imports this module: no import back)
 Conn = Any
 Server = Any
 

@@ -1,4 +1,4 @@
-"""The listener: connections, frames, limits, dispatch, metrics, shutdown.
+"""The listener: connections, frames, limits, dispatch, shutdown.
 
 One asyncio event loop reads and writes every connection; a request that touches the data
 dir runs on the broker's thread pool (decoded and encoded there too), and so is the decoding
@@ -19,9 +19,9 @@ or at once when their bytes pass the same budget); connections by ``max.connecti
 ``max.connections.per.ip``. A connection that sends nothing (nor more of a frame it began)
 for ``connections.max.idle.ms`` is closed.
 
-Every request counts in the engine's meter (``rivven_kafka_*``: per API, per error code;
-connections opened, closed by reason, open), once per request or connection, never per
-record; ``snapshot()`` is what the status line of ``rivven serve`` shows."""
+Its parts: a connection and ``Closing`` (conn.py), the TLS handshake (handshake.py), what
+every request and connection counts and ``snapshot()``, the status line's figures
+(meters.py), rate-limited log lines (throttle.py)."""
 
 from __future__ import annotations
 
@@ -30,16 +30,19 @@ import collections
 import contextlib
 import functools
 import logging
-import ssl
 import time
 from typing import Any
 
 from ..errors import plural
-from . import codes, sasl, tls
+from . import codes, sasl
 from .broker import Broker
+from .conn import BUSY, IDLE, READING, WAITING, WRITING, Closing, Conn
+from .handshake import Handshakes
 from .listeners import Listener
+from .meters import Meters
 from .protocol import Frame
 from .registry import APIS, Api, Request, Session
+from .throttle import Throttle
 
 log = logging.getLogger("rivven.serve")
 API_VERSIONS = 18
@@ -49,99 +52,6 @@ DECODE_ON_LOOP = 256 << 10
 # socket is paused: the kernel holds the rest), and reads at most this at a time
 READ_LIMIT = 32 << 10
 RECV_SIZE = 64 << 10
-# Kafka's consumer group states (the group coordinator fills rivven_kafka_groups)
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-# what a connection is doing (the idle sweep closes one idle, reading or writing too long)
-IDLE, WAITING, READING, BUSY, WRITING = range(5)
-
-
-class Closing(Exception):
-    """Close this connection: ``kind`` is the reason's label in the metrics, the message the
-    log line's reason."""
-
-    def __init__(self, message: str, kind: str = "malformed") -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class Conn:
-    __slots__ = ("peer", "ip", "reader", "writer", "transport", "state", "since", "size",
-                 "unsent", "got", "kind", "why", "data", "task", "waiting", "session")
-
-    def __init__(self, peer: str, ip: str, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
-        self.peer = peer
-        self.ip = ip
-        self.reader = reader
-        self.writer = writer
-        self.transport: Any = writer.transport
-        self.state = IDLE
-        self.since = 0.0
-        self.size = 0
-        self.unsent = 0  # (writing: bytes of answers not yet taken by the socket)
-        self.got = 0  # (reading: bytes of the frame received so far)
-        self.kind: str | None = None  # why it closed (set by whoever closes it)
-        self.why: str | None = None
-        self.data: dict[str, Any] = {}  # handlers' per-connection state (Request.conn)
-        self.task: asyncio.Task | None = None
-        self.waiting = False  # in an async handler (a long poll: cancelled if it goes away)
-        self.session = Session(ip)  # who it is (the listener and SASL set it)
-
-    def close(self, kind: str, why: str) -> None:
-        """Close it now (its reader or writer wakes with an error), recording why."""
-        if self.kind is None:
-            self.kind, self.why = kind, why
-        self.transport.abort()
-
-
-class Throttle:
-    """Log lines by key, at most ``burst`` at once and then ``rate`` a second (a token
-    bucket: a flood of bad clients does not flood the log); ``flush()`` (called every
-    second or so) says how many were left out, with the last of them."""
-
-    def __init__(self, burst: int = 20, rate: float = 1.0, every_s: float = 5.0) -> None:
-        self.burst = burst
-        self.rate = rate
-        self.every_s = every_s
-        self.tokens: dict[Any, tuple[float, float]] = {}  # key -> (tokens, when)
-        self.left_out: dict[Any, tuple[int, int, str, float]] = {}  # n, level, last, since
-
-    def __call__(self, key: Any, level: int, msg: str, *args: Any, exc_info: Any = None
-                 ) -> None:
-        now = time.monotonic()
-        tokens, when = self.tokens.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - when) * self.rate)
-        if tokens >= 1:
-            if len(self.tokens) > 10_000:  # (keys are few; never let this grow)
-                self.tokens.clear()
-            self.tokens[key] = (tokens - 1, now)
-            log.log(level, msg, *args, exc_info=exc_info)
-            return
-        self.tokens[key] = (tokens, now)
-        n, _, _, since = self.left_out.get(key, (0, level, "", now))
-        if len(self.left_out) < 10_000:
-            self.left_out[key] = (n + 1, level, msg % args if args else msg, since)
-
-    def flush(self) -> None:
-        now = time.monotonic()
-        for key, (n, level, last, since) in list(self.left_out.items()):
-            if now - since >= self.every_s:
-                del self.left_out[key]
-                log.log(level, "%d more like this not logged in the last %.0f s; the last: %s",
-                        n, now - since, last)
-
-
-class Stats:
-    """This server's totals since it started (the status line's rates are their deltas)."""
-
-    __slots__ = ("requests", "bytes_in", "bytes_out", "errors", "opened", "closed",
-                 "produce_requests", "produce_bytes", "fetch_requests", "fetch_bytes")
-
-    def __init__(self) -> None:
-        self.requests = self.bytes_in = self.bytes_out = self.errors = 0
-        self.opened = self.closed = 0
-        self.produce_requests = self.produce_bytes = self.fetch_requests = self.fetch_bytes = 0
-
 
 class Server:
     def __init__(self, broker: Broker) -> None:
@@ -160,20 +70,14 @@ class Server:
         self._idle = asyncio.Event()
         self._idle.set()
         self._sweeper: asyncio.Task | None = None
-        self.stats = Stats()
         self.listener = ""
         self.say = Throttle()  # closes, refusals, failures
         # error answers: part of a client's normal flow too (a rebalance, a topic not made
         # yet): a few lines, then one per key every 10 s
         self.said = Throttle(burst=5, rate=0.1, every_s=60.0)
-        meter = broker.engine.meter
-        self.meter = meter
-        self.m_open = meter.get("rivven_kafka_connections")
-        self.m_opened = meter.get("rivven_kafka_connections_opened_total")
-        self._by_api: dict[str, tuple[Any, Any, Any, Any]] = {}
-        self._error_paths: dict[int, list[tuple[str, ...]]] = {}
-        self._groups_seen: set[str] = set()
-        broker.on_denied = self._denied
+        self.meter = broker.engine.meter  # (sasl.py counts its exchanges)
+        self.meters = Meters(broker, self.say, self.said)
+        broker.on_denied = self.meters.denied
 
     @property
     def connections(self) -> int:
@@ -183,12 +87,8 @@ class Server:
         """Listen on each listener (its port 0: a free one, then set on it): the bound
         addresses, in order."""
         self.listeners = listeners
-        self._shaking: set[Conn] = set()  # (in a TLS handshake)
-        self._drop_soon: asyncio.TimerHandle | None = None
-        self._tls_failures: dict[Conn, ssl.SSLError] = {}  # (of those in _shaking)
         self._servers: list[asyncio.base_events.Server] = []
-        self._mappers = {x.name: tls.PrincipalMapper(self.broker.config.listener_value(
-            x.name, "ssl.principal.mapping.rules")) for x in listeners if x.tls}
+        self.handshakes = Handshakes(self.broker, listeners, self.meter, self.say, self.said)
         out = []
         try:
             for x in listeners:
@@ -263,11 +163,10 @@ class Server:
     async def _connection(self, listener: Listener, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
         peer, ip = _peer(writer)
-        self.stats.opened += 1
-        self.m_opened.inc()
+        self.meters.opened()
         refused = self._refusal(ip)
         if refused is not None:
-            self._closed("refused")
+            self.meters.closed("refused")
             self.say(("refused", refused.partition("=")[0]), logging.WARNING,
                      "connection from %s refused: %s", peer, refused)
             writer.transport.abort()
@@ -281,10 +180,10 @@ class Server:
         # (counted before a TLS handshake: the connection limits apply to handshakes too)
         self.conns.add(c)
         self.per_ip[ip] += 1
-        self.m_open.set(len(self.conns))
+        self.meters.open_now(len(self.conns))
         try:
             if listener.tls:
-                await self._handshake(c, listener)  # (no await before it: see there)
+                await self.handshakes.shake(c, listener)  # (no await before it: see there)
                 transport = c.transport
             await self._serve(c)
         except Closing as e:
@@ -301,9 +200,9 @@ class Server:
             self.per_ip[ip] -= 1
             if self.per_ip[ip] <= 0:
                 del self.per_ip[ip]
-            self.m_open.set(len(self.conns))
+            self.meters.open_now(len(self.conns))
             kind = c.kind or "client"
-            self._closed(kind)
+            self.meters.closed(kind)
             if c.why:
                 level = logging.INFO if kind in ("idle", "shutdown") else logging.WARNING
                 self.say(("closing", kind), level, "closing %s: %s", peer, c.why)
@@ -312,91 +211,6 @@ class Server:
                 transport.close()  # (flushes what was written)
             else:  # (a client gone with answers unsent: they would be held for ever)
                 transport.abort()
-
-    async def _handshake(self, c: Conn, listener: Listener) -> None:
-        """The TLS handshake of a connection to an SSL or SASL_SSL listener, bounded by
-        ``ssl.handshake.timeout.ms``; then the principal of its client certificate. A
-        failure (garbage, an untrusted or missing certificate, too slow, no mapping rule)
-        is counted and logged, and closes the connection. It must begin before anything is
-        awaited: the client's hello must reach TLS, not the stream reader."""
-        if getattr(c.reader, "_buffer", b""):  # (the hello was read as plain bytes)
-            raise Closing("its TLS hello was read before the handshake", "malformed")
-        timeout = self.broker.config.listener_value(listener.name, "ssl.handshake.timeout.ms")
-        secs = int(timeout) / 1000
-        c.state, c.since = READING, asyncio.get_running_loop().time()
-        why = None
-        cls = listener.context.sslobject_class
-        if getattr(cls, "on_failure", True) is None:  # (a context of tls.server_context)
-            cls.on_failure = self._tls_failed
-        self._shaking.add(c)
-        try:
-            # (awaited here, not in a task of its own as wait_for would: the hello must not
-            # be read by the stream reader in between; asyncio bounds the handshake's time)
-            await c.writer.start_tls(listener.context, ssl_handshake_timeout=secs)
-        except TimeoutError:
-            why = f"no TLS handshake in ssl.handshake.timeout.ms={timeout}"
-        except ssl.SSLError as e:
-            why = f"TLS handshake failed: {getattr(e, 'reason', None) or e}"
-        except (ConnectionError, OSError, asyncio.IncompleteReadError, AttributeError) as e:
-            # (AttributeError: asyncio 3.11's start_tls when the connection was lost first)
-            why = ("no TLS handshake in ssl.handshake.timeout.ms=" + str(timeout)
-                   if "taking longer" in str(e) else f"TLS handshake cut off: "
-                   f"{type(e).__name__}{f': {e}' if str(e) else ''}")
-        finally:
-            self._shaking.discard(c)
-            failed = self._tls_failures.pop(c, None)
-        if failed is not None:  # (the reason OpenSSL gave, the client gone after the alert)
-            why = f"TLS handshake failed: {getattr(failed, 'reason', None) or failed}"
-        if why is None:
-            c.transport = c.writer.transport
-            if c.kind is not None:  # (closed while it shook hands: a stop)
-                raise ConnectionResetError()
-            ssl_object = c.writer.get_extra_info("ssl_object")
-            try:
-                # (SSL: the certificate says who it is; SASL_SSL: SASL does, after this)
-                principal = (tls.peer_principal(ssl_object, self._mappers[listener.name])
-                             if listener.protocol == "SSL" else
-                             "" if ssl_object.getpeercert(binary_form=True) else None)
-            except ValueError as e:
-                why = f"its client certificate has no principal: {e}"
-            else:
-                if principal is not None:
-                    if principal:
-                        c.session.principal = principal
-                        self.said(("tls-principal", listener.name, principal), logging.INFO,
-                                  "TLS client certificate from %s on listener %s: %s", c.peer,
-                                  listener.name, principal[:200])
-                    self.meter.get("rivven_kafka_authentications_total", mechanism="TLS",
-                                   result="success").inc()
-                c.state, c.since = IDLE, asyncio.get_running_loop().time()
-                return
-        if c.kind is not None:  # (the stop or the sweep closed it: not the client's fault)
-            raise ConnectionResetError()
-        self.meter.get("rivven_kafka_authentications_total", mechanism="TLS",
-                       result="failure").inc()
-        self.say(("tls", listener.name), logging.WARNING, "TLS from %s on listener %s: %s",
-                 c.peer, listener.name, why[:300])
-        c.kind, c.why = "authentication", ""
-        c.transport.abort()
-        raise ConnectionResetError()
-
-    def _tls_failed(self, obj: ssl.SSLObject, e: ssl.SSLError) -> None:
-        """(tls.AlertingSSLObject) A handshake failed, its alert on its way: its reason
-        kept for the log line, and in a moment the connection closed if its client has not
-        closed it yet."""
-        for c in self._shaking:
-            if getattr(c.transport.get_protocol(), "_sslobj", None) is obj:
-                self._tls_failures[c] = e
-                break
-        if self._drop_soon is None:
-            self._drop_soon = asyncio.get_running_loop().call_later(0.5, self._drop_failed)
-
-    def _drop_failed(self) -> None:
-        self._drop_soon = None
-        for c in list(self._shaking):
-            if c in self._tls_failures:
-                c.transport.abort()
-
     def _refusal(self, ip: str) -> str | None:
         cfg = self.broker.config
         if self.stopping:
@@ -406,10 +220,6 @@ class Server:
         if self.per_ip[ip] >= cfg.max_connections_per_ip:
             return f"max.connections.per.ip={cfg.max_connections_per_ip} reached for {ip}"
         return None
-
-    def _closed(self, kind: str) -> None:
-        self.stats.closed += 1
-        self.meter.get("rivven_kafka_connections_closed_total", reason=kind).inc()
 
     async def _serve(self, c: Conn) -> None:
         loop = asyncio.get_running_loop()
@@ -539,13 +349,13 @@ class Server:
         try:
             frame = b.messages.read_header(memoryview(data))
         except ValueError as e:
-            self._count("unknown", len(data), None, {}, t0)
+            self.meters.count("unknown", len(data), None, {}, t0)
             raise Closing(f"a malformed request header: {e}") from None
         refused = sasl.gate(c, frame.api_key, frame.api_version)
         if refused is not None:
             raise Closing(*refused)
         api = APIS.get(frame.api_key)
-        name = api.name if api is not None else self._api_name(frame.api_key)
+        name = api.name if api is not None else self.meters.api_name(frame.api_key)
         errors: dict[int, int] = {}
         out: bytes | None = None
         try:
@@ -563,9 +373,9 @@ class Server:
                 finally:
                     c.waiting = False
         finally:
-            self._count(name, len(data), out, errors, t0)
+            self.meters.count(name, len(data), out, errors, t0)
         if errors:
-            self._log_errors(name, frame, c.peer, errors)
+            self.meters.log_errors(name, frame, c.peer, errors)
         return out
 
     def _decode(self, api: Api, frame: Frame) -> Any:
@@ -599,17 +409,6 @@ class Server:
             raise self._failed(api, frame, c, e) from None
         return self._answer(api, frame, resp)
 
-    def _denied(self, req: Request, op: str, rtype: str, name: str) -> None:
-        """(any thread) An ACL refusal: counted, and logged rate-limited with who and what
-        (never a secret: principal, address, operation, resource)."""
-        self.meter.get("rivven_kafka_authorization_denied_total", operation=op,
-                       resource_type=rtype).inc()
-        s = req.session
-        api = APIS.get(req.frame.api_key)
-        self.say(("denied", s.principal, op, rtype), logging.WARNING,
-                 "denied %s from %s: %s on %s %r (%s)", s.principal, req.peer, op, rtype,
-                 name[:200], api.name if api is not None else req.frame.api_key)
-
     def _failed(self, api: Api, frame: Frame, c: Conn, e: Exception) -> Closing:
         self.say(("failed", api.name, type(e).__name__), logging.ERROR,
                  "%s v%d from %s failed", api.name, frame.api_version, c.peer, exc_info=e)
@@ -618,9 +417,7 @@ class Server:
     def _answer(self, api: Api, frame: Frame, resp: Any) -> tuple[bytes | None, dict]:
         if resp is None:
             return None, {}
-        errors: collections.Counter[int] = collections.Counter()
-        for path in self._paths(frame.api_key):
-            _walk(resp, path, 0, errors)
+        errors = self.meters.errors_in(frame.api_key, resp)
         try:
             out = self.broker.messages.encode(frame.api_key, frame.api_version,
                                               frame.correlation_id, resp)
@@ -629,58 +426,6 @@ class Server:
             raise Closing(f"{api.name} response not encodable: {type(e).__name__}",
                           "internal") from None
         return out, errors
-
-    def _paths(self, api_key: int) -> list[tuple[str, ...]]:
-        """The paths to every ``error_code`` in the response of ``api_key`` (once per key)."""
-        paths = self._error_paths.get(api_key)
-        if paths is None:
-            paths = []
-            cls = self.broker.messages.response.get(api_key)
-            if cls is not None:
-                _error_paths(cls.fields, (), paths)
-            self._error_paths[api_key] = paths
-        return paths
-
-    def _api_name(self, key: int) -> str:
-        cls = self.broker.messages.request.get(key)
-        return cls.__name__.removesuffix("Request") if cls is not None else "unknown"
-
-    def _count(self, name: str, nin: int, out: bytes | None, errors: dict[int, int],
-               t0: float) -> None:
-        h = self._by_api.get(name)
-        if h is None:
-            m = self.meter
-            h = self._by_api[name] = (
-                m.get("rivven_kafka_requests_total", api=name),
-                m.get("rivven_kafka_request_bytes_total", api=name),
-                m.get("rivven_kafka_response_bytes_total", api=name),
-                m.get("rivven_kafka_request_duration_seconds", api=name))
-        nin += 4
-        nout = len(out) if out is not None else 0
-        h[0].inc()
-        h[1].inc(nin)
-        if nout:
-            h[2].inc(nout)
-        h[3].observe(time.monotonic() - t0)
-        s = self.stats
-        s.requests += 1
-        s.bytes_in += nin
-        s.bytes_out += nout
-        if name == "Produce":
-            s.produce_requests += 1
-            s.produce_bytes += nin
-        elif name == "Fetch":
-            s.fetch_requests += 1
-            s.fetch_bytes += nout
-        for code, n in errors.items():
-            s.errors += n
-            self.meter.get("rivven_kafka_request_errors_total", api=name,
-                           code=code_name(code)).inc(n)
-
-    def _log_errors(self, name: str, frame: Frame, peer: str, errors: dict[int, int]) -> None:
-        for code, n in errors.items():
-            self.said(("answered", name, code), logging.INFO, "%s v%d from %s answered %s%s",
-                     name, frame.api_version, peer, code_name(code), f" x{n}" if n > 1 else "")
 
     def _unsupported(self, frame: Frame, unknown: bool, peer: str) -> bytes:
         """Kafka's answer to an API or version not served: ApiVersions answers v0 with
@@ -708,79 +453,7 @@ class Server:
     # ---------------------------------------------------------------- what it shows
     def snapshot(self) -> dict[str, Any]:
         """Totals since start, and what is open now (the status line takes deltas)."""
-        s = self.stats
-        groups = self.group_states()
-        return {"time": time.monotonic(), "listener": self.listener,
-                "connections": len(self.conns), "in_flight": self.in_flight,
-                **{k: getattr(s, k) for k in Stats.__slots__},
-                **self._records(),
-                "groups": groups}
-
-    def _records(self) -> dict[str, float]:
-        """Records appended and read by this process (the engine's own counts)."""
-        got = {"records_in": 0.0, "records_out": 0.0}
-        try:
-            for name, _labels, vals in self.meter.values():
-                if name == "rivven_records_appended_total":
-                    got["records_in"] += vals[0]
-                elif name == "rivven_records_read_total":
-                    got["records_out"] += vals[0]
-        except Exception:  # (the status line never stops the server)
-            pass
-        return got
-
-    def group_states(self) -> dict[str, int] | None:
-        """Groups by state from the group coordinator's hook (``Broker.group_states``), set
-        into ``rivven_kafka_groups``; None when there is no coordinator."""
-        hook = self.broker.group_states
-        if hook is None:
-            return None
-        try:
-            states = {str(k): int(v) for k, v in hook().items()}
-        except Exception:
-            log.exception("the group coordinator's group_states failed")
-            return None
-        for state in {*GROUP_STATES, *self._groups_seen, *states}:
-            self.meter.get("rivven_kafka_groups", state=state).set(max(0, states.get(state, 0)))
-        self._groups_seen.update(states)
-        return states
-
-
-def _error_paths(fields: dict[str, Any], prefix: tuple[str, ...],
-                 out: list[tuple[str, ...]]) -> None:
-    for name, f in fields.items():
-        if name == "error_code":
-            out.append((*prefix, name))
-        elif f.is_struct_array() or f.is_struct():
-            _error_paths(f.fields, (*prefix, name), out)
-
-
-def _walk(obj: Any, path: tuple[str, ...], i: int, acc: collections.Counter[int]) -> None:
-    v = getattr(obj, path[i], None)
-    if v is None:
-        return
-    if i == len(path) - 1:
-        if v:
-            acc[v] += 1
-    elif isinstance(v, list):
-        for x in v:
-            _walk(x, path, i + 1, acc)
-    else:
-        _walk(v, path, i + 1, acc)
-
-
-_NAMES = {v: k for k, v in vars(codes).items() if k.isupper() and isinstance(v, int)}
-
-
-def code_name(code: int) -> str:
-    """Kafka's name of an error code (UNKNOWN_TOPIC_OR_PARTITION), its number if unknown."""
-    name = _NAMES.get(code)
-    if name is None:
-        from kafka.errors import for_code
-
-        cls = for_code(code)
-        name = _NAMES[code] = (cls.message if cls.errno == code else str(code))
-    return name
+        return self.meters.snapshot(self.listener, len(self.conns), self.in_flight)
 
 
 def _peer(writer: asyncio.StreamWriter) -> tuple[str, str]:

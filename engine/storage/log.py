@@ -3,13 +3,13 @@
 It composes the parts that each do one job: the segment set (engine.segments.segment_set),
 the loader that mends what a crash left and returns what it found (loader), the append
 pipeline (pipeline), reads (reader), the view of the tier manifest (tier_view), the log start
-offset (log_start) and checkpoints (engine.segments.checkpoint), and the one
-segment-replacement protocol (engine.segments.swap). The parts are handed the lock and the
-segment set and know the log only by a protocol of the few calls they make (``AppendOwner``,
-``ReadSource``): none imports this module. Maintenance and tiering change a partition only
-through its public calls: ``mutation()``, ``replace_segments()``, ``set_tier()``,
-``advance_start()``; the producer state (engine.txn.hook) keeps its snapshots and
-``.txnindex`` entries through ``write_snapshot()``, ``delete_snapshots()`` and
+offset (log_start) and checkpoints (engine.segments.checkpoint), the keys and sealed ranges
+(sealing), and the one segment-replacement protocol (engine.segments.swap). The parts are
+handed the lock and the segment set and know the log only by a protocol of the few calls they
+make (``AppendOwner``, ``ReadSource``): none imports this module. Maintenance and tiering
+change a partition only through its public calls: ``mutation()``, ``replace_segments()``,
+``set_tier()``, ``advance_start()``; the producer state (engine.txn.hook) keeps its snapshots
+and ``.txnindex`` entries through ``write_snapshot()``, ``delete_snapshots()`` and
 ``index_aborts()``.
 
 Several processes may append to the same partition. Each append takes ``.lock`` (flock) in the
@@ -21,15 +21,14 @@ writes, syncs and releases. Readers take no lock.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..crypto.batch import Sealer
-from ..crypto.topic import PlaintextBatch, TopicKeys
-from ..errors import DamagedMetadata, KeyUnavailable, StorageError, disk_full
+from ..crypto.topic import TopicKeys
+from ..errors import DamagedMetadata, StorageError, disk_full
 from ..failpoint import failpoint
 from ..format.records import BatchHeader, EncodedBatch
 from ..fs import guard
@@ -50,6 +49,7 @@ from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment, Home
 from ..segments.txn_index import AbortedTxn
 from . import loader, log_start, reader
+from .append_each import append_each  # (imported from here too: txn.markers, produce.path)
 from .budget import FileBudget
 from .config import TopicConfig
 from .holds import FlockHolds
@@ -57,6 +57,7 @@ from .partition_lock import PartitionLock
 from .pipeline import AppendPipeline
 from .ports import UNCOUNTED, ColdSegments, HotCachePort, PartitionCounts, ProducerHook, WalStreamPort
 from .reader import View
+from .sealing import Sealing
 from .tier_view import TierView
 
 _STAMP_FIELDS = {"bytes": "st_size", "ino": "st_ino", "mtime_ns": "st_mtime_ns"}
@@ -94,11 +95,6 @@ class PartitionLog:
         self.cuts = cuts if cuts is not None else []  # shared with the engine (repairs())
         # the topic's data keys: appends seal with them (encryption.enable), reads open
         self.keys = keys
-        self._opener = keys.opener_for(partition) if keys is not None else None
-        # where every data batch is sealed (engine.segments.sealed_range): as it is on disk,
-        # and as this process last read or wrote it under the flock
-        self.sealed_range = sealed_range.Tracker(directory)
-        self._claim: sealed_range.Ranges = ()
         self.dirty = False  # appended since the last checkpoint
         if writable:  # (partition-N, its topic's dir and topics/: nothing written through a link)
             guard.check_own_dir(directory, 3)
@@ -107,6 +103,10 @@ class PartitionLog:
         self.config = config  # the topic's configs; the engine sets them as they change
         self.segs = SegmentSet(directory, topic, partition, writable, self.cuts, progress,
                                lambda: self.config.index_interval_bytes)
+        # the keys and where every data batch is sealed (engine.segments.sealed_range)
+        self.seals = Sealing(directory, topic, partition, keys, lambda: self.config,
+                             self.segs.ignored)
+        self.sealed_range = self.seals.tracker  # (as it is on disk; maintenance reads it)
         self.tierview = TierView(directory, self.tier_home)
         self._txnindexes = txn_index.Present(directory)  # (read_committed reads ask it)
         self.pipeline = AppendPipeline(self, self.lock, self.segs)
@@ -132,31 +132,15 @@ class PartitionLog:
     def opener(self) -> Callable[[Any, int, BatchHeader, str], Any] | None:
         """What opens this partition's encrypted batches (None: a log opened without its
         topic's keys), taken once per read: where the partition records that every batch is
-        sealed, it also refuses a plaintext data batch there as damage (one ``stat`` of
-        ``encryption.json``; engine.crypto.topic.SealedOpener)."""
-        base = self._opener
-        if base is None:
-            return None
-        claim = self.sealed_range.current()
-        if not claim:
-            if self.sealed_range.error is not None:
-                self.segs.ignored(self.sealed_range.error)
-            return base
-        assert self.keys is not None  # (base is its opener)
-        return self.keys.opener_for(self.partition, claim, self.sealed_range.current)
+        sealed, it also refuses a plaintext data batch there as damage (engine.storage.
+        sealing)."""
+        return self.seals.opener()
 
     def seal_fn(self) -> Callable[[bytearray], bytearray] | None:
-        """How maintenance seals the batches it writes anew (compaction's re-encoded ones, a
-        reencrypt pass): with the topic's current data key when ``encryption.enable``, else
-        None (plaintext). Raises KeyUnavailable now when that key cannot be had."""
-        if not self.config.encryption_enable:
-            return None
-        if self.keys is None:
-            raise KeyUnavailable(f"{self.topic}-{self.partition} was opened without its "
-                                 "topic's keys: encrypted batches need an Engine's keyring")
-        keys = self.keys
-        keys.sealer()
-        return functools.partial(keys.seal_batch, partition=self.partition)
+        """How maintenance seals the batches it writes anew: with the topic's current data
+        key when ``encryption.enable``, else None; KeyUnavailable now when that key cannot be
+        had (engine.storage.sealing)."""
+        return self.seals.seal_fn()
 
     @property
     def tier(self) -> list[ColdSegment]:
@@ -385,38 +369,18 @@ class PartitionLog:
             # safe to seal with while the flock is held)
             self.keys.refresh()
         if self.keys is not None:  # (every writer of it holds this flock: it stays as read)
-            self._claim = self.sealed_range.current()
+            self.seals.claim = self.sealed_range.current()
         return end
 
     def sealing(self, sealed: bool, offset: int) -> None:
-        """(flock held.) A data batch, ``sealed`` or not, is about to be logged at ``offset``
-        (the log end): ``encryption.json`` says so first, durably (a change of the ranges:
-        rare), so that no reader ever sees a batch it contradicts."""
-        claim = self._claim
-        if not claim and not sealed:
-            return
-        new = sealed_range.after_append(claim, sealed, offset)
-        if new != claim:
-            self._set_claim(new)
-
-    def _set_claim(self, new: sealed_range.Ranges) -> None:
-        """(flock held.) Write the partition's sealed ranges."""
-        failpoint("sealed-range-write")
-        sealed_range.write(self.dir, new)
-        failpoint("sealed-range-written")
-        self._claim = new
+        """(flock held.) A data batch, ``sealed`` or not, is about to be logged at ``offset``:
+        ``encryption.json`` says so first (engine.storage.sealing)."""
+        self.seals.sealing(sealed, offset)
 
     def sealer(self) -> Sealer | None:
-        """(flock held.) What seals a data batch appended now: the topic's current data key
-        when ``encryption.enable``, else None (plaintext). Raises KeyUnavailable when it
-        cannot be had, before anything is checked or written."""
-        if not self.config.encryption_enable:
-            return None
-        if self.keys is None:
-            raise KeyUnavailable(f"{self.topic}-{self.partition} was opened without its "
-                                 "topic's keys (a tool): encrypted batches can only be "
-                                 "appended through an Engine")
-        return self.keys.sealer()
+        """(flock held.) What seals a data batch appended now (None: plaintext); raises
+        KeyUnavailable when it cannot be had (engine.storage.sealing)."""
+        return self.seals.sealer()
 
     def append(self, batch: EncodedBatch) -> int:
         """Assign offsets to ``batch`` and store it durably; returns its base offset
@@ -644,7 +608,7 @@ class PartitionLog:
                     raise SwapRefused(f"segment {p} changed or vanished since the plan "
                                       "(retention or another pass?); nothing was swapped")
             if install:
-                self._claim_for_swap(staged_dir or "", install)
+                self.seals.claim_for_swap(staged_dir or "", install)
                 swap.stage(self.dir, staged_dir or "", install)
             failpoint("swap-cleaned")
             swap.commit(self.dir, install, remove, side_files or {})
@@ -652,58 +616,12 @@ class PartitionLog:
             swap.roll_forward(self.dir)
             self._after_swap(remove)
 
-    def _claim_for_swap(self, staged_dir: str, install: Sequence[int]) -> None:
-        """(flock held.) Staged segments about to go in hold plaintext data batches where the
-        partition records that every batch is sealed: with the topic no longer encrypting
-        (a re-encryption back to plaintext, compaction re-encoding), the ranges are narrowed
-        first, so no reader ever refuses them; while it encrypts, nothing of ours writes
-        such a batch (a copy of a forged one: refused, nothing swapped)."""
-        claim = self.sealed_range.current()
-        if not claim:
-            return
-        found = [(os.path.join(staged_dir, filenames.name(b, filenames.LOG)), pos, h)
-                 for b in install
-                 for pos, h in sealed_range.plaintext(
-                     os.path.join(staged_dir, filenames.name(b, filenames.LOG)), claim)]
-        if not found:
-            return
-        if self.config.encryption_enable:
-            path, pos, h = found[0]
-            raise SwapRefused(
-                f"{self.topic}-{self.partition}: the segment staged at {path} holds a plaintext "
-                f"batch at offsets {h.base_offset}..{h.last_offset} (position {pos}), where "
-                "every batch is sealed (encryption.json); nothing was swapped: run 'rivven "
-                "segment verify --decrypt' on the partition")
-        self._set_claim(sealed_range.without(claim, [(h.base_offset, h.next_offset)
-                                                     for _, _, h in found]))
-
     def claim_sealed(self) -> sealed_range.Ranges:
         """After a re-encryption: record that every data batch is sealed when the topic
         encrypts and no plaintext one is left (local or cold), or that none is when it does
         not and no sealed one is left. Returns the ranges now recorded."""
         with self.mutation():
-            claim = self.sealed_range.current()
-            used = {v for row in self.key_usage() for v in row["key_bytes"]}
-            if self.config.encryption_enable and 0 not in used:
-                want: sealed_range.Ranges = (sealed_range.Span(0, None),)
-            elif not self.config.encryption_enable and not used - {0}:
-                want = ()
-                # (a pass back to plaintext rewrote every sealed batch and narrowed the ranges
-                # before each swap: a plaintext batch still in them is not ours)
-                for seg in self.segs.all() if claim else ():
-                    found = sealed_range.plaintext(seg.path, claim)
-                    if found:
-                        pos, h = found[0]
-                        raise PlaintextBatch(
-                            f"the batch at offsets {h.base_offset}..{h.last_offset} in "
-                            f"{seg.path} at position {pos} is plaintext where every batch of "
-                            f"{self.topic}-{self.partition} is sealed (encryption.json): rivven "
-                            "did not write it; run 'rivven segment verify'")
-            else:
-                return claim  # (a writer changed the configs meanwhile: leave it as it is)
-            if want != claim:
-                self._set_claim(want)
-            return want
+            return self.seals.claim_sealed(self.key_usage, self.segs.all)
 
     def _after_swap(self, removed: Sequence[int]) -> None:
         for b in removed:
@@ -720,62 +638,3 @@ class PartitionLog:
                               side_files={tier_manifest.MANIFEST:
                                           tier_manifest.document(entries, self.tier_home())})
 
-
-def append_each(items: Sequence[tuple[PartitionLog, EncodedBatch]], durable: bool = False,
-                done: list[int] | None = None,
-                errors: list[Exception | None] | None = None) -> list[int]:
-    """Append one batch to each of several partitions, durably when this returns, sharing
-    the WAL fsync (one for all when their logs share a stream): every batch is logged first,
-    then each is waited for. ``durable``: fsync the WAL whatever the partitions' ``wal.sync``
-    says (a transaction's markers). Returns the base offsets, in the order given (``done``
-    gets each as its batch is stored: what a failure part of the way left stored).
-
-    The partitions are taken in (topic, partition) order, whatever the order given: a batch
-    logged keeps its partition's flock until it reaches the segment, so two callers taking
-    several partitions in one order can never each hold what the other waits for. When one
-    fails, the batches logged before it are still finished (durable, or failed as their
-    appends would), then the first error is raised. With ``errors`` (as long as ``items``)
-    each batch's own error is put there instead (its base offset left 0) and the others go
-    on (``rivven serve``'s Produce: each partition answered on its own)."""
-    order = sorted(range(len(items)), key=lambda i: (items[i][0].topic, items[i][0].partition))
-    # one caller appending: counted once in each FlockHolds (as one append is), so a flock
-    # is kept only while other threads append, not while this call finishes its others
-    holds = list({id(h): h for h in (log.holds for log, _ in items) if h is not None}.values())
-    for h in holds:
-        h.enter()
-    try:
-        started: list[tuple[int, Any]] = []
-        error: BaseException | None = None
-        for i in order:
-            log, batch = items[i]
-            try:
-                started.append((i, log.pipeline.start(batch, enter=False, durable=durable)))
-            except Exception as e:
-                if errors is None:
-                    error = e  # (raised once the others are finished)
-                    break
-                errors[i] = e
-            except BaseException as e:  # noqa: BLE001 - raised once the others are finished
-                error = e
-                break
-            failpoint("append.each_logged")
-        bases = [0] * len(items)
-        for i, entry in started:
-            log = items[i][0]
-            try:
-                bases[i] = log.pipeline.finish(entry, leave=False)  # (one fsync: all)
-                if done is not None:
-                    done.append(bases[i])
-            except Exception as e:
-                if errors is None:
-                    error = error or e  # (the first error is raised below)
-                else:
-                    errors[i] = e
-            except BaseException as e:  # noqa: BLE001 - the first error is raised below
-                error = error or e
-    finally:
-        for h in holds:
-            h.leave()
-    if error is not None:
-        raise error
-    return bases

@@ -36,14 +36,8 @@ from ..fs.locks import DEFAULT_WAIT, LockWait, flocked
 from ..segments import checkpoint, filenames, gaps, snapshot_files, swap, txn_index
 from ..segments.segment import Segment
 from .results import CutOut, Reindexed, SegmentRepair
-from .verify import (
-    CUTTABLE,
-    Finding,
-    SegmentReport,
-    resolve_targets,
-    verify_partition,
-    whole_batch_size,
-)
+from .segment_check import CUTTABLE, Finding, SegmentReport, whole_batch_size
+from .verify import resolve_targets, verify_partition
 
 STAGING = ".compaction"  # (the data dir's staging folder: a cut-out segment is written there)
 
