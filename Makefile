@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka bench-acl bench-security clean
+.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka bench-acl bench-security bench-bridge clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -84,6 +84,11 @@ bench-acl: setup
 # consume (goal: SASL_SSL >= 0.7x PLAINTEXT) and connection setup per protocol and SCRAM count
 bench-security: setup
 	$(BIN)/python tests/bench/bench_security.py
+
+# rivven kafka export / import against the tansu broker beside kcat producing / consuming the
+# same records (docs/BENCHMARKS.md, "Copies to and from Kafka")
+bench-bridge: setup
+	$(BIN)/python tests/bench/bench_bridge.py
 
 clean:
 	rm -rf $(VENV) rivven-data
