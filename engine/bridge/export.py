@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -47,26 +47,41 @@ NO_TRANSACTIONS = (
     "idempotent producer instead (a copy stopped midway may then copy some records twice)")
 
 
-def send_chunk(eng: Engine, lane: Lane, pos: int, want: int, send: Callable[..., Any]
+def send_chunk(eng: Engine, lane: Lane, pos: int, want: int, producer: Any, cb: Any
                ) -> tuple[int, int, int]:
-    """Up to ``want`` committed records of ``lane``'s partition from ``pos``, each handed to
-    ``send(key, value, headers, timestamp)`` as it is read (no list of them is built): how
-    many, the next source offset after them (past the markers and aborted batches that follow
-    the last one, when the scan stepped over them: a copy at the end of a partition stands at
-    its last stable offset), and their key and value bytes."""
+    """Up to ``want`` committed records of ``lane``'s partition from ``pos``, each produced
+    to the destination's same partition as it is read (no list of them is built): how many,
+    the next source offset after them (past the markers and aborted batches that follow the
+    last one, when the scan stepped over them: a copy at the end of a partition stands at its
+    last stable offset), and their key and value bytes."""
+    produce = producer.produce
+    dest, part = lane.dest, lane.partition
+    extra = {"on_delivery": cb} if cb is not None else {}
     reach = Reach(pos)
     n = nbytes = 0
     nxt = pos
-    for offs, tss, keys, values, hs in eng.read_columns(lane.topic, lane.partition, pos, want,
+    for offs, tss, keys, values, hs in eng.read_columns(lane.topic, part, pos, want,
                                                         isolation_level=COMMITTED, reach=reach):
         skip = bisect.bisect_left(offs, pos) if offs[0] < pos else 0  # (a batch begun before)
         take = min(len(offs) - skip, want - n)
         if take <= 0:
             break
         stop = skip + take
-        ks, vs = keys[skip:stop], values[skip:stop]
-        for k, v, h, ts in zip(ks, vs, islice(hs, skip, stop), islice(tss, skip, stop)):
-            send(k, v, list(h) if h else None, ts)
+        ks, vs, hl = keys[skip:stop], values[skip:stop], list(islice(hs, skip, stop))
+        tl = islice(tss, skip, stop)
+        if any(hl):
+            for k, v, h, ts in zip(ks, vs, hl, tl):
+                try:
+                    produce(dest, v, k, part, timestamp=ts, headers=list(h) if h else None,
+                            **extra)
+                except BufferError:  # (the local queue full: let it drain)
+                    _again(producer, dest, v, k, part, ts, list(h) if h else None, extra)
+        else:  # (no headers in the batch: the cheaper call)
+            for k, v, ts in zip(ks, vs, tl):
+                try:
+                    produce(dest, v, k, part, timestamp=ts, **extra)
+                except BufferError:
+                    _again(producer, dest, v, k, part, ts, None, extra)
         n += take
         nbytes += sum(map(len, filter(None, ks))) + sum(map(len, filter(None, vs)))
         nxt = offs[stop - 1] + 1
@@ -79,18 +94,16 @@ def send_chunk(eng: Engine, lane: Lane, pos: int, want: int, send: Callable[...,
     return n, nxt, nbytes
 
 
-def sender(producer: Any, dest: str, partition: int, cb: Any) -> Callable[..., None]:
-    """``send(key, value, headers, timestamp)``: one record to ``dest[partition]``."""
-    produce, poll = producer.produce, producer.poll
-
-    def send(k: Any, v: Any, h: Any, ts: int) -> None:
-        while True:
-            try:
-                produce(dest, v, k, partition, on_delivery=cb, timestamp=ts, headers=h)
-                return
-            except BufferError:  # (the local queue full: let it drain)
-                poll(0.05)
-    return send
+def _again(producer: Any, dest: str, v: Any, k: Any, part: int, ts: int, h: Any,
+           extra: dict[str, Any]) -> None:
+    """Produce once the local queue has room (it drains as the broker acknowledges)."""
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(dest, v, k, part, timestamp=ts, headers=h, **extra)
+            return
+        except BufferError:
+            continue
 
 
 class Export(Copy):
@@ -228,13 +241,12 @@ class Export(Copy):
         deadline = time.monotonic() + TXN_SECONDS
         try:
             for lane in lanes:  # (round robin would be fairer; a step is short)
-                send = sender(self.producer, lane.dest, lane.partition, cb)
                 pos = lane.pos
                 copied = 0
                 while (pos < (lane.end or 0) and n < self.txn_records
                        and nbytes < self.txn_bytes):
                     want = min(READ_RECORDS, self.txn_records - n, (lane.end or 0) - pos)
-                    got, nxt, size = send_chunk(self.eng, lane, pos, want, send)
+                    got, nxt, size = send_chunk(self.eng, lane, pos, want, self.producer, cb)
                     poll(0)
                     n += got
                     copied += got
