@@ -21,9 +21,17 @@ def refuse_server(ctx: Any, param: Any, value: Any) -> Any:
     value, the hint and exit 2."""
     if value is None:
         return value
+    import sys
+
     from .common import fail
 
-    fail(f"a broker address ({value}) is not needed: {NO_SERVER}", 2)
+    words = sys.argv[1:]
+    if "kafka" in words:  # (rivven -b B kafka export T: the copy's cluster, misplaced)
+        after = words[words.index("kafka") + 1:words.index("kafka") + 2] or ["export"]
+        fail(f"give the cluster after the command: rivven kafka {after[0]} ... "
+             f"--bootstrap-server {value}", 2)
+    fail(f"a broker address ({value}) is not needed: {NO_SERVER}; to copy topics to or from "
+         "a Kafka cluster, rivven kafka export|import -b HOST:PORT", 2)
 
 
 def x_settings(pairs: list[str] | None, takes: dict[str, str], command: str) -> dict[str, str]:

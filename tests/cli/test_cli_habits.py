@@ -172,3 +172,10 @@ def test_a_broker_address_gets_a_one_line_hint(topic, words):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "-d DIR" in lines[0] and "rivven serve" in lines[0], lines
+
+
+def test_a_copys_cluster_given_before_the_command_is_shown_where_it_goes(topic):
+    r = run_rivven(topic, "-b", "localhost:9092", "kafka", "import", "t")
+    assert r.returncode == 2
+    assert r.stderr.decode().strip() == ("error: give the cluster after the command: rivven "
+                                         "kafka import ... --bootstrap-server localhost:9092")
