@@ -203,3 +203,18 @@ def test_a_following_mirror_shows_progress_serves_metrics_and_stops_on_sigterm(s
     lines = out.decode().splitlines()
     assert lines[0].startswith("exported 25 records") and lines[1].startswith("imported 10 "
                                                                               "records")
+
+
+def test_on_a_terminal_a_live_table_shows_each_partition(src, served):
+    from helpers import run_rivven_on_a_terminal
+
+    code, out, frames = run_rivven_on_a_terminal(src, "kafka", "export", "t", "-b",
+                                                 served.bootstrap, "--interval", "0.2")
+    assert code == 0, frames
+    assert out.decode().startswith("exported 25 records")
+    text = "\n".join(frames)
+    assert "rivven kafka (Ctrl-C stops after the transaction in flight)" in text
+    for col in ("copy", "source", "destination", "copied", "records/s", "lag", "position"):
+        assert col in text
+    rows = [f for f in frames if f.startswith("│") and "t[" in f]
+    assert any("t[0]" in r for r in rows) and any("t[2]" in r for r in rows), frames
