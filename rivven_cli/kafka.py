@@ -55,6 +55,10 @@ IntervalOpt = Annotated[float, typer.Option(
 MetricsPortOpt = Annotated[int | None, typer.Option(
     "--metrics-port", min=0, max=65535,
     help="Serve Prometheus /metrics on this port while copying (rivven_mirror_* series).")]
+TxnRecordsOpt = Annotated[int, typer.Option(
+    "--transaction-records", min=1, metavar="N",
+    help="Records per transaction at most: fewer, and a stopped copy redoes less but commits "
+    "more often.")]
 PartitionOpt = Annotated[list[int] | None, typer.Option(
     "--partition", "-p", min=0, help="Only these partitions (repeatable).")]
 
@@ -191,6 +195,7 @@ def export_cmd(
     name: NameOpt = None,
     partition: PartitionOpt = None,
     at_least_once: AtLeastOnceOpt = False,
+    transaction_records: TxnRecordsOpt = 50_000,
     timeout: TimeoutOpt = 30.0,
     interval: IntervalOpt = 10.0,
     metrics_port: MetricsPortOpt = None,
@@ -212,7 +217,7 @@ def export_cmd(
                       to_topic=to_topic, prefix=prefix, start=first, stop=last,
                       at_least_once=at_least_once,
                       partitions={t: partition for t in topics} if partition else None,
-                      timeout=timeout)
+                      txn_records=transaction_records, timeout=timeout)
         _report(_run([copy], follow, interval, json, metrics_port, eng), bootstrap_server,
                 json)
 
@@ -230,6 +235,7 @@ def import_cmd(
     config: ConfigOpt = None,
     name: NameOpt = None,
     partition: PartitionOpt = None,
+    transaction_records: TxnRecordsOpt = 50_000,
     timeout: TimeoutOpt = 30.0,
     interval: IntervalOpt = 10.0,
     metrics_port: MetricsPortOpt = None,
@@ -250,7 +256,7 @@ def import_cmd(
         copy = Import(eng, topics, conf, name or default_name("import", topics),
                       to_topic=to_topic, prefix=prefix, start=first, stop=last,
                       partitions={t: partition for t in topics} if partition else None,
-                      timeout=timeout)
+                      txn_records=transaction_records, timeout=timeout)
         copy.follow = follow
         _report(_run([copy], follow, interval, json, metrics_port, eng), bootstrap_server,
                 json)
