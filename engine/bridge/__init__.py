@@ -5,7 +5,8 @@ paths and services only; the cluster through confluent-kafka (librdkafka).
 
 May import: ``engine`` (the façade's ``Engine``, for types), ``engine.storage`` (``Reach``:
 where a read_committed scan stepped over markers and aborted batches), ``engine.fetch``
-(``Position``), ``engine.counters`` (the mirror's metrics) and the base modules.
+(``Position``), ``engine.counters`` (the mirror's metrics), ``engine.spark`` (the launcher of
+``rivven spark export|import``'s job: spark_copy.py) and the base modules.
 
 Importing this package imports no confluent-kafka: each call that talks to a cluster does.
 """
