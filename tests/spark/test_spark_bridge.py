@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from helpers import run_rivven
 from helpers.bridge import content, fill, kafka_content
+from helpers.encryption import ENC
 from helpers.kafka import Served, start_server
 
 from engine import Engine, Record
@@ -118,20 +119,21 @@ def test_refused_before_spark_starts(tmp_path, served):
     assert not staged.exists() or not any(staged.iterdir())
 
 
-def test_a_task_stopped_midway_resumes_its_partition_alone(tmp_path, served):
+def test_a_task_stopped_midway_resumes_its_partition_alone(tmp_path, served, keyring):
     """``copy_task`` in this process, as an executor runs it: a first attempt of partition 1
-    that stopped at offset 4, then the retry, each way; the other partitions untouched."""
+    that stopped at offset 4, then the retry, each way; the other partitions untouched. The
+    source topic is encrypted: the task opens the data dir with the keyring it is given."""
     src, sink = str(tmp_path / "src"), str(tmp_path / "sink")
-    with Engine.open(src) as eng:
-        fill(eng, "t")
+    with Engine.open(src, keyring=keyring) as eng:
+        fill(eng, "t", config=ENC)
         want = content(eng, "t")
+        # (the launcher's part: the destination made first)
+        export(eng, ["t"], served.bootstrap, name="m", partitions={"t": []})
     task = {"topic": "t", "partition": 1, "to_topic": "t",
             "transactional_id": task_id("m", "t", 1)}
     common = {"data_dir": src, "client": {"bootstrap.servers": served.bootstrap},
-              "name": "m", "keyring": None, "at_least_once": False, "start": None,
+              "name": "m", "keyring": keyring, "at_least_once": False, "start": None,
               "txn_records": 2, "timeout": 30.0}
-    with Engine.open(src) as eng:  # (the launcher's part: the destination made first)
-        export(eng, ["t"], served.bootstrap, name="m", partitions={"t": []})
     first = copy_task({**common, "direction": "export", "stop": ["offset", 4]}, task)
     rest = copy_task({**common, "direction": "export", "stop": None}, task)
     assert first["transactional_id"] == "rivven-mirror-m/t/1" and first["transactions"] > 1
@@ -141,6 +143,7 @@ def test_a_task_stopped_midway_resumes_its_partition_alone(tmp_path, served):
 
     with Engine.open(sink) as eng:
         import_topics(eng, ["t"], served.bootstrap, name="m", partitions={"t": []})
+    common["keyring"] = None  # (the destination topic is not encrypted)
     first = copy_task({**common, "data_dir": sink, "direction": "import",
                        "stop": ["offset", 3]}, task)
     rest = copy_task({**common, "data_dir": sink, "direction": "import", "stop": None}, task)
