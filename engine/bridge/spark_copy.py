@@ -91,9 +91,17 @@ def export(eng: Engine, topics: Sequence[str], bootstrap: str, name: str | None 
     name = check_name(name or default_name("export", topics))
     routes = destinations(topics, to_topic, prefix)
     conf = cluster.settings(bootstrap, config)
-    tasks = [{"topic": t, "partition": p, "to_topic": routes[t],
-              "transactional_id": task_id(name, t, p)}
-             for t in topics for p in _chosen(t, eng.topic(t).partitions, partitions, "")]
+    tasks: list[dict[str, Any]] = []
+    size: dict[tuple[str, int], int] = {}
+    for t in topics:
+        for p in _chosen(t, eng.topic(t).partitions, partitions, ""):
+            tasks.append({"topic": t, "partition": p, "to_topic": routes[t],
+                          "transactional_id": task_id(name, t, p)})
+        size.update({(t, r["partition"]): r["end_offset"] - r["start_offset"]
+                     for r in eng.offsets.list_offsets(t)})
+    # the biggest partitions first: Spark starts tasks in order, so one begun last never
+    # holds the job up alone
+    tasks.sort(key=lambda k: -size[(str(k["topic"]), int(k["partition"]))])
     _java()
     prep = Export(eng, topics, conf, name, to_topic=to_topic, prefix=prefix, start=start,
                   stop=stop, at_least_once=at_least_once, partitions={t: [] for t in topics},
