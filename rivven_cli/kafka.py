@@ -63,8 +63,9 @@ PartitionOpt = Annotated[list[int] | None, typer.Option(
     "--partition", "-p", min=0, help="Only these partitions (repeatable).")]
 
 
-def _client_settings(pairs: list[str] | None, config: str | None) -> dict[str, str]:
-    """``--config FILE`` then each ``-X key=value`` over it."""
+def client_settings(pairs: list[str] | None, config: str | None) -> dict[str, str]:
+    """``--config FILE`` then each ``-X key=value`` over it (``rivven spark export|import``
+    take them too)."""
     from engine.bridge.props import read_properties
 
     out: dict[str, str] = read_properties(config) if config else {}
@@ -81,7 +82,8 @@ def _client_settings(pairs: list[str] | None, config: str | None) -> dict[str, s
     return out
 
 
-def _positions(start: str | None, stop: str | None) -> tuple[Any, Any]:
+def copy_positions(start: str | None, stop: str | None) -> tuple[Any, Any]:
+    """``--from`` and ``--to`` as Positions (None where not given)."""
     from .positions import parse_position
 
     first = parse_position(start, "--from", reading=True) if start else None
@@ -209,9 +211,9 @@ def export_cmd(
     from engine.bridge.copy import default_name
     from engine.bridge.export import Export
 
-    first, last = _positions(start, stop)
+    first, last = copy_positions(start, stop)
     _check(follow, last)
-    conf = settings(bootstrap_server, _client_settings(x, config))
+    conf = settings(bootstrap_server, client_settings(x, config))
     with open_engine() as eng:
         copy = Export(eng, topics, conf, name or default_name("export", topics),
                       to_topic=to_topic, prefix=prefix, start=first, stop=last,
@@ -249,9 +251,9 @@ def import_cmd(
     from engine.bridge.copy import default_name
     from engine.bridge.importer import Import
 
-    first, last = _positions(start, stop)
+    first, last = copy_positions(start, stop)
     _check(follow, last)
-    conf = settings(bootstrap_server, _client_settings(x, config))
+    conf = settings(bootstrap_server, client_settings(x, config))
     with open_engine() as eng:
         copy = Import(eng, topics, conf, name or default_name("import", topics),
                       to_topic=to_topic, prefix=prefix, start=first, stop=last,
@@ -302,7 +304,7 @@ def mirror_cmd(
         raise typer.BadParameter(f"{', '.join(looped)} would be exported and imported back "
                                  "(a loop): mirror a topic one way, or use --prefix",
                                  param_hint="--import")
-    conf = settings(bootstrap_server, _client_settings(x, config))
+    conf = settings(bootstrap_server, client_settings(x, config))
     with open_engine() as eng:
         copies: list[Any] = []
         if outs:  # (the names `kafka export` and `kafka import` of the same topics give)

@@ -1,4 +1,6 @@
-"""``rivven spark compact``: a compaction pass as a real Spark job, then the crash-safe swap."""
+"""``rivven spark compact|tier|reencrypt|stream|export|import``: the jobs that run on Spark
+(a compaction pass and its crash-safe swap, tiering, re-encryption, a streaming copy, and the
+copies to and from a Kafka cluster spread over one task per partition)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,20 @@ from typing import Annotated, Any
 import typer
 
 from .common import DryRunOpt, JsonOpt, PartitionsOpt, open_engine
-from .render import human_bytes, info, print_json, print_table
+from .kafka import (
+    AtLeastOnceOpt,
+    BootstrapOpt,
+    ConfigOpt,
+    FromOpt,
+    NameOpt,
+    PartitionOpt,
+    PrefixOpt,
+    TimeoutOpt,
+    TopicsArg,
+    ToTopicOpt,
+    XOpt,
+)
+from .render import done, human_bytes, info, print_json, print_table, warn
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -18,6 +33,9 @@ ConfOpt = Annotated[list[str] | None, typer.Option(
     "--conf", help="Spark config key=value (repeatable), passed to spark-submit.")]
 DeployModeOpt = Annotated[str | None, typer.Option(
     "--deploy-mode", help="client or cluster, passed to spark-submit.")]
+ToOpt = Annotated[str | None, typer.Option(
+    "--to", metavar="POSITION", help="Where every partition stops (exclusive): end (its end "
+    "when its task starts: the default), OFFSET, -N, +N or @TIME.")]
 
 
 def _pct(before: int, after: int) -> str:
@@ -223,3 +241,104 @@ def stream(
     info(f"stream {from_} -> {to} {how}: {plural(out.get('batches', 0), 'micro-batch', 'micro-batches')}, "
          f"{plural(out.get('rows', 0), 'record', thousands=True)} copied exactly once in "
          f"{out['seconds']:.1f} s on {out['master']} (checkpoint {out['checkpoint']})")
+
+
+def _copy_summary(out: dict[str, Any], where: str) -> str:
+    """One line for ``rivven spark export|import``: what was copied, how fast, on what."""
+    from engine.errors import plural
+
+    parts = out["partitions"]
+    rate = out["records"] / out["seconds"] if out["seconds"] > 0 else 0.0
+    way = "to" if out["direction"] == "export" else "from"
+    verb = "exported" if out["direction"] == "export" else "imported"
+    text = (f"{verb} {plural(out['records'], 'record', thousands=True)} of "
+            f"{plural(len({p['topic'] for p in parts}), 'topic')} "
+            f"({plural(len(parts), 'partition')}) {way} {where} in "
+            f"{plural(out['transactions'], 'transaction', thousands=True)}, "
+            f"{out['seconds']:.1f} s ({rate:,.0f} records/s) on {out['master']}, "
+            f"{plural(out['tasks'], 'Spark task')}")
+    if out.get("spark_s"):
+        text += (f" (spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, "
+                 f"copy {out['exec_s']:.1f} s)")
+    if out["created"]:
+        text += f"; created {', '.join(out['created'])}"
+    return text + f"; positions in group {out['group']}" + (
+        "" if out["exactly_once"] else " (at least once)")
+
+
+def _copy(direction: str, topics: list[str], bootstrap: str, x: list[str] | None,
+          config: str | None, start: str | None, stop: str | None, partition: list[int] | None,
+          json: bool, **options: Any) -> None:
+    from engine.bridge import spark_copy
+
+    from .kafka import client_settings, copy_positions
+
+    first, last = copy_positions(start, stop)
+    settings = client_settings(x, config)
+    run = spark_copy.export if direction == "export" else spark_copy.import_
+    out = _with_progress(lambda eng, update: run(
+        eng, topics, bootstrap, config=settings, start=first, stop=last, partitions=partition,
+        progress=update, **options))
+    if json:
+        print_json(out)
+        return
+    for w in out["warnings"]:
+        warn(w)
+    done(_copy_summary(out, bootstrap))
+
+
+@app.command("export")
+def export_cmd(
+    topics: TopicsArg,
+    bootstrap_server: BootstrapOpt,
+    to_topic: ToTopicOpt = None,
+    prefix: PrefixOpt = None,
+    start: FromOpt = None,
+    stop: ToOpt = None,
+    x: XOpt = None,
+    config: ConfigOpt = None,
+    name: NameOpt = None,
+    partition: PartitionOpt = None,
+    at_least_once: AtLeastOnceOpt = False,
+    timeout: TimeoutOpt = 30.0,
+    master: MasterOpt = "local[*]",
+    conf: ConfOpt = None,
+    deploy_mode: DeployModeOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """'rivven kafka export' on Spark, for big backfills: one task per partition, each
+    exactly once by the same protocol (its own transactional id, its positions in the
+    mirror group rivven-mirror-NAME, which 'rivven kafka export --name NAME' shares). Killed
+    at any moment, the same command resumes. The destination topics are created or checked
+    before the job starts."""
+    _copy("export", topics, bootstrap_server, x, config, start, stop, partition, json,
+          name=name, to_topic=to_topic, prefix=prefix, at_least_once=at_least_once,
+          timeout=timeout, master=master, confs=conf or [], deploy_mode=deploy_mode)
+
+
+@app.command("import")
+def import_cmd(
+    topics: TopicsArg,
+    bootstrap_server: BootstrapOpt,
+    to_topic: ToTopicOpt = None,
+    prefix: PrefixOpt = None,
+    start: FromOpt = None,
+    stop: ToOpt = None,
+    x: XOpt = None,
+    config: ConfigOpt = None,
+    name: NameOpt = None,
+    partition: PartitionOpt = None,
+    timeout: TimeoutOpt = 30.0,
+    master: MasterOpt = "local[*]",
+    conf: ConfOpt = None,
+    deploy_mode: DeployModeOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """'rivven kafka import' on Spark, for big backfills: one task per source partition,
+    each exactly once by the same protocol (its own transactional id, its positions in the
+    data dir's group rivven-mirror-NAME, which 'rivven kafka import --name NAME' shares).
+    Killed at any moment, the same command resumes. The topics are created or checked
+    before the job starts; every executor must see the data dir at the same path."""
+    _copy("import", topics, bootstrap_server, x, config, start, stop, partition, json,
+          name=name, to_topic=to_topic, prefix=prefix, timeout=timeout, master=master,
+          confs=conf or [], deploy_mode=deploy_mode)

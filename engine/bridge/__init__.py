@@ -5,7 +5,8 @@ paths and services only; the cluster through confluent-kafka (librdkafka).
 
 May import: ``engine`` (the façade's ``Engine``, for types), ``engine.storage`` (``Reach``:
 where a read_committed scan stepped over markers and aborted batches), ``engine.fetch``
-(``Position``) and the base modules; the mirror's metrics go to the engine's meter.
+(``Position``), ``engine.spark`` (the launcher of ``rivven spark export|import``'s job:
+spark_copy.py) and the base modules; the mirror's metrics go to the engine's meter.
 
 Importing this package imports no confluent-kafka: each call that talks to a cluster does.
 """
