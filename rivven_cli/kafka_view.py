@@ -78,6 +78,8 @@ class View:
     def _table(self) -> Any:
         from rich.table import Table
 
+        from engine.errors import plural
+
         t = Table(title="rivven kafka (Ctrl-C stops after the transaction in flight)",
                   title_justify="left")
         for col in ("copy", "source", "destination", "copied", "records/s", "lag", "position"):
@@ -98,7 +100,7 @@ class View:
                 for i, topic in enumerate(topics):
                     mine = [ln for ln in lanes if ln.topic == topic]
                     t.add_row(f"{c.direction} {c.name}" if i == 0 else "",
-                              f"{topic} ({len(mine)} partitions)", mine[0].dest,
+                              f"{topic} ({plural(len(mine), 'partition')})", mine[0].dest,
                               f"{sum(ln.records for ln in mine):,}", rate if i == 0 else "",
                               f"{sum(lag.get((topic, ln.partition), 0) for ln in mine):,}", "")
         return t

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, plural
 from . import cluster
 from .results import Copied, PartitionCopied
 
@@ -56,8 +56,8 @@ def destinations(topics: Sequence[str], to_topic: str | None, prefix: str | None
     if to_topic is not None and prefix is not None:
         raise InvalidArgument("--to-topic and --prefix both given: give one")
     if to_topic is not None and len(topics) > 1:
-        raise InvalidArgument(f"--to-topic names one destination for {len(topics)} topics: "
-                              "use --prefix, or copy one topic at a time")
+        raise InvalidArgument(f"--to-topic names one destination for {plural(len(topics), 'topic')}"
+                              ": use --prefix, or copy one topic at a time")
     return {t: to_topic or f"{prefix or ''}{t}" for t in topics}
 
 

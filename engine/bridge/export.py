@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, plural
 from ..fetch.positions import Position
 from ..storage.reader import Reach
 from . import cluster
@@ -314,7 +314,7 @@ class Export(Copy):
     def _acknowledged(self) -> None:
         left = self.producer.flush(self.timeout)
         if self.errors or left:
-            what = self.errors[0] if self.errors else f"{left} records unacknowledged"
+            what = self.errors[0] if self.errors else f"{plural(left, 'record')} unacknowledged"
             raise cluster.ClusterError(f"records not delivered ({what}); their positions "
                                        "were not committed: the next run copies them again")
 

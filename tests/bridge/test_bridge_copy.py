@@ -9,7 +9,15 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from helpers.bridge import content, fill, kafka_content, kafka_fill
+from helpers.bridge import (  # noqa: F401
+    content,
+    fill,
+    kafka_content,
+    kafka_fill,
+    served_fixture,
+    sink_fixture,
+    source_fixture,
+)
 from helpers.kafka import start_server
 
 from engine import Record

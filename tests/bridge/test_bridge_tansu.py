@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from helpers.bridge import content, fill, kafka_content
+from helpers.bridge import content, fill, kafka_content, sink_fixture, source_fixture  # noqa: F401
 from helpers.tansu import tansu_fixture  # noqa: F401  (the "tansu" fixture)
 
 from engine import Record

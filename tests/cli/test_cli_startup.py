@@ -17,6 +17,7 @@ from engine import Engine, Record
 HELP_MODULES = [
     "rivven_cli", "rivven_cli.acl", "rivven_cli.bench", "rivven_cli.common", "rivven_cli.compaction",
     "rivven_cli.consume", "rivven_cli.group", "rivven_cli.habits", "rivven_cli.interrupts",
+    "rivven_cli.kafka",
     "rivven_cli.key", "rivven_cli.main", "rivven_cli.maintain", "rivven_cli.metrics",
     "rivven_cli.offsets",
     "rivven_cli.produce", "rivven_cli.render", "rivven_cli.retention", "rivven_cli.segment",

@@ -4,10 +4,15 @@ topic's content read with confluent-kafka, read_committed, to its end."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 import engine
 from engine import Record
+from helpers.kafka import Served, start_server
 
 Row = tuple[Any, Any, tuple, int]
 
@@ -111,3 +116,36 @@ def kafka_fill(bootstrap: str, topic: str, parts: int, per: int = 5,
     t.produce(topic, b"y", b"committed", 1 % parts, timestamp=1_700_000_300_000,
               headers=[("t", b"1")])
     t.commit_transaction(30)
+
+
+# ---------------------------------------------------------------------- fixtures
+# (here, not in tests/bridge/conftest.py: a second conftest module named "conftest" collides
+# with tests/conftest.py under --doctest-modules; a test module imports them by name)
+@pytest.fixture(name="served")
+def served_fixture(tmp_path: Path) -> Iterator[Served]:
+    """A ``rivven serve`` on an empty data dir, on a free port: the Kafka cluster."""
+    s = start_server(str(tmp_path / "cluster"))
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+@pytest.fixture(name="source")
+def source_fixture(tmp_path: Path) -> Iterator[engine.Engine]:
+    """The data dir a copy reads (export) ..."""
+    eng = engine.Engine.open(str(tmp_path / "src"))
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+@pytest.fixture(name="sink")
+def sink_fixture(tmp_path: Path) -> Iterator[engine.Engine]:
+    """... and the one it writes (import)."""
+    eng = engine.Engine.open(str(tmp_path / "sink"))
+    try:
+        yield eng
+    finally:
+        eng.close()
