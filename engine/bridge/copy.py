@@ -19,8 +19,8 @@ from . import cluster
 from .results import Copied, PartitionCopied
 
 TP = tuple[str, int]
-TXN_RECORDS = 50_000  # records per transaction at most (fewer when the source has fewer)
-TXN_BYTES = 32 << 20  # bytes of keys and values per transaction at most
+TXN_RECORDS = 200_000  # records per transaction at most (fewer when the source has fewer)
+TXN_BYTES = 64 << 20  # bytes of keys and values per transaction at most
 TXN_SECONDS = 1.0  # a transaction of a following copy ends within this, full or not
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import bisect
 import gc
-import queue
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from itertools import groupby
@@ -65,7 +63,6 @@ class Import(Copy):
     """Cluster topics into a data dir (see the module); the options as Export's."""
 
     direction = "import"
-    read_ahead = True
 
     def __init__(self, eng: Engine, topics: Sequence[str], conf: Mapping[str, Any],
                  name: str, *, to_topic: str | None = None, prefix: str | None = None,
@@ -85,10 +82,6 @@ class Import(Copy):
         self.producer: Any = None
         self.consumer: Any = None
         self.follow = False  # (run sets it: a following copy never marks a lane done)
-        # the next step's messages, gathered by a thread while this one writes the last
-        self._ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self._closing = threading.Event()
-        self._reader: threading.Thread | None = None
 
     # ---------------------------------------------------------------- open
     def open(self) -> None:
@@ -118,37 +111,6 @@ class Import(Copy):
                     lane.pos = done.get((lane.dest, p), -1)
                     self.lanes[(topic, p)] = lane
         self._positions()
-        if self.read_ahead:
-            self._reader = threading.Thread(target=self._read_ahead, daemon=True,
-                                            name=f"rivven-import-{self.name}")
-            self._reader.start()
-
-    def _read_ahead(self) -> None:
-        """The reader thread: each step's messages gathered (the consumer is used here only),
-        handed over one at a time; an error is handed over too, and ends the thread."""
-        while not self._closing.is_set():
-            try:
-                item: Any = self._gather_paused()
-            except BaseException as e:  # noqa: BLE001 (raised again by step)
-                item = e
-            while not self._closing.is_set():
-                try:
-                    self._ahead.put(item, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            if isinstance(item, BaseException):
-                return
-
-    def _gather_paused(self) -> Any:
-        paused = gc.isenabled()  # (tens of thousands of messages made, no cycle among them)
-        if paused:
-            gc.disable()
-        try:
-            return self._gather()
-        finally:
-            if paused:
-                gc.enable()
 
     def _destination(self, src: cluster.Cluster, topic: str, to: str, parts: int) -> None:
         try:
@@ -259,10 +221,7 @@ class Import(Copy):
                 gc.enable()
 
     def _step(self) -> int:
-        item = self._ahead.get() if self._reader is not None else self._gather_paused()
-        if isinstance(item, BaseException):
-            raise item
-        runs, cols, nbytes = item
+        runs, cols, nbytes = self._gather()
         if not runs:
             return 0
         keys, values, hs, stamps = cols
@@ -405,10 +364,6 @@ class Import(Copy):
 
     # ---------------------------------------------------------------- close
     def close(self) -> None:
-        self._closing.set()
-        if self._reader is not None:
-            self._reader.join(30)  # (a consume waits 0.2 s at most)
-            self._reader = None
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None

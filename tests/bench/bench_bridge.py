@@ -7,7 +7,7 @@ Per round a fresh tansu (memory storage; kcat on the venv's librdkafka 2.16, sin
 2.0.2 cannot read tansu's ApiVersions: helpers.tansu.kcat_env) and N records of 10-byte keys
 and 100-byte values over P partitions, each with a timestamp:
 
-  export       Export of a data-dir topic into tansu, exactly once (a transaction every 50,000
+  export       Export of a data-dir topic into tansu, exactly once (a transaction every 200,000
                records, each with send_offsets_to_transaction), the call's start to its end
   kcat -P      kcat -P -K '\\t' -l FILE of the same records into another topic (one process per
                partition, -p P, run one after the other: the records keep their partitions)
