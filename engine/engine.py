@@ -75,7 +75,7 @@ def _retain(log: PartitionLog, meta: TopicMeta | None = None) -> None:
 
 
 def _request() -> Any:
-    from .produce.path import ProduceRequest
+    from .produce.request import ProduceRequest
 
     return ProduceRequest
 

@@ -36,7 +36,8 @@ from ..format.records import MAX_EPOCH, SEQ_MASK, EncodedBatch, Record
 from ..storage.catalog import TopicMeta
 from ..storage.log import PartitionLog
 from ..txn.hook import producers_of
-from .path import ProducePath, ProduceRequest, encode, subset
+from .path import ProducePath, encode, subset
+from .request import ProduceRequest
 
 
 class _Sent:

@@ -32,7 +32,8 @@ from ..txn.coordinator import DEFAULT_TIMEOUT_MS, Coordinator
 from ..txn.decisions import BatchSeen, Decisions, PreparedTransaction, check_job
 from ..txn.fences import check_consumer
 from ..txn.txn_store import TxnPartition
-from .path import ProducePath, ProduceRequest
+from .path import ProducePath
+from .request import ProduceRequest
 
 if TYPE_CHECKING:
     from ..groups.consumer import Consumer
