@@ -97,7 +97,10 @@ def _check(follow: bool, stop: Any) -> None:
                                  param_hint="--to")
 
 
-def _summary(r: Any, where: str) -> str:
+def copy_summary(r: Any, where: str, ran_on: str = "") -> str:
+    """One line for a copy's result (``rivven kafka`` and ``rivven spark`` export|import):
+    what was copied, how fast (``ran_on``: where, after the rate), what it created, how far
+    behind it stands, where its positions are."""
     from engine.errors import plural
 
     parts = r["partitions"]
@@ -109,7 +112,7 @@ def _summary(r: Any, where: str) -> str:
     text = (f"{verb} {plural(r['records'], 'record', thousands=True)} of "
             f"{plural(len(topics), 'topic')} ({plural(len(parts), 'partition')}) {way} {where} "
             f"in {plural(r['transactions'], 'transaction', thousands=True)}, "
-            f"{r['seconds']:.1f} s ({rate:,.0f} records/s)")
+            f"{r['seconds']:.1f} s ({rate:,.0f} records/s){ran_on}")
     if r["created"]:
         text += f"; created {', '.join(r['created'])}"
     if lag:
@@ -180,7 +183,28 @@ def _report(results: list[Any], where: str, json: bool) -> None:
     for r in results:
         for w in r["warnings"]:
             warn(w)
-        done(_summary(r, where))
+        done(copy_summary(r, where))
+
+
+def _one_copy(direction: str, topics: list[str], bootstrap: str, start: str | None,
+              stop: str | None, follow: bool, x: list[str] | None, config: str | None,
+              name: str | None, partition: list[int] | None, interval: float,
+              metrics_port: int | None, json: bool, **options: Any) -> None:
+    """``rivven kafka export`` or ``import``: the options read, one copy run, reported."""
+    from engine.bridge.cluster import settings
+    from engine.bridge.copy import default_name
+    from engine.bridge.export import Export
+    from engine.bridge.importer import Import
+
+    first, last = copy_positions(start, stop)
+    _check(follow, last)
+    conf = settings(bootstrap, client_settings(x, config))
+    make = Export if direction == "export" else Import
+    with open_engine() as eng:
+        copy = make(eng, topics, conf, name or default_name(direction, topics), start=first,
+                    stop=last, partitions={t: partition for t in topics} if partition else None,
+                    **options)
+        _report(_run([copy], follow, interval, json, metrics_port, eng), bootstrap, json)
 
 
 @app.command("export")
@@ -207,21 +231,9 @@ def export_cmd(
     keys, values, headers and timestamps; committed records only. Killed at any moment, the
     same command resumes where it stopped. The destination topics are created with the
     source's partitions and configs, or checked to have enough partitions."""
-    from engine.bridge.cluster import settings
-    from engine.bridge.copy import default_name
-    from engine.bridge.export import Export
-
-    first, last = copy_positions(start, stop)
-    _check(follow, last)
-    conf = settings(bootstrap_server, client_settings(x, config))
-    with open_engine() as eng:
-        copy = Export(eng, topics, conf, name or default_name("export", topics),
-                      to_topic=to_topic, prefix=prefix, start=first, stop=last,
-                      at_least_once=at_least_once,
-                      partitions={t: partition for t in topics} if partition else None,
-                      txn_records=transaction_records, timeout=timeout)
-        _report(_run([copy], follow, interval, json, metrics_port, eng), bootstrap_server,
-                json)
+    _one_copy("export", topics, bootstrap_server, start, stop, follow, x, config, name,
+              partition, interval, metrics_port, json, to_topic=to_topic, prefix=prefix,
+              at_least_once=at_least_once, txn_records=transaction_records, timeout=timeout)
 
 
 @app.command("import")
@@ -247,21 +259,9 @@ def import_cmd(
     aborted transactions left out): same partitions, keys, values, headers and timestamps.
     Killed at any moment, the same command resumes where it stopped. The topics are created
     with the source's partitions and configs, or checked to have enough partitions."""
-    from engine.bridge.cluster import settings
-    from engine.bridge.copy import default_name
-    from engine.bridge.importer import Import
-
-    first, last = copy_positions(start, stop)
-    _check(follow, last)
-    conf = settings(bootstrap_server, client_settings(x, config))
-    with open_engine() as eng:
-        copy = Import(eng, topics, conf, name or default_name("import", topics),
-                      to_topic=to_topic, prefix=prefix, start=first, stop=last,
-                      partitions={t: partition for t in topics} if partition else None,
-                      txn_records=transaction_records, timeout=timeout)
-        copy.follow = follow
-        _report(_run([copy], follow, interval, json, metrics_port, eng), bootstrap_server,
-                json)
+    _one_copy("import", topics, bootstrap_server, start, stop, follow, x, config, name,
+              partition, interval, metrics_port, json, to_topic=to_topic, prefix=prefix,
+              txn_records=transaction_records, timeout=timeout)
 
 
 @app.command("mirror")
@@ -311,9 +311,7 @@ def mirror_cmd(
             copies.append(Export(eng, outs, conf, name or default_name("export", outs),
                                  prefix=prefix, at_least_once=at_least_once, timeout=timeout))
         if ins:
-            imp = Import(eng, ins, conf, name or default_name("import", ins), prefix=prefix,
-                         timeout=timeout)
-            imp.follow = follow
-            copies.append(imp)
+            copies.append(Import(eng, ins, conf, name or default_name("import", ins),
+                                 prefix=prefix, timeout=timeout))
         _report(_run(copies, follow, interval, json, metrics_port, eng), bootstrap_server,
                 json)

@@ -244,26 +244,16 @@ def stream(
 
 
 def _copy_summary(out: dict[str, Any], where: str) -> str:
-    """One line for ``rivven spark export|import``: what was copied, how fast, on what."""
+    """``rivven kafka``'s line for a copy, with the Spark master, tasks and timings."""
     from engine.errors import plural
 
-    parts = out["partitions"]
-    rate = out["records"] / out["seconds"] if out["seconds"] > 0 else 0.0
-    way = "to" if out["direction"] == "export" else "from"
-    verb = "exported" if out["direction"] == "export" else "imported"
-    text = (f"{verb} {plural(out['records'], 'record', thousands=True)} of "
-            f"{plural(len({p['topic'] for p in parts}), 'topic')} "
-            f"({plural(len(parts), 'partition')}) {way} {where} in "
-            f"{plural(out['transactions'], 'transaction', thousands=True)}, "
-            f"{out['seconds']:.1f} s ({rate:,.0f} records/s) on {out['master']}, "
-            f"{plural(out['tasks'], 'Spark task')}")
+    from .kafka import copy_summary
+
+    on = f" on {out['master']}, {plural(out['tasks'], 'Spark task')}"
     if out.get("spark_s"):
-        text += (f" (spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, "
-                 f"copy {out['exec_s']:.1f} s)")
-    if out["created"]:
-        text += f"; created {', '.join(out['created'])}"
-    return text + f"; positions in group {out['group']}" + (
-        "" if out["exactly_once"] else " (at least once)")
+        on += (f" (spark-submit {out['spark_s']:.1f} s: session {out['startup_s']:.1f} s, "
+               f"copy {out['exec_s']:.1f} s)")
+    return copy_summary(out, where, on)
 
 
 def _copy(direction: str, topics: list[str], bootstrap: str, x: list[str] | None,

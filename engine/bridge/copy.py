@@ -12,11 +12,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument, plural
+from ..fetch.positions import Position
 from . import cluster
 from .results import Copied, PartitionCopied
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 TP = tuple[str, int]
 TXN_RECORDS = 200_000  # records per transaction at most (fewer when the source has fewer)
@@ -81,25 +85,43 @@ class Copy:
 
     direction = ""
 
-    def __init__(self, name: str, routes: Mapping[str, str], exactly_once: bool,
-                 timeout: float, txn_records: int, txn_bytes: int) -> None:
+    def __init__(self, eng: Engine, topics: Sequence[str], conf: Mapping[str, Any],
+                 name: str, *, exactly_once: bool = True, to_topic: str | None = None,
+                 prefix: str | None = None, start: Position | None = None,
+                 stop: Position | None = None,
+                 partitions: Mapping[str, Sequence[int]] | None = None,
+                 transactional_id: str | None = None, txn_records: int = TXN_RECORDS,
+                 txn_bytes: int = TXN_BYTES, timeout: float = cluster.DEFAULT_TIMEOUT) -> None:
+        """``topics`` of the source to ``to_topic`` or ``prefix``-named ones; ``partitions``
+        limits the copy to some partitions per topic (a Spark task's one); ``start`` is where
+        a partition without a stored position begins, ``stop`` where every partition ends;
+        ``transactional_id`` replaces the name's (a Spark task's own)."""
         if txn_records <= 0 or txn_bytes <= 0:
             raise InvalidArgument("records and bytes per transaction must be positive")
         self.name = check_name(name)
-        self.routes = dict(routes)
+        self.routes = destinations(topics, to_topic, prefix)
+        self.eng = eng
+        self.meter = eng.meter  # (rivven_mirror_* series)
+        self.conf = dict(conf)
+        self.start, self.stop_at = start, stop
+        self.only = {t: sorted(set(ps)) for t, ps in (partitions or {}).items()}
         self.exactly_once = exactly_once
         self.timeout = timeout
         self.txn_records = txn_records
         self.txn_bytes = txn_bytes
         self.group = cluster.mirror_group(name)
-        self.txn_id: str | None = cluster.transactional_id(name) if exactly_once else None
+        self.txn_id: str | None = None
+        if exactly_once:
+            self.txn_id = transactional_id or cluster.transactional_id(name)
+        self.producer: Any = None
+        self.consumer: Any = None
+        self.follow = False  # (run sets it)
         self.lanes: dict[TP, Lane] = {}
         self.created: list[str] = []
         self.warnings: list[str] = []
         self.records = self.bytes = self.transactions = 0
         self.started = time.monotonic()
         self.lock = threading.Lock()  # (the counts and lanes, read by a progress view)
-        self.meter: Any = None  # (the engine's: rivven_mirror_* series)
 
     # ---------------------------------------------------------------- the steps
     def open(self) -> None:
@@ -183,6 +205,7 @@ def run(copy: Copy, follow: bool = False, stop: threading.Event | None = None,
     """Open ``copy``, step it until it has copied to its ends (with ``follow``: until
     ``stop`` is set, looking for new records every ``idle`` s when caught up), close it."""
     stop = stop or threading.Event()
+    copy.follow = follow
     copy.open()
     try:
         while not stop.is_set():

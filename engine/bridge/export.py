@@ -30,10 +30,9 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument, plural
-from ..fetch.positions import Position
 from ..storage.reader import Reach
 from . import cluster
-from .copy import TP, TXN_BYTES, TXN_RECORDS, TXN_SECONDS, Copy, Lane, destinations
+from .copy import TP, TXN_SECONDS, Copy, Lane
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -115,23 +114,8 @@ class Export(Copy):
     direction = "export"
 
     def __init__(self, eng: Engine, topics: Sequence[str], conf: Mapping[str, Any],
-                 name: str, *, to_topic: str | None = None, prefix: str | None = None,
-                 start: Position | None = None, stop: Position | None = None,
-                 at_least_once: bool = False,
-                 partitions: Mapping[str, Sequence[int]] | None = None,
-                 transactional_id: str | None = None, txn_records: int = TXN_RECORDS,
-                 txn_bytes: int = TXN_BYTES, timeout: float = cluster.DEFAULT_TIMEOUT) -> None:
-        super().__init__(name, destinations(topics, to_topic, prefix), not at_least_once,
-                         timeout, txn_records, txn_bytes)
-        if transactional_id is not None and self.txn_id is not None:
-            self.txn_id = transactional_id
-        self.eng = eng
-        self.meter = eng.meter
-        self.conf = dict(conf)
-        self.start, self.stop_at = start, stop
-        self.only = {t: sorted(set(ps)) for t, ps in (partitions or {}).items()}
-        self.producer: Any = None
-        self.consumer: Any = None
+                 name: str, *, at_least_once: bool = False, **options: Any) -> None:
+        super().__init__(eng, topics, conf, name, exactly_once=not at_least_once, **options)
         self.errors: list[str] = []
 
     # ---------------------------------------------------------------- open

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgument, UnknownTopic
 from ..fetch.positions import Position
 from . import cluster
-from .copy import TP, TXN_BYTES, TXN_RECORDS, TXN_SECONDS, Copy, Lane, destinations
+from .copy import TP, TXN_SECONDS, Copy, Lane
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -63,25 +63,6 @@ class Import(Copy):
     """Cluster topics into a data dir (see the module); the options as Export's."""
 
     direction = "import"
-
-    def __init__(self, eng: Engine, topics: Sequence[str], conf: Mapping[str, Any],
-                 name: str, *, to_topic: str | None = None, prefix: str | None = None,
-                 start: Position | None = None, stop: Position | None = None,
-                 partitions: Mapping[str, Sequence[int]] | None = None,
-                 transactional_id: str | None = None, txn_records: int = TXN_RECORDS,
-                 txn_bytes: int = TXN_BYTES, timeout: float = cluster.DEFAULT_TIMEOUT) -> None:
-        super().__init__(name, destinations(topics, to_topic, prefix), True, timeout,
-                         txn_records, txn_bytes)
-        if transactional_id is not None:
-            self.txn_id = transactional_id
-        self.eng = eng
-        self.meter = eng.meter
-        self.conf = dict(conf)
-        self.start, self.stop_at = start, stop
-        self.only = {t: sorted(set(ps)) for t, ps in (partitions or {}).items()}
-        self.producer: Any = None
-        self.consumer: Any = None
-        self.follow = False  # (run sets it: a following copy never marks a lane done)
 
     # ---------------------------------------------------------------- open
     def open(self) -> None:
@@ -384,5 +365,4 @@ def import_topics(eng: Engine, topics: Sequence[str], bootstrap: str,
     on_step = options.pop("on_step", None)
     copy = Import(eng, topics, cluster.settings(bootstrap, config),
                   name or default_name("import", topics), **options)
-    copy.follow = follow
     return run(copy, follow, event, on_step=on_step)

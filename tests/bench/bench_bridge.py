@@ -68,19 +68,11 @@ def fill(d: str, n: int, parts: int) -> list[Path]:
     return files
 
 
-def export_rate(d: str, bootstrap: str, n: int) -> float:
+def copy_rate(kind: type, d: str, bootstrap: str, n: int) -> float:
+    """records/s of one ``Export`` or ``Import`` run over ``d``'s topic ``t``, to its end."""
     with engine.Engine.open(d, settings=SETTINGS) as eng:
         t0 = time.perf_counter()
-        r = run(Export(eng, ["t"], settings(bootstrap), "bench"))
-        dt = time.perf_counter() - t0
-    assert r["records"] == n, r
-    return n / dt
-
-
-def import_rate(d: str, bootstrap: str, n: int) -> float:
-    with engine.Engine.open(d, settings=SETTINGS) as eng:
-        t0 = time.perf_counter()
-        r = run(Import(eng, ["t"], settings(bootstrap), "bench"))
+        r = run(kind(eng, ["t"], settings(bootstrap), "bench"))
         dt = time.perf_counter() - t0
     assert r["records"] == n, r
     return n / dt
@@ -126,10 +118,10 @@ def main() -> None:
             back = str(work / f"back-{r}")
             try:
                 first: list[tuple[Any, ...]] = [
-                    ("export", export_rate, str(work / "src"), b, n),
+                    ("export", copy_rate, Export, str(work / "src"), b, n),
                     ("kcat -P", kcat_produce_parts, b, files, n, env)]
                 then: list[tuple[Any, ...]] = [
-                    ("import", import_rate, back, b, n),
+                    ("import", copy_rate, Import, back, b, n),
                     ("kcat -C", kcat_consume, b, "t", n, env),
                     ("kcat -C fw10", kcat_consume, b, "t", n, env, *FW10)]
                 for group in (first, then):

@@ -131,21 +131,21 @@ def served_fixture(tmp_path: Path) -> Iterator[Served]:
         s.kill()
 
 
-@pytest.fixture(name="source")
-def source_fixture(tmp_path: Path) -> Iterator[engine.Engine]:
-    """The data dir a copy reads (export) ..."""
-    eng = engine.Engine.open(str(tmp_path / "src"))
+def _engine(path: Path) -> Iterator[engine.Engine]:
+    eng = engine.Engine.open(str(path))
     try:
         yield eng
     finally:
         eng.close()
+
+
+@pytest.fixture(name="source")
+def source_fixture(tmp_path: Path) -> Iterator[engine.Engine]:
+    """The data dir a copy reads (export) ..."""
+    yield from _engine(tmp_path / "src")
 
 
 @pytest.fixture(name="sink")
 def sink_fixture(tmp_path: Path) -> Iterator[engine.Engine]:
     """... and the one it writes (import)."""
-    eng = engine.Engine.open(str(tmp_path / "sink"))
-    try:
-        yield eng
-    finally:
-        eng.close()
+    yield from _engine(tmp_path / "sink")
