@@ -123,6 +123,11 @@ class Copy:
         self.started = time.monotonic()
         self.lock = threading.Lock()  # (the counts and lanes, read by a progress view)
 
+    def wanted(self, topic: str, partition: int) -> bool:
+        """Whether the copy takes this source partition (``partitions`` limits it)."""
+        only = self.only.get(topic)
+        return only is None or partition in only
+
     # ---------------------------------------------------------------- the steps
     def open(self) -> None:
         raise NotImplementedError

@@ -131,7 +131,7 @@ class Export(Copy):
         for topic, rows in src_rows.items():
             for r in rows:
                 p = r["partition"]
-                if self.only.get(topic) is not None and p not in self.only[topic]:
+                if not self.wanted(topic, p):
                     continue
                 first = r["offset"] if self.start is not None else r["start_offset"]
                 # a committed position below the log start: those records were deleted since

@@ -87,7 +87,7 @@ class Import(Copy):
             "enable.partition.eof": True, "auto.offset.reset": "earliest"})
         for topic, n in counts.items():
             for p in range(n or 0):
-                if self.only.get(topic) is None or p in self.only[topic]:
+                if self.wanted(topic, p):
                     lane = Lane(topic, p, self.routes[topic])
                     lane.pos = done.get((lane.dest, p), -1)
                     self.lanes[(topic, p)] = lane
