@@ -29,6 +29,7 @@ RANKS = {
     "engine.txn": 7,  # producer state, transactions
     "engine.tiering": 8, "engine.fetch": 8, "engine.produce": 8,
     "engine.maintenance": 9, "engine.tools": 9,
+    "engine.schemas": 9,  # the schema registry, the schema types, Confluent's wire format
     "engine.metrics": 10,  # the exposition: counters of every process + the data dir's state
     "engine": 11,  # the façade: engine/__init__.py, engine/engine.py, engine/settings.py
     "engine.spark": 12,

@@ -1,0 +1,17 @@
+"""Layer 9 — schemas: a registry with Confluent's REST API kept in the data dir's compacted
+``_schemas`` topic, the three schema types (AVRO, PROTOBUF, JSON) with their compatibility
+rules, and Confluent's wire format (docs/SCHEMAS.md).
+
+May import: the base modules.
+The topic is read and written through the ``SchemaLog`` port the façade hands the registry.
+
+- ``errors``: Confluent's error codes as exceptions
+- ``kinds``: the interface every schema type implements, ``parse`` picking one by name
+- ``avro``, ``json_schema``, ``protobuf`` (+ their ``*_compat``): the types (fastavro, avro,
+  jsonschema, protobuf + grpc_tools' protoc)
+- ``serde``: Confluent's wire format: magic byte 0, the 4-byte id, the payload
+- ``records``: the ``_schemas`` topic's keys and values, as Confluent's registry writes them
+- ``view``: the registry's state, rebuilt from the topic's records
+- ``registry``: ``Registry`` (``Engine.schemas``): the operations of the REST API
+- ``http``: the REST API's routes; ``server``: the HTTP/1.1 listener (httptools)
+"""
