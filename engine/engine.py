@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # (each imported when first used: a command loads what it nee
     from .produce.idempotent import IdempotentProducer
     from .produce.path import ProducePath
     from .produce.transactional import TransactionalProducer
+    from .schemas.registry import Registry
     from .security.acls import Acls
     from .security.users import Users
     from .tools.admin import Segments
@@ -466,6 +467,9 @@ class Engine:
         ".security.users", "Users", e.path, e._writable, e.lock_wait))
     acls: Lazy[Acls] = Lazy(lambda e: new(
         ".security.acls", "Acls", e.path, e._writable, e.lock_wait))
+    schemas: Lazy[Registry] = Lazy(lambda e: new(
+        ".schemas.registry", "Registry", new(".schema_log", "EngineSchemaLog", e),
+        os.path.join(e.path, "schemas"), e._writable, e.lock_wait))
     segments: Lazy[Segments] = Lazy(lambda e: new(
         ".tools.admin", "Segments", e.path, e._find, e._vault, e.lock_wait, e._writable,
         e._wal.reopen_partitions))

@@ -2,7 +2,8 @@
 ``_schemas`` topic, the three schema types (AVRO, PROTOBUF, JSON) with their compatibility
 rules, and Confluent's wire format (docs/SCHEMAS.md).
 
-May import: the base modules.
+May import: ``engine.fs`` (the lock that orders writers across processes, the id high-water
+file) and the base modules.
 The topic is read and written through the ``SchemaLog`` port the façade hands the registry.
 
 - ``errors``: Confluent's error codes as exceptions
