@@ -68,6 +68,11 @@ def consume(
     value_encoding: Annotated[Encoding, typer.Option(
         "--value-encoding", help="utf8, base64 or hex (header values too, in --json).")
     ] = Encoding.utf8,
+    decode: Annotated[bool, typer.Option(
+        "--decode", help="Values in Confluent's wire format (Avro, Protobuf, JSON Schema with "
+        "a schema id) decoded to JSON by the data dir's schema registry.")] = False,
+    decode_keys: Annotated[bool, typer.Option(
+        "--decode-keys", help="Keys too (or only keys, without --decode).")] = False,
     group: Annotated[str | None, typer.Option(
         "--group", "-g", help="Read as a member of this consumer group: resume from its "
         "committed offsets and commit what was printed.")] = None,
@@ -119,6 +124,10 @@ def consume(
     warn = None if quiet else _not_utf8
     kenc = encoder(key_encoding.value, json, on_replace=warn)
     venc = encoder(value_encoding.value, json, on_replace=warn)
+    if decode or decode_keys:
+        from .schema_io import Decoding
+
+        kenc, venc = Decoding(decode_keys, decode, json).encoders(kenc, venc)
     with as_usage_error("--format"):
         emit = json_records(kenc, venc) if json else record_formatter(
             fmt if fmt is not None else "%v\n", kenc, venc)

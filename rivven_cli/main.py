@@ -19,6 +19,7 @@ from . import (
     offsets,
     produce,
     retention,
+    schema,
     segment,
     serve,
     spark,
@@ -55,6 +56,8 @@ NOUNS = [
      "kafka-transactions.sh)."),
     (kafka, "kafka", "Copy topics to and from a Kafka cluster, exactly once: export, import, "
      "mirror."),
+    (schema, "schema", "The schema registry: register, list, get, check, delete, config, "
+     "serve (Confluent's REST API)."),
     (user, "user", "SCRAM users of rivven serve: add, list, describe, delete, passwd."),
     (acl, "acl", "Kafka's ACLs of rivven serve: add, list, remove (kafka-acls' options)."),
     (metrics, "metrics", "Prometheus metrics: print them, write a textfile, or serve /metrics."),

@@ -204,6 +204,14 @@ def produce(
         help="With "
         "--transactional-id: transaction.timeout.ms, how long a transaction may stay open "
         "(default 60000); one open longer is aborted.")] = None,
+    value_schema: Annotated[str | None, typer.Option(
+        "--value-schema", metavar="SUBJECT|id:N", rich_help_panel=INPUT,
+        help="Each value is JSON, written in Confluent's wire format under this schema (a "
+        "subject's latest version, or id:N): Avro, Protobuf or JSON Schema; a value that does "
+        "not fit stops at its line, naming the field.", show_default=False)] = None,
+    key_schema: Annotated[str | None, typer.Option(
+        "--key-schema", metavar="SUBJECT|id:N", rich_help_panel=INPUT,
+        help="The same for keys (each key is JSON).", show_default=False)] = None,
     settings: Annotated[list[str] | None, typer.Option(
         "-X", metavar="KEY=VALUE", help="kcat's settings that mean something here: "
         "compression.type (or .codec), enable.idempotence, transactional.id, "
@@ -237,6 +245,10 @@ def produce(
         if file is not None:
             _refuse("--file", "give the input once: as FILE or with --file")
         file = source
+    if input_format in TABLES and (value_schema or key_schema):
+        _refuse("--value-schema" if value_schema else "--key-schema",
+                f"--input {input_format.value} takes its records from the file's columns; "
+                "schemas apply to JSON lines (rivven spark encodes a column)")
     if input_format in TABLES:
         _table_options(input_format, key, key_separator, header, tombstone_empty, fmt,
                        keep_partition, print_offsets, idempotent, transactional_id)
@@ -246,6 +258,15 @@ def produce(
         return
     parser = _input(input_format, fmt, key, key_separator, keep_partition, partition,
                     key_encoding, value_encoding)
+    schemas = None
+    if value_schema or key_schema:
+        for enc, opt in ((value_encoding, "--value-encoding"), (key_encoding, "--key-encoding")):
+            if enc is not Encoding.utf8:
+                _refuse(opt, "with --value-schema/--key-schema the input is JSON text")
+        from .schema_io import SchemaInput
+
+        schemas = SchemaInput(key_schema, value_schema)
+        parser = schemas.wrap(parser, tombstone_empty)
     if compression is not None:
         from engine.format.codecs import codec_id
 
@@ -279,6 +300,8 @@ def produce(
     started = time.perf_counter()
     with open_engine() as eng:
         eng.topic(topic, create_hint=True)
+        if schemas is not None:
+            schemas.bind(eng)
         sender.start(eng)
         try:
             with interrupts.guarded() as guard:

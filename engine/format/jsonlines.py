@@ -26,7 +26,11 @@ import json as jsonlib
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import InvalidArgument
 from .text import MAX_TIMESTAMP, Decode, Encode, LineError, Parsed
+
+# a JSON value to the bytes stored: a schema's serializer (``rivven produce --value-schema``)
+Convert = Callable[[Any], bytes]
 
 
 def json_lines(kenc: Encode, venc: Encode) -> Callable[[Any], bytes]:
@@ -57,13 +61,17 @@ class JsonInput:
     timestamp, partition (used unless the line is a consumed record, one with an offset: then
     only with ``keep_partition``), topic and offset (ignored). Blank lines are skipped
     (``Parsed.lines`` maps records to lines). ``kdec``/``vdec``: decoders of keys and values
-    (engine.format.text.decoder; None: UTF-8 text)."""
+    (engine.format.text.decoder; None: UTF-8 text). ``kconv``/``vconv``, when set, turn
+a key's or value's JSON value (an object, a number, a string...) into the bytes stored
+instead (a schema's serializer)."""
 
     terminator = b"\n"
     FIELDS = {"key", "value", "headers", "partition", "timestamp", "topic", "offset"}
 
-    def __init__(self, keep_partition: bool, kdec: Decode | None, vdec: Decode | None) -> None:
+    def __init__(self, keep_partition: bool, kdec: Decode | None, vdec: Decode | None,
+                 kconv: Convert | None = None, vconv: Convert | None = None) -> None:
         self.keep_partition, self.kdec, self.vdec = keep_partition, kdec, vdec
+        self.kconv, self.vconv = kconv, vconv
 
     def parse(self, lines: list[bytes], partitions: int) -> Parsed:
         """The records of ``lines``; ``partitions``: the topic's count, the bound of a
@@ -82,8 +90,11 @@ class JsonInput:
                 unknown = set(obj) - self.FIELDS
                 if unknown:
                     raise LineError(i, f"unknown field(s) {', '.join(sorted(unknown))}")
-                key = self._bytes(obj.get("key"), "key", i, self.kdec)
-                value = self._bytes(obj.get("value"), "value", i, self.vdec)
+                key = (self._bytes(obj.get("key"), "key", i, self.kdec) if self.kconv is None
+                       else converted(obj.get("key"), "key", i, self.kconv))
+                value = (self._bytes(obj.get("value"), "value", i, self.vdec)
+                         if self.vconv is None
+                         else converted(obj.get("value"), "value", i, self.vconv))
                 headers = self._headers(obj.get("headers"), i)
                 p = obj.get("partition")
                 if "offset" in obj and not self.keep_partition:
@@ -137,6 +148,48 @@ class JsonInput:
         if isinstance(v, (dict, list, int, float, bool)):
             return jsonlib.dumps(v, separators=(",", ":")).encode()  # (ASCII: \u escapes)
         raise LineError(i, f"{what} must be a string or null")
+
+
+def converted(v: Any, what: str, index: int, conv: Convert) -> bytes | None:
+    """``conv(v)`` (None stays None: a tombstone), its refusal a LineError naming ``what``."""
+    if v is None:
+        return None
+    try:
+        return conv(v)
+    except InvalidArgument as e:
+        raise LineError(index, f"{what}: {e}") from None
+
+
+class ConvertedInput:
+    """Text input (``LinesInput``, ``FormatInput``) whose keys and values are JSON texts,
+    each parsed and turned into the bytes stored by ``kconv``/``vconv`` (a schema's
+    serializer). With ``tombstone_empty`` an empty value stays empty (a tombstone)."""
+
+    def __init__(self, inner: Any, kconv: Convert | None, vconv: Convert | None,
+                 tombstone_empty: bool) -> None:
+        self.inner, self.kconv, self.vconv = inner, kconv, vconv
+        self.tombstone_empty = tombstone_empty
+        self.terminator = inner.terminator
+
+    def parse(self, lines: list[bytes], partitions: int) -> Parsed:
+        out = self.inner.parse(lines, partitions)
+        cols = [c for c in (out.values, out.keys, out.headers, out.partitions, out.timestamps,
+                            out.lines) if c is not None]
+        for j in range(len(out.values)):
+            line = out.lines[j] if out.lines is not None else j
+            try:
+                v = out.values[j]
+                if self.vconv is not None and v is not None \
+                        and not (self.tombstone_empty and not v):
+                    out.values[j] = converted(_load(v, line), "value", line, self.vconv)
+                if self.kconv is not None and out.keys is not None and out.keys[j] is not None:
+                    out.keys[j] = converted(_load(out.keys[j], line), "key", line, self.kconv)
+            except LineError as e:
+                for c in cols:
+                    del c[j:]
+                out.error = e
+                break
+        return out
 
 
 def _utf8(text: str, what: str, index: int) -> bytes:

@@ -360,6 +360,11 @@ class Registry:
             raise SubjectConfigNotFound(
                 f"Subject '{subject}' does not have subject-level compatibility configured")
 
+    def subject_levels(self) -> dict[str, str]:
+        """The subjects with a level of their own, and it."""
+        with self._mu:
+            return {s: lv for s, lv in self._view.levels.items() if s is not None}
+
     def set_config(self, subject: str | None, level: str) -> dict[str, Any]:
         lv = check_level(level)
         if subject is not None:
