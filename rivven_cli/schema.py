@@ -270,9 +270,9 @@ def config(
                                  "no --compatibility", param_hint="--delete")
     if compatibility is not None or reset:
         with open_engine() as eng:
-            if reset:
+            if compatibility is None:
                 assert subject is not None
-                level = eng.schemas.delete_config(subject)["compatibilityLevel"]
+                eng.schemas.delete_config(subject)
                 level = eng.schemas.config(subject, True)["compatibilityLevel"]
             else:
                 level = eng.schemas.set_config(subject, compatibility.value)["compatibility"]
