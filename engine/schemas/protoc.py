@@ -42,7 +42,10 @@ def compile_files(sources: Mapping[str, str], inputs: Sequence[str],
         for name, text in sources.items():
             path = src / safe_path(name)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            try:
+                path.write_bytes(text.encode("utf-8"))
+            except UnicodeEncodeError as e:
+                raise InvalidSchema(f"{name}: not UTF-8 text ({e.reason} at {e.start})") from e
         src.mkdir(exist_ok=True)
         out = tmp / "out.pb"
         args = ["protoc", f"-I{src}", f"-I{WELL_KNOWN}", "--include_imports",

@@ -217,6 +217,9 @@ def test_well_known_types_need_no_reference():
     ('syntax = "proto3"; message A { int32 a = 1; int32 b = 1; }',
      'schema.proto:1:55: Field number 1 has already been used in "A" by field "a".'),
     ("QUJDRA==", "schema.proto: neither .proto text nor a base64 FileDescriptorProto"),
+    ("message A {}\ud800", "schema.proto: not UTF-8 text (surrogates not allowed at 12)"),
+    ('syntax = "proto3"; message A { string \0 = 1; }',
+     "schema.proto:1:39: Invalid control characters encountered in text."),
 ])
 def test_a_bad_schema_is_an_invalid_schema_with_protocs_one_line(text, message):
     with pytest.raises(InvalidSchema) as e:
