@@ -7,29 +7,24 @@ message types: the file's first unless ``message(name)`` chose another.
 Confluent's framing after the 5-byte header: the message's indexes (its place in the file:
 ``[1, 0]`` = the first message nested in the second top-level one) as zigzag varints, the count
 first; ``[0]`` is the single byte 0 (a count of 0 reads as ``[0]``); then the message.
-Indexes count every nested message type in declaration order, map entries included (the
-descriptor's ``nested_types``, as confluent-kafka's Python serializer counts them).
+Indexes count every nested message type in declaration order, map entries included: the
+descriptor's ``nested_types``, as confluent-kafka's serializers count them (Python's
+``_create_index_array``; Java's from the message's descriptor, whose map entries stay types).
 
-JSON, as Confluent's console consumer shows Protobuf (``JsonFormat.printer()
-.includingDefaultValueFields()``): proto3's JSON mapping (int64/uint64 as strings, enums by
-name, bytes in base64, Timestamp and the other well-known types in their string forms), every
-field printed, names as in the .proto (``preserving_proto_field_name``). Input takes either
-name and numbers or strings for 64-bit integers (``json_format.ParseDict``); an unknown field
-is refused, naming it.
+Values from and to JSON: protobuf_json (proto3's JSON mapping, as Confluent's console tools).
 """
 
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
-from google.protobuf import descriptor_pb2, json_format, message_factory
+from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, EncodeError, Message
 
-from . import protobuf_compat, protobuf_files
+from . import protobuf_compat, protobuf_files, protobuf_json
 from .errors import SchemaMismatch
 from .kinds import Reference
 
@@ -154,28 +149,13 @@ class ProtobufSchema:
 
     def from_json(self, doc: Any) -> Message:
         """A JSON object (proto3's JSON mapping) as a message of this type."""
-        self._need()
-        if not isinstance(doc, Mapping):
-            raise SchemaMismatch("", f"expected a JSON object for {self.name}, got "
-                                 f"{type(doc).__name__}")
-        msg = self._class()
-        try:
-            json_format.ParseDict(doc, msg)
-        except json_format.ParseError as e:
-            raise _mismatch(str(e)) from e
-        except (ValueError, TypeError, AttributeError) as e:  # (past ParseDict's own checks)
-            raise SchemaMismatch("", str(e)) from e
-        return msg
+        return protobuf_json.from_json(self._class, self._need(), doc)
 
     def to_json(self, value: Any) -> Any:
         """A message as a JSON object (proto3's JSON mapping, every field, .proto names)."""
         if not isinstance(value, Message):
             raise SchemaMismatch("", f"expected a Protobuf message, got {type(value).__name__}")
-        try:
-            return json_format.MessageToDict(value, preserving_proto_field_name=True,
-                                             always_print_fields_with_no_presence=True)
-        except (ValueError, TypeError) as e:  # (e.g. an Any of an unknown type)
-            raise SchemaMismatch("", str(e)) from e
+        return protobuf_json.to_json(value)
 
     def _need(self) -> Descriptor:
         if self.descriptor is None:
@@ -355,28 +335,3 @@ def _replace(repeated: Any, items: list[Any]) -> None:
     del repeated[:]
     repeated.extend(copies)
 
-
-_FAILED = re.compile(r"Failed to parse (\S+) field: ")
-_UNKNOWN = re.compile(r'Message type "([^"]+)" has no field named "([^"]+)" at "([^"]*)"')
-_AT = re.compile(r' at "?([\w.\[\]]+?)"?\.?$')
-
-
-def _mismatch(report: str) -> SchemaMismatch:
-    """json_format's ParseError as SchemaMismatch(field path, problem)."""
-    parts = []
-    while m := _FAILED.match(report):
-        parts.append(m[1])
-        report = report[m.end():]
-    lines = report.splitlines() or [""]
-    first = lines[0].strip()
-    unknown = _UNKNOWN.match(first)
-    if unknown:
-        where = unknown[3].partition(".")[2]
-        fields = re.findall(r"'([^']+)'", lines[1]) if len(lines) > 1 else []
-        path = f"{where}.{unknown[2]}" if where else unknown[2]
-        return SchemaMismatch(path, f"no such field in {unknown[1]} (its fields: "
-                              f"{', '.join(fields) or 'none'})")
-    at = _AT.search(first)
-    if at and "." in at[1]:
-        return SchemaMismatch(at[1].partition(".")[2], first[: at.start()].rstrip("."))
-    return SchemaMismatch(".".join(parts), first.rstrip(".") or "does not fit")

@@ -403,3 +403,35 @@ def test_a_file_without_messages_can_be_referenced_but_not_encoded():
                           [ref("e.proto", enums.text())])
     assert user.to_json(user.from_json({"c": "RED"})) == {"c": "RED"}
 
+
+
+PLAIN = protobuf.parse("""syntax = "proto3";
+message P { int32 i32 = 1; int64 i64 = 2; uint32 u32 = 3; uint64 u64 = 4; sint32 s32 = 5;
+  fixed64 f64 = 6; bool b = 7; string s = 8; double d = 9; float f = 10; bytes raw = 11;
+  optional int32 opt = 12; repeated int32 many = 13; oneof o { int32 one = 14; } }""")
+VALUES = [0, 1, -1, 2**31, -2**31 - 1, 2**32, 2**63, 2**64, True, False, 1.5, 1e39, -0.0,
+          float("nan"), float("inf"), "7", "x", "", "AAE=", None, [1], {"a": 1}, b"x"]
+
+
+def test_the_constructor_path_gives_parsedicts_message_or_its_error():
+    """from_json hands plain documents to the message's constructor: for every field and value
+    the result is ParseDict's (the same message, or a SchemaMismatch on the same field)."""
+    from google.protobuf import json_format
+
+    from engine.schemas import protobuf_json
+
+    cls = type(PLAIN.from_json({}))
+    rnd = random.Random(7)
+    names = [f.name for f in PLAIN.descriptor.fields] + ["rawBytes", "nope"]
+    for _ in range(4000):
+        doc = {rnd.choice(names): rnd.choice(VALUES) for _ in range(rnd.randrange(1, 4))}
+        try:
+            want = json_format.ParseDict(doc, cls())
+        except json_format.ParseError as e:
+            with pytest.raises(SchemaMismatch) as got:
+                PLAIN.from_json(doc)
+            assert got.value.field == protobuf_json.mismatch(str(e)).field, doc
+            continue
+        got_msg = PLAIN.from_json(doc)
+        assert got_msg.SerializeToString(deterministic=True) == want.SerializeToString(
+            deterministic=True), doc
