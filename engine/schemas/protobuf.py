@@ -53,6 +53,7 @@ class ProtobufSchema:
         self._header = write_indexes(self.indexes)
         self._class: Any = (message_factory.GetMessageClass(descriptor)
                             if descriptor is not None else None)
+        self._others: dict[tuple[int, ...], tuple[Descriptor, Any]] = {}  # other messages
 
     @property
     def name(self) -> str:
@@ -140,8 +141,14 @@ class ProtobufSchema:
         """The message a payload holds, of the type its message indexes name."""
         data = bytes(payload)
         indexes, pos = read_indexes(data)
-        desc = self._need() if indexes == self.indexes else self._at(indexes)
-        cls = self._class if desc is self.descriptor else message_factory.GetMessageClass(desc)
+        if indexes == self.indexes:
+            desc, cls = self._need(), self._class
+        else:
+            key = tuple(indexes)
+            if key not in self._others:  # (only indexes that name a message get here)
+                found = self._at(indexes)
+                self._others[key] = (found, message_factory.GetMessageClass(found))
+            desc, cls = self._others[key]
         try:
             return cls.FromString(data[pos:])
         except (DecodeError, ValueError, RuntimeError) as e:
