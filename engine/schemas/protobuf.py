@@ -17,6 +17,7 @@ Values from and to JSON: protobuf_json (proto3's JSON mapping, as Confluent's co
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -94,7 +95,7 @@ class ProtobufSchema:
         positions, ``syntax = "proto2"`` (the default). The same .proto registered as text and
         as a base64 descriptor (confluent-kafka's serializer) compares equal. Confluent prints
         .proto text from its parsed file instead; both identify a schema by its descriptors."""
-        return _b64(_canonical_proto(self.files.main))
+        return self._forms[0]
 
     def normalized(self) -> str:
         """``canonical`` with Confluent's normalization (ProtobufSchemaUtils with normalize):
@@ -102,9 +103,14 @@ class ProtobufSchema:
         number, enum values by number, reserved ranges and names sorted. Message and enum
         declarations keep their order (message indexes depend on it); type names are always
         fully qualified in a descriptor."""
+        return self._forms[1]
+
+    @functools.cached_property
+    def _forms(self) -> tuple[str, str]:
         proto = _canonical_proto(self.files.main)
+        canonical = _b64(proto)
         _normalize(proto)
-        return _b64(proto)
+        return canonical, _b64(proto)
 
     def text(self, fmt: str | None = None) -> str:
         """The text as registered; ``fmt="serialized"``: the file's ``FileDescriptorProto`` in
