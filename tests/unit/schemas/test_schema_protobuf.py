@@ -167,6 +167,15 @@ def test_references_as_text_and_as_base64():
     chained = protobuf.parse(main, [ref("st/street.proto", street),
                                     ref("common/address.proto", addr2)])
     assert chained.from_json({"home": {"street": {"name": "Main"}}}).home.street.name == "Main"
+    # mixed: the middle file in base64 over a .proto text it imports
+    addr2_b64 = protobuf.parse(addr2, [ref("st/street.proto", street)]).text("serialized")
+    mixed = protobuf.parse(main, [ref("st/street.proto", street),
+                                  ref("common/address.proto", addr2_b64)])
+    assert mixed.canonical() == chained.canonical()
+    # a reference that does not compile is named in the error
+    with pytest.raises(InvalidSchema, match=r"^st/street.proto:1:28: Expected message name."):
+        protobuf.parse(main, [ref("st/street.proto", 'syntax = "proto3"; message {'),
+                              ref("common/address.proto", addr2)])
     # two schemas defining the same names differently live side by side (a pool each)
     assert protobuf.parse(main, [ref("common/address.proto", common)]).from_json(
         {"home": {"city": "x"}}).home.city == "x"
