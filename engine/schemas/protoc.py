@@ -2,7 +2,9 @@
 
 protoc reports a bad file only on the process's fd 2, so a compile points fd 2 at a file in
 its private temp dir for the ~1 ms it runs (one compile at a time, under ``_LOCK``) and reads
-the message back; anything another thread writes to fd 2 in that window is lost with it.
+the report back. What another thread writes to fd 2 in that window lands there too: every line
+that is not protoc's (``path:line:col: ...``, ``path: ...`` or absl's log lines) is written
+back to fd 2 afterwards, late but not lost.
 A subprocess (`python -m grpc_tools.protoc`) would avoid that, but it costs ~65 ms per compile
 against ~1 ms here (measured on this machine).
 """
@@ -10,6 +12,7 @@ against ~1 ms here (measured on this machine).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -27,6 +30,10 @@ _LOCK = threading.Lock()
 # google/protobuf/*.proto, as protoc itself ships them
 WELL_KNOWN = str(resources.files("grpc_tools") / "_proto")
 MAX_MESSAGE = 600  # characters of protoc's report kept in the error
+# absl's log lines (``W0000 00:00:1795955625.574701   28272 parser.cc:659] ...``, and the one
+# announcing them); protoc's own: a path (no spaces), maybe ``:line:col``, then ": "
+_ABSL = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] |WARNING: All log messages before absl")
+_PROTOC_LINE = re.compile(rf"[^\s:]+(:\d+:\d+)?: |{_ABSL.pattern}")
 
 
 def compile_files(sources: Mapping[str, str], inputs: Sequence[str],
@@ -55,8 +62,11 @@ def compile_files(sources: Mapping[str, str], inputs: Sequence[str],
             given.write_bytes(descriptor_pb2.FileDescriptorSet(file=list(known)).SerializeToString())
             args.append(f"--descriptor_set_in={given}")
         rc, report = _run(args + list(inputs), tmp / "stderr.txt")
+        ours, others = _split(report.replace(f"{src}/", ""))
+        if others:
+            os.write(2, "".join(f"{ln}\n" for ln in others).encode())
         if rc != 0 or not out.exists():
-            raise InvalidSchema(_one_line(report, f"{src}/") or f"protoc failed (exit code {rc})")
+            raise InvalidSchema(_one_line(ours) or f"protoc failed (exit code {rc})")
         return list(descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -88,10 +98,18 @@ def _run(args: list[str], report: Path) -> tuple[int, str]:
         return int(rc), err.read().decode("utf-8", "replace")
 
 
-def _one_line(report: str, prefix: str) -> str:
-    """protoc's errors (its warnings and log lines left out) as one line, without the temp
-    dir's path."""
-    lines = [ln.replace(prefix, "").strip() for ln in report.splitlines()]
-    errors = [ln for ln in lines if ln and "warning:" not in ln and not ln.startswith(("W0", "WARNING"))]
+def _split(report: str) -> tuple[list[str], list[str]]:
+    """protoc's lines of a report, and the lines someone else wrote to fd 2 meanwhile."""
+    ours: list[str] = []
+    others: list[str] = []
+    for line in report.splitlines():
+        if line.strip():
+            (ours if _PROTOC_LINE.match(line) else others).append(line)
+    return ours, others
+
+
+def _one_line(lines: list[str]) -> str:
+    """protoc's errors (its warnings and log lines left out) as one line."""
+    errors = [ln.strip() for ln in lines if "warning:" not in ln and not _ABSL.match(ln)]
     text = "; ".join(errors)
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."

@@ -255,6 +255,23 @@ def test_protocs_fd_2_is_given_back():
     assert (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)
 
 
+def test_what_another_thread_writes_to_fd_2_meanwhile_is_written_back(monkeypatch, capfd):
+    from engine.schemas import protoc
+
+    real = protoc.protoc.main
+
+    def noisy(args):
+        os.write(2, b"INFO another thread: still here\n")
+        return real(args)
+
+    monkeypatch.setattr(protoc.protoc, "main", noisy)
+    with pytest.raises(InvalidSchema) as e:
+        protobuf.parse('syntax = "proto3"; message Noisy { int32 a = ; }')
+    assert str(e.value) == "schema.proto:1:46: Expected field number."
+    protobuf.parse('syntax = "proto3"; message Quiet { int32 a = 1; }')
+    assert capfd.readouterr().err == "INFO another thread: still here\n" * 2
+
+
 def test_loads_are_cached():
     text = 'syntax = "proto3"; message Cached { int32 a = 1; }'
     assert protobuf_files.load(text) is protobuf_files.load(text)
