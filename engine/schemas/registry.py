@@ -470,7 +470,13 @@ class Registry:
 
     # ------------------------------------------------------------------ parts
     def _parse(self, stype: str, schema: str, refs: Refs) -> Parsed:
-        return parse(stype, schema, self._resolve(refs))
+        try:
+            return parse(stype, schema, self._resolve(refs))
+        except InvalidSchema as e:
+            msg = str(e)
+            if msg.startswith("Invalid schema"):
+                raise
+            raise InvalidSchema(f"Invalid schema of type {stype}, details: {msg}") from None
 
     def _parsed_id(self, sid: int) -> Parsed:
         p = self._parsed.get(sid)
