@@ -214,7 +214,8 @@ def check(
     elif out["is_compatible"]:
         done(f"compatible with {subject} ({level})")
     else:
-        reasons = [m for m in out["messages"] if not m.startswith("{")]
+        reasons = [m for m in out["messages"]
+                   if not m.startswith(("{oldSchemaVersion:", "{compatibility:"))]
         sys.stdout.write(f"not compatible with {subject} ({level}):\n")
         for m in reasons:
             sys.stdout.write(f"  {m}\n")
