@@ -293,3 +293,78 @@ def config(
     said = "set" if compatibility is not None else "now" if reset else "is"
     done(f"{where}: compatibility {said} {level}"
          + ("" if subject is None or own else " (the global level)"))
+
+
+class Loop(str, Enum):
+    auto = "auto"
+    uvloop = "uvloop"
+    asyncio = "asyncio"
+
+
+@app.command()
+def serve(
+    listen: Annotated[str, typer.Option(
+        "--listen", metavar="HOST:PORT",
+        help="Where to answer Confluent's REST API (port 0: any free one).")
+    ] = "127.0.0.1:8081",
+    authenticate: Annotated[bool, typer.Option(
+        "--authenticate", help="HTTP basic auth against the data dir's SCRAM users (rivven "
+                               "user add); without it every request is User:ANONYMOUS.")] = False,
+    tls: Annotated[bool, typer.Option(
+        "--tls", help="HTTPS, with the certificate of the ssl.* settings (-c "
+                      "ssl.keystore.location=... as rivven serve: docs/SECURITY.md).")] = False,
+    settings: Annotated[list[str] | None, typer.Option(
+        "--set", "-c", metavar="KEY=VALUE",
+        help="rivven serve's settings that apply here: ssl.*, super.users, "
+             "authorizer.class.name, allow.everyone.if.no.acl.found; repeatable.",
+        show_default=False)] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Answer plain HTTP on an address other than loopback.")] = False,
+    loop: Annotated[Loop, typer.Option(
+        "--loop", help="The event loop: uvloop (about twice the requests per CPU second), "
+                       "asyncio, or auto (uvloop when installed).")] = Loop.auto,
+) -> None:
+    """Answer the schema registry's REST API (Confluent's: its clients, serializers and UIs
+    work unchanged) over the data dir until Ctrl-C or SIGTERM. Other processes keep using the
+    data dir meanwhile; their registrations are seen within 50 ms. `rivven serve
+    --schema-registry-listen` does the same beside the Kafka listener."""
+    from engine.errors import RivvenError
+    from engine.kafka.config import ServeConfig
+    from engine.kafka.serve import is_loopback, parse_address
+    from engine.kafka.tls import server_context
+    from engine.schemas.access import Access
+    from engine.schemas.http import Api
+    from engine.schemas.server import serve as run
+
+    try:
+        host, port = parse_address(listen, "--listen")
+        values = {}
+        for item in settings or ():
+            k, sep, v = item.partition("=")
+            if not sep or not k.strip():
+                fail(f"--set {item!r}: use KEY=VALUE, e.g. --set super.users=User:admin",
+                     code=2)
+            values[k.strip()] = v.strip()
+        cfg = ServeConfig.parse(values)
+        ctx = server_context(cfg, "SSL") if tls else None
+    except RivvenError as e:
+        fail(str(e), code=2)
+    if not tls and not insecure and not is_loopback(host):
+        fail(f"--listen {listen} is not a loopback address: plain HTTP has no encryption; "
+             "add --tls (with the ssl.* settings) or --insecure", code=2)
+    scheme = "https" if tls else "http"
+
+    def ready(listener: Any) -> None:
+        sys.stderr.write(f"rivven schema registry of {state().data_dir} on "
+                         f"{scheme}://{listener.host}:{listener.port} (Ctrl-C stops)\n")
+        sys.stderr.flush()
+
+    with open_engine() as eng:
+        access = Access.from_data_dir(eng.users if authenticate else None, eng.acls,
+                                      cfg.super_user_set(), cfg.allow_everyone_if_no_acl_found,
+                                      cfg.authorizer_on())
+        try:
+            run(Api(eng.schemas, access), host, port, ctx, loop.value, on_ready=ready)
+        except OSError as e:
+            fail(f"cannot listen on {listen}: {e.strerror}; pick another with --listen")
+    sys.stderr.write("stopped\n")

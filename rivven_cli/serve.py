@@ -46,6 +46,11 @@ def serve(
         "--status-interval", metavar="SECONDS",
         help="Seconds between status updates: a redrawn line on a terminal (default 1), a "
              "log line otherwise (default 60; only when there was traffic).")] = None,
+    schema_registry: Annotated[str | None, typer.Option(
+        "--schema-registry-listen", metavar="HOST:PORT",
+        help="Also answer the schema registry's REST API (Confluent's) here: HTTPS with a TLS "
+             "listener's certificate, basic auth against the SCRAM users with a SASL listener, "
+             "the same ACLs (docs/SCHEMAS.md).")] = None,
     no_maintenance: Annotated[bool, typer.Option(
         "--no-maintenance", help="No background retention, compaction or tiering "
                                  "(maintenance.enable=false; rivven maintain does them "
@@ -66,6 +71,8 @@ def serve(
 
     try:
         bind = parse_address(listen, "--listen") if listen is not None else None
+        registry_at = (parse_address(schema_registry, "--schema-registry-listen")
+                       if schema_registry is not None else None)
         adv = parse_address(advertised, "--advertised-listener") if advertised else None
         values = _properties(config_file) if config_file else {}
         for item in settings or ():
@@ -83,6 +90,11 @@ def serve(
     if status_every is not None and not status_every >= 0.1:
         fail(f"--status-interval {status_every}: use 0.1 seconds or more", code=2)
     open_plain = [x for x in lst if x.protocol == "PLAINTEXT" and not is_loopback(x.host)]
+    if registry_at is not None and not insecure and not is_loopback(registry_at[0]) \
+            and not any(x.tls for x in lst):
+        fail(f"--schema-registry-listen {schema_registry} is not a loopback address and no "
+             "listener has TLS: the registry would answer plain HTTP; add an SSL or SASL_SSL "
+             "listener (its certificate serves HTTPS), or --insecure", code=2)
     if open_plain and not insecure:
         x = open_plain[0]
         what = f"--listen {listen}" if listen is not None else f"listener {x.url()}"
@@ -105,14 +117,20 @@ def serve(
                 ah, ap = x.advertised or (None, None)
                 status.say(f"listener {x.name} ({x.protocol}) on {x.url(port=x.port)}"
                            + (f", advertised as {ah}:{ap or x.port}" if ah else ""))
+        if registry_at is not None and server_ref:
+            reg = server_ref[0].schema_registry
+            scheme = "https" if any(x.tls for x in lst) else "http"
+            status.say(f"schema registry on {scheme}://{reg.host}:{reg.port}")
         status.say(f"rivven serving {state().data_dir} on {h}:{p} (Kafka protocol; "
                    "Ctrl-C stops)")
         status.start()
 
+    server_ref: list[Any] = []
     with open_engine() as eng:
         try:
             asyncio.run(run(eng, (host, port), adv, cfg, ready, status=status.update,
-                            status_every=status.every, listeners=lst, insecure=insecure))
+                            status_every=status.every, listeners=lst, insecure=insecure,
+                            schema_registry=registry_at, started=server_ref.append))
         except StoppedAtOnce as e:
             status.stop()
             error_line(str(e))

@@ -73,7 +73,8 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
                 status: Callable[[dict[str, Any]], None] | None = None,
                 status_every: float = 1.0, grace_s: float = 30.0,
                 started: Callable[[Server], None] | None = None,
-                listeners: list[Listener] | None = None, insecure: bool = False) -> Server:
+                listeners: list[Listener] | None = None, insecure: bool = False,
+                schema_registry: tuple[str, int] | None = None) -> Server:
     """Serve until ``stop`` is set (the first SIGINT/SIGTERM sets it when none is given; a
     second one stops waiting for requests in flight). ``listeners`` (their TLS contexts
     made: ``tls.attach``) when given, else one PLAINTEXT listener on ``listen``, told to
@@ -115,6 +116,10 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
     host, port = (await server.start(listeners))[0]
     broker.host, broker.port = broker.endpoint()
     _reload_on_sighup(loop, listeners, config)
+    registry = None
+    if schema_registry is not None:
+        registry = await schema_registry_listener(broker, *schema_registry)
+        server.schema_registry = registry
     if started is not None:
         started(server)
     ready(host, port)
@@ -131,6 +136,8 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         expiry.cancel()
         ticker.cancel()
         log.info("stopping: no new connections")
+        if registry is not None:
+            await registry.close(grace_s)
         await server.stop(grace_s, force)
         # the engine calls still running end before the engine closes (a second signal:
         # not waited for)
@@ -143,6 +150,21 @@ async def serve(engine: Any, listen: tuple[str, int], advertised: tuple[str, int
         if maint is not None:
             maint.stop()  # (before the engine closes)
     return server
+
+
+async def schema_registry_listener(broker: Broker, host: str, port: int) -> Any:
+    """The schema registry's REST API (engine.schemas) on ``host:port`` in this loop, with
+    the Kafka listeners' TLS (the first TLS listener's certificate: HTTPS) and users (a SASL
+    listener: HTTP basic auth against the SCRAM credentials), and the same ACL decision."""
+    from ..schemas.access import Access
+    from ..schemas.http import Api
+    from ..schemas.server import start
+
+    tls = next((x for x in broker.listeners if x.tls), None)
+    sasl = any(x.sasl for x in broker.listeners)
+    access = Access(broker.engine.users if sasl else None, broker.authorizer)
+    return await start(Api(broker.engine.schemas, access), host, port,
+                       tls.context if tls is not None else None, broker.pool)
 
 
 def _say_authorization(broker: Broker) -> None:

@@ -71,6 +71,7 @@ class Server:
         self._idle.set()
         self._sweeper: asyncio.Task | None = None
         self.listener = ""
+        self.schema_registry: Any = None  # the REST API's listener, when rivven serve has one
         self.say = Throttle()  # closes, refusals, failures
         # error answers: part of a client's normal flow too (a rebalance, a topic not made
         # yet): a few lines, then one per key every 10 s
