@@ -192,7 +192,7 @@ class Compiler:
             by_name.setdefault(n.rpartition(".")[2], by_name[n])
         names = " or ".join(n for n, _, _ in convs)
         if len(convs) == 2 and convs[0][0] == "null":  # the common optional field, fast
-            other, oconv = convs[1][0], convs[1][1]
+            other, oconv, oaccepts = convs[1]
 
             def optional(v: Any) -> Any:
                 if v is None:
@@ -202,7 +202,12 @@ class Compiler:
                     c = by_name.get(k)
                     if c is not None:
                         return ("null", c(inner)) if k == "null" else (other, c(inner))
-                return (other, oconv(v))
+                try:
+                    return (other, oconv(v))
+                except Bad:
+                    if oaccepts(v):  # of the branch's kind: its own problem is the clearer
+                        raise
+                    raise Bad(f"expected {names}, got {got(v)}") from None
             return optional
 
         def union(v: Any) -> Any:
