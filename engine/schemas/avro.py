@@ -89,30 +89,35 @@ class AvroSchema:
         the writer, e.g. ``("new", "old")`` for a BACKWARD check)."""
         if getattr(writer, "schema_type", None) != "AVRO":
             return ["Incompatible because of different schema type"]
-        return avro_compat.problems(self.model, writer.model, names)
+        try:
+            return avro_compat.problems(self.model, writer.model, names)
+        except Exception as e:  # as Confluent: a failed check is an incompatibility, not a 500
+            return [f"Unexpected exception during compatibility check: {type(e).__name__}: {e}"]
 
     def from_json(self, doc: Any) -> Any:
         """JSON input as fastavro's values (see ``avro_values`` for the forms taken);
         SchemaMismatch naming the field when it does not fit."""
-        try:
-            value = self._to_avro(doc)
-        except Bad as e:
-            raise SchemaMismatch(e.path(), e.problem) from None
+        value = self._convert(doc)
         self._fresh = value
         return value
+
+    def _convert(self, value: Any) -> Any:
+        try:
+            return self._to_avro(value)
+        except Bad as e:
+            raise SchemaMismatch(e.path(), e.problem) from None
+        except RecursionError:
+            raise SchemaMismatch("", "nested too deeply") from None
 
     def encode(self, value: Any) -> bytes:
         """The Avro binary body of ``value`` (fastavro's ``schemaless_writer``: the bytes
         confluent-kafka's AvroSerializer writes after the 5-byte header)."""
         if value is not self._fresh:  # from_json checked and converted what it made
-            try:
-                value = self._to_avro(value)
-            except Bad as e:
-                raise SchemaMismatch(e.path(), e.problem) from None
+            value = self._convert(value)
         out = io.BytesIO()
         try:
             fastavro.schemaless_writer(out, self._fast, value)
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as e:
             # _to_avro took it, so this is a gap in its checks: still one line, no traceback
             raise SchemaMismatch("", f"does not encode as {self.name}: {e}") from None
         return out.getvalue()
@@ -138,12 +143,24 @@ class AvroSchema:
         ISO-8859-1 strings (Avro's JSON encoding); date, time-* and timestamp-* as the
         numbers Avro stores, as Confluent's console consumer shows them; decimals as
         decimal strings; uuid as a string."""
-        return value if self._to_json is None else self._to_json(value)
+        if self._to_json is None:
+            return value
+        try:
+            return self._to_json(value)
+        except RecursionError:
+            raise SchemaMismatch("", "nested too deeply") from None
 
 
 def parse(text: str, references: Sequence[Reference] = ()) -> AvroSchema:
     """``text`` as an Avro schema, the named types of ``references`` (Avro schemas, read in
     order) known to it; InvalidSchema with the parser's message when it does not parse."""
+    try:
+        return _parse(text, references)
+    except RecursionError:
+        raise InvalidSchema("Invalid schema: nested too deeply") from None
+
+
+def _parse(text: str, references: Sequence[Reference]) -> AvroSchema:
     named: dict[str, Any] = {}
     names = avro.name.Names(validate_names=True)
     seen = set()

@@ -58,7 +58,10 @@ class JsonSchema:
         writer; Confluent says "new" and "old")."""
         if getattr(writer, "schema_type", None) != "JSON":
             return ["Incompatible because of different schema type"]
-        return json_compat.problems(writer, self, names)
+        try:
+            return json_compat.problems(writer, self, names)
+        except Exception as e:  # as Confluent: a failed check is an incompatibility, not a 500
+            return [f"Unexpected exception during compatibility check: {type(e).__name__}: {e}"]
 
     def from_json(self, doc: Any) -> Any:
         """``doc`` itself, once the schema accepts it; SchemaMismatch naming the field when
@@ -96,8 +99,10 @@ class JsonSchema:
             if self._validator.is_valid(value):
                 return
             error = best_match(self._validator.iter_errors(value))
-        except (Unresolvable, RecursionError) as e:
+        except Unresolvable as e:
             raise SchemaMismatch("", f"cannot be checked: {e}") from None
+        except RecursionError:
+            raise SchemaMismatch("", "nested too deeply") from None
         if error is None:
             return
         field, problem = _explain(error)
@@ -107,6 +112,13 @@ class JsonSchema:
 def parse(text: str, references: Sequence[Reference] = ()) -> JsonSchema:
     """``text`` as a JSON schema, with ``references`` (JSON schemas) known by their names to
     its ``$ref``s; InvalidSchema when it is no schema or a ``$ref`` does not resolve."""
+    try:
+        return _parse(text, references)
+    except RecursionError:
+        raise InvalidSchema("Invalid schema: nested too deeply") from None
+
+
+def _parse(text: str, references: Sequence[Reference]) -> JsonSchema:
     doc = _load(text)
     resources = []
     for ref in references:

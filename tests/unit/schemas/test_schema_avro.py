@@ -399,3 +399,17 @@ def test_normalized_form_of_a_rich_schema_parses_back_to_itself():
     again = avro.parse(p.normalized(), [ADDRESS_REF])
     assert again.normalized() == p.normalized()
     assert json.loads(p.normalized())["fields"][9]["default"] == "\u0000\u0001\u00fe\u00ff"
+
+
+def test_nesting_too_deep_is_refused_in_one_line():
+    deep = '{"type": "array", "items": ' * 5000 + '"int"' + "}" * 5000
+    with pytest.raises(InvalidSchema, match="^Invalid schema: nested too deeply$"):
+        avro.parse(deep)
+    p = avro.parse(json.dumps({"type": "record", "name": "N",
+                               "fields": [{"name": "n", "type": ["null", "N"]}]}))
+    doc = None
+    for _ in range(5000):
+        doc = {"n": doc}
+    for call in (p.from_json, p.encode):
+        with pytest.raises(SchemaMismatch, match="^nested too deeply$"):
+            call(doc)

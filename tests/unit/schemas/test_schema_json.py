@@ -173,3 +173,14 @@ def test_encode_writes_what_confluents_json_serializer_writes(doc):
     assert p.encode(doc) == json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     reader = JSONDeserializer(None, schema_registry_client=client)
     assert reader(framed[:5] + p.encode(doc), ctx) == p.decode(framed[5:]) == doc
+
+
+def test_nesting_too_deep_is_refused_in_one_line():
+    with pytest.raises(InvalidSchema, match="^Invalid schema: nested too deeply$"):
+        json_schema.parse('{"items": ' * 5000 + "{}" + "}" * 5000)
+    p = json_schema.parse('{"type": "object", "properties": {"n": {"$ref": "#"}}}')
+    doc: dict = {}
+    for _ in range(5000):
+        doc = {"n": doc}
+    with pytest.raises(SchemaMismatch, match="^nested too deeply$"):
+        p.from_json(doc)
