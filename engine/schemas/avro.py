@@ -209,47 +209,11 @@ def _parse_one(text: str, named: dict[str, Any], names: avro.name.Names
         raise InvalidSchema(f"Invalid schema: {_one_line(str(e))}") from None
     if fast_error is not None:
         raise InvalidSchema(f"Invalid schema: {_one_line(fast_error)}")
-    _bytes_defaults(fast, named, set())
     return doc, fast, model
 
 
 def _one_line(message: str) -> str:
     return " ".join(message.split())
-
-
-def _bytes_defaults(schema: Any, named: dict[str, Any], seen: set[str]) -> None:
-    """fastavro parses a bytes or fixed field's default (a string: Avro's JSON encoding) but
-    then writes it as a str, which fails: give its writer the bytes."""
-    if isinstance(schema, list):
-        for b in schema:
-            _bytes_defaults(b, named, seen)
-        return
-    if not isinstance(schema, dict):
-        return
-    t = schema.get("type")
-    if t in ("record", "error"):
-        if schema["name"] in seen:
-            return
-        seen.add(schema["name"])
-        for f in schema["fields"]:
-            if isinstance(f.get("default"), str) and _is_bytes(f["type"], named):
-                f["default"] = f["default"].encode("latin-1", "replace")
-            _bytes_defaults(f["type"], named, seen)
-    elif t == "array":
-        _bytes_defaults(schema["items"], named, seen)
-    elif t == "map":
-        _bytes_defaults(schema["values"], named, seen)
-
-
-def _is_bytes(schema: Any, named: dict[str, Any]) -> bool:
-    if isinstance(schema, list):  # a union's default is of its first branch
-        return bool(schema) and _is_bytes(schema[0], named)
-    if isinstance(schema, str):
-        if schema in PRIMITIVES:
-            return schema == "bytes"
-        schema = named.get(schema)
-    return isinstance(schema, dict) and schema.get("type") in ("bytes", "fixed") and \
-        schema.get("logicalType") != "decimal"
 
 
 # ---- Confluent's normalized form ----
@@ -327,8 +291,7 @@ def _normal_field(field: dict[str, Any], space: str, seen: set[str]) -> dict[str
     if field.get("aliases"):
         out["aliases"] = sorted(field["aliases"])
     if "default" in field:
-        default = field["default"]
-        out["default"] = default.decode("latin-1") if isinstance(default, bytes) else default
+        out["default"] = field["default"]
     for k in sorted(field):
         if k not in _FIELD_OWN and not k.startswith("__"):
             out[k] = field[k]
