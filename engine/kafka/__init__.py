@@ -4,7 +4,8 @@ uses the engine's data path and services only.
 
 May import: ``engine.spark`` (the compaction job of the background maintenance),
 ``engine.maintenance`` (its scheduler), ``engine.security`` (the ACL model, SCRAM),
-``engine.format`` and the base modules.
+``engine.schemas`` (the schema registry's listener beside the Kafka one), ``engine.format`` and
+the base modules.
 
 Importing this package imports neither kafka-python nor asyncio's server: ``serve`` does.
 """
