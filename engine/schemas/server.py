@@ -127,7 +127,7 @@ class _Conn(asyncio.Protocol):
         self.host = ""
         self.parser = httptools.HttpRequestParser(self)
         self.out: list[bytes] = []
-        self.queue: collections.deque[Req | Response] = collections.deque()
+        self.queue: collections.deque[Req | Response | None] = collections.deque()
         self.busy = False  # a request of this connection runs on the pool
         self.closing = False  # no more requests are read: the last one said close
         self.close_after = False  # close once what is in ``out`` is written
@@ -182,10 +182,17 @@ class _Conn(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self.closing = True  # (answered as any request: no protocol switch)
+            # (answered as any request, then closed: no protocol switch)
+            self.closing = True
+            if self.busy or self.queue or self.writing_paused:
+                self.queue.append(None)
+            else:
+                self.close_after = True
         except httptools.HttpParserError as e:
             cause = e.__context__
-            if isinstance(cause, _Refused):
+            if self.closing and not isinstance(cause, _Refused):
+                pass  # (what follows a request that closes is not read: llhttp says so)
+            elif isinstance(cause, _Refused):
                 self._refuse(cause.response)
             elif isinstance(cause, Exception):
                 log.error("schema registry: a request from %s failed while read", self.host,
@@ -276,8 +283,12 @@ class _Conn(asyncio.Protocol):
                      f"{self.limits.max_body} bytes")
 
     # ------------------------------------------------------------------ answering
-    def _answer(self, req: Req | Response) -> None:
-        """Answer one request (in order: nothing of this connection runs on the pool)."""
+    def _answer(self, req: Req | Response | None) -> None:
+        """Answer one request (in order: nothing of this connection runs on the pool);
+        None: close now."""
+        if req is None:
+            self.close_after = True
+            return
         if isinstance(req, Response):  # (a broken bound, after the answers before it)
             self._emit(req, False, False, False)
             self._linger()

@@ -35,16 +35,20 @@ class FakeRegistry:
         self.ids: dict[int, dict[str, Any]] = {}
         self.levels: dict[str | None, str] = {}
         self.generation = 0
-        self.calls: list[str] = []  # every method called, in order
+        self.calls: list[tuple[str, dict[str, Any]]] = []  # (method, its arguments), in order
         self.refreshes = 0
         self.fail: Exception | None = None  # raised by the next call, once
         self._mu = threading.RLock()
 
-    def _called(self, name: str) -> None:
-        self.calls.append(name)
+    def _called(self, name: str, **args: Any) -> None:
+        self.calls.append((name, args))
         if self.fail is not None:
             e, self.fail = self.fail, None
             raise e
+
+    def last(self, name: str) -> dict[str, Any]:
+        """The arguments of the last call of ``name``."""
+        return [a for n, a in self.calls if n == name][-1]
 
     def refresh(self) -> int:
         self.refreshes += 1
@@ -57,7 +61,7 @@ class FakeRegistry:
 
     def subjects(self, deleted: bool = False, deleted_only: bool = False,
                  prefix: str = "") -> list[str]:
-        self._called("subjects")
+        self._called("subjects", deleted=deleted, deleted_only=deleted_only, prefix=prefix)
         out = []
         for s, vs in self.subj.items():
             if not s.startswith(prefix):
@@ -70,7 +74,7 @@ class FakeRegistry:
 
     def versions(self, subject: str, deleted: bool = False,
                  deleted_only: bool = False) -> list[int]:
-        self._called("versions")
+        self._called("versions", subject=subject, deleted=deleted, deleted_only=deleted_only)
         vs = self.subj.get(subject, {})
         if deleted_only:
             out = [n for n, v in sorted(vs.items()) if v["deleted"]]
@@ -82,7 +86,7 @@ class FakeRegistry:
 
     def version(self, subject: str, version: str | int, deleted: bool = False,
                 fmt: str | None = None) -> dict[str, Any]:
-        self._called("version")
+        self._called("version", subject=subject, version=version, deleted=deleted, fmt=fmt)
         v = self._version(subject, version, deleted)
         return self._entry(subject, v, fmt)
 
@@ -109,7 +113,7 @@ class FakeRegistry:
 
     def schema_by_id(self, sid: int, subject: str | None = None,
                      fmt: str | None = None) -> dict[str, Any]:
-        self._called("schema_by_id")
+        self._called("schema_by_id", sid=sid, subject=subject, fmt=fmt)
         got = self.ids.get(sid)
         if got is None:
             raise E.SchemaNotFound(f"Schema {sid} not found", 40403)
@@ -126,16 +130,16 @@ class FakeRegistry:
                       if v["id"] == sid and (deleted or not v["deleted"]))
 
     def subjects_of(self, sid: int, deleted: bool = False) -> list[str]:
-        self._called("subjects_of")
+        self._called("subjects_of", sid=sid, deleted=deleted)
         return sorted({s for s, _ in self._holders(sid, deleted)})
 
     def versions_of(self, sid: int, deleted: bool = False) -> list[dict[str, Any]]:
-        self._called("versions_of")
+        self._called("versions_of", sid=sid, deleted=deleted)
         return [{"subject": s, "version": n} for s, n in self._holders(sid, deleted)]
 
     def config(self, subject: str | None = None,
                default_to_global: bool = False) -> dict[str, Any]:
-        self._called("config")
+        self._called("config", subject=subject, default_to_global=default_to_global)
         if subject is None or default_to_global or subject in self.levels:
             return {"compatibilityLevel": self.levels.get(subject,
                                                           self.levels.get(None, "BACKWARD"))}
@@ -143,13 +147,14 @@ class FakeRegistry:
             f"Subject '{subject}' does not have subject-level compatibility configured")
 
     def mode(self, subject: str | None = None) -> dict[str, Any]:
-        self._called("mode")
+        self._called("mode", subject=subject)
         return {"mode": "READWRITE"}
 
     # ------------------------------------------------------------------ writes
     def register(self, subject: str, schema: str, schema_type: str = "AVRO",
                  references: Sequence[Any] = (), normalize: bool = False) -> dict[str, Any]:
-        self._called("register")
+        self._called("register", subject=subject, schema=schema, schema_type=schema_type,
+                     references=references, normalize=normalize)
         if not subject or any(ord(c) < 32 for c in subject):
             raise E.InvalidSubject(f"The specified subject '{subject}' is not a valid.")
         stype, refs = self._checked(schema, schema_type, references)
@@ -203,7 +208,8 @@ class FakeRegistry:
     def lookup(self, subject: str, schema: str, schema_type: str = "AVRO",
                references: Sequence[Any] = (), normalize: bool = False,
                deleted: bool = False) -> dict[str, Any]:
-        self._called("lookup")
+        self._called("lookup", subject=subject, schema=schema, schema_type=schema_type,
+                     references=references, normalize=normalize, deleted=deleted)
         if not self.subj.get(subject):
             raise E.SubjectNotFound(f"Subject '{subject}' not found.")
         stype, _ = self._checked(schema, schema_type, references)
@@ -216,7 +222,9 @@ class FakeRegistry:
     def check(self, subject: str, version: str | int | None, schema: str,
               schema_type: str = "AVRO", references: Sequence[Any] = (),
               normalize: bool = False, verbose: bool = False) -> dict[str, Any]:
-        self._called("check")
+        self._called("check", subject=subject, version=version, schema=schema,
+                     schema_type=schema_type, references=references, normalize=normalize,
+                     verbose=verbose)
         self._checked(schema, schema_type, references)
         if version is not None:
             try:
@@ -231,7 +239,7 @@ class FakeRegistry:
         return out
 
     def set_config(self, subject: str | None, level: str) -> dict[str, Any]:
-        self._called("set_config")
+        self._called("set_config", subject=subject, level=level)
         lv = level.upper() if isinstance(level, str) else ""
         if lv not in LEVELS:
             raise E.InvalidCompatibility(
@@ -243,7 +251,7 @@ class FakeRegistry:
         return {"compatibility": lv}
 
     def delete_config(self, subject: str) -> dict[str, Any]:
-        self._called("delete_config")
+        self._called("delete_config", subject=subject)
         with self._mu:
             if subject not in self.levels:
                 if subject not in self.subj:
@@ -255,7 +263,7 @@ class FakeRegistry:
         return {"compatibilityLevel": was}
 
     def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
-        self._called("delete_subject")
+        self._called("delete_subject", subject=subject, permanent=permanent)
         with self._mu:
             vs = self.subj.get(subject)
             if not vs:
@@ -281,7 +289,7 @@ class FakeRegistry:
             return gone
 
     def delete_version(self, subject: str, version: str | int, permanent: bool = False) -> int:
-        self._called("delete_version")
+        self._called("delete_version", subject=subject, version=version, permanent=permanent)
         n = check_version(version)
         with self._mu:
             vs = self.subj.get(subject)
