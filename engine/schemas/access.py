@@ -151,7 +151,10 @@ class Access:
                                "base64(user:password)")
         user, password = parsed
         key = (user, hashlib.sha256(password).digest())
-        hit = self._logins.get(key)
+        # (a success goes into the table of when it began: when the users file changes
+        # meanwhile, state() drops that table, and this success with it)
+        logins = self._logins
+        hit = logins.get(key)
         if hit is not None:
             return hit
         users = self.users
@@ -164,9 +167,9 @@ class Access:
             ok = False
         if not ok:
             raise Unauthorized("Unauthorized: invalid username or password")
-        if len(self._logins) >= MAX_REMEMBERED:
-            self._logins = {}
-        principal = self._logins[key] = f"User:{user}"
+        if len(logins) >= MAX_REMEMBERED:
+            logins.clear()
+        principal = logins[key] = f"User:{user}"
         return principal
 
     # ------------------------------------------------------------------ authorization

@@ -59,7 +59,8 @@ class Limits:
     idle_s: float = 30.0  # a connection without a request (rest-utils' idle.timeout.ms)
     max_queued: int = 64  # pipelined requests read ahead of their answers
     linger_s: float = 2.0  # reading (and dropping) after an answer that closes
-    cache_entries: int = 16384  # GET answers kept (then all forgotten at once)
+    cache_entries: int = 16384  # GET answers kept (then all forgotten at once) ...
+    cache_bytes: int = 64 << 20  # ... or past these bytes (an answer over 1/16 is not kept)
     follow_s: float = 0.05  # the registry reads other processes' appends this often
     handshake_s: float = 10.0  # a TLS handshake
 
@@ -487,6 +488,7 @@ class Listener:
         self.executor = executor
         self.conns: set[_Conn] = set()
         self.cache: dict[tuple[bytes, str, str], tuple[int, object, bytes, bytes]] = {}
+        self.cache_size = 0  # bytes of the answers kept
         self.dates = _Dates()
         self.host = ""
         self.port = 0
@@ -497,12 +499,19 @@ class Listener:
              resp: Response) -> None:
         """Remember a GET's answer (not a failure, nor a refusal to authenticate)."""
         status, body, headers = resp
-        if status >= 500 or status == 401:
+        limits = self.limits
+        size = len(body) + len(key[0]) + 256
+        if status >= 500 or status == 401 or size > limits.cache_bytes // 16:
             return
         cache = self.cache
-        if len(cache) >= self.limits.cache_entries:
+        old = cache.pop(key, None)
+        if old is not None:
+            self.cache_size -= len(old[3]) + len(key[0]) + 256
+        if len(cache) >= limits.cache_entries or self.cache_size + size > limits.cache_bytes:
             cache.clear()
+            self.cache_size = 0
         cache[key] = (gen, token, head_of(status, len(body), headers), body)
+        self.cache_size += size
 
     async def _listen(self, host: str, port: int, ssl: ssl_module.SSLContext | None) -> None:
         loop = asyncio.get_running_loop()

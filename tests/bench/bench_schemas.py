@@ -20,7 +20,7 @@ Per case: answers per second, the server's CPU per answer (user + system from
 CPU per answer is the figure that carries over (1e6 / it = what one core can answer).
 
 Usage: python tests/bench/bench_schemas.py [--seconds 5] [--conns 8] [--depth 16]
-       [--loops asyncio,uvloop] [--json]
+       [--loops asyncio,uvloop] [--cases serial,pipelined,auth] [--json]
 This is a benchmark script, not a pytest module (it holds no tests).
 """
 
@@ -202,6 +202,8 @@ def main() -> None:
     ap.add_argument("--conns", type=int, default=8)
     ap.add_argument("--depth", type=int, default=16)
     ap.add_argument("--loops", default="asyncio,uvloop")
+    ap.add_argument("--cases", default="serial,pipelined,auth",
+                    help="which of serial, pipelined, auth (comma-separated)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     ap.add_argument("--data-dir", help=argparse.SUPPRESS)
@@ -222,8 +224,11 @@ def main() -> None:
     for loop in loops:
         rows.append((f"-- {loop} loop (GET /schemas/ids/N, warm cache, {a.conns} connections)",
                      "", ""))
-        for case, depth, auth in (("serial", 1, False), ("pipelined", a.depth, False),
-                                  ("auth+acl pipelined", a.depth, True)):
+        for name, case, depth, auth in (("serial", "serial", 1, False),
+                                        ("pipelined", "pipelined", a.depth, False),
+                                        ("auth", "auth+acl pipelined", a.depth, True)):
+            if name not in a.cases.split(","):
+                continue
             server = Server(loop, auth)
             try:
                 req = request_bytes(server.id, auth)

@@ -311,6 +311,24 @@ def test_get_answers_are_kept_while_the_generation_stays(port, reg):
     assert [n for n, _ in reg.calls].count("register") == 3  # (the fixture's, then these)
 
 
+def test_the_answers_kept_are_bounded(reg):
+    big = json.dumps({"type": "record", "name": "Big", "doc": "x" * 20_000, "fields": []})
+    reg.register("big-value", big)  # id 2
+    with running(Api(reg), Limits(cache_entries=3, cache_bytes=160_000)) as listener:
+        def lookups():
+            return [n for n, _ in reg.calls].count("schema_by_id")
+        before = lookups()
+        for _ in range(3):  # (an answer over 1/16 of the bytes is never kept)
+            assert call(listener.port, "GET", "/schemas/ids/2").status == 200
+        assert lookups() == before + 3
+        for i in range(3):
+            call(listener.port, "GET", f"/schemas/ids/1?n={i}")
+        assert len(listener.cache) == 3
+        call(listener.port, "GET", "/schemas/ids/1?n=3")  # (past the count: all forgotten)
+        assert len(listener.cache) == 1
+        assert listener.cache_size <= 160_000
+
+
 def test_the_registry_is_refreshed_while_listening(reg):
     with running(Api(reg), Limits(follow_s=0.02)):
         time.sleep(0.5)
