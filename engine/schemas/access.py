@@ -19,7 +19,7 @@ any other subject: the topic of its own name).
 - ``PUT /config`` (the global level): AlterConfigs on the Cluster
 - ``GET /schemas/ids/{id}``: Describe on any subject holding the id
 - ``GET /subjects`` lists only the subjects the principal may Describe (as Kafka's Metadata)
-- ``GET /config``, ``/mode``, ``/schemas/types``, ``/``: any authenticated principal
+- ``GET /config``, ``/mode``, ``/schemas/types``, ``/contexts``, ``/``: any authenticated principal
 
 ``state()`` says when any of this may have changed (the users file or the ACLs): the
 listener keeps answers and principals while it stays the same object. The files are looked

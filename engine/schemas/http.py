@@ -375,6 +375,7 @@ class Api:
         add(("config", S), GET=self._subject_config, PUT=(self._set_subject, True),
             DELETE=(self._delete_subject_config, True))
         add(("mode",), GET=self._mode)
+        add(("contexts",), GET=self._contexts)
         add(("mode", S), GET=self._subject_mode)
 
     def _add(self, pattern: tuple[str | None, ...], **methods: Any) -> None:
@@ -524,6 +525,9 @@ class Api:
 
     def _mode(self, req: Request, p: tuple[str, ...]) -> Any:
         return self.registry.mode(None)
+
+    def _contexts(self, req: Request, p: tuple[str, ...]) -> Any:
+        return _page(["."], req.query)  # (the default context only: ids are global)
 
     def _subject_mode(self, req: Request, p: tuple[str, ...]) -> Any:
         self._may(req, DESCRIBE_CONFIGS, p[0])

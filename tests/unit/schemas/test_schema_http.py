@@ -173,6 +173,7 @@ def test_config_and_mode(port, reg):
     err(call(port, "PUT", "/config", {"normalize": True}), 422, 42203)
     assert get(port, "/mode").json == {"mode": "READWRITE"}
     assert get(port, "/mode/orders-value").json == {"mode": "READWRITE"}
+    assert get(port, "/contexts?offset=0&limit=-1").json == ["."]
 
 
 def test_deletes_and_their_codes(port):
@@ -266,7 +267,7 @@ def test_content_types(port):
 
 # ---------------------------------------------------------------------- no route, HEAD
 def test_unknown_paths_and_methods(port):
-    for path in ("/nope", "/subjects/a/b/c/d/e", "/schemas", "/schemas/ids", "/config/a/b"):
+    for path in ("/nope", "/subjects/a/b/c/d/e", "/schemas/nope", "/schemas/ids", "/config/a/b"):
         assert err(get(port, path), 404, 404) == "HTTP 404 Not Found"
     a = call(port, "PUT", "/subjects")
     assert err(a, 405, 405) == "HTTP 405 Method Not Allowed"
