@@ -55,8 +55,8 @@ USER, PASSWORD = "bench", "bench-password-1"
 
 # ---------------------------------------------------------------------- the server process
 def serve_main(loop: str, data_dir: str, auth: bool) -> None:
-    """(the server process) Register the schema, listen, print the port, serve until
-    SIGTERM."""
+    """(the server process) Register the schema (``auth``: add the user and its ACL), listen,
+    print the port, serve until SIGTERM."""
     from engine import Engine
     from engine.schemas.access import Access
     from engine.schemas.http import Api
@@ -70,6 +70,10 @@ def serve_main(loop: str, data_dir: str, auth: bool) -> None:
     sid = registry.register("orders-value", SCHEMA)["id"]
     access = None
     if auth:
+        from engine.security.acl import Acl
+        eng.users.add(USER, PASSWORD)
+        eng.acls.add([Acl.make("Topic", "orders", "Literal", f"User:{USER}", "*", "Describe",
+                               "Allow")])
         access = Access.from_data_dir(eng.users, eng.acls, enabled=True)
     api = Api(registry, access)
 
@@ -81,14 +85,9 @@ def serve_main(loop: str, data_dir: str, auth: bool) -> None:
 
 class Server:
     def __init__(self, loop: str, auth: bool) -> None:
+        # (the client process never opens an engine: its threads would compete with the
+        # client's for the GIL, and count in its CPU)
         self.dir = tempfile.mkdtemp(prefix="bench-schemas-")
-        if auth:
-            from engine import Engine
-            from engine.security.acl import Acl
-            with Engine.open(self.dir) as eng:
-                eng.users.add(USER, PASSWORD)
-                eng.acls.add([Acl.make("Topic", "orders", "Literal", f"User:{USER}", "*",
-                                       "Describe", "Allow")])
         env = dict(os.environ, PYTHONPATH=ROOT)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--serve", loop, "--data-dir", self.dir]
