@@ -164,7 +164,12 @@ class _Conn(asyncio.Protocol):
         self.out.clear()
 
     def eof_received(self) -> bool:
-        return False  # (close: answers still owed are dropped, as the client left)
+        """The client sent all it will (a half-close): answer what it asked, then close."""
+        self.closing = True
+        if self.busy or self.queue:
+            self.queue.append(None)
+            return True  # (keep the transport open for the answers)
+        return False
 
     def pause_writing(self) -> None:
         self.writing_paused = True

@@ -123,6 +123,13 @@ def test_many_pipelined_requests_and_a_client_that_reads_late(reg):
             for i, a in enumerate(got)] == [True] * n
 
 
+def test_a_client_that_half_closes_gets_the_answers_owed(port):
+    reqs = [ID1] * 5 + [post_bytes("/subjects/h/versions", b'{"schema": "\\"long\\""}')] + [ID1] * 5
+    got = parse_answers(exchange(port, b"".join(reqs), shut=True))
+    assert [a.status for a in got] == [200] * 11
+    assert json.loads(got[5].body) == {"id": 2}
+
+
 def test_http_10_and_connection_close(port):
     # HTTP/1.0: one answer, then the server closes
     got = exchange(port, b"GET /schemas/ids/1 HTTP/1.0\r\n\r\n" + ID1)
