@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka bench-acl bench-security bench-bridge clean
+.PHONY: setup test-setup bytecode demo test quick fuzz check lint typecheck bench bench-scale bench-kafka bench-acl bench-security bench-bridge bench-schemas clean
 
 $(BIN)/rivven: pyproject.toml engine/format/fastcodec.c
 	scripts/ensure-java.sh
@@ -89,6 +89,11 @@ bench-security: setup
 # same records (docs/BENCHMARKS.md, "Copies to and from Kafka")
 bench-bridge: setup
 	$(BIN)/python tests/bench/bench_bridge.py
+
+# the schema registry's listener: GET /schemas/ids/N per second over keep-alive connections,
+# one at a time and pipelined, asyncio's loop and uvloop (goal >= 50,000/s), server CPU per answer
+bench-schemas: setup
+	$(BIN)/python tests/bench/bench_schemas.py
 
 clean:
 	rm -rf $(VENV) rivven-data

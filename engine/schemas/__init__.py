@@ -2,8 +2,9 @@
 ``_schemas`` topic, the three schema types (AVRO, PROTOBUF, JSON) with their compatibility
 rules, and Confluent's wire format (docs/SCHEMAS.md).
 
-May import: ``engine.fs`` (the lock that orders writers across processes, the id high-water
-file) and the base modules.
+May import: ``engine.security`` (the SCRAM users and the ACL decision the REST API's
+access follows), ``engine.fs`` (the lock that orders writers across processes, the id
+high-water file) and the base modules.
 The topic is read and written through the ``SchemaLog`` port the façade hands the registry.
 
 - ``errors``: Confluent's error codes as exceptions
@@ -14,5 +15,6 @@ The topic is read and written through the ``SchemaLog`` port the façade hands t
 - ``records``: the ``_schemas`` topic's keys and values, as Confluent's registry writes them
 - ``view``: the registry's state, rebuilt from the topic's records
 - ``registry``: ``Registry`` (``Engine.schemas``): the operations of the REST API
-- ``http``: the REST API's routes; ``server``: the HTTP/1.1 listener (httptools)
+- ``http``: the REST API's routes; ``server``: the HTTP/1.1 listener (httptools);
+  ``access``: HTTP basic auth against the SCRAM users, ACLs over subjects
 """
