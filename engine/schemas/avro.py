@@ -55,6 +55,17 @@ class AvroSchema:
         return f"AvroSchema({self.name})"
 
     @property
+    def fast(self) -> Any:
+        """fastavro's parsed schema: for readers that resolve a writer's schema against this
+        one (engine.spark's decoded columns)."""
+        return self._fast
+
+    @property
+    def named(self) -> dict[str, Any]:
+        """The named types the schema knows, by full name (its references' included)."""
+        return self._named
+
+    @property
     def name(self) -> str:
         """The full name of the schema's type (``com.acme.Order``), or the type's name."""
         t = self._fast

@@ -91,9 +91,25 @@ class SinkOptions:
         self.timeout_ms = int(raw)
         self.prefix = o.get("transactionalidprefix")
         self.checkpoint = o.get("checkpointlocation")
+        from .schema_columns import encode_options
+
+        self.schema_refs = encode_options(o)
+        self.schema_ids: dict[str, int] = {}  # (resolved in the driver: check_topic)
+        types = {f.name: f.dataType for f in schema.fields}
+        for c in ("value", "key"):
+            t = types.get(c)
+            if c not in self.schema_refs and t is not None and \
+                    t.typeName() not in ("binary", "string", "null"):
+                raise ValueError(f"the rivven sink's {c} column is {t.simpleString()}: a "
+                                 f"{c} is binary or string, unless .option('{c}Schema', "
+                                 "SUBJECT or id:N) names a registered schema to encode it with")
 
     def check_topic(self) -> None:
-        """(The driver.) The ``topic`` option names a topic that exists."""
+        """(The driver.) The ``topic`` option names a topic that exists; the schemas of
+        ``valueSchema``/``keySchema`` exist (their ids, for the tasks)."""
+        from .schema_columns import resolve_encoding
+
+        self.schema_ids = resolve_encoding(self.path, self.keyring, self.schema_refs)
         if self.topic is None:
             return
         from engine import Engine
@@ -159,7 +175,14 @@ def write_rows(opts: SinkOptions, tid: str, key: str, batches: Iterator[Any],
                                decision_key=key)  # (a TransactionalProducer)
         try:
             tp.begin()
+            encoders = None
+            if opts.schema_ids:
+                from .schema_columns import Encoders
+
+                encoders = Encoders(eng.schemas, opts.schema_ids)
             for b in batches:
+                if encoders is not None:
+                    b = encoders.batch(b)
                 for topic, table in tables_of(b, opts.topic):
                     tp.produce_arrow(topic, table)  # (the Arrow buffers go in as they are)
                     rows += table.num_rows

@@ -109,21 +109,31 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
     return [SegmentSplit(ps) for ps in packed]
 
 
-def read_split(split: SegmentSplit, columns: list[str], last_per_key: bool = False
-               ) -> Iterator[Any]:
+def read_split(split: SegmentSplit, columns: list[str], last_per_key: bool = False,
+               decoders: Any = None) -> Iterator[Any]:
     """Arrow record batches (``columns`` only) of one split; with ``last_per_key`` only the
-    last record of each key per partition within the split (see ``last_per_key``)."""
+    last record of each key per partition within the split (see ``last_per_key``); with
+    ``decoders`` (schema_columns.Decoders) the decoded columns' values."""
+    cols = columns if decoders is None or "offset" in columns else [*columns, "offset"]
+
+    def out(batches: Iterator[Any], piece: Piece) -> Iterator[Any]:
+        if decoders is None:
+            yield from batches
+        else:
+            for b in batches:
+                yield decoders.batch(b, piece.topic, piece.partition, columns)
+
     if not last_per_key:
         for piece in split.pieces:
-            yield from read_piece(piece, columns)
+            yield from out(read_piece(piece, cols), piece)
     else:
         run: list[Any] = []
         for i, piece in enumerate(split.pieces):
             if i and piece.partition != split.pieces[i - 1].partition:
-                yield from _last_per_key(run, columns)
+                yield from out(_last_per_key(run, cols), split.pieces[i - 1])
                 run = []
-            run.extend(read_piece(piece, columns))
-        yield from _last_per_key(run, columns)
+            run.extend(read_piece(piece, cols))
+        yield from out(_last_per_key(run, cols), split.pieces[-1])
 
 
 LAST_PER_KEY_COLUMNS = {"topic", "partition", "offset", "key", "tombstone"}
@@ -257,6 +267,8 @@ def _flat(pa: Any, arr: Any) -> Any:
 
 class RivvenReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        from .schema_columns import check_types, decode_options, plan_decoding
+
         self.options = {k.lower(): v for k, v in options.items()}  # Spark options ignore case
         self.columns = [f.name for f in schema.fields]
         unknown = [c for c in self.columns if c not in COLUMNS]
@@ -273,6 +285,11 @@ class RivvenReader(DataSourceReader):
         # executors inside this pickled reader)
         self.keys = for_topic(self.options["path"], self.options["topic"],
                               self.options.get("keyring"))
+        # (the driver: the reader schemas from the registry, shipped in this pickled reader)
+        wants, null = decode_options(self.options, [self.options["topic"]])
+        self.decoding = plan_decoding(self.options["path"], self.options.get("keyring"),
+                                      [w for w in wants if w.column in self.columns], null)
+        check_types(schema, self.decoding)
 
     def partitions(self) -> list[SegmentSplit]:
         o = self.options
@@ -290,7 +307,10 @@ class RivvenReader(DataSourceReader):
                           self.keys)
 
     def read(self, partition: SegmentSplit) -> Iterator[Any]:  # type: ignore[override]
-        return read_split(partition, self.columns, self.last_per_key)
+        from .schema_columns import Decoders
+
+        decoders = Decoders(self.decoding) if self.decoding else None
+        return read_split(partition, self.columns, self.last_per_key, decoders)
 
 
 def _committed_view(path: str, topic: str, partitions: list[int] | None,
@@ -308,13 +328,50 @@ def _committed_view(path: str, topic: str, partitions: list[int] | None,
     return ends, aborted
 
 
+def schema_struct() -> StructType:
+    """``SCHEMA`` as a StructType."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+    )
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    return StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
+                       StructField("offset", LongType()), StructField("timestamp", LongType()),
+                       StructField("key", BinaryType()), StructField("value", BinaryType()),
+                       StructField("headers", ArrayType(header))])
+
+
+def topics_named(options: dict[str, str]) -> list[str]:
+    """The topics the options name (``topic``, ``topics``; none for ``topicPattern``)."""
+    for k in ("topic", "topics"):
+        if options.get(k):
+            return [t.strip() for t in options[k].split(",") if t.strip()]
+    return []
+
+
 class RivvenDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "rivven"
 
-    def schema(self) -> str:
-        return SCHEMA
+    def schema(self) -> str | StructType:
+        """The columns; with ``decode``, the decoded ones typed from the registry (the
+        subject's latest version: engine.spark.schema_columns)."""
+        from .schema_columns import decode_options, plan_decoding, replace_types
+
+        o = {k.lower(): v for k, v in self.options.items()}
+        wants, null = decode_options(o, topics_named(o))
+        if not wants:
+            return SCHEMA
+        if not o.get("path"):
+            raise ValueError("the rivven source needs .option('path', ...)")
+        return replace_types(schema_struct(), plan_decoding(o["path"], o.get("keyring"), wants,
+                                                            null))
 
     def reader(self, schema: StructType) -> RivvenReader:
         """``spark.read.format("rivven")``: a topic as a batch DataFrame."""
@@ -343,4 +400,4 @@ class RivvenDataSource(DataSource):
         """``spark.readStream.format("rivven")`` (engine.spark.stream_source)."""
         from .stream_source import RivvenStreamReader
 
-        return RivvenStreamReader(dict(self.options), [f.name for f in schema.fields])
+        return RivvenStreamReader(dict(self.options), [f.name for f in schema.fields], schema)

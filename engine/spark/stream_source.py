@@ -139,7 +139,11 @@ COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers
 
 
 class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: dict[str, str], columns: list[str] | None = None) -> None:
+    def __init__(self, options: dict[str, str], columns: list[str] | None = None,
+                 schema: Any = None) -> None:
+        from .schema_columns import check_types, decode_options, plan_decoding
+        from .source import topics_named
+
         o = {k.lower(): v for k, v in options.items()}
         self.columns = list(columns or COLUMNS)
         unknown = [c for c in self.columns if c not in COLUMNS]
@@ -163,6 +167,12 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.max_per_trigger = int(raw)
         self.keyring = o.get("keyring")
         self.group = o.get("committogroup") or None  # offsets also committed for this group
+        # (the reader schemas of decoded columns, planned here in the driver: schema_columns)
+        wants, null = decode_options(o, topics_named(o))
+        self.decoding = plan_decoding(self.path, self.keyring,
+                                      [w for w in wants if w.column in self.columns], null)
+        if schema is not None:
+            check_types(schema, self.decoding)
         self._grouped: dict | None = None
         self.latest: Offsets | None = None
         self.target: Offsets | None = None  # Trigger.AvailableNow: read up to here, no further
@@ -288,8 +298,16 @@ class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ---------------------------------------------------------------- the executors
     def read(self, partition: Range) -> Iterator[Any]:  # type: ignore[override]
-        return read_range(self.path, partition, self.committed, self.fail_on_loss, self.keyring,
-                          self.columns)
+        if not self.decoding:
+            return read_range(self.path, partition, self.committed, self.fail_on_loss,
+                              self.keyring, self.columns)
+        from .schema_columns import Decoders
+
+        decoders = Decoders(self.decoding)
+        cols = self.columns if "offset" in self.columns else [*self.columns, "offset"]
+        return (decoders.batch(b, partition.topic, partition.partition, self.columns)
+                for b in read_range(self.path, partition, self.committed, self.fail_on_loss,
+                                    self.keyring, cols))
 
 
 def read_range(path: str, r: Range, committed: bool, fail_on_loss: bool,
