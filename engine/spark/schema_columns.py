@@ -80,6 +80,14 @@ def decode_options(options: dict[str, str], topics: Sequence[str]) -> tuple[list
     return out, how == "null"
 
 
+def topics_named(options: dict[str, str]) -> list[str]:
+    """The topics the options name (``topic``, ``topics``; none for ``topicPattern``)."""
+    for k in ("topic", "topics"):
+        if options.get(k):
+            return [t.strip() for t in options[k].split(",") if t.strip()]
+    return []
+
+
 # ---------------------------------------------------------------------------- the driver
 @dataclass
 class Decoding:

@@ -346,14 +346,6 @@ def schema_struct() -> StructType:
                        StructField("headers", ArrayType(header))])
 
 
-def topics_named(options: dict[str, str]) -> list[str]:
-    """The topics the options name (``topic``, ``topics``; none for ``topicPattern``)."""
-    for k in ("topic", "topics"):
-        if options.get(k):
-            return [t.strip() for t in options[k].split(",") if t.strip()]
-    return []
-
-
 class RivvenDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -362,7 +354,7 @@ class RivvenDataSource(DataSource):
     def schema(self) -> str | StructType:
         """The columns; with ``decode``, the decoded ones typed from the registry (the
         subject's latest version: engine.spark.schema_columns)."""
-        from .schema_columns import decode_options, plan_decoding, replace_types
+        from .schema_columns import decode_options, plan_decoding, replace_types, topics_named
 
         o = {k.lower(): v for k, v in self.options.items()}
         wants, null = decode_options(o, topics_named(o))

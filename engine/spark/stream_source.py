@@ -141,8 +141,7 @@ COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers
 class RivvenStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str], columns: list[str] | None = None,
                  schema: Any = None) -> None:
-        from .schema_columns import check_types, decode_options, plan_decoding
-        from .source import topics_named
+        from .schema_columns import check_types, decode_options, plan_decoding, topics_named
 
         o = {k.lower(): v for k, v in options.items()}
         self.columns = list(columns or COLUMNS)
