@@ -41,7 +41,9 @@ Options: ``path`` (required; the same data dir at this path on every executor), 
 key; default: from ``checkpointLocation``), ``batchId`` (a batch write inside
 ``foreachBatch``: with ``transactionalIdPrefix``, a batch id written before is a no-op),
 ``transactionTimeoutMs`` (a task's transaction before it is prepared; default 900000),
-``keyring`` (an encrypted topic's keyring file, where the executors run).
+``keyring`` (an encrypted topic's keyring file, where the executors run), ``valueSchema`` /
+``keySchema`` (SUBJECT or ``id:N``: the column, a struct or any type the schema takes, encoded
+in Confluent's wire format with that registered schema: schema_columns).
 """
 
 from __future__ import annotations

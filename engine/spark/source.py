@@ -9,7 +9,9 @@ Options: ``path`` (data dir) and ``topic`` (required); ``partitions`` ("0,2"); `
 ``keyring`` (an encrypted topic's keyring file; default ``RIVVEN_KEYRING`` where the driver
 runs: engine.spark.keys); ``isolationLevel`` (read_uncommitted, read_committed);
 ``lastPerKey`` ("true": per split and partition only the last record of each key, for a
-keys-only schema; a compaction pass needs no more).
+keys-only schema; a compaction pass needs no more); ``decode`` ("value", "key" or
+"key,value": registry-encoded columns as the schema's typed values, with ``valueSubject`` /
+``keySubject``, ``valueSchemaId`` / ``keySchemaId`` and ``decodeErrors``: schema_columns).
 A user schema with a subset of the columns reads only those (``tombstone`` boolean is also
 available: value is null), e.g. ``.schema("partition int, offset long, key binary")``.
 Splits are whole segments, and large segments are cut at offset-index positions, so the

@@ -16,6 +16,9 @@ Options, named as Kafka's source names them:
   keyring              an encrypted topic's keyring file (where the executors run)
   commitToGroup        also commit each processed micro-batch's end offsets for this
                        consumer group (for monitoring its lag; the query never reads them)
+  decode               value | key | key,value: registry-encoded columns as the schema's
+                       typed values (valueSubject, keySubject, valueSchemaId, keySchemaId,
+                       decodeErrors: engine.spark.schema_columns)
 
 A user schema with a subset of the columns (``readStream.schema("key binary, value
 binary")``) reads only those. A micro-batch reads each partition from its start offset to its
