@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from ..schemas.errors import RegistryError, SchemaMismatch, SchemaNotFound
@@ -329,15 +329,13 @@ def _fetch(path: str, keyring: str | None, sid: int) -> Spec:
     return spec_of(reg, sid)
 
 
-@dataclass
 class Decoders:
     """Every decoded column of a reader; made in the task, from what the driver planned."""
 
-    plans: list[Decoding]
-    _made: dict[str, ColumnDecoder] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.columns = {d.column for d in self.plans}
+    def __init__(self, plans: list[Decoding]) -> None:
+        self.plans = {d.column: d for d in plans}
+        self.columns = set(self.plans)
+        self._made: dict[str, ColumnDecoder] = {}
 
     def batch(self, batch: Any, topic: str, partition: int, keep: Sequence[str]) -> Any:
         """``batch`` (with an ``offset`` column) with its decoded columns' bytes replaced by
@@ -351,8 +349,7 @@ class Decoders:
             if c in self.columns:
                 dec = self._made.get(c)
                 if dec is None:
-                    dec = self._made[c] = ColumnDecoder(next(d for d in self.plans
-                                                             if d.column == c))
+                    dec = self._made[c] = ColumnDecoder(self.plans[c])
                 col = dec.values(col.to_pylist(), offsets, topic, partition)
             arrays.append(col)
         return pa.RecordBatch.from_arrays(arrays, names=list(keep))

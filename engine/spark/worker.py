@@ -1,7 +1,9 @@
 """Read-only engines kept by a Spark Python worker across the tasks it runs (workers are
-reused): the stream source's. A read-only engine leaves nothing behind when the worker ends
-(PySpark's daemon ends a worker with ``os._exit`` or a signal: nothing is closed); the sink's
-tasks open a writable engine each and close it (engine.spark.sink.write_rows)."""
+reused): the stream source's, and the registry's of decoded columns (a writer schema the
+driver did not ship: engine.spark.schema_columns). A read-only engine leaves nothing behind
+when the worker ends (PySpark's daemon ends a worker with ``os._exit`` or a signal: nothing is
+closed); the sink's tasks open a writable engine each and close it
+(engine.spark.sink.write_rows)."""
 
 from __future__ import annotations
 

@@ -405,3 +405,45 @@ def test_json_references_are_followed_by_name():
     refs = [Reference("addr.json", "addr", 1, "JSON", json.dumps(addr))]
     assert json_type(json.dumps(doc), refs).simpleString() == \
         "struct<home:struct<zip:string>,n:bigint,lost:string>"
+
+
+# ------------------------------------------------------------------ values, without Spark
+def test_values_that_do_not_fit_the_readers_type_are_named_in_the_task(data_dir):
+    """(The executors' part, in this process.) A JSON document not checked when it was written,
+    a Protobuf field whose type changed under the same name: the record fails, naming the field
+    and the record, or reads as null."""
+    import pyarrow as pa
+
+    from engine.spark.schema_columns import DecodeError, Decoders, decode_options, plan_decoding
+
+    proto_v2 = ITEM_PROTO.replace("string name = 3;", "int64 name = 3;")
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t", 1)
+        eng.schemas.register("t-value", json.dumps(REGION_V1), "JSON")
+        eng.schemas.register("p-value", ITEM_PROTO, "PROTOBUF")
+        eng.schemas.set_config("p-value", "NONE")
+        old = eng.schemas.serializer("p-value")
+        eng.schemas.register("p-value", proto_v2, "PROTOBUF")
+        new = eng.schemas.serializer("p-value")
+        json_bad = bytes([0, 0, 0, 0, 1]) + b'{"region": "eu", "shard": "x"}'
+        json_ok = eng.schemas.serializer("t-value")({"region": "us", "shard": 2})
+        pb_old, pb_new = old({"id": 1, "name": "lamp"}), new({"id": 2, "name": 7})
+
+    def decode(values, **opts):
+        wants, null = decode_options({"decode": "value", **{k.lower(): v for k, v in opts.items()}},
+                                     ["t"])
+        batch = pa.RecordBatch.from_pydict({"offset": list(range(len(values))), "value": values})
+        return Decoders(plan_decoding(data_dir, None, wants, null)).batch(
+            batch, "t", 0, ["value"]).column(0).to_pylist()
+
+    with pytest.raises(DecodeError, match="t-0 offset 1: the value does not decode: field "
+                                          "shard: expected an integer, got \"x\""):
+        decode([json_ok, json_bad])
+    assert decode([json_ok, json_bad], decodeErrors="null") == [
+        {"region": "us", "shard": 2}, None]
+    # v1's records read with v2 (the latest): name was a string, v2's is a bigint
+    with pytest.raises(DecodeError, match="t-0 offset 0: the value does not decode: does not "
+                                          "fit the column's type struct<id:bigint"):
+        decode([pb_old, pb_new], valueSubject="p-value")
+    got = decode([pb_old, pb_new], valueSubject="p-value", decodeErrors="null")
+    assert got[0] is None and (got[1]["id"], got[1]["name"]) == (2, 7)
