@@ -178,3 +178,52 @@ def test_json_schema_with_confluents_serializer_and_a_refused_line(served):
     de = JSONDeserializer(json.dumps(JSON_SCHEMA), schema_registry_client=client)
     got = [de(v, ctx) for v in consume(s.bootstrap, "j", 6)]
     assert got == [*docs, {"name": "x", "age": 1}]
+
+
+def test_the_registry_shares_tls_users_and_acls_of_a_sasl_ssl_server(tmp_path):
+    """A SASL_SSL listener: the registry answers HTTPS with its certificate and asks for
+    the SCRAM users' passwords (basic auth); the ACLs decide per subject as per topic."""
+    from helpers.certs import Pki
+
+    from engine import Engine
+    from engine.security.acl import Acl
+
+    pki = Pki(tmp_path / "pki")
+    d = str(tmp_path / "data")
+    with Engine.open(d) as eng:
+        eng.users.add("alice", b"alice-secret")
+        eng.users.add("bob", b"bob-secret")
+        eng.acls.add([Acl.make("Topic", "orders", "Literal", "User:alice", "*", op, "Allow")
+                      for op in ("Write", "Describe")])
+    s = start_server(d, "--schema-registry-listen", "127.0.0.1:0",
+                     settings=(f"ssl.keystore.location={pki.server.pem}",),
+                     listeners=("SASL_SSL://127.0.0.1:0",))
+    try:
+        m = re.search(r"schema registry on (https://\S+)", s.log())
+        assert m, s.log()
+
+        def client(user: str | None, password: str = "") -> SchemaRegistryClient:
+            conf = {"url": m.group(1), "ssl.ca.location": str(pki.ca.cert)}
+            if user:
+                conf["basic.auth.user.info"] = f"{user}:{password}"
+            return SchemaRegistryClient(conf)
+
+        from confluent_kafka.schema_registry import Schema
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        schema = Schema(json.dumps(ORDER), "AVRO")
+        assert client("alice", "alice-secret").register_schema("orders-value", schema) == 1
+        for who, code in ((None, 401), (("alice", "wrong"), 401), (("bob", "bob-secret"), 403)):
+            c = client(*who) if who else client(None)
+            with pytest.raises(SchemaRegistryError) as e:
+                c.register_schema("orders-value", schema)
+            assert e.value.http_status_code == code, (who, e.value)
+        # bob may not see the subject: it is not listed to him, its id is not served
+        assert client("bob", "bob-secret").get_subjects() == []
+        assert client("alice", "alice-secret").get_subjects() == ["orders-value"]
+        with pytest.raises(SchemaRegistryError) as e:
+            client("bob", "bob-secret").get_schema(1)
+        assert e.value.http_status_code == 403
+        assert "alice-secret" not in s.log()
+    finally:
+        s.kill()
