@@ -94,6 +94,7 @@ bench-bridge: setup
 # one at a time and pipelined, asyncio's loop and uvloop (goal >= 50,000/s), server CPU per answer
 bench-schemas: setup
 	$(BIN)/python tests/bench/bench_schemas.py
+	$(BIN)/python tests/bench/bench_schema_produce.py
 
 clean:
 	rm -rf $(VENV) rivven-data

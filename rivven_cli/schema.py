@@ -315,8 +315,8 @@ def serve(
                       "ssl.keystore.location=... as rivven serve: docs/SECURITY.md).")] = False,
     settings: Annotated[list[str] | None, typer.Option(
         "--set", "-c", metavar="KEY=VALUE",
-        help="rivven serve's settings that apply here: ssl.*, super.users, "
-             "authorizer.class.name, allow.everyone.if.no.acl.found; repeatable.",
+        help="rivven serve's settings that apply here: the ssl.* ones, super.users and the "
+             "other authorizer settings (docs/SCHEMAS.md); repeatable.",
         show_default=False)] = None,
     insecure: Annotated[bool, typer.Option(
         "--insecure", help="Answer plain HTTP on an address other than loopback.")] = False,

@@ -47,7 +47,7 @@ def serve(
         help="Seconds between status updates: a redrawn line on a terminal (default 1), a "
              "log line otherwise (default 60; only when there was traffic).")] = None,
     schema_registry: Annotated[str | None, typer.Option(
-        "--schema-registry-listen", metavar="HOST:PORT",
+        "--schema-registry-listen", metavar="HOST:PORT", rich_help_panel="Schema registry",
         help="Also answer the schema registry's REST API (Confluent's) here: HTTPS with a TLS "
              "listener's certificate, basic auth against the SCRAM users with a SASL listener, "
              "the same ACLs (docs/SCHEMAS.md).")] = None,

@@ -89,7 +89,7 @@ class Registry(Protocol):
 
     def set_config(self, subject: str | None, level: str) -> dict[str, Any]: ...
 
-    def delete_config(self, subject: str) -> dict[str, Any]: ...
+    def delete_config(self, subject: str | None) -> dict[str, Any]: ...
 
     def delete_subject(self, subject: str, permanent: bool = False) -> list[int]: ...
 
@@ -371,7 +371,8 @@ class Api:
         add(("schemas", "types"), GET=self._types)
         add(("compatibility", "subjects", S, "versions", S), POST=(self._check, True))
         add(("compatibility", "subjects", S, "versions"), POST=(self._check_all, True))
-        add(("config",), GET=self._config, PUT=(self._set_global, True))
+        add(("config",), GET=self._config, PUT=(self._set_global, True),
+            DELETE=(self._delete_global, True))
         add(("config", S), GET=self._subject_config, PUT=(self._set_subject, True),
             DELETE=(self._delete_subject_config, True))
         add(("mode",), GET=self._mode)
@@ -514,6 +515,11 @@ class Api:
         if self.access is not None:
             self.access.check_cluster(req.principal, req.host, ALTER_CONFIGS)
         return self.registry.set_config(None, self._level(req))
+
+    def _delete_global(self, req: Request, p: tuple[str, ...]) -> Any:
+        if self.access is not None:
+            self.access.check_cluster(req.principal, req.host, ALTER_CONFIGS)
+        return self.registry.delete_config(None)
 
     def _set_subject(self, req: Request, p: tuple[str, ...]) -> Any:
         self._may(req, ALTER_CONFIGS, p[0])

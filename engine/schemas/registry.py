@@ -374,9 +374,16 @@ class Registry:
             self._append([(records.config_key(subject), records.config_value(lv))])
         return {"compatibility": lv}
 
-    def delete_config(self, subject: str) -> dict[str, Any]:
+    def delete_config(self, subject: str | None) -> dict[str, Any]:
+        """A subject's own level removed (the global one applies again); None: the global
+        level back to the default, BACKWARD. The level that was."""
         self._writable()
         with self._writing():
+            if subject is None:
+                was = self._view.level(None)
+                if None in self._view.levels:
+                    self._append([(records.config_key(None), None)])
+                return {"compatibilityLevel": was}
             if subject not in self._view.levels:
                 if subject not in self._view.versions:
                     raise _no_subject(subject)

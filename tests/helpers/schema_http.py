@@ -250,9 +250,13 @@ class FakeRegistry:
             self.generation += 1
         return {"compatibility": lv}
 
-    def delete_config(self, subject: str) -> dict[str, Any]:
+    def delete_config(self, subject: str | None) -> dict[str, Any]:
         self._called("delete_config", subject=subject)
         with self._mu:
+            if subject is None:
+                was = self.levels.pop(None, "BACKWARD")
+                self.generation += 1
+                return {"compatibilityLevel": was}
             if subject not in self.levels:
                 if subject not in self.subj:
                     raise E.SubjectNotFound(f"Subject '{subject}' not found.")

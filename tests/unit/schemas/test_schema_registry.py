@@ -88,6 +88,9 @@ def test_incompatible_is_40901_with_the_reason_and_levels_apply(eng):
     assert r.register("o", changed, "PROTOBUF") == {"id": 2}
     assert r.delete_config("o") == {"compatibilityLevel": "NONE"}
     assert r.config("o", default_to_global=True) == {"compatibilityLevel": "BACKWARD"}
+    r.set_config(None, "FULL")
+    assert r.delete_config(None) == {"compatibilityLevel": "FULL"}
+    assert r.config() == {"compatibilityLevel": "BACKWARD"}
 
 
 def test_deletes_soft_then_hard_and_numbering_goes_on(eng):
