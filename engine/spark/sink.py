@@ -97,11 +97,13 @@ class SinkOptions:
 
         self.schema_refs = encode_options(o)
         self.schema_ids: dict[str, int] = {}  # (resolved in the driver: check_topic)
+        from pyspark.sql.types import BinaryType, NullType, StringType
+
         types = {f.name: f.dataType for f in schema.fields}
         for c in ("value", "key"):
             t = types.get(c)
             if c not in self.schema_refs and t is not None and \
-                    t.typeName() not in ("binary", "string", "null"):
+                    not isinstance(t, (BinaryType, StringType, NullType)):
                 raise ValueError(f"the rivven sink's {c} column is {t.simpleString()}: a "
                                  f"{c} is binary or string, unless .option('{c}Schema', "
                                  "SUBJECT or id:N) names a registered schema to encode it with")

@@ -447,3 +447,34 @@ def test_values_that_do_not_fit_the_readers_type_are_named_in_the_task(data_dir)
         decode([pb_old, pb_new], valueSubject="p-value")
     got = decode([pb_old, pb_new], valueSubject="p-value", decodeErrors="null")
     assert got[0] is None and (got[1]["id"], got[1]["name"]) == (2, 7)
+
+
+def test_sink_options_take_bytes_strings_and_nulls_and_a_struct_only_with_a_schema():
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        NullType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    from engine.spark.sink import SinkOptions
+
+    def opts(value, key=BinaryType(), **o):
+        schema = StructType([StructField("key", key), StructField("value", value)])
+        return SinkOptions({"path": "/d", "topic": "t", **o}, schema)
+
+    for t in (BinaryType(), StringType(), NullType()):  # (NullType: lit(None), tombstones)
+        assert opts(t, key=t).schema_refs == {}
+    struct = StructType([StructField("a", IntegerType())])
+    with pytest.raises(ValueError, match="value column is struct<a:int>: a value is binary or "
+                                         "string, unless .option\\('valueSchema'"):
+        opts(struct)
+    with pytest.raises(ValueError, match="key column is int: a key is binary"):
+        opts(BinaryType(), key=IntegerType())
+    assert opts(struct, valueSchema="s-value").schema_refs == {"value": ("s-value", None)}
+    assert opts(BinaryType(), key=IntegerType(), keySchema="id:7").schema_refs == \
+        {"key": (None, 7)}
+    with pytest.raises(ValueError, match="keySchema: 'id:x': use id:N"):
+        opts(BinaryType(), keySchema="id:x")
