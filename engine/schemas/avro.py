@@ -220,7 +220,21 @@ def _parse_one(text: str, named: dict[str, Any], names: avro.name.Names
         raise InvalidSchema(f"Invalid schema: {_one_line(str(e))}") from None
     if fast_error is not None:
         raise InvalidSchema(f"Invalid schema: {_one_line(fast_error)}")
+    if not isinstance(doc, dict) and _names_a_type(fast):
+        # a union (or a name) at the top that names types, as Confluent's "all types in one
+        # topic" layout: fastavro keeps named types in a record's own schema, so only the
+        # expanded form encodes (the same bytes)
+        try:
+            fast = fastavro.parse_schema(doc, named_schemas=dict(before), expand=True)
+        except RecursionError:
+            raise InvalidSchema("Invalid schema: a recursive type named at the top of a "
+                                "union: wrap the union in a record") from None
     return doc, fast, model
+
+
+def _names_a_type(fast: Any) -> bool:
+    items = fast if isinstance(fast, list) else [fast]
+    return any(isinstance(x, str) and x not in PRIMITIVES for x in items)
 
 
 def _one_line(message: str) -> str:

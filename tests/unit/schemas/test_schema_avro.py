@@ -413,3 +413,18 @@ def test_nesting_too_deep_is_refused_in_one_line():
     for call in (p.from_json, p.encode):
         with pytest.raises(SchemaMismatch, match="^nested too deeply$"):
             call(doc)
+
+
+def test_a_union_of_referenced_records_at_the_top_encodes_as_confluents_layout():
+    # Confluent's "several types in one topic": the schema is a union naming types that
+    # references define; fastavro encodes it only in its expanded form (the same bytes)
+    from engine.schemas.avro import parse as parse_avro
+    from engine.schemas.kinds import Reference
+
+    a = '{"type":"record","name":"A","namespace":"e","fields":[{"name":"x","type":"int"}]}'
+    b = '{"type":"record","name":"B","namespace":"e","fields":[{"name":"y","type":"string"}]}'
+    s = parse_avro('["e.A", "e.B"]', [Reference("e.A", "a", 1, "AVRO", a),
+                                       Reference("e.B", "b", 1, "AVRO", b)])
+    data = s.encode(s.from_json({"y": "s"}))
+    assert data == b"\x02\x02s"  # (branch 1, then the record)
+    assert s.decode(data) == {"y": "s"} and s.decode(s.encode({"x": 3})) == {"x": 3}
