@@ -95,6 +95,7 @@ bench-bridge: setup
 bench-schemas: setup
 	$(BIN)/python tests/bench/bench_schemas.py
 	$(BIN)/python tests/bench/bench_schema_produce.py
+	$(BIN)/python tests/bench/bench_spark_schemas.py
 
 clean:
 	rm -rf $(VENV) rivven-data
