@@ -205,12 +205,12 @@ def produce(
         "--transactional-id: transaction.timeout.ms, how long a transaction may stay open "
         "(default 60000); one open longer is aborted.")] = None,
     value_schema: Annotated[str | None, typer.Option(
-        "--value-schema", metavar="SUBJECT|id:N", rich_help_panel=INPUT,
-        help="Each value is JSON, written in Confluent's wire format under this schema (a "
-        "subject's latest version, or id:N): Avro, Protobuf or JSON Schema; a value that does "
-        "not fit stops at its line, naming the field.", show_default=False)] = None,
+        "--value-schema", metavar="SCHEMA", rich_help_panel=INPUT,
+        help="Each value is JSON, written in Confluent's wire format under this schema: a "
+        "SUBJECT (its latest version) or id:N; Avro, Protobuf or JSON Schema. A value that "
+        "does not fit stops at its line, naming the field.", show_default=False)] = None,
     key_schema: Annotated[str | None, typer.Option(
-        "--key-schema", metavar="SUBJECT|id:N", rich_help_panel=INPUT,
+        "--key-schema", metavar="SCHEMA", rich_help_panel=INPUT,
         help="The same for keys (each key is JSON).", show_default=False)] = None,
     settings: Annotated[list[str] | None, typer.Option(
         "-X", metavar="KEY=VALUE", help="kcat's settings that mean something here: "
