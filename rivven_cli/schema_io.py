@@ -18,8 +18,8 @@ class SchemaInput:
     def wrap(self, parser: Any, tombstone_empty: bool) -> Any:
         from engine.format.jsonlines import ConvertedInput, JsonInput
 
-        kconv = self._key if self.key_schema else None
-        vconv = self._value if self.value_schema else None
+        kconv = self._key if self.key_schema is not None else None
+        vconv = self._value if self.value_schema is not None else None
         if isinstance(parser, JsonInput):
             parser.kconv, parser.vconv = kconv, vconv
             return parser
@@ -28,11 +28,24 @@ class SchemaInput:
     def bind(self, eng: Any) -> None:
         """Look the schemas up (a subject's latest version, or an id): an unknown one stops
         the command before any input is read."""
+        from engine.schemas.errors import RegistryError
+
+        from .common import fail
+
         reg = eng.schemas
-        if self.key_schema:
-            self._kser = reg.serializer(self.key_schema)
-        if self.value_schema:
-            self._vser = reg.serializer(self.value_schema)
+        for option, ref in (("--key-schema", self.key_schema),
+                            ("--value-schema", self.value_schema)):
+            if ref is None:
+                continue
+            try:
+                ser = reg.serializer(ref)
+            except RegistryError as e:
+                fail(f"{option} {ref}: {str(e).rstrip('.')}; 'rivven schema list' lists the "
+                     "subjects and their ids")
+            if option == "--key-schema":
+                self._kser = ser
+            else:
+                self._vser = ser
 
     def _key(self, doc: Any) -> bytes:
         return self._kser.from_json(doc)
