@@ -210,11 +210,12 @@ def get(
         if schema_id is not None:
             entry = dict(reg.schema_by_id(schema_id))
             entry["id"] = schema_id
-            entry["subjects"] = reg.versions_of(schema_id, deleted=True)
+            live = {(x["subject"], x["version"]) for x in reg.versions_of(schema_id)}
+            entry["subjects"] = [x | {"deleted": (x["subject"], x["version"]) not in live}
+                                 for x in reg.versions_of(schema_id, deleted=True)]
             if subject is not None and subject not in {x["subject"] for x in entry["subjects"]}:
                 fail(f"schema id {schema_id} is not a version of subject {subject!r}; drop "
-                     "SUBJECT or see `rivven schema get --id "
-                     f"{schema_id}`")
+                     f"SUBJECT or see 'rivven schema get --id {schema_id}'")
         else:
             assert subject is not None
             entry = reg.version(subject, version or "latest", deleted=deleted)
@@ -222,7 +223,8 @@ def get(
         print_json(entry)
         return
     if "subjects" in entry:
-        where = ", ".join(f"{x['subject']} v{x['version']}" for x in entry["subjects"])
+        where = ", ".join(f"{x['subject']} v{x['version']}"
+                          + (" (soft-deleted)" if x["deleted"] else "") for x in entry["subjects"])
         sys.stdout.write(f"id {entry['id']} ({entry['schemaType']}): {where or 'no subject'}\n")
     else:
         sys.stdout.write(f"{entry['subject']} version {entry['version']}: id {entry['id']} "
