@@ -123,14 +123,18 @@ def consume(
 
     warn = None if quiet else _not_utf8
     kenc = encoder(key_encoding.value, json, on_replace=warn)
-    venc = encoder(value_encoding.value, json, on_replace=warn)
+    venc = henc = encoder(value_encoding.value, json, on_replace=warn)
+    decoding = None
     if decode or decode_keys:
         from .schema_io import Decoding
 
-        kenc, venc = Decoding(decode_keys, decode, json).encoders(kenc, venc)
+        decoding = Decoding(decode_keys, decode, json)
+        kenc, venc = decoding.encoders(kenc, venc)
     with as_usage_error("--format"):
-        emit = json_records(kenc, venc) if json else record_formatter(
+        emit = json_records(kenc, venc, henc) if json else record_formatter(
             fmt if fmt is not None else "%v\n", kenc, venc)
+    if decoding is not None:
+        emit = decoding.located(emit)
     if group is not None:
         if partition:
             raise typer.BadParameter("--partition cannot be used with --group (the group "
@@ -173,7 +177,8 @@ def consume(
                                         on_idle=out.flush, idle_timeout_ms=idle_ms, end=stop,
                                         isolation_level=level):
                         out.add(b, emit(b))
-                except RivvenError:
+                except RivvenError as e:
+                    _ahead(out, e)
                     out.flush()  # (what was read before a damaged batch, then its error)
                     raise
                 out.flush()
@@ -282,13 +287,30 @@ def _read_chunks(c: Any, out: Any, num: int | None, follow: bool, emit: Callable
                 continue
             break
         last_record = time.monotonic()
-        for b in batches:
-            out.add(b, emit(b))
-            if left is not None:
-                left -= len(b.keys)
+        from engine.errors import RivvenError
+
+        try:
+            for b in batches:
+                out.add(b, emit(b))
+                if left is not None:
+                    left -= len(b.keys)
+        except RivvenError as e:  # (a record --decode cannot decode)
+            _ahead(out, e)
+            out.flush()
+            owned = set(c.assignment())  # commit what was printed: a rerun starts at it
+            c.commit({tp: o for tp, o in out.reached.items() if tp in owned})
+            raise
         out.flush()
         c.commit()  # the whole chunk reached stdout
         out.reached.clear()  # (what a stop commits: of the chunk it cut short)
+
+
+def _ahead(out: Any, e: Exception) -> None:
+    """The records of a batch ahead of one --decode could not decode (schema_io.Undecodable),
+    to be written before its error."""
+    before = getattr(e, "before", None)
+    if before is not None:
+        out.add(before, e.pieces)  # type: ignore[attr-defined]
 
 
 def _stopped(e: Any, said: str | None = None) -> NoReturn:

@@ -205,12 +205,12 @@ def produce(
         "--transactional-id: transaction.timeout.ms, how long a transaction may stay open "
         "(default 60000); one open longer is aborted.")] = None,
     value_schema: Annotated[str | None, typer.Option(
-        "--value-schema", metavar="SUBJECT|id:N", rich_help_panel=INPUT,
-        help="Each value is JSON, written in Confluent's wire format under this schema (a "
-        "subject's latest version, or id:N): Avro, Protobuf or JSON Schema; a value that does "
-        "not fit stops at its line, naming the field.", show_default=False)] = None,
+        "--value-schema", metavar="SCHEMA", rich_help_panel=INPUT,
+        help="Each value is JSON, written in Confluent's wire format under this schema: a "
+        "SUBJECT (its latest version) or id:N; Avro, Protobuf or JSON Schema. A value that "
+        "does not fit stops at its line, naming the field.", show_default=False)] = None,
     key_schema: Annotated[str | None, typer.Option(
-        "--key-schema", metavar="SUBJECT|id:N", rich_help_panel=INPUT,
+        "--key-schema", metavar="SCHEMA", rich_help_panel=INPUT,
         help="The same for keys (each key is JSON).", show_default=False)] = None,
     settings: Annotated[list[str] | None, typer.Option(
         "-X", metavar="KEY=VALUE", help="kcat's settings that mean something here: "
@@ -245,7 +245,11 @@ def produce(
         if file is not None:
             _refuse("--file", "give the input once: as FILE or with --file")
         file = source
-    if input_format in TABLES and (value_schema or key_schema):
+    schemas_given = [(o, v) for o, v in (("--value-schema", value_schema),
+                                         ("--key-schema", key_schema)) if v is not None]
+    for option, ref in schemas_given:
+        _schema_ref(option, ref)
+    if input_format in TABLES and schemas_given:
         _refuse("--value-schema" if value_schema else "--key-schema",
                 f"--input {input_format.value} takes its records from the file's columns; "
                 "schemas apply to JSON lines (rivven spark encodes a column)")
@@ -259,10 +263,15 @@ def produce(
     parser = _input(input_format, fmt, key, key_separator, keep_partition, partition,
                     key_encoding, value_encoding)
     schemas = None
-    if value_schema or key_schema:
+    if schemas_given:
         for enc, opt in ((value_encoding, "--value-encoding"), (key_encoding, "--key-encoding")):
             if enc is not Encoding.utf8:
                 _refuse(opt, "with --value-schema/--key-schema the input is JSON text")
+        if key_schema is not None and input_format is not InputFormat.json \
+                and key is None and key_separator is None \
+                and "key" not in getattr(parser, "fields", ()):
+            _refuse("--key-schema", "the input has no keys to encode (give them with -K SEP, "
+                    "-k KEY, %k in --format or --input json)")
         from .schema_io import SchemaInput
 
         schemas = SchemaInput(key_schema, value_schema)
@@ -321,6 +330,18 @@ def produce(
     elif not quiet:
         info(f"produced {plural(count, 'record')} ({human_bytes(nbytes)}) to {topic} in {el:.2f} s "
              f"({count / el if el else 0:,.0f} records/s){sender.summary_text()}")
+
+
+def _schema_ref(option: str, ref: str) -> None:
+    """``--value-schema``/``--key-schema``: a SUBJECT or id:N (a usage error otherwise,
+    before anything is opened; whether it exists is known once the data dir is)."""
+    from engine.errors import InvalidArgument
+    from engine.schemas.serde import schema_ref
+
+    try:
+        schema_ref(ref)
+    except InvalidArgument as e:
+        _refuse(option, str(e))
 
 
 def _topic_and_file(topic: str | None, source: str | None, topic_opt: str | None

@@ -6,6 +6,8 @@ directly, as every other command does; ``rivven schema serve`` (or ``rivven serv
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from typing import Annotated, Any
 
@@ -87,6 +89,53 @@ def _references(given: list[str] | None) -> list[dict[str, Any]]:
     return out
 
 
+def _version(given: str | None) -> str | None:
+    """A --version as the registry takes it: a number from 1, or latest (a usage error
+    otherwise, before anything is opened)."""
+    if given is None:
+        return None
+    from engine.schemas.errors import InvalidVersion
+    from engine.schemas.registry import check_version
+
+    try:
+        check_version(given)
+    except InvalidVersion:
+        raise typer.BadParameter(f"{given!r}: a version number from 1, or latest",
+                                 param_hint="--version") from None
+    return given
+
+
+class _NoSchemas:
+    """The ``_schemas`` topic of a data dir that does not exist yet: empty."""
+
+    def end(self) -> int:
+        return 0
+
+    def read(self, offset: int, max_records: int) -> list[tuple[int, bytes | None, bytes | None]]:
+        return []
+
+    def append(self, recs: Any) -> None:
+        raise AssertionError("a reading command appends nothing")
+
+
+def _never_writable() -> None:
+    raise AssertionError("a reading command writes nothing")
+
+
+@contextmanager
+def _reading() -> Iterator[Any]:
+    """The data dir's registry to read; with no data dir yet, an empty registry: a subject or
+    an id is not found as in an empty one, a schema is still parsed and checked, and nothing
+    is created."""
+    if no_data_yet(state().data_dir):
+        from engine.schemas.registry import Registry
+
+        yield Registry(_NoSchemas(), "", _never_writable)
+        return
+    with open_engine(read_only=True) as eng:
+        yield eng.schemas
+
+
 @app.command()
 def register(
     subject: SubjectArg,
@@ -123,14 +172,12 @@ def list_(
 ) -> None:
     """Subjects with their versions, the latest version's id and type."""
     rows: list[dict[str, Any]] = []
-    if not no_data_yet(state().data_dir):
-        with open_engine(read_only=True) as eng:
-            reg = eng.schemas
-            for s in reg.subjects(deleted=deleted, prefix=prefix):
-                vs = reg.versions(s, deleted=deleted)
-                latest = reg.version(s, "latest", deleted=deleted)
-                rows.append({"subject": s, "versions": vs, "latest": latest["version"],
-                             "id": latest["id"], "schemaType": latest["schemaType"]})
+    with _reading() as reg:
+        for s in reg.subjects(deleted=deleted, prefix=prefix):
+            vs = reg.versions(s, deleted=deleted)
+            latest = reg.version(s, "latest", deleted=deleted)
+            rows.append({"subject": s, "versions": vs, "latest": latest["version"],
+                         "id": latest["id"], "schemaType": latest["schemaType"]})
     if json:
         print_json(rows)
         return
@@ -158,16 +205,17 @@ def get(
         raise typer.BadParameter("use either --version or --id", param_hint="--id")
     if schema_id is None and subject is None:
         raise typer.BadParameter("give a SUBJECT, or --id ID", param_hint="SUBJECT")
-    with open_engine(read_only=True) as eng:
-        reg = eng.schemas
+    version = _version(version)
+    with _reading() as reg:
         if schema_id is not None:
             entry = dict(reg.schema_by_id(schema_id))
             entry["id"] = schema_id
-            entry["subjects"] = reg.versions_of(schema_id, deleted=True)
+            live = {(x["subject"], x["version"]) for x in reg.versions_of(schema_id)}
+            entry["subjects"] = [x | {"deleted": (x["subject"], x["version"]) not in live}
+                                 for x in reg.versions_of(schema_id, deleted=True)]
             if subject is not None and subject not in {x["subject"] for x in entry["subjects"]}:
                 fail(f"schema id {schema_id} is not a version of subject {subject!r}; drop "
-                     "SUBJECT or see `rivven schema get --id "
-                     f"{schema_id}`")
+                     f"SUBJECT or see 'rivven schema get --id {schema_id}'")
         else:
             assert subject is not None
             entry = reg.version(subject, version or "latest", deleted=deleted)
@@ -175,7 +223,8 @@ def get(
         print_json(entry)
         return
     if "subjects" in entry:
-        where = ", ".join(f"{x['subject']} v{x['version']}" for x in entry["subjects"])
+        where = ", ".join(f"{x['subject']} v{x['version']}"
+                          + (" (soft-deleted)" if x["deleted"] else "") for x in entry["subjects"])
         sys.stdout.write(f"id {entry['id']} ({entry['schemaType']}): {where or 'no subject'}\n")
     else:
         sys.stdout.write(f"{entry['subject']} version {entry['version']}: id {entry['id']} "
@@ -199,20 +248,18 @@ def check(
     """Whether a schema could be registered under a subject, by its compatibility level,
     and why not when it could not. Exit code 1 when it is not compatible."""
     refs = _references(reference)
+    version = _version(version)
     text = _schema_file(file)
     stype = _type(schema_type, file)
-    if no_data_yet(state().data_dir):
-        out: dict[str, Any] = {"is_compatible": True, "messages": []}
-        level = "BACKWARD"
-    else:
-        with open_engine(read_only=True) as eng:
-            reg = eng.schemas
-            out = reg.check(subject, version, text, stype, refs, verbose=True)
-            level = reg.config(subject, default_to_global=True)["compatibilityLevel"]
+    with _reading() as reg:
+        out = reg.check(subject, version, text, stype, refs, verbose=True)
+        level = reg.config(subject, default_to_global=True)["compatibilityLevel"]
+        first = subject not in reg.subjects()
     if json:
         print_json(out | {"subject": subject, "compatibility": level})
     elif out["is_compatible"]:
-        done(f"compatible with {subject} ({level})")
+        done(f"compatible with {subject} ({level})"
+             + (": it has no live version to compare with" if first else ""))
     else:
         reasons = [m for m in out["messages"]
                    if not m.startswith(("{oldSchemaVersion:", "{compatibility:"))]
@@ -237,6 +284,10 @@ def delete(
 ) -> None:
     """Soft-delete a subject or one version (hidden, still readable with --deleted; its
     ids keep decoding records), or with --permanent delete what was soft-deleted."""
+    version = _version(version)
+    if no_data_yet(state().data_dir):
+        with _reading() as reg:
+            reg.versions(subject)  # (not found: nothing to delete, and nothing is created)
     with open_engine() as eng:
         reg = eng.schemas
         what = f"{subject} version {version}" if version else f"subject {subject}"
@@ -262,28 +313,29 @@ def config(
         help="Set the level: NONE, BACKWARD, BACKWARD_TRANSITIVE, FORWARD, FORWARD_TRANSITIVE, "
              "FULL or FULL_TRANSITIVE.", show_default=False)] = None,
     reset: Annotated[bool, typer.Option(
-        "--delete", help="Remove the subject's own level (the global one applies).")] = False,
+        "--delete", help="Remove the subject's own level (the global one applies again); "
+                         "without SUBJECT, the global level back to BACKWARD.")] = False,
     json: JsonOpt = False,
 ) -> None:
     """Show or set the compatibility level, globally or of one subject."""
-    if reset and (subject is None or compatibility is not None):
-        raise typer.BadParameter("--delete removes a SUBJECT's own level; give a subject and "
-                                 "no --compatibility", param_hint="--delete")
-    if compatibility is not None or reset:
+    if reset and compatibility is not None:
+        raise typer.BadParameter("use either --delete or --compatibility",
+                                 param_hint="--delete")
+    if reset and subject is not None and no_data_yet(state().data_dir):
+        with _reading() as reg:
+            reg.versions(subject)  # (not found: no level to remove, and nothing is created)
+    if compatibility is not None or (reset and not no_data_yet(state().data_dir)):
         with open_engine() as eng:
             if compatibility is None:
-                assert subject is not None
                 eng.schemas.delete_config(subject)
                 level = eng.schemas.config(subject, True)["compatibilityLevel"]
             else:
                 level = eng.schemas.set_config(subject, compatibility.value)["compatibility"]
         own = subject is not None and not reset
-    elif no_data_yet(state().data_dir):
-        level, own = "BACKWARD", False
     else:
-        with open_engine(read_only=True) as eng:
-            level = eng.schemas.config(subject, True)["compatibilityLevel"]
-            own = subject is not None and subject in eng.schemas.subject_levels()
+        with _reading() as reg:
+            level = reg.config(subject, True)["compatibilityLevel"]
+            own = subject is not None and subject in reg.subject_levels()
     row = {"subject": subject, "compatibilityLevel": level,
            "source": "subject" if own else "global"}
     if json:
@@ -321,7 +373,7 @@ def serve(
     insecure: Annotated[bool, typer.Option(
         "--insecure", help="Answer plain HTTP on an address other than loopback.")] = False,
     loop: Annotated[Loop, typer.Option(
-        "--loop", help="The event loop: uvloop (about twice the requests per CPU second), "
+        "--loop", metavar="LOOP", help="The event loop: uvloop (about twice the requests per CPU second), "
                        "asyncio, or auto (uvloop when installed).")] = Loop.auto,
 ) -> None:
     """Answer the schema registry's REST API (Confluent's: its clients, serializers and UIs

@@ -41,15 +41,20 @@ def json_lines(kenc: Encode, venc: Encode) -> Callable[[Any], bytes]:
     return lambda b: b"".join(each(b))
 
 
-def json_records(kenc: Encode, venc: Encode) -> Callable[[Any], list[bytes]]:
+def json_records(kenc: Encode, venc: Encode, henc: Encode | None = None
+                 ) -> Callable[[Any], list[bytes]]:
     """As ``json_lines``, one bytes per record (its line, newline included): what a writer
-    needs to write whole lines only and to know which records it wrote."""
+    needs to write whole lines only and to know which records it wrote. ``henc``: the
+    encoder of header values when it is not ``venc`` (``consume --decode`` decodes values,
+    not headers)."""
+    henc = venc if henc is None else henc
+
     def emit(b: Any) -> list[bytes]:
         topic, p = b.topic, b.partition
         return [
             (jsonlib.dumps({"topic": topic, "partition": p, "offset": o, "timestamp": t,
                             "key": kenc(k), "value": venc(v),
-                            "headers": [[hk, None if hv is None else venc(hv)] for hk, hv in h]},
+                            "headers": [[hk, None if hv is None else henc(hv)] for hk, hv in h]},
                            separators=(",", ":")) + "\n").encode()
             for o, t, k, v, h in zip(b.offsets, b.timestamps, b.keys, b.values, b.headers)
         ]

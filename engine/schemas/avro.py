@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -29,6 +30,7 @@ warnings.filterwarnings("ignore", category=avro.errors.IgnoredLogicalType)
 # items an array of zero-width values may hold in one payload (their count is not bounded by
 # the payload's length: a few bytes can claim 2^62 nulls)
 MAX_EMPTY_ITEMS = 1 << 20
+_STREAM = re.compile(r" from <[^<>]* at 0x[0-9a-f]+>")
 
 
 class AvroSchema:
@@ -144,7 +146,8 @@ class AvroSchema:
         try:
             return fastavro.schemaless_reader(io.BytesIO(data), self._fast, None)
         except Exception as e:  # garbage or truncated bytes: fastavro raises anything
-            what = str(e) or type(e).__name__
+            # (its EOFError names the stream: "cannot read double from <_io.BytesIO ...>")
+            what = _STREAM.sub("", str(e)) or type(e).__name__
             if isinstance(e, EOFError):
                 what = f"truncated ({what})" if str(e) else "truncated"
             raise SchemaMismatch("", f"payload does not decode as {self.name}: {what}") from None

@@ -32,7 +32,8 @@ WELL_KNOWN = str(resources.files("grpc_tools") / "_proto")
 MAX_MESSAGE = 600  # characters of protoc's report kept in the error
 # absl's log lines (``W0000 00:00:1795955625.574701   28272 parser.cc:659] ...``, and the one
 # announcing them); protoc's own: a path (no spaces), maybe ``:line:col``, then ": "
-_ABSL = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] |WARNING: All log messages before absl")
+# (the seconds are since the epoch when absl's clock is not set up: 00:00:1795955625.574701)
+_ABSL = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] |WARNING: All log messages before absl")
 _PROTOC_LINE = re.compile(rf"[^\s:]+(:\d+:\d+)?: |{_ABSL.pattern}")
 
 
