@@ -28,6 +28,8 @@ from collections.abc import Callable
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
+from ..errors import plural
+
 Convert = Callable[[Any], Any]
 
 PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
@@ -69,7 +71,7 @@ def got(v: Any) -> str:
     if isinstance(v, str):
         return repr(v) if len(v) <= 40 else repr(v[:37] + "...")
     if isinstance(v, (bytes, bytearray)):
-        return f"{len(v)} bytes"
+        return plural(len(v), "byte")
     return repr(v)
 
 
@@ -490,7 +492,7 @@ def _fixed_to_avro(size: int, name: str) -> Convert:
     def fixed(v: Any) -> Any:
         b = _bytes(v)
         if len(b) != size:
-            raise Bad(f"expected {size} bytes (fixed {name}), got {len(b)}")
+            raise Bad(f"expected {plural(size, 'byte')} (fixed {name}), got {len(b)}")
         return b
     return fixed
 

@@ -269,8 +269,8 @@ def _schema_body(req: Request) -> tuple[Any, str, Any]:
     if refs is None:
         refs = []
     elif not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
-        raise BadRequest("Cannot deserialize the field references: send a list of "
-                         '{"name", "subject", "version"} objects')
+        raise BadRequest("Cannot deserialize the field references: send a list of objects, "
+                         'each {"name", "subject", "version"}')
     return schema, stype, refs
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import httptools
 
+from ..errors import plural
 from ..security.acl import ANONYMOUS
 from .access import CHALLENGE
 from .errors import Unauthorized
@@ -231,13 +232,13 @@ class _Conn(asyncio.Protocol):
         self.head_bytes += len(url)
         if self.head_bytes > self.limits.max_head:
             raise _Refused(error(414, 414, "URI Too Long: the request line passes "
-                                 f"{self.limits.max_head} bytes"))
+                                 + plural(self.limits.max_head, "byte")))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.head_bytes += len(name) + len(value) + 4
         if self.head_bytes > self.limits.max_head:
             raise _Refused(error(431, 431, "Request Header Fields Too Large: the request "
-                                 f"line and headers pass {self.limits.max_head} bytes"))
+                                 "line and headers pass " + plural(self.limits.max_head, "byte")))
         n = len(name)
         if n == 13:
             if name.lower() == b"authorization":
@@ -286,7 +287,7 @@ class _Conn(asyncio.Protocol):
 
     def _too_large(self) -> Response:
         return error(413, 413, "Payload Too Large: the request body passes "
-                     f"{self.limits.max_body} bytes")
+                     + plural(self.limits.max_body, "byte"))
 
     # ------------------------------------------------------------------ answering
     def _answer(self, req: Req | Response | None) -> None:
