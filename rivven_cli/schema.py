@@ -17,7 +17,7 @@ from .common import JsonOpt, YesOpt, confirm, fail, no_data_yet, open_engine, st
 from .render import done, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
-MAX_FILE = 8 << 20  # (engine.schemas.registry.MAX_SCHEMA)
+MAX_FILE = 8 << 20  # (engine.schemas.arguments.MAX_SCHEMA)
 SubjectArg = Annotated[str, typer.Argument(
     help="Subject (Confluent's naming: TOPIC-value, TOPIC-key).", show_default=False)]
 

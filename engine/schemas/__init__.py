@@ -14,6 +14,7 @@ The topic is read and written through the ``SchemaLog`` port the façade hands t
 - ``serde``: Confluent's wire format: magic byte 0, the 4-byte id, the payload
 - ``records``: the ``_schemas`` topic's keys and values, as Confluent's registry writes them
 - ``view``: the registry's state, rebuilt from the topic's records
+- ``arguments``: the registry's arguments checked (versions, levels, subjects, references)
 - ``registry``: ``Registry`` (``Engine.schemas``): the operations of the REST API
 - ``http``: the REST API's routes; ``server``: the HTTP/1.1 listener (httptools);
   ``access``: HTTP basic auth against the SCRAM users, ACLs over subjects

@@ -22,16 +22,20 @@ from ..fs.durable import write_atomic
 from ..fs.guard import make_dir
 from ..fs.locks import DEFAULT_WAIT, LockWait, lock_path
 from . import records
+from .arguments import (
+    Refs,
+    check_level,
+    check_refs,
+    check_schema,
+    check_subject,
+    check_type,
+    check_version,
+)
 from .errors import (
-    BadRequest,
     IncompatibleSchema,
-    InvalidCompatibility,
     InvalidSchema,
-    InvalidSubject,
-    InvalidVersion,
     ReferenceExists,
     SchemaNotFound,
-    SchemaTooLarge,
     SubjectConfigNotFound,
     SubjectNotFound,
     SubjectNotSoftDeleted,
@@ -40,17 +44,12 @@ from .errors import (
     VersionNotSoftDeleted,
     VersionSoftDeleted,
 )
-from .kinds import TYPES, Parsed, Reference, parse
+from .kinds import Parsed, Reference, parse
 from .records import SchemaValue
 from .serde import Deserializer, Serializer
 from .view import View
 
-LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
-          "FULL_TRANSITIVE")
-MAX_SCHEMA = 8 << 20  # characters of one schema
-MAX_VERSION = 2**31 - 1
 READ_BATCH = 5000
-Refs = tuple[tuple[str, str, int], ...]
 
 
 class SchemaLog(Protocol):
@@ -228,7 +227,7 @@ class Registry:
         with self._mu:
             if not self._view.versions.get(subject):
                 raise _no_subject(subject)
-            parsed = self._parse(stype, _check_schema(schema), refs)
+            parsed = self._parse(stype, check_schema(schema), refs)
             sv = self._find(subject, parsed, refs, normalize, deleted)
             if sv is None:
                 raise SchemaNotFound("Schema not found", 40403)
@@ -274,7 +273,7 @@ class Registry:
                  references: Sequence[Any] = (), normalize: bool = False) -> dict[str, Any]:
         check_subject(subject)
         stype, refs = check_type(schema_type), check_refs(references)
-        schema = _check_schema(schema)
+        schema = check_schema(schema)
         with self._mu:
             self.maybe_refresh()
             parsed = self._parse(stype, schema, refs)
@@ -333,7 +332,7 @@ class Registry:
         n = check_version(version) if version is not None else None
         with self._mu:
             self.maybe_refresh()
-            parsed = self._parse(stype, _check_schema(schema), refs)
+            parsed = self._parse(stype, check_schema(schema), refs)
             level = self._view.level(subject)
             if version is None:
                 problems = self._problems(subject, parsed, level)
@@ -540,73 +539,6 @@ class Registry:
 
     def _set_high_water(self, sid: int) -> None:
         write_atomic(os.path.join(self._dir, "ids"), jsondoc.seal({"max_id": sid}))
-
-
-# ---------------------------------------------------------------------- argument checks
-def check_version(version: str | int | None) -> int | None:
-    """A version argument: None for ``latest`` (or -1), else 1..2^31-1 (42202 otherwise)."""
-    if version is None or version == "latest" or version == -1 or version == "-1":
-        return None
-    if isinstance(version, str) and version.isdigit() and len(version) < 12:
-        version = int(version)
-    if isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= MAX_VERSION:
-        return version
-    raise InvalidVersion(f"The specified version '{version}' is not a valid version id. Allowed "
-                         'values are between [1, 2^31-1] and the string "latest"')
-
-
-def check_level(level: Any) -> str:
-    lv = level.upper() if isinstance(level, str) else ""
-    if lv not in LEVELS:
-        raise InvalidCompatibility(
-            "Invalid compatibility level. Valid values are none, backward, forward, full, "
-            "backward_transitive, forward_transitive, and full_transitive")
-    return lv
-
-
-def check_type(schema_type: Any) -> str:
-    t = (schema_type or "AVRO")
-    if not isinstance(t, str) or t.upper() not in TYPES:
-        raise InvalidSchema(f"Invalid schema type {schema_type!r}: use AVRO, PROTOBUF or JSON")
-    return t.upper()
-
-
-def check_subject(subject: Any) -> str:
-    if not isinstance(subject, str) or not subject or len(subject) > 4096 \
-            or any(ord(c) < 32 for c in subject):
-        raise InvalidSubject(f"The specified subject '{subject}' is not a valid.")
-    return subject
-
-
-def check_refs(references: Any) -> Refs:
-    if references is None:
-        return ()
-    if not isinstance(references, (list, tuple)):
-        raise BadRequest("references: use a list of {name, subject, version}")
-    out = []
-    for r in references:
-        if isinstance(r, tuple) and len(r) == 3:
-            name, subject, version = r
-        elif isinstance(r, dict):
-            name, subject, version = r.get("name"), r.get("subject"), r.get("version")
-        else:
-            raise BadRequest("references: each one is {name, subject, version}")
-        if not isinstance(name, str) or not name or not isinstance(subject, str) or not subject:
-            raise BadRequest("references: each one needs a name and a subject")
-        n = check_version(version if version is not None else "latest")
-        if n is None:
-            raise InvalidSchema(f"Invalid schema: the reference {name!r} needs a version "
-                                "number, not latest")
-        out.append((name, subject, n))
-    return tuple(out)
-
-
-def _check_schema(schema: Any) -> str:
-    if not isinstance(schema, str) or not schema.strip():
-        raise InvalidSchema("Invalid schema: the schema is empty or not a string")
-    if len(schema) > MAX_SCHEMA:
-        raise SchemaTooLarge("Register operation failed because schema is too large")
-    return schema
 
 
 def _no_subject(subject: str) -> SubjectNotFound:
