@@ -11,6 +11,9 @@ The topic is read and written through the ``SchemaLog`` port the façade hands t
 - ``kinds``: the interface every schema type implements, ``parse`` picking one by name
 - ``avro``, ``json_schema``, ``protobuf`` (+ their ``*_compat``): the types (fastavro, avro,
   jsonschema, protobuf + grpc_tools' protoc)
+- ``json_compat``'s parts: ``json_model`` (schemas as Confluent's loader reads them),
+  ``json_diff`` (the walk), ``json_diff_scalars``, ``json_diff_combined``,
+  ``json_diff_content`` (the rules by kind), ``json_messages`` (Confluent's words)
 - ``serde``: Confluent's wire format: magic byte 0, the 4-byte id, the payload
 - ``records``: the ``_schemas`` topic's keys and values, as Confluent's registry writes them
 - ``view``: the registry's state, rebuilt from the topic's records
