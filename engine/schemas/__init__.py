@@ -11,6 +11,8 @@ The topic is read and written through the ``SchemaLog`` port the façade hands t
 - ``kinds``: the interface every schema type implements, ``parse`` picking one by name
 - ``avro``, ``json_schema``, ``protobuf`` (+ their ``*_compat``): the types (fastavro, avro,
   jsonschema, protobuf + grpc_tools' protoc)
+- ``avro_values`` (the compiler of a schema's value converters), ``avro_convert`` (the
+  leaf converters), ``avro_logical`` (the logical types): JSON <-> Avro values
 - ``json_compat``'s parts: ``json_model`` (schemas as Confluent's loader reads them),
   ``json_diff`` (the walk), ``json_diff_scalars``, ``json_diff_combined``,
   ``json_diff_content`` (the rules by kind), ``json_messages`` (Confluent's words)
