@@ -20,6 +20,7 @@ The topic is read and written through the ``SchemaLog`` port the façade hands t
 - ``records``: the ``_schemas`` topic's keys and values, as Confluent's registry writes them
 - ``view``: the registry's state, rebuilt from the topic's records
 - ``registry``: ``Registry`` (``Engine.schemas``): the operations of the REST API
-- ``http``: the REST API's routes; ``server``: the HTTP/1.1 listener (httptools);
+- ``http``: the REST API's routes; ``server``: the HTTP/1.1 listener (httptools),
+  ``server_conn``: one connection of it (keep-alive, bounds, authentication, the routes);
   ``access``: HTTP basic auth against the SCRAM users, ACLs over subjects
 """
