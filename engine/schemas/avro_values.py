@@ -1,6 +1,8 @@
 """Avro values: JSON input (and Python values) checked and turned into what fastavro's writer
 takes, and decoded values turned back into JSON. Compiled once per schema into a tree of small
-functions, so a record costs a few function calls and no schema walking.
+functions, so a record costs a few function calls and no schema walking. This module is the
+compiler (records, unions, named and recursive types, the branch a value belongs to); the leaf
+converters are ``avro_convert``'s, the logical types ``avro_logical``'s.
 
 JSON forms taken (``to_avro``), after Avro's JSON encoding and what people type:
 - bytes and fixed: a string of code points 0-255 (Avro's JSON encoding: ISO-8859-1), or bytes;
@@ -21,62 +23,26 @@ bytes and fixed as ISO-8859-1 strings, dates and times as the numbers Avro store
 from __future__ import annotations
 
 import datetime as dt
-import json
-import math
 import uuid
 from collections.abc import Callable
-from decimal import Context, Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-from ..errors import plural
+from .avro_convert import (
+    PRIMITIVE_TO_AVRO,
+    PRIMITIVES,
+    Bad,
+    Convert,
+    array_to_avro,
+    bytes_to_json,
+    enum_to_avro,
+    fixed_to_avro,
+    got,
+    map_to_avro,
+)
+from .avro_logical import LOGICAL_TO_JSON, logical_to_avro
 
-Convert = Callable[[Any], Any]
-
-PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
-_INT = (-(1 << 31), (1 << 31) - 1)
-_LONG = (-(1 << 63), (1 << 63) - 1)
-_FLOAT_MAX = 3.4028234663852886e38
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
-_EPOCH_DAY = dt.date(1970, 1, 1).toordinal()
 _MISSING = object()
-
-
-class Bad(Exception):
-    """A value that does not fit; ``where`` collects the path on the way out (innermost
-    first), so that the path costs nothing when the value fits."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.where: list[str] = []
-
-    def path(self) -> str:
-        out = ""
-        for part in reversed(self.where):
-            out += part if part.startswith("[") or not out else "." + part
-        return out
-
-
-def got(v: Any) -> str:
-    """A value as a problem names it: short, JSON-like."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "an object"
-    if isinstance(v, (list, tuple)):
-        return "an array"
-    if isinstance(v, str):
-        return repr(v) if len(v) <= 40 else repr(v[:37] + "...")
-    if isinstance(v, (bytes, bytearray)):
-        return plural(len(v), "byte")
-    return repr(v)
-
-
-def _symbols(names: list[str]) -> str:
-    return ", ".join(names) if len(names) <= 10 else ", ".join(names[:10]) + ", ..."
 
 
 class Compiler:
@@ -93,26 +59,26 @@ class Compiler:
     def to_avro(self, schema: Any) -> Convert:
         if isinstance(schema, str):
             if schema in PRIMITIVES:
-                return _PRIMITIVE_TO_AVRO[schema]
+                return PRIMITIVE_TO_AVRO[schema]
             return self._named_to_avro(schema)
         if isinstance(schema, list):
             return self._union_to_avro(schema)
         t = schema["type"]
         logical = schema.get("logicalType")
         if logical is not None:
-            conv = _logical_to_avro(schema, logical)
+            conv = logical_to_avro(schema, logical)
             if conv is not None:
                 return conv
         if t == "record" or t == "error":
             return self._record_to_avro(schema)
         if t == "enum":
-            return _enum_to_avro(schema)
+            return enum_to_avro(schema)
         if t == "fixed":
-            return _fixed_to_avro(schema["size"], schema["name"])
+            return fixed_to_avro(schema["size"], schema["name"])
         if t == "array":
-            return _array_to_avro(self.to_avro(schema["items"]))
+            return array_to_avro(self.to_avro(schema["items"]))
         if t == "map":
-            return _map_to_avro(self.to_avro(schema["values"]))
+            return map_to_avro(self.to_avro(schema["values"]))
         return self.to_avro(t)
 
     def _named_to_avro(self, name: str) -> Convert:
@@ -242,14 +208,14 @@ class Compiler:
     def to_json(self, schema: Any) -> Convert | None:
         if isinstance(schema, str):
             if schema in PRIMITIVES:
-                return _bytes_to_json if schema == "bytes" else None
+                return bytes_to_json if schema == "bytes" else None
             return self._named_to_json(schema)
         if isinstance(schema, list):
             return self._union_to_json(schema)
         t = schema["type"]
         logical = schema.get("logicalType")
         if logical is not None:
-            conv = _LOGICAL_TO_JSON.get((logical, t if isinstance(t, str) else ""), _MISSING)
+            conv = LOGICAL_TO_JSON.get((logical, t if isinstance(t, str) else ""), _MISSING)
             if conv is not _MISSING:
                 return conv  # type: ignore[return-value]
         if t == "record" or t == "error":
@@ -257,7 +223,7 @@ class Compiler:
         if t == "enum":
             return None
         if t == "fixed":
-            return _bytes_to_json
+            return bytes_to_json
         if t == "array":
             items = self.to_json(schema["items"])
             return None if items is None else (lambda v: [items(x) for x in v])
@@ -396,301 +362,3 @@ def _decoded_is(schema: Any, named: dict[str, Any]) -> Callable[[Any], bool]:
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-# ---- primitives ----
-
-def _null(v: Any) -> Any:
-    if v is None:
-        return None
-    raise Bad(f"expected null, got {got(v)}")
-
-
-def _boolean(v: Any) -> Any:
-    if v is True or v is False:
-        return v
-    raise Bad(f"expected boolean, got {got(v)}")
-
-
-def _integer(kind: str, low: int, high: int) -> Convert:
-    def integer(v: Any) -> Any:
-        if type(v) is int and low <= v <= high:
-            return v
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if isinstance(v, int) and not isinstance(v, bool):
-            if low <= v <= high:
-                return int(v)
-            raise Bad(f"{v} is out of range for {kind}")
-        raise Bad(f"expected {kind}, got {got(v)}")
-    return integer
-
-
-def _double(v: Any) -> Any:
-    if type(v) is float:
-        return v
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    raise Bad(f"expected double, got {got(v)}")
-
-
-def _float(v: Any) -> Any:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        v = float(v)
-        if abs(v) > _FLOAT_MAX and not math.isinf(v):
-            raise Bad(f"{v} is out of range for float")
-        return v
-    raise Bad(f"expected float, got {got(v)}")
-
-
-def _string(v: Any) -> Any:
-    if type(v) is str:
-        return v
-    raise Bad(f"expected string, got {got(v)}")
-
-
-def _bytes(v: Any) -> Any:
-    if type(v) is bytes:
-        return v
-    if isinstance(v, str):
-        try:
-            return v.encode("latin-1")
-        except UnicodeEncodeError:
-            raise Bad("expected bytes as a string of code points 0-255 (Avro's JSON encoding "
-                      f"of bytes), got {got(v)}") from None
-    if isinstance(v, (bytearray, memoryview)):
-        return bytes(v)
-    raise Bad(f"expected bytes, got {got(v)}")
-
-
-_PRIMITIVE_TO_AVRO: dict[str, Convert] = {
-    "null": _null, "boolean": _boolean, "int": _integer("int", *_INT),
-    "long": _integer("long", *_LONG), "float": _float, "double": _double, "string": _string,
-    "bytes": _bytes,
-}
-
-
-def _bytes_to_json(v: Any) -> Any:
-    return v.decode("latin-1")
-
-
-# ---- complex types ----
-
-def _enum_to_avro(schema: dict[str, Any]) -> Convert:
-    symbols = list(schema["symbols"])
-    known = frozenset(symbols)
-    listed = _symbols(symbols)
-
-    def enum(v: Any) -> Any:
-        if type(v) is str and v in known:
-            return v
-        raise Bad(f"expected one of {listed} (enum {schema['name']}), got {got(v)}")
-    return enum
-
-
-def _fixed_to_avro(size: int, name: str) -> Convert:
-    def fixed(v: Any) -> Any:
-        b = _bytes(v)
-        if len(b) != size:
-            raise Bad(f"expected {plural(size, 'byte')} (fixed {name}), got {len(b)}")
-        return b
-    return fixed
-
-
-def _array_to_avro(items: Convert) -> Convert:
-    def array(v: Any) -> Any:
-        if not isinstance(v, (list, tuple)):
-            raise Bad(f"expected an array, got {got(v)}")
-        out = []
-        for i, x in enumerate(v):
-            try:
-                out.append(items(x))
-            except Bad as e:
-                e.where.append(f"[{i}]")
-                raise
-        return out
-    return array
-
-
-def _map_to_avro(values: Convert) -> Convert:
-    def avro_map(v: Any) -> Any:
-        if not isinstance(v, dict):
-            raise Bad(f"expected an object (map), got {got(v)}")
-        out = {}
-        for k, x in v.items():
-            if not isinstance(k, str):
-                raise Bad(f"map keys must be strings, got {got(k)}")
-            try:
-                out[k] = values(x)
-            except Bad as e:
-                e.where.append(f"[{json.dumps(k)}]")
-                raise
-        return out
-    return avro_map
-
-
-# ---- logical types ----
-
-def _logical_to_avro(schema: dict[str, Any], logical: str) -> Convert | None:
-    """The converter of a logical type, or None for one fastavro does not know (the
-    underlying type's is used, as Avro does with unknown logical types)."""
-    t = schema["type"]
-    if logical == "decimal" and t in ("bytes", "fixed"):
-        return _decimal(schema)
-    if logical == "uuid" and t == "string":
-        return _uuid
-    unit = _UNITS.get((logical, t))
-    if unit is None:
-        return None
-    kind, per_second = unit
-    if kind == "date":
-        return _date
-    if kind == "time":
-        return _time(per_second, *(_INT if t == "int" else _LONG))
-    return _timestamp(per_second, logical.startswith("local-"))
-
-
-_UNITS = {
-    ("date", "int"): ("date", 0), ("time-millis", "int"): ("time", 1000),
-    ("time-micros", "long"): ("time", 1_000_000),
-    ("timestamp-millis", "long"): ("ts", 1000), ("timestamp-micros", "long"): ("ts", 1_000_000),
-    ("local-timestamp-millis", "long"): ("ts", 1000),
-    ("local-timestamp-micros", "long"): ("ts", 1_000_000),
-}
-
-
-def _decimal(schema: dict[str, Any]) -> Convert:
-    precision = schema.get("precision")
-    scale = schema.get("scale", 0) or 0
-    size = schema.get("size")
-    if not isinstance(precision, int) or precision <= 0 or not isinstance(scale, int):
-        return _bytes if size is None else _fixed_to_avro(size, schema["name"])  # ignored, as Avro does
-    quantum = Decimal(1).scaleb(-scale)
-    limit = Decimal(10) ** precision
-    context = Context(prec=precision + scale + 30)  # the default 28 digits may be too few
-
-    def decimal(v: Any) -> Any:
-        if isinstance(v, Decimal):
-            d = v
-        elif isinstance(v, (int, str)) and not isinstance(v, bool):
-            try:
-                d = Decimal(v)
-            except InvalidOperation:
-                raise Bad(f"expected a decimal number, got {got(v)}") from None
-        elif isinstance(v, float):
-            d = Decimal(repr(v))
-        else:
-            raise Bad(f"expected a decimal number, got {got(v)}")
-        if not d.is_finite():
-            raise Bad(f"expected a decimal number, got {got(v)}")
-        if abs(d) >= limit:  # a bound before quantizing, which costs in the digits
-            raise Bad(f"{v} has more than {precision} digits (decimal({precision},{scale}))")
-        q = d.quantize(quantum, context=context)
-        if q != d:
-            raise Bad(f"{v} has more than {scale} decimal places (decimal({precision},{scale}))")
-        if abs(q.scaleb(scale, context=context)) >= limit:
-            raise Bad(f"{v} has more than {precision} digits (decimal({precision},{scale}))")
-        return q
-    return decimal
-
-
-def _uuid(v: Any) -> Any:
-    if isinstance(v, uuid.UUID):
-        return str(v)
-    if isinstance(v, str):
-        try:
-            uuid.UUID(v)
-        except ValueError:
-            raise Bad(f"expected a UUID, got {got(v)}") from None
-        return v
-    raise Bad(f"expected a UUID string, got {got(v)}")
-
-
-def _date(v: Any) -> Any:
-    if type(v) is int and _INT[0] <= v <= _INT[1]:
-        return v
-    if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
-        return v.toordinal() - _EPOCH_DAY
-    if isinstance(v, str):
-        try:
-            return dt.date.fromisoformat(v).toordinal() - _EPOCH_DAY
-        except ValueError:
-            pass
-    raise Bad(f"expected a date (days since 1970-01-01, or YYYY-MM-DD), got {got(v)}")
-
-
-def _time(per_second: int, low: int, high: int) -> Convert:
-    unit = "ms" if per_second == 1000 else "µs"
-
-    def time(v: Any) -> Any:
-        if type(v) is int and low <= v <= high:
-            return v
-        if isinstance(v, str):
-            try:
-                v = dt.time.fromisoformat(v)
-            except ValueError:
-                pass
-        if isinstance(v, dt.time):
-            micros = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
-            return micros // (1_000_000 // per_second)
-        raise Bad(f"expected a time of day ({unit} since midnight, or HH:MM:SS), got {got(v)}")
-    return time
-
-
-def _timestamp(per_second: int, local: bool) -> Convert:
-    unit = "ms" if per_second == 1000 else "µs"
-    step = dt.timedelta(microseconds=1_000_000 // per_second)
-
-    def timestamp(v: Any) -> Any:
-        if type(v) is int and _LONG[0] <= v <= _LONG[1]:
-            return v
-        if isinstance(v, str):
-            try:
-                v = dt.datetime.fromisoformat(v)
-            except ValueError:
-                pass
-        if isinstance(v, dt.datetime):
-            if local:
-                return (v.replace(tzinfo=None) - _EPOCH_NAIVE) // step
-            if v.tzinfo is None:
-                v = v.replace(tzinfo=dt.UTC)
-            return (v - _EPOCH) // step
-        raise Bad(f"expected a timestamp ({unit} since the epoch, or ISO 8601), got {got(v)}")
-    return timestamp
-
-
-def _time_to_json(per_second: int) -> Convert:
-    def time(v: Any) -> Any:
-        if not isinstance(v, dt.time):
-            return v
-        micros = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
-        return micros // (1_000_000 // per_second)
-    return time
-
-
-def _timestamp_to_json(per_second: int) -> Convert:
-    step = dt.timedelta(microseconds=1_000_000 // per_second)
-
-    def timestamp(v: Any) -> Any:
-        if not isinstance(v, dt.datetime):
-            return v
-        if v.tzinfo is None:
-            return (v - _EPOCH_NAIVE) // step
-        return (v - _EPOCH) // step
-    return timestamp
-
-
-def _decimal_to_json(v: Any) -> Any:
-    return format(v, "f") if isinstance(v, Decimal) else _bytes_to_json(v)
-
-
-_LOGICAL_TO_JSON: dict[tuple[str, str], Convert | None] = {
-    ("decimal", "bytes"): _decimal_to_json, ("decimal", "fixed"): _decimal_to_json,
-    ("uuid", "string"): lambda v: str(v),
-    ("date", "int"): lambda v: v.toordinal() - _EPOCH_DAY if isinstance(v, dt.date) else v,
-    ("time-millis", "int"): _time_to_json(1000), ("time-micros", "long"): _time_to_json(1_000_000),
-    ("timestamp-millis", "long"): _timestamp_to_json(1000),
-    ("timestamp-micros", "long"): _timestamp_to_json(1_000_000),
-    ("local-timestamp-millis", "long"): _timestamp_to_json(1000),
-    ("local-timestamp-micros", "long"): _timestamp_to_json(1_000_000),
-}

@@ -16,7 +16,7 @@ from referencing.exceptions import PointerToNowhere, Unresolvable
 
 from . import json_compat
 from .errors import InvalidSchema, SchemaMismatch
-from .json_compat import SPEC
+from .json_model import SPEC
 from .kinds import Reference
 
 # keywords whose values are data, not schemas: a "$ref" inside them is not a reference
