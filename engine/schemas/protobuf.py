@@ -130,7 +130,7 @@ class ProtobufSchema:
         if protobuf_files.decoded(text, self.files.main.name) is None:
             return text  # (registered as .proto text)
         try:
-            printed = protobuf_text.to_text(self.files.main)
+            printed = protobuf_text.to_text(self.files.main, self.files.pool)
         except protobuf_text.Unsupported:
             return text
         # compiled again beside the same imports, it must be the same schema: else base64

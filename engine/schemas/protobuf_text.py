@@ -13,23 +13,25 @@ types (message indexes count them). Type names are printed fully qualified, with
 Printed: proto2 and proto3; nested messages and enums; fields with their labels (proto2's
 ``optional``/``required``, proto3's ``optional``, ``repeated``), ``map<K, V>`` fields (from
 their map-entry types), oneofs, enums and their values, reserved ranges and names, extension
-ranges (no options), proto2 default values, a ``json_name`` that is not protoc's own, the
-standard options of files, messages, fields, oneofs, enums, enum values, services and methods
-whose values are scalars or enums (``java_package``, ``packed``, ``deprecated``, ...), services
-and their rpcs (streaming too), ``import public`` and ``import weak``.
+ranges (no options), proto2 default values, a ``json_name`` that is not protoc's own,
+extension fields (``extend`` blocks); options of files, messages, fields, oneofs, enums, enum
+values, services and methods: the standard ones of scalar or enum values (``java_package``,
+``packed``, ``deprecated``, ...) and custom ones the schema's files define
+(``[(confluent.field_meta) = { doc: "..." }]``, a message value in text format); services and
+their rpcs (streaming too), ``import public`` and ``import weak``.
 
-Not printed (``Unsupported``; the caller keeps the base64 form): editions, groups, extension
-fields (``extend``), custom options and options of message type (``features``), uninterpreted
-options, unknown fields in options, extension ranges with options, a map-entry type that is
-not exactly what protoc makes of a ``map<K, V>`` field, a type name that is not fully
-qualified, a field without a type.
+Not printed (``Unsupported``; the caller keeps the base64 form): editions, groups, standard
+options of message type (``features``), uninterpreted options, options no file of the schema
+defines, extension ranges with options, a map-entry type that is not exactly what protoc makes
+of a ``map<K, V>`` field, a type name that is not fully qualified, a field without a type.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, unknown_fields
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 FD = descriptor_pb2.FieldDescriptorProto
@@ -51,15 +53,15 @@ class Unsupported(ValueError):
     """The descriptor holds something this printer does not print faithfully."""
 
 
-def to_text(proto: descriptor_pb2.FileDescriptorProto) -> str:
+def to_text(proto: descriptor_pb2.FileDescriptorProto,
+            pool: descriptor_pool.DescriptorPool | None = None) -> str:
     """``proto`` as .proto text that protoc compiles back to the same descriptor (its file
     name, source positions and protoc's own JSON names aside); Unsupported naming what is not
-    printed (see the module's docstring)."""
+    printed (see the module's docstring). ``pool`` (holding the file and its imports) lets
+    custom options be printed by name."""
     syntax = proto.syntax or "proto2"
     if syntax not in ("proto2", "proto3"):
         raise Unsupported(f"syntax {syntax!r} is not printed")
-    if proto.extension:
-        raise Unsupported("extension fields (extend) are not printed")
     out = [f'syntax = "{syntax}";\n']
     if proto.package:
         out.append(f"package {proto.package};\n")
@@ -69,17 +71,18 @@ def to_text(proto: descriptor_pb2.FileDescriptorProto) -> str:
         for i, dep in enumerate(proto.dependency):
             kind = "public " if i in public else "weak " if i in weak else ""
             out.append(f"import {kind}{_quote(dep)};\n")
-    options = _options(proto.options)
+    p = _Printer(syntax, pool)
+    options = p._options(proto.options)
     if options:
         out.append("\n")
         out += [f"option {o};\n" for o in options]
     scope = f".{proto.package}" if proto.package else ""
-    p = _Printer(syntax)
     body: list[str] = []
     for msg in proto.message_type:
         body += p.message(msg, scope)
     for enum in proto.enum_type:
         body += p.enum(enum)
+    body += p.extends(proto.extension, proto.package or "<file>")
     for service in proto.service:
         body += p.service(service)
     if body:
@@ -89,16 +92,47 @@ def to_text(proto: descriptor_pb2.FileDescriptorProto) -> str:
 
 
 class _Printer:
-    def __init__(self, syntax: str) -> None:
+    def __init__(self, syntax: str, pool: descriptor_pool.DescriptorPool | None) -> None:
         self.proto3 = syntax == "proto3"
+        self.pool = pool
+
+    def _options(self, opts: Message, skip: tuple[str, ...] = ()) -> list[str]:
+        """An options message's fields as ``name = value``: standard options of scalar or enum
+        values, custom ones (``(pkg.name)``, a message value in text format) when the pool
+        knows them; Unsupported for anything else set in it."""
+        opts = self._resolved(opts)
+        out = []
+        for fd, value in opts.ListFields():
+            if fd.name in skip and not fd.is_extension:
+                continue
+            if not fd.is_extension and (fd.message_type is not None or fd.is_repeated):
+                raise Unsupported(f"option {fd.name} is not printed")
+            name = f"({fd.full_name})" if fd.is_extension else fd.name
+            for v in (value if fd.is_repeated else [value]):
+                out.append(f"{name} = {_value(fd, v)}")
+        if len(unknown_fields.UnknownFieldSet(opts)):
+            raise Unsupported(f"{opts.DESCRIPTOR.name}: options the schema's files do not define")
+        return out
+
+    def _resolved(self, opts: Message) -> Message:
+        """``opts`` parsed again with the schema's pool when it holds custom options (unknown
+        fields to the generated descriptor_pb2, or extensions of another pool)."""
+        if self.pool is None or not opts.ByteSize():
+            return opts
+        if not len(unknown_fields.UnknownFieldSet(opts)) and not any(
+                fd.is_extension for fd, _ in opts.ListFields()):
+            return opts
+        try:
+            desc = self.pool.FindMessageTypeByName(opts.DESCRIPTOR.full_name)
+        except KeyError:
+            return opts
+        return message_factory.GetMessageClass(desc).FromString(opts.SerializeToString())
 
     def message(self, msg: descriptor_pb2.DescriptorProto, scope: str) -> list[str]:
-        if msg.extension:
-            raise Unsupported(f"{msg.name}: extension fields (extend) are not printed")
         full = f"{scope}.{msg.name}"
         inner: list[str] = []
         inner += self._reserved(msg.reserved_range, msg.reserved_name, MAX_FIELD + 1)
-        inner += [f"option {o};\n" for o in _options(msg.options, skip=("map_entry",))]
+        inner += [f"option {o};\n" for o in self._options(msg.options, skip=("map_entry",))]
         entries = {f"{full}.{n.name}": n for n in msg.nested_type if n.options.map_entry}
         items = self._field_items(msg, full, entries)  # (map entry's full name or "", lines)
         used = {name for name, _ in items if name}
@@ -123,6 +157,7 @@ class _Printer:
             if r.HasField("options"):
                 raise Unsupported(f"{msg.name}: extension ranges with options are not printed")
             inner.append(f"extensions {_range(r.start, r.end - 1, MAX_FIELD)};\n")
+        inner += self.extends(msg.extension, msg.name)
         for enum in msg.enum_type:
             inner += self.enum(enum)
         return _block(f"message {msg.name}", inner)
@@ -154,7 +189,7 @@ class _Printer:
             members = [g for g in msg.field if g.HasField("oneof_index") and g.oneof_index == i]
             decl = msg.oneof_decl[i]
             text = [f"oneof {decl.name} {{\n"]
-            text += [f"{_INDENT}option {o};\n" for o in _options(decl.options)]
+            text += [f"{_INDENT}option {o};\n" for o in self._options(decl.options)]
             text += [_INDENT + self._field(g, msg.name, in_oneof=True) for g in members]
             text.append("}\n")
             items.append(("", text))
@@ -177,7 +212,7 @@ class _Printer:
             opts.append(f"default = {_default(f)}")
         if f.HasField("json_name") and f.json_name != _json_name(f.name):
             opts.append(f"json_name = {_quote(f.json_name)}")
-        opts += _options(f.options)
+        opts += self._options(f.options)
         suffix = f" [{', '.join(opts)}]" if opts else ""
         return f"{label}{_type(f, where)} {f.name} = {f.number}{suffix};\n"
 
@@ -198,22 +233,41 @@ class _Printer:
         opts = []
         if f.HasField("json_name") and f.json_name != _json_name(f.name):
             opts.append(f"json_name = {_quote(f.json_name)}")
-        opts += _options(f.options)
+        opts += self._options(f.options)
         suffix = f" [{', '.join(opts)}]" if opts else ""
         kv = f"{_SCALARS[key[0].type]}, {_type(value[0], where)}"
         return f"map<{kv}> {f.name} = {f.number}{suffix};\n"
 
+    def extends(self, fields: Any, where: str) -> list[str]:
+        """Extension fields as ``extend`` blocks, one per run of fields of the same extendee
+        (so their order stays)."""
+        out: list[str] = []
+        run: list[descriptor_pb2.FieldDescriptorProto] = []
+        for f in [*fields, None]:
+            if run and (f is None or f.extendee != run[0].extendee):
+                extendee = run[0].extendee
+                if not extendee.startswith("."):
+                    raise Unsupported(f"{where}: extendee {extendee!r} not fully qualified")
+                out += _block(f"extend {extendee}",
+                              [self._field(g, where, in_oneof=False) for g in run])
+                run = []
+            if f is not None:
+                if f.HasField("oneof_index"):
+                    raise Unsupported(f"{where}.{f.name}: an extension in a oneof")
+                run.append(f)
+        return out
+
     def enum(self, enum: descriptor_pb2.EnumDescriptorProto) -> list[str]:
         inner = self._reserved(enum.reserved_range, enum.reserved_name, MAX_ENUM + 1, inclusive=True)
-        inner += [f"option {o};\n" for o in _options(enum.options)]
+        inner += [f"option {o};\n" for o in self._options(enum.options)]
         for v in enum.value:
-            opts = _options(v.options)
+            opts = self._options(v.options)
             suffix = f" [{', '.join(opts)}]" if opts else ""
             inner.append(f"{v.name} = {v.number}{suffix};\n")
         return _block(f"enum {enum.name}", inner)
 
     def service(self, service: descriptor_pb2.ServiceDescriptorProto) -> list[str]:
-        inner = [f"option {o};\n" for o in _options(service.options)]
+        inner = [f"option {o};\n" for o in self._options(service.options)]
         for m in service.method:
             for t in (m.input_type, m.output_type):
                 if not t.startswith("."):
@@ -221,7 +275,7 @@ class _Printer:
             cs = "stream " if m.client_streaming else ""
             ss = "stream " if m.server_streaming else ""
             head = f"rpc {m.name} ({cs}{m.input_type}) returns ({ss}{m.output_type})"
-            opts = _options(m.options)
+            opts = self._options(m.options)
             if opts:
                 inner.append(head + " {\n")
                 inner += [f"{_INDENT}option {o};\n" for o in opts]
@@ -274,32 +328,21 @@ def _default(f: descriptor_pb2.FieldDescriptorProto) -> str:
     return f.default_value
 
 
-def _options(opts: Message, skip: tuple[str, ...] = ()) -> list[str]:
-    """An options message's fields as ``name = value`` (standard options of scalar or enum
-    values only); Unsupported for anything else set in it."""
-    listed = opts.ListFields()
-    fresh = type(opts)()
-    out = []
-    for fd, value in listed:
-        if fd.is_extension or fd.message_type is not None or fd.is_repeated:
-            raise Unsupported(f"option {fd.name} is not printed")
-        setattr(fresh, fd.name, value)
-        if fd.name in skip:
-            continue
-        if fd.enum_type is not None:
-            text = fd.enum_type.values_by_number[value].name
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, str):
-            text = _quote(value)
-        elif isinstance(value, bytes):
-            text = _quote(value.decode("latin-1"))
-        else:
-            text = repr(value)
-        out.append(f"{fd.name} = {text}")
-    if fresh.SerializeToString(deterministic=True) != opts.SerializeToString(deterministic=True):
-        raise Unsupported(f"{opts.DESCRIPTOR.name}: custom or unknown options are not printed")
-    return out
+def _value(fd: FieldDescriptor, value: Any) -> str:
+    """An option's value as .proto text."""
+    if fd.message_type is not None:
+        inner = text_format.MessageToString(value, as_one_line=True)
+        return f"{{ {inner} }}" if inner else "{}"
+    if fd.enum_type is not None:
+        return fd.enum_type.values_by_number[value].name
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, bytes):
+        return '"' + "".join(chr(b) if 0x20 <= b < 0x7F and b not in b'"\\' else f"\\{b:03o}"
+                             for b in value) + '"'
+    return repr(value)
 
 
 def _quote(s: str) -> str:
