@@ -25,8 +25,8 @@ from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, EncodeError, Message
 
-from . import protobuf_compat, protobuf_files, protobuf_json
-from .errors import SchemaMismatch
+from . import protobuf_compat, protobuf_files, protobuf_json, protobuf_text, protoc
+from .errors import InvalidSchema, SchemaMismatch
 from .kinds import Reference
 
 FileProto: TypeAlias = descriptor_pb2.FileDescriptorProto
@@ -113,11 +113,37 @@ class ProtobufSchema:
         return canonical, _b64(proto)
 
     def text(self, fmt: str | None = None) -> str:
-        """The text as registered; ``fmt="serialized"``: the file's ``FileDescriptorProto`` in
-        base64 (its imports not included: each is its own reference)."""
+        """The schema as .proto text: the text as registered, or for a schema registered as a
+        base64 ``FileDescriptorProto`` that file printed (protobuf_text), as Confluent's
+        registry answers; the base64 as registered when the printer does not cover the file
+        (editions, extensions, custom options: see protobuf_text) or its text would not
+        compile back to the same schema. ``fmt="serialized"``: the file's
+        ``FileDescriptorProto`` in base64 (its imports not included: each is its own
+        reference)."""
         if fmt == "serialized":
             return _b64(self.files.main)
-        return self.files.text
+        return self._printed
+
+    @functools.cached_property
+    def _printed(self) -> str:
+        text = self.files.text
+        if protobuf_files.decoded(text, self.files.main.name) is None:
+            return text  # (registered as .proto text)
+        try:
+            printed = protobuf_text.to_text(self.files.main, self.files.pool)
+        except protobuf_text.Unsupported:
+            return text
+        # compiled again beside the same imports, it must be the same schema: else base64
+        main = self.files.main.name
+        known = [p for n, p in self.files.protos.items()
+                 if n != main and not n.startswith("google/protobuf/")]
+        try:
+            again = [p for p in protoc.compile_files({main: printed}, [main], known) if p.name == main]
+        except InvalidSchema:
+            return text
+        if not again or _b64(_canonical_proto(again[0])) != self.canonical():
+            return text
+        return printed
 
     def problems_reading(self, writer: Any) -> list[str]:
         """Confluent's Protobuf rules (protobuf_compat): why data written with ``writer``'s file

@@ -169,11 +169,12 @@ class Registry:
                                "schemaType": sv.schema_type}
         if sv.references:
             out["references"] = _refs_json(sv.references)
-        out["schema"] = self._text(sv.id, sv.schema, fmt)
+        out["schema"] = self._text(sv.id, sv.schema, fmt, sv.schema_type)
         return out
 
-    def _text(self, sid: int, schema: str, fmt: str | None) -> str:
-        if not fmt:
+    def _text(self, sid: int, schema: str, fmt: str | None, schema_type: str) -> str:
+        # (a PROTOBUF schema registered as a base64 descriptor answers printed .proto text)
+        if not fmt and schema_type != "PROTOBUF":
             return schema
         try:
             return self._parsed_id(sid).text(fmt)
@@ -193,7 +194,7 @@ class Registry:
             out: dict[str, Any] = {"schemaType": ids.schema_type}
             if ids.references:
                 out["references"] = _refs_json(ids.references)
-            out["schema"] = self._text(sid, ids.schema, fmt)
+            out["schema"] = self._text(sid, ids.schema, fmt, ids.schema_type)
             return out
 
     def parsed(self, sid: int) -> Parsed:

@@ -94,7 +94,9 @@ def test_base64_descriptor_parses_to_the_same_schema(shop):
     assert [m.name for m in proto.message_type] == ["Order", "Other"]
     assert list(proto.dependency) == ["google/protobuf/timestamp.proto"]  # (deps not inside)
     again = protobuf.parse(serialized)
-    assert again.canonical() == shop.canonical() and again.text() == serialized
+    assert again.canonical() == shop.canonical() and again.text("serialized") == serialized
+    # text() prints it as .proto text (protobuf_text), the same schema again
+    assert protobuf.parse(again.text()).canonical() == shop.canonical()
     assert again.messages() == shop.messages()
     # the name a serializer's generated code gave the file does not count
     proto.name = "somewhere/else.proto"
