@@ -175,7 +175,10 @@ def _export_rounds(source: engine.Engine, src_dir: str, dest, tmp_path) -> None:
             # stable read waits on
             fresh = txn is not None and (txn["producer_id"], txn["epoch"]) != instance
             instance = (txn["producer_id"], txn["epoch"]) if txn else None
-            left = left if fresh else 0
+            # (killed after its EndTxn(commit) was taken: the coordinator completes the commit,
+            # so what is open now becomes committed, not aborted)
+            committing = txn is not None and txn["state"] in ("PrepareCommit", "CompleteCommit")
+            left = left if fresh and not committing else 0
             sent = bool(fresh and txn and txn["state"] == "Ongoing"
                         and any(txn["offsets"].values()))
             with_records += left > 0
