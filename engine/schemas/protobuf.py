@@ -280,18 +280,6 @@ def _b64(proto: FileProto) -> str:
     return base64.b64encode(proto.SerializeToString(deterministic=True)).decode("ascii")
 
 
-def _json_name(name: str) -> str:
-    """protoc's default JSON name of a field (descriptor.cc ToJsonName)."""
-    out, up = [], False
-    for c in name:
-        if c == "_":
-            up = True
-        else:
-            out.append(c.upper() if up else c)
-            up = False
-    return "".join(out)
-
-
 def _canonical_proto(main: FileProto) -> FileProto:
     proto = FileProto()
     proto.CopyFrom(main)
@@ -302,7 +290,7 @@ def _canonical_proto(main: FileProto) -> FileProto:
 
     def fields(msg: descriptor_pb2.DescriptorProto) -> None:
         for f in [*msg.field, *msg.extension]:
-            if f.json_name == _json_name(f.name):
+            if f.json_name == protobuf_text.json_name(f.name):
                 f.ClearField("json_name")
         for nested in msg.nested_type:
             fields(nested)
@@ -310,7 +298,7 @@ def _canonical_proto(main: FileProto) -> FileProto:
     for msg in proto.message_type:
         fields(msg)
     for ext in proto.extension:
-        if ext.json_name == _json_name(ext.name):
+        if ext.json_name == protobuf_text.json_name(ext.name):
             ext.ClearField("json_name")
     return proto
 

@@ -210,7 +210,7 @@ class _Printer:
         opts = []
         if f.HasField("default_value"):
             opts.append(f"default = {_default(f)}")
-        if f.HasField("json_name") and f.json_name != _json_name(f.name):
+        if f.HasField("json_name") and f.json_name != json_name(f.name):
             opts.append(f"json_name = {_quote(f.json_name)}")
         opts += self._options(f.options)
         suffix = f" [{', '.join(opts)}]" if opts else ""
@@ -231,7 +231,7 @@ class _Printer:
                 or entry.options != only_map_entry or key[0].type not in _SCALARS):
             raise Unsupported(f"{where}.{f.name}: a map entry protoc would not make")
         opts = []
-        if f.HasField("json_name") and f.json_name != _json_name(f.name):
+        if f.HasField("json_name") and f.json_name != json_name(f.name):
             opts.append(f"json_name = {_quote(f.json_name)}")
         opts += self._options(f.options)
         suffix = f" [{', '.join(opts)}]" if opts else ""
@@ -365,7 +365,7 @@ def _quote(s: str) -> str:
     return "".join(out)
 
 
-def _json_name(name: str) -> str:
+def json_name(name: str) -> str:
     """protoc's default JSON name of a field (descriptor.cc ToJsonName)."""
     out, up = [], False
     for c in name:
