@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import plural
+from .errors import got
 
 Convert = Callable[[Any], Any]
 
@@ -34,23 +35,6 @@ class Bad(Exception):
         for part in reversed(self.where):
             out += part if part.startswith("[") or not out else "." + part
         return out
-
-
-def got(v: Any) -> str:
-    """A value as a problem names it: short, JSON-like."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "an object"
-    if isinstance(v, (list, tuple)):
-        return "an array"
-    if isinstance(v, str):
-        return repr(v) if len(v) <= 40 else repr(v[:37] + "...")
-    if isinstance(v, (bytes, bytearray)):
-        return plural(len(v), "byte")
-    return repr(v)
 
 
 def _symbols(names: list[str]) -> str:

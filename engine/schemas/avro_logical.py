@@ -9,7 +9,8 @@ import uuid
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
-from .avro_convert import INT_RANGE, LONG_RANGE, Bad, Convert, bytes_to_json, fixed_to_avro, got, to_bytes
+from .avro_convert import INT_RANGE, LONG_RANGE, Bad, Convert, bytes_to_json, fixed_to_avro, to_bytes
+from .errors import got
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _EPOCH_NAIVE = dt.datetime(1970, 1, 1)

@@ -37,10 +37,10 @@ from .avro_convert import (
     bytes_to_json,
     enum_to_avro,
     fixed_to_avro,
-    got,
     map_to_avro,
 )
 from .avro_logical import LOGICAL_TO_JSON, logical_to_avro
+from .errors import got
 
 _MISSING = object()
 

@@ -3,7 +3,9 @@ the code's first three digits) and Confluent's message, so clients recognise the
 
 from __future__ import annotations
 
-from ..errors import InvalidArgument, RivvenError
+from typing import Any
+
+from ..errors import InvalidArgument, RivvenError, plural
 
 
 class RegistryError(RivvenError):
@@ -120,3 +122,20 @@ class SchemaMismatch(InvalidArgument):
         super().__init__(f"field {field}: {problem}" if field else problem)
         self.field = field
         self.problem = problem
+
+
+def got(v: Any) -> str:
+    """A value as a problem names it: short, JSON-like."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "an array"
+    if isinstance(v, str):
+        return repr(v) if len(v) <= 40 else repr(v[:37] + "...")
+    if isinstance(v, (bytes, bytearray)):
+        return plural(len(v), "byte")
+    return repr(v)

@@ -15,7 +15,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import PointerToNowhere, Unresolvable
 
 from . import json_compat
-from .errors import InvalidSchema, SchemaMismatch
+from .errors import InvalidSchema, SchemaMismatch, got
 from .json_model import SPEC
 from .kinds import Reference
 
@@ -208,7 +208,7 @@ def _explain(error: ValidationError) -> tuple[str, str]:
     elif error.validator == "type":
         types = error.validator_value
         listed = " or ".join(types) if isinstance(types, list) else str(types)
-        problem = f"expected {listed}, got {_got(error.instance)}"
+        problem = f"expected {listed}, got {got(error.instance)}"
     elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
         props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         extra = [k for k in error.instance if k not in props]
@@ -230,20 +230,6 @@ def _field(path: list[Any]) -> str:
 
 def _pointer(path: Any) -> str:
     return "#" + "".join(f"/{p}" for p in path)
-
-
-def _got(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "an object"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, str):
-        return repr(v) if len(v) <= 40 else repr(v[:37] + "...")
-    return repr(v)
 
 
 def _short(message: str, limit: int = 200) -> str:
