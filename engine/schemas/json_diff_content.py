@@ -67,18 +67,23 @@ def _object(ctx: Context, o: Node, u: Node) -> None:
                     ctx.add("DEPENDENCY_SCHEMA_ADDED")
                 else:
                     diff(ctx, was_s, now_s)
-    with ctx.enter("additionalProperties"):
-        if o.permits != u.permits:
-            ctx.add("ADDITIONAL_PROPERTIES_ADDED" if u.permits else "ADDITIONAL_PROPERTIES_REMOVED")
-        elif o.additional is None and u.additional is not None:
-            ctx.add("ADDITIONAL_PROPERTIES_NARROWED")
-        elif u.additional is None and o.additional is not None:
-            ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
-        else:
-            diff(ctx, o.additional, u.additional)
+    _additional(ctx, o, u, "additionalProperties", "ADDITIONAL_PROPERTIES")
     _unevaluated(ctx, o.unevaluated, u.unevaluated, "unevaluatedProperties", "UNEVALUATED_PROPERTIES")
     bound(ctx, "maxProperties", o.maxProperties, u.maxProperties, "MAX_PROPERTIES")
     bound(ctx, "minProperties", o.minProperties, u.minProperties, "MIN_PROPERTIES")
+
+
+def _additional(ctx: Context, o: Node, u: Node, key: str, kind: str) -> None:
+    """``additionalProperties`` / ``additionalItems``: allowed or not, then its schema."""
+    with ctx.enter(key):
+        if o.permits != u.permits:
+            ctx.add(f"{kind}_ADDED" if u.permits else f"{kind}_REMOVED")
+        elif o.additional is None and u.additional is not None:
+            ctx.add(f"{kind}_NARROWED")
+        elif u.additional is None and o.additional is not None:
+            ctx.add(f"{kind}_EXTENDED")
+        else:
+            diff(ctx, o.additional, u.additional)
 
 
 def _property(ctx: Context, o: Node, u: Node, name: str) -> None:
@@ -159,15 +164,7 @@ def _array(ctx: Context, o: Node, u: Node) -> None:
                 _item_removed(ctx, o.item_list[i], u)
             else:
                 _item_added(ctx, o, u.item_list[i])
-    with ctx.enter("additionalItems"):
-        if o.permits != u.permits:
-            ctx.add("ADDITIONAL_ITEMS_REMOVED" if o.permits else "ADDITIONAL_ITEMS_ADDED")
-        elif o.additional is None and u.additional is not None:
-            ctx.add("ADDITIONAL_ITEMS_NARROWED")
-        elif u.additional is None and o.additional is not None:
-            ctx.add("ADDITIONAL_ITEMS_EXTENDED")
-        else:
-            diff(ctx, o.additional, u.additional)
+    _additional(ctx, o, u, "additionalItems", "ADDITIONAL_ITEMS")
     _unevaluated(ctx, o.unevaluated, u.unevaluated, "unevaluatedItems", "UNEVALUATED_ITEMS")
     bound(ctx, "maxItems", o.maxItems, u.maxItems, "MAX_ITEMS")
     bound(ctx, "minItems", o.minItems, u.minItems, "MIN_ITEMS")
