@@ -416,17 +416,7 @@ def _ae(s: Any, named: dict[str, Any], stack: tuple[str, ...]) -> Convert | None
             c = _ae(f["type"], named, inner)
             if c is not None:
                 convs.append((f["name"], c))
-        if not convs:
-            return None
-
-        def record(v: Any) -> Any:
-            if isinstance(v, dict):
-                v = dict(v)
-                for name, c in convs:
-                    if v.get(name) is not None:
-                        v[name] = c(v[name])
-            return v
-        return record
+        return _fields(convs)
     if t == "array":
         item = _ae(s["items"], named, stack)
         return None if item is None else \
@@ -466,17 +456,7 @@ def _pe(desc: Any, stack: tuple[str, ...]) -> Convert | None:
             convs.append((f.name, _each_item(one)))
         else:
             convs.append((f.name, one))
-    if not convs:
-        return None
-
-    def message(v: Any) -> Any:
-        if isinstance(v, dict):
-            v = dict(v)
-            for name, c in convs:
-                if v.get(name) is not None:
-                    v[name] = c(v[name])
-        return v
-    return message
+    return _fields(convs)
 
 
 def _from_json_text(v: Any) -> Any:
@@ -486,6 +466,22 @@ def _from_json_text(v: Any) -> Any:
         return json.loads(v)
     except ValueError:
         raise SchemaMismatch("", f"expected JSON text, got {_got(v)}") from None
+
+
+def _fields(convs: list[tuple[str, Convert]]) -> Convert | None:
+    """A dict's named fields converted (those not null), the rest as they are; None when
+    there is nothing to convert."""
+    if not convs:
+        return None
+
+    def fields(v: Any) -> Any:
+        if isinstance(v, dict):
+            v = dict(v)
+            for name, c in convs:
+                if v.get(name) is not None:
+                    v[name] = c(v[name])
+        return v
+    return fields
 
 
 def _each_value(one: Convert) -> Convert:
