@@ -5,18 +5,15 @@ each command's happy path for AVRO, PROTOBUF (a .proto file) and JSON, reference
 error), no traceback, nothing changed."""
 
 import base64
-import fcntl
 import http.client
 import json
 import os
-import select
-import subprocess
-import termios
 import time
 
 import pytest
-from helpers import RIVVEN, ROOT, run_rivven
+from helpers import run_rivven
 from helpers.registry_proc import request, start_registry
+from helpers.terminal import on_a_terminal
 
 from engine import Engine
 
@@ -373,42 +370,17 @@ def test_delete_refused_while_a_schema_refers_to_it(data_dir, files):
     assert subjects(data_dir) == ["address-value", "person-value"]
 
 
-def on_a_terminal(data_dir, *args, answer):
-    """``rivven ARGS`` with a pseudo-terminal as stdin (and controlling terminal), typing
-    ``answer`` once it asks: (exit code, stdout, stderr)."""
-    master, slave = os.openpty()
-
-    def controlling_tty():
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([*RIVVEN, *args], stdin=slave, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT,
-                            preexec_fn=controlling_tty)
-    os.close(slave)
-    asked = b""
-    deadline = time.monotonic() + 60
-    while b"[y/N]" not in asked and time.monotonic() < deadline and proc.poll() is None:
-        if select.select([proc.stderr], [], [], 0.2)[0]:
-            asked += os.read(proc.stderr.fileno(), 4096)
-    os.write(master, answer + b"\n")
-    out, err = proc.communicate(timeout=120)
-    os.close(master)
-    return proc.returncode, out, asked + err
-
-
 def test_permanent_delete_asks_at_a_terminal(data_dir, files):
     ok(data_dir, "schema", "register", "orders-value", "-f", files["order.avsc"])
     ok(data_dir, "schema", "delete", "orders-value")
-    code, out, err = on_a_terminal(data_dir, "schema", "delete", "orders-value", "--permanent",
-                                   answer=b"n")
+    code, out, err, _ = on_a_terminal(data_dir, "schema", "delete", "orders-value",
+                                      "--permanent", answers=[b"n"])
     assert code == 1 and b"delete subject orders-value permanently? [y/N]" in err, err
     # (click's confirm reads the answer with input(" "): that space goes to stdout)
     assert b"error: aborted, nothing was changed" in err and out.strip() == b""
     assert subjects(data_dir, "--deleted") == ["orders-value"]
-    code, out, err = on_a_terminal(data_dir, "schema", "delete", "orders-value", "--permanent",
-                                   answer=b"y")
+    code, out, err, _ = on_a_terminal(data_dir, "schema", "delete", "orders-value",
+                                      "--permanent", answers=[b"y"])
     assert code == 0, err
     assert out.lstrip(b" ") == b"orders-value: permanently deleted version 1\n"
     assert subjects(data_dir, "--deleted") == []

@@ -2,16 +2,12 @@
 (never argv), what is stored logs in with SCRAM, no salt, key or password in any output, and
 one-line errors (exit 1; usage errors exit 2)."""
 
-import fcntl
 import json
 import os
-import select
-import subprocess
-import termios
-import time
 
 import pytest
-from helpers import RIVVEN, ROOT, run_rivven
+from helpers import run_rivven
+from helpers.terminal import on_a_terminal
 from kafka.net.sasl.scram import ScramClient
 
 from engine import Engine
@@ -136,44 +132,6 @@ def test_delete_asks_off_a_terminal_needs_yes(data_dir):
     assert not login(data_dir, "alice", "pw")
     assert "no user 'alice'" in fails(data_dir, "user", "delete", "alice", "--yes")
     assert ok(data_dir, "user", "list", "--json").stdout.strip() == b"[]"
-
-
-def on_a_terminal(data_dir, *args, answers):
-    """``rivven ARGS`` with a pseudo-terminal as stdin and controlling terminal (stdout and
-    stderr pipes); ``answers`` typed one line at a time after each prompt. (exit code,
-    stdout, stderr, what the terminal echoed)."""
-    master, slave = os.openpty()
-
-    def controlling_tty():
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    env = dict(os.environ, RIVVEN_DATA_DIR=data_dir, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([*RIVVEN, *args], stdin=slave, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT,
-                            preexec_fn=controlling_tty)
-    os.close(slave)
-    echoed = b""
-    prompts = b""
-    for answer in answers:
-        deadline = time.monotonic() + 60
-        while prompts.count(b":") < len(echoed.split(b"\r\n")) and time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stderr], [], [], 0.2)
-            if ready:
-                prompts += os.read(proc.stderr.fileno(), 4096)
-        os.write(master, answer + b"\n")
-        echoed += b"\r\n"
-    out, err = proc.communicate(timeout=120)
-    try:
-        while select.select([master], [], [], 0.1)[0]:
-            echoed_now = os.read(master, 4096)
-            if not echoed_now:
-                break
-            echoed += echoed_now
-    except OSError:
-        pass
-    os.close(master)
-    return proc.returncode, out, prompts + err, echoed
 
 
 def test_at_a_terminal_the_password_is_asked_twice_hidden(data_dir):
