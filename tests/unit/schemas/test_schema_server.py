@@ -355,6 +355,10 @@ def test_close_answers_the_request_in_flight(reg):
         s.sendall(post_bytes("/subjects/z/versions", b'{"schema": "\\"long\\""}'))
         time.sleep(0.2)
         idle = connect(listener.port)
+        # (one answer on it first: the listener holds the connection before it closes, however
+        # slow the machine; then it is idle)
+        idle.sendall(b"GET /schemas/types HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert parse_answers(read_answers(idle, 1))[0].status == 200
         threading.Timer(0.3, slow.set).start()
     # (the with block closed the listener: the idle connection at once, the busy one after
     # its answer)
