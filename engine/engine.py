@@ -134,7 +134,8 @@ class Engine:
                                       self.cold_cache, self.hot, on_open=_retain,
                                       lock_wait=lw, producers=_producer_state, vault=vault,
                                       counts=m.partition if m.enabled else None,
-                                      budget=FileBudget(effective_limit(st.files_max_open)))
+                                      budget=FileBudget(effective_limit(st.files_max_open)),
+                                      direct_bytes=st.append_direct_bytes)
         self._wal = wal = WalOwner(self.path, st, self._partitions, read_only,
                                    after_checkpoint=_retain,
                                    after_checkpoints=self._hot_stats.publish, lock_wait=lw,

@@ -16,6 +16,10 @@ DEFAULTS: dict[str, str] = {
     # <ms> milliseconds (a machine crash loses at most that window); "none" = the OS decides
     "wal.sync": "always",
     "wal.segment.bytes": str(64 << 20),  # bytes per WAL file before rotating
+    # (wal.sync=always) a batch of at least this many bytes is written once, straight to
+    # its segment, and fdatasynced there instead of in the WAL; smaller ones share the WAL's
+    # group fsync. -1: every batch goes through the WAL (docs/DURABILITY.md, "Direct appends")
+    "append.direct.bytes": str(64 << 10),
     "checkpoint.interval.bytes": str(64 << 20),  # WAL bytes between checkpoints
     "checkpoint.interval.ms": "60000",  # ms between checkpoints
     # bytes of recently written batches kept in memory for tailing readers (all partitions
@@ -49,6 +53,7 @@ class Settings:
     lock_timeout_ms: int = 30000  # -1: no limit
     metrics_enabled: bool = True
     files_max_open: int = 4096
+    append_direct_bytes: int = 64 << 10  # -1: never
 
     @classmethod
     def parse(cls, overrides: dict[str, str] | None) -> Settings:
@@ -72,7 +77,8 @@ class Settings:
                    _int("tier.cache.max.bytes", values["tier.cache.max.bytes"], 0),
                    _lock_timeout(values["lock.timeout.ms"]),
                    _bool("metrics.enabled", values["metrics.enabled"]),
-                   _int("files.max.open", values["files.max.open"], 16))
+                   _int("files.max.open", values["files.max.open"], 16),
+                   _direct(values["append.direct.bytes"]))
 
 
     def as_config(self) -> dict[str, str]:
@@ -86,7 +92,8 @@ class Settings:
                 "tier.cache.max.bytes": str(self.tier_cache_max_bytes),
                 "lock.timeout.ms": str(self.lock_timeout_ms),
                 "metrics.enabled": str(self.metrics_enabled).lower(),
-                "files.max.open": str(self.files_max_open)}
+                "files.max.open": str(self.files_max_open),
+                "append.direct.bytes": str(self.append_direct_bytes)}
 
 
     def describe(self) -> list[tuple[str, str, str]]:
@@ -99,6 +106,16 @@ def _bool(name: str, text: str) -> bool:
     if v not in ("true", "false"):
         raise InvalidConfig(f"invalid {name} {text!r}: use true or false")
     return v == "true"
+
+
+def _direct(text: str) -> int:
+    if text.strip() == "-1":
+        return -1
+    try:
+        return _int("append.direct.bytes", text, 0)
+    except InvalidConfig:
+        raise InvalidConfig(f"invalid append.direct.bytes {text!r}: must be an integer >= 0 "
+                            "(bytes), or -1 to log every batch in the WAL") from None
 
 
 def _lock_timeout(text: str) -> int:

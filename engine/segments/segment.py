@@ -139,13 +139,15 @@ class Segment(BatchScan):
         return os.fstat(self.fd).st_size
 
     # ---------------------------------------------------------------- loading
-    def load(self, repair: bool, checkpoint: dict | None = None) -> None:
+    def load(self, repair: bool, checkpoint: dict | None = None, limit: int | None = None
+             ) -> None:
         """Establish ``size``/``next_offset``/``max_timestamp`` from the indexes and the log tail.
 
         A reader trusts the log up to the last index entry and scans the rest. A writer
         (``repair``, holding the partition lock) trusts only what the partition's checkpoint
         says was fsynced: index entries past that point are dropped and rebuilt, and a damaged
-        or torn tail past it is cut (the WAL replay puts acknowledged batches back).
+        or torn tail past it is cut (the WAL replay puts acknowledged batches back). A reader
+        scans no further than ``limit`` (the partition's durable end, engine.segments.durable_end).
         """
         self.needs_repair = False
         self.damage = {}
@@ -183,7 +185,7 @@ class Segment(BatchScan):
                 self.first_batch_timestamp = read_header(first, 0).max_timestamp
             except CorruptRecordError:
                 pass
-        self.catch_up(repair, from_index=start_pos)
+        self.catch_up(repair, from_index=start_pos, end=limit)
         self.loaded = True
 
     def _indexes_ok(self) -> bool:
@@ -207,15 +209,17 @@ class Segment(BatchScan):
             return False
         return True
 
-    def catch_up(self, repair: bool, from_index: int | None = None) -> int:
-        """Scan batches past ``size`` (appended by another process); returns how many.
+    def catch_up(self, repair: bool, from_index: int | None = None, end: int | None = None
+                 ) -> int:
+        """Scan batches past ``size`` (appended by another process), up to ``end`` (the
+        durable end a reader may not pass; None: the file size); returns how many.
 
         With ``repair`` (the caller holds the partition lock) a torn tail is truncated;
         without it, the view simply stops before it. A damaged batch an intact one follows
         is stepped over (``damage``); a damaged end stops a reader's view before it
         (``tail_damage``) and is cut by a writer only when ``_cuttable`` (else it raises).
         """
-        end = self.file_size()
+        end = self.file_size() if end is None else min(end, self.file_size())
         if self.tail_damage is not None:
             if end == self._tail_seen and not repair:
                 return 0  # (the same damaged end as at the last look)

@@ -18,6 +18,7 @@ from ..failpoint import failpoint
 from ..fs import durable
 from ..progress import Progress
 from . import checkpoint, filenames
+from .durable_end import DurableEnd, Published
 from .segment import Segment
 
 SEALED_KEPT = 4  # sealed segments a partition keeps open (the engine's file budget bounds the rest)
@@ -44,11 +45,15 @@ class SegmentSet:
         self._ignored: set[tuple] = set()  # (.checkpoint stamp, reason) already noted
         self._prefix = os.path.join(directory, "")  # + filenames.name(...): a file's path
         self.released = False  # files closed by the file budget (engine.storage.budget)
+        # how far readers may read the active segment, published by its writer after each
+        # fsync (engine.segments.durable_end)
+        self.end = DurableEnd(directory, writable)
 
     def close(self) -> None:
         for seg in self.segments.values():
             seg.close()
         self.segments.clear()
+        self.end.close()
 
     def release(self) -> None:
         """(mutex held.) Let go of every file: the sealed segments are forgotten (opened anew
@@ -59,6 +64,7 @@ class SegmentSet:
         self.segments = {act.base: act}
         self.active = act
         self.released = True
+        self.end.close()  # (a mapping keeps a descriptor: mapped again on the next look)
 
     def reacquire(self) -> None:
         """(mutex held.) Open the active segment's files again after ``release``; when it is
@@ -69,12 +75,13 @@ class SegmentSet:
         except FileNotFoundError:
             self.segments.clear()
             self.relist()
-            self.active = self.open(self.bases[-1])
-            self.active.load(repair=False)
+            self.open_active(repair=False)
 
     def files(self) -> int:
-        """Descriptors this set holds open (a segment: its log and two indexes)."""
-        return 0 if self.released else 3 * len(self.segments)
+        """Descriptors this set holds open (a segment: its log and two indexes; the mapped
+        durable end: one, mapped at the first look, Python's mmap keeps a copy of its
+        descriptor)."""
+        return 0 if self.released else 3 * len(self.segments) + 1
 
     # ---------------------------------------------------------------- the list
     def relist(self) -> None:
@@ -121,9 +128,14 @@ class SegmentSet:
                     return
 
     def open_active(self, repair: bool) -> None:
-        """Open and load the last segment (a writer, ``repair``, mends its tail)."""
-        self.active = self.open(self.bases[-1])
-        self.active.load(repair=repair, checkpoint=self.checkpoint() if repair else None)
+        """Open and load the last segment (a writer, ``repair``, mends its tail; a reader
+        stops at the durable end)."""
+        self.active = act = self.open(self.bases[-1])
+        if repair:
+            act.load(repair=True, checkpoint=self.checkpoint())
+        else:
+            pub = self.end.read()
+            act.load(repair=False, limit=None if pub is None else self._visible(act, pub))
 
     # ---------------------------------------------------------------- the checkpoint
     def checkpoint(self, active: Segment | None = None) -> dict | None:
@@ -164,23 +176,66 @@ class SegmentSet:
 
     def refresh(self, repair: bool) -> bool:
         """Catch up with what other processes wrote to the active segment, and follow the
-        segments they rolled. Returns True when the active segment shrank (a repair cut it)."""
+        segments they rolled; a reader stops at the published durable end, a writer
+        (``repair``) reads the files and publishes their end (``publish_rebuilt``). Returns
+        True when the active segment shrank (a repair cut it)."""
         act = self.active
-        if repair and act.needs_repair:
-            act.load(repair=True, checkpoint=self.checkpoint())
+        pub: Published | None = None
+        if repair:
+            if act.needs_repair:
+                act.load(repair=True, checkpoint=self.checkpoint())
+        else:
+            pub = self.end.read()
+            if pub is not None and pub[0] == act.base and pub[1] == act.size \
+                    and act.tail_damage is None:
+                return False  # nothing published past what is known: no syscall at all
         shrank = False
         size = act.file_size()
-        if size != act.size or act.tail_damage is not None:
+        limit = size if pub is None else min(size, self._visible(act, pub))
+        if limit != act.size or act.tail_damage is not None:
             shrank = size < act.size
-            act.catch_up(repair)
+            act.catch_up(repair, end=None if repair else limit)
         # (access, not exists: no exception raised and caught on the common miss)
-        while act.next_offset > act.base and os.access(
+        while act.next_offset > act.base and (pub is None or pub[0] > act.base) and os.access(
                 f"{self._prefix}{act.next_offset:020d}{filenames.LOG}", os.F_OK):
             self.relist()
             act = self.open(act.next_offset)
-            act.load(repair=repair, checkpoint=self.checkpoint(act) if repair else None)
+            if repair:
+                act.load(repair=True, checkpoint=self.checkpoint(act))
+            else:
+                act.load(repair=False, limit=None if pub is None else self._visible(act, pub))
             self.active = act
+        if repair:
+            self.publish_rebuilt()
         return shrank
+
+    @staticmethod
+    def _visible(seg: Segment, pub: Published) -> int:
+        """How much of ``seg`` a reader may read by the published end ``pub``: all of a
+        sealed one (fsynced when it was sealed), up to the position in the active one, and
+        nothing past its index of one newer than the publication (just rolled)."""
+        base, position, _ = pub
+        if base > seg.base:
+            return 1 << 62
+        return position if base == seg.base else 0
+
+    def publish(self) -> None:
+        """(flock held, the active segment's accounted bytes durable, or visible before
+        durable by ``wal.sync``.) Let readers in every process read up to them."""
+        act = self.active
+        self.end.publish(act.base, act.size, act.next_offset)
+
+    def publish_rebuilt(self) -> None:
+        """(flock held, the view just read from the files.) Publish the end the files prove.
+        Bytes past what was published may be a killed writer's, written but never fsynced:
+        they are fsynced before any reader may see them."""
+        act = self.active
+        pub = self.end.read()
+        if pub == (act.base, act.size, act.next_offset):
+            return
+        if pub is None or pub[0] != act.base or pub[1] < act.size:
+            act.sync()
+        self.publish()
 
     def drop_replaced(self) -> None:
         """Forget cached sealed segments whose file was replaced or deleted (a swap)."""
@@ -212,6 +267,7 @@ class SegmentSet:
         self.segments[new.base] = new
         self.bases.append(new.base)
         self.active = new
+        self.publish()  # readers follow the roll (the sealed segment is fsynced)
         return new
 
     def drop_orphan_indexes(self) -> None:

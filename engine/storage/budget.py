@@ -62,7 +62,7 @@ class FileBudget:
             if log in lru:
                 lru.move_to_end(log)
                 return
-            n = log.files() or 4  # (released: it opens its lock and active segment next)
+            n = log.files() or 5  # (released: it opens its lock, active segment and end next)
             self.total += n - lru.get(log, 0)
             lru[log] = n
             lru.move_to_end(log)

@@ -80,7 +80,8 @@ class PartitionLog:
                  holds: FlockHolds | None = None, cold: ColdSegments | None = None,
                  hot: HotCachePort | None = None, lock_wait: LockWait = DEFAULT_WAIT,
                  producers: Callable[[PartitionLog], ProducerHook] | None = None,
-                 keys: TopicKeys | None = None, counts: PartitionCounts | None = None) -> None:
+                 keys: TopicKeys | None = None, counts: PartitionCounts | None = None,
+                 direct_bytes: int = -1) -> None:
         self.dir = directory
         self.counts: PartitionCounts = counts if counts is not None else UNCOUNTED
         self.topic = topic
@@ -89,6 +90,9 @@ class PartitionLog:
         self.topic_id = topic_id
         self.wal = wal  # this process's WAL stream, set by the engine with the first append
         self.wal_sync = wal_sync
+        # a batch of at least this many bytes skips the WAL: written once, straight to the
+        # segment (append.direct.bytes; -1: never)
+        self.direct_bytes = direct_bytes
         self.holds = holds  # shared by the engine's partitions: see FlockHolds
         self.cold = cold  # where reads of tiered offsets go
         self.hot = hot  # recent batches in memory, or None
@@ -201,6 +205,8 @@ class PartitionLog:
             self.segs.reacquire()
             if self.budget is not None:
                 self.budget.touch(self)
+        elif self.lock.held and not repair:
+            return  # this process appends: nobody else does, its view is the log
         if self.segs.refresh(repair) and self.hot is not None:
             self.hot.clear(self)  # cut by a repair: cached batches may be gone
 
@@ -439,6 +445,8 @@ class PartitionLog:
                     break
                 self.pipeline.write(buf, base, count, last_delta, max_ts, sync=False)
                 applied += 1
+            if applied:
+                self.segs.publish()  # (a replay's batches were logged: durable)
             self.dirty = self.dirty or applied > 0
             if applied and self.producers is not None:
                 self.producers.caught_up(self.segs.active.next_offset)

@@ -56,8 +56,9 @@ class Partitions:
                  producers: Callable[[PartitionLog], ProducerHook] | None = None,
                  vault: Vault | None = None,
                  counts: Callable[[str, int], PartitionCounts] | None = None,
-                 budget: FileBudget | None = None) -> None:
+                 budget: FileBudget | None = None, direct_bytes: int = -1) -> None:
         self.data_dir = data_dir
+        self.direct_bytes = direct_bytes  # append.direct.bytes (engine.storage.pipeline)
         self.budget = budget  # open descriptors bounded (files.max.open): engine.storage.budget
         self.counts = counts  # a log's counters (engine.counters), by topic and partition
         self.vault = vault if vault is not None else Vault(None)  # the topics' data keys
@@ -110,7 +111,8 @@ class Partitions:
                                cold=self.cold, hot=self.hot, lock_wait=self.lock_wait,
                                producers=self.producers, keys=self.vault.topic(meta),
                                counts=self.counts(meta.name, partition)
-                               if self.counts is not None else None)
+                               if self.counts is not None else None,
+                               direct_bytes=self.direct_bytes)
             self._logs[key] = (meta.id, log)
             if self.budget is not None:
                 log.budget = self.budget

@@ -43,7 +43,8 @@ class _Entry:
     """One batch in the pipeline: offsets assigned, WAL record written. It reaches the
     segment once its WAL bytes are durable and every batch before it is there."""
 
-    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done", "durable", "owner")
+    __slots__ = ("batch", "buf", "base", "wal_end", "seq", "error", "done", "durable", "owner",
+                 "seg", "pos", "synced")
 
     def __init__(self, batch: EncodedBatch, buf: bytearray, base: int, wal_end: int,
                  seq: int) -> None:
@@ -56,6 +57,11 @@ class _Entry:
         self.done = False
         self.durable = False  # reaches the segment only once its WAL bytes are durable
         self.owner = threading.get_ident()  # the thread that logged it (and will finish it)
+        # a direct append: its bytes were written at ``pos`` of ``seg`` (no WAL record), and
+        # it is accounted once its owner's fdatasync of the segment came back (``synced``)
+        self.seg: Segment | None = None
+        self.pos = 0
+        self.synced = False
 
 
 class AppendOwner(Protocol):
@@ -78,6 +84,9 @@ class AppendOwner(Protocol):
         """Where batches are logged first; None: no WAL (each batch fsynced in its segment)."""
     @property
     def wal_sync(self) -> str: ...
+    @property
+    def direct_bytes(self) -> int:
+        """``append.direct.bytes``: a batch this large skips the WAL (-1: none does)."""
     @property
     def holds(self) -> FlockHolds | None:
         """The engine's kept flocks (engine.storage.holds), shared by its partitions."""
@@ -180,6 +189,8 @@ class AppendPipeline:
         cond = self.cond
         log = self.log
         error: BaseException | None = None
+        if entry.seg is not None and not entry.synced:
+            self._sync_direct(entry)
         try:
             if not entry.done:
                 # only now may the batch become visible (not done yet: it was logged, a log
@@ -264,7 +275,15 @@ class AppendPipeline:
             buf = sealer.seal_batch(buf, log.topic_id, log.partition)
         wal_end = 0
         wal = log.wal
-        if wal is not None:  # a failed write raises: no offsets used, nothing logged
+        seg = None
+        pos = 0
+        if wal is not None and 0 <= log.direct_bytes <= len(buf) and not control \
+                and not self.pending and log.wal_sync == "always":
+            # written once, straight to the segment: fdatasynced there by its owner (finish),
+            # then accounted and published (a batch logged before it would have to reach the
+            # segment first: with one in flight, this one takes the WAL too)
+            seg, pos = self._write_direct(buf, base, batch)
+        elif wal is not None:  # a failed write raises: no offsets used, nothing logged
             wal_end = wal.append_batch(log.topic_id, log.partition, log.topic, buf,
                                        batch.last_offset_delta + 1)
         if header is not None:
@@ -273,9 +292,50 @@ class AppendPipeline:
         self._seq += 1
         entry = _Entry(batch, buf, base, wal_end, self._seq)
         self.pending.append(entry)
-        if wal is not None:
+        if seg is not None:
+            entry.seg, entry.pos = seg, pos
+        elif wal is not None:
             wal.listeners.add(self)
         return entry
+
+    def _write_direct(self, buf: bytearray, base: int, batch: EncodedBatch) -> tuple[Segment, int]:
+        """(mutex and flock held, nothing pending.) Write a batch to the segment's end, not
+        yet accounted: no reader sees it until its fdatasync (``_sync_direct``) and the
+        publication after it. A failed write raises with nothing written."""
+        seg = self._maybe_roll(len(buf), batch.last_offset_delta + 1)
+        if base != seg.next_offset:
+            raise StorageError(f"{self.log.topic}-{self.log.partition}: batch at offset {base} "
+                               f"does not follow the log end {seg.next_offset}")
+        pos = seg.size
+        try:
+            seg.write(buf, pos)
+        except StorageError:
+            self._undo(seg, pos)
+            raise
+        wal = self.log.wal
+        if wal is not None:  # (checkpoints come by these bytes too: engine.wal.owner)
+            wal.direct_written += len(buf)
+        failpoint("append.direct.after_write")  # (crash tests: in the file, not durable)
+        return seg, pos
+
+    def _sync_direct(self, entry: _Entry) -> None:
+        """(no mutex.) fdatasync a direct append's segment, then account and publish it
+        (``_drain``); a failed fsync cuts it off the file again and fails it."""
+        error: BaseException | None = None
+        try:
+            entry.seg.sync()  # type: ignore[union-attr]
+        except BaseException as e:  # noqa: BLE001 - handed to the entry, re-raised by finish
+            error = e
+        failpoint("append.direct.after_sync")  # (crash tests: durable, not yet published)
+        with self.cond:
+            if error is not None:
+                self._undo(entry.seg, entry.pos)  # type: ignore[arg-type]
+                entry.error = error if isinstance(error, Exception) else StorageError(
+                    "append interrupted")
+            entry.synced = True
+            self._drain()
+        if error is not None and not isinstance(error, Exception):
+            raise error
 
     def _duplicate(self, base: int) -> _Entry:
         """(mutex held.) The entry to wait for when a retried batch was first logged at
@@ -311,9 +371,16 @@ class AppendPipeline:
             settled = self._drain_group()
         while pending:
             e = pending[0]
+            if e.seg is not None and not e.synced:
+                break  # a direct append whose owner's fdatasync has yet to come back
             if self._broken:
                 if e.error is None:
                     e.error = self._broken_error
+                    if e.seg is not None:  # (written, never accounted: off the file again)
+                        self._undo(e.seg, e.pos)
+            elif e.seg is not None:
+                if e.error is None:
+                    self._account(e, e.seg, e.pos)
             elif e.error is None:
                 if wal is not None and (always or e.durable) and not wal.durable(e.wal_end):
                     break
@@ -336,8 +403,10 @@ class AppendPipeline:
             settled = True
         if not pending and wal is not None:
             wal.listeners.discard(self)
-        if settled and self._waiters:
-            self.cond.notify_all()
+        if settled:
+            self.segs.publish()  # readers in every process may read them now
+            if self._waiters:
+                self.cond.notify_all()
 
     def _drain_group(self) -> bool:
         """(mutex held.) Write the leading durable pending batches with one pwritev when they
@@ -352,9 +421,9 @@ class AppendPipeline:
         run: list[_Entry] = []
         nbytes = count = 0
         for e in pending:
-            if e.error is not None or ((check or e.durable) and not wal.durable(e.wal_end)) \
-                    or len(run) >= 512:
-                break  # (512: well below IOV_MAX)
+            if e.error is not None or e.seg is not None or len(run) >= 512 \
+                    or ((check or e.durable) and not wal.durable(e.wal_end)):
+                break  # (512: well below IOV_MAX; a direct append is written already)
             if run and e.base != run[-1].base + run[-1].batch.last_offset_delta + 1:
                 break  # (never, offsets are assigned back to back: write would refuse it)
             run.append(e)
@@ -391,6 +460,15 @@ class AppendPipeline:
             e.done = True
             self._done_seq = e.seq
         return True
+
+    def _account(self, e: _Entry, seg: Segment, pos: int) -> None:
+        """(mutex held.) A direct append's bytes are durable in ``seg`` at ``pos``."""
+        b = e.batch
+        end = e.base + b.last_offset_delta + 1
+        seg.appended(pos, e.base, len(e.buf), end, b.max_timestamp)
+        if self.log.hot is not None:
+            self.log.hot.add(self.log, e.base, end, pos, e.buf, owned=e.buf is b.buf)
+        self._count(e)
 
     def _count(self, e: _Entry) -> None:
         """(mutex held.) A batch in its segment: acknowledged once its owner returns."""

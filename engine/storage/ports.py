@@ -52,6 +52,7 @@ class WalStreamPort(Protocol):
     it, waits for its fsync, and listens (``after_wal_sync``) to write durable batches."""
 
     listeners: set[Any]
+    direct_written: int  # bytes appended straight to segments (they call for checkpoints)
 
     def append_batch(self, topic_id: bytes, partition: int, topic: str,
                      batch: bytes | bytearray, records: int = 0) -> int:

@@ -134,7 +134,7 @@ class WalOwner:
                 # may hold records of partitions checkpointed before they were written
                 for f in wal.files_before(boundary):
                     os.unlink(f)
-                self._ckpt_at = wal.written
+                self._ckpt_at = wal.written + wal.direct_written
             self._ckpt_time = time.monotonic()
             self.checkpoints.inc()
             if self.after_checkpoints is not None:
@@ -182,7 +182,8 @@ class WalOwner:
         if wal is None:
             return
         st = self.settings
-        due = wal.written - self._ckpt_at >= st.checkpoint_bytes and self._enough_bytes(wal)
+        due = wal.written + wal.direct_written - self._ckpt_at >= st.checkpoint_bytes \
+            and self._enough_bytes(wal)
         if due or (time.monotonic() - self._ckpt_time) * 1000 >= st.checkpoint_ms:
             if not self._ckpt_lock.locked():  # one already running covers this one
                 try:
@@ -199,7 +200,7 @@ class WalOwner:
         if self._need is None or self._need[0] != self._ckpt_at:
             n = sum(1 for _, _, log in self.partitions.open_logs() if log.dirty)
             self._need = (self._ckpt_at, n * PER_PARTITION_BYTES)
-        return wal.written - self._ckpt_at >= self._need[1]
+        return wal.written + wal.direct_written - self._ckpt_at >= self._need[1]
 
     # ---------------------------------------------------------------- dead streams
     def replay(self, topics: Callable[[], list[TopicMeta]],

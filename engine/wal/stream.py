@@ -91,6 +91,9 @@ class WalStream:
         # segments before it wakes their threads (engine.storage.pipeline, after_wal_sync)
         self.listeners: set = set()
         self.written = 0  # stream position after the last appended byte
+        # bytes appended straight to segments beside this stream (engine.storage.pipeline's
+        # direct appends): they call for checkpoints as WAL bytes do
+        self.direct_written = 0
         self.synced = 0
         self.file_start = 0
         self.fd = -1
