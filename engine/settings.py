@@ -16,10 +16,6 @@ DEFAULTS: dict[str, str] = {
     # <ms> milliseconds (a machine crash loses at most that window); "none" = the OS decides
     "wal.sync": "always",
     "wal.segment.bytes": str(64 << 20),  # bytes per WAL file before rotating
-    # (wal.sync=always) a batch of at least this many bytes is written once, straight to
-    # its segment, and fdatasynced there instead of in the WAL; smaller ones share the WAL's
-    # group fsync. -1: every batch goes through the WAL (docs/DURABILITY.md, "Direct appends")
-    "append.direct.bytes": str(64 << 10),
     "checkpoint.interval.bytes": str(64 << 20),  # WAL bytes between checkpoints
     "checkpoint.interval.ms": "60000",  # ms between checkpoints
     # bytes of recently written batches kept in memory for tailing readers (all partitions
@@ -38,6 +34,10 @@ DEFAULTS: dict[str, str] = {
     # partitions close their files (reopened on next use; engine.storage.budget). The soft
     # RLIMIT_NOFILE is raised toward the hard one to fit it plus 256 for everything else
     "files.max.open": "4096",
+    # (wal.sync=always) a batch of at least this many bytes is written once, straight to
+    # its segment, and fdatasynced there instead of in the WAL; smaller ones share the WAL's
+    # group fsync. -1: every batch goes through the WAL (docs/DURABILITY.md, "Direct appends")
+    "append.direct.bytes": str(64 << 10),
 }
 
 
