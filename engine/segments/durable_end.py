@@ -27,8 +27,9 @@ import struct
 
 from ..format import crc
 from ..fs import guard
+from . import filenames
 
-NAME = ".end"
+NAME = filenames.DURABLE_END
 RECORD = struct.Struct("<8sQQQ16sQI4x")  # magic, base, position, next, boot, count, crc
 MAGIC = b"RVNEND1\0"
 SIZE = 2 * RECORD.size

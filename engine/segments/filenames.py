@@ -19,6 +19,7 @@ DELETE_ORDER = (LOG, INDEX, TIMEINDEX, TXNINDEX)  # .log first, for the same rea
 CLEANED, SWAP = ".cleaned", ".swap"
 LOCK_FILE = ".lock"
 CHECKPOINT = ".checkpoint"
+DURABLE_END = ".end"  # the durable end readers stop at (durable_end.py)
 SNAPSHOT = ".snapshot"  # producer state at an offset (snapshot_files.py), not a segment
 
 

@@ -233,8 +233,10 @@ class SegmentSet:
         pub = self.end.read()
         if pub == (act.base, act.size, act.next_offset):
             return
-        if pub is None or pub[0] != act.base or pub[1] < act.size:
+        if pub is not None and (pub[0] != act.base or pub[1] < act.size):
             act.sync()
+        # (nothing published under this boot: no writer of it appended here, so every byte
+        # came through the WAL or from before a reboot, and the files are the truth)
         self.publish()
 
     def drop_replaced(self) -> None:

@@ -65,7 +65,7 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
     splits of about ``split_bytes`` each, or into about ``splits`` equal splits; the records
     of the ``aborted`` transactions of a partition are left out of its pieces; ``keys`` open
     an encrypted topic's batches."""
-    from ..segments import filenames
+    from ..segments import durable_end, filenames
     from ..segments.index import OffsetIndex, max_entries
 
     tdir = os.path.join(data_dir, "topics", topic)
@@ -78,11 +78,17 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
     for p in partitions:
         pdir = filenames.partition_dir(data_dir, topic, p)
         end = end_offsets.get(p)
+        # no further than the durable end: a writer's bytes past it may be lost yet
+        pub = durable_end.read_published(pdir)
+        if pub is not None:
+            end = pub[2] if end is None else min(end, pub[2])
         for base in filenames.segment_bases(pdir):
             if end is not None and base >= end:
                 break
             path = filenames.path(pdir, base, filenames.LOG)
             size = os.path.getsize(path)
+            if pub is not None and base >= pub[0]:
+                size = min(size, pub[1] if base == pub[0] else 0)
             cuts = [0]
             if size > split_bytes:  # cut at index entries (batch starts) near each split_bytes
                 idx = OffsetIndex(filenames.path(pdir, base, filenames.INDEX), writable=False,

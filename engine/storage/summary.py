@@ -2,8 +2,9 @@
 
 ``rivven topic list`` on 10,000 partitions cannot afford an open per partition (its lock,
 segment set, indexes, tier view, producer state: ~0.3 ms). ``quick_offsets`` lists the
-directory, reads ``.checkpoint``, opens the last ``.log`` alone and reads the batch headers
-past the checkpoint's position (or past the last offset index entry): a handful of syscalls.
+directory, reads ``.checkpoint`` and the durable end ``.end``; without one it opens the last
+``.log`` alone and reads the batch headers past the checkpoint's position (or past the last
+offset index entry): a handful of syscalls.
 Anything out of the ordinary — a tier manifest, swap or write debris, a checkpoint that does
 not agree, a header that does not parse — answers None, and the caller opens the partition
 the full way (engine.storage.partitions.peek), which knows every rule.
@@ -16,7 +17,7 @@ import struct
 
 from ..errors import CorruptRecordError, DamagedMetadata, UnknownTopic
 from ..format.records import HEADER_SIZE, check_crc, read_header
-from ..segments import checkpoint, filenames, swap
+from ..segments import checkpoint, durable_end, filenames, swap
 from ..segments.tier_manifest import MANIFEST
 
 CHUNK = 64 << 10
@@ -52,6 +53,13 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
             checkpoint.check(directory, point, bases, size)
         except DamagedMetadata:
             return None
+    log_start = point["log_start_offset"] if point is not None else 0
+    pub = durable_end.read_published(directory) if filenames.DURABLE_END in names else None
+    if pub is not None:  # what the writer published: no header to read
+        if pub[0] > active or (pub[0] == active and pub[1] > size):
+            return None  # rolled since the listing, or cut since the publication
+        end = pub[2] if pub[0] == active else active  # (just rolled: nothing new visible)
+        return min(max(log_start, bases[0]), end), end
     pos, end = _resume(directory, active, point, size)
     if pos < size:  # (bytes past the checkpoint: read their headers)
         try:
@@ -67,7 +75,6 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
         if scanned is None:
             return None
         end = scanned
-    log_start = point["log_start_offset"] if point is not None else 0
     return min(max(log_start, bases[0]), end), end
 
 

@@ -5,7 +5,6 @@ machine crash may do to bytes that were never fsynced: it cuts the segments back
 published durable end. No reader may ever have returned a record that this loses, and
 nothing acknowledged is lost (docs/DURABILITY.md, "Direct appends")."""
 
-import json
 import os
 import random
 import subprocess
