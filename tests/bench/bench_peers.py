@@ -12,7 +12,12 @@ fsync of its segments, which a steady stream pays every checkpoint.interval.byte
 
   produce        1000 records per call (rivven: produce(list of Record))
   produce_batch  rivven produce_batch(values, keys=keys)
-  produce_arrow  rivven produce_arrow(pyarrow Table of 1000 rows); "x100k": of 100,000 rows
+  produce_arrow  rivven produce_arrow(pyarrow Table of 1000 rows); "100k": of 100,000 rows,
+                 against the plain file writing (and fdatasyncing) 100,000 records per call
+  produce 4 threads
+                 4 threads, each producing its quarter of the records in calls of 1000 to its
+                 own partition of one 4-partition topic (one Engine); the plain file: 4 threads,
+                 each with a file of its own (write + fdatasync per 1000-record body)
   read           records as Python objects: rivven read() (Record, key and value touched),
                  LMDB cursor (key, value) tuples, SQLite SELECT rows, the file decoded to bytes
   read_arrow     rivven read_arrow(offset, 100,000) (a pyarrow Table, zero-copy per batch)
@@ -35,11 +40,13 @@ import statistics
 import struct
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
 CHUNK = 1000
 BIG = 100_000
+THREADS = 4
 
 
 def make_records(n: int) -> tuple[list[bytes], list[bytes]]:
@@ -62,6 +69,32 @@ def timed_calls(calls: list[Any]) -> tuple[float, list[float]]:
     return time.perf_counter() - t0, lat
 
 
+def in_threads(parts: list[list[Any]]) -> None:
+    """Run each list of calls on a thread of its own, all at once; the first error is raised."""
+    errors: list[BaseException] = []
+
+    def run(calls: list[Any]) -> None:
+        try:
+            for c in calls:
+                c()
+        except BaseException as e:  # (re-raised on the main thread below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(calls,)) for calls in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def quarters(n: int) -> list[range]:
+    """The chunk starts of each thread's share: consecutive quarters of the records."""
+    per = n // THREADS
+    return [range(i * per, (i + 1) * per, CHUNK) for i in range(THREADS)]
+
+
 # ---------------------------------------------------------------- the stores
 def run_rivven(d: str, keys: list[bytes], vals: list[bytes]) -> dict[str, Any]:
     import pyarrow as pa
@@ -76,15 +109,20 @@ def run_rivven(d: str, keys: list[bytes], vals: list[bytes]) -> dict[str, Any]:
               for s in range(0, n, CHUNK)]
     big = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(vals, pa.binary())})
 
-    def mode(topic: str, calls: list[Any]) -> tuple[float, list[float]]:
+    def mode(topic: str, calls: list[Any], partitions: int = 1,
+             threaded: list[list[Any]] | None = None) -> tuple[float, list[float]]:
         # each mode in an engine of its own, its time ending with the checkpoint that makes
         # the segments durable too: every mode pays it alike (one that ran after another
         # would pay for the other's data too)
         with Engine.open(os.path.join(d, topic), sync=True) as eng:
-            eng.create_topic(topic, partitions=1)
+            eng.create_topic(topic, partitions=partitions)
             engines[topic] = eng
             t0 = time.perf_counter()
-            _, lat = timed_calls(calls)
+            lat: list[float] = []
+            if threaded is None:
+                _, lat = timed_calls(calls)
+            else:
+                in_threads(threaded)
             eng.checkpoint()
             return time.perf_counter() - t0, lat
 
@@ -100,6 +138,10 @@ def run_rivven(d: str, keys: list[bytes], vals: list[bytes]) -> dict[str, Any]:
     el, _ = mode("x", [lambda s=s: engines["x"].produce_arrow("x", big.slice(s, BIG))
                        for s in range(0, n, BIG)])
     out["produce_arrow_100k"] = n / el
+    el, _ = mode("t", [], partitions=THREADS, threaded=[
+        [lambda b=recs[s // CHUNK], i=i: engines["t"].produce("t", b, partition=i) for s in q]
+        for i, q in enumerate(quarters(n))])
+    out["produce_4threads"] = n / el
     d = os.path.join(d, "p")
     with Engine.open(d, read_only=True) as eng:
         eng.read_arrow("p", 0, 0, 1)  # (pyarrow imported before the clock)
@@ -182,18 +224,34 @@ def run_file(d: str, keys: list[bytes], vals: list[bytes]) -> dict[str, Any]:
     n = len(keys)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "log.bin")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    fmt = f"<{CHUNK}i"
+    out: dict[str, Any] = {}
 
-    def write(s: int) -> None:
-        ks, vs = keys[s:s + CHUNK], vals[s:s + CHUNK]
+    def create(name: str) -> int:
+        return os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(fd: int, s: int, m: int = CHUNK) -> None:
+        # (the packing is timed too: rivven's encoding is)
+        ks, vs = keys[s:s + m], vals[s:s + m]
+        fmt = f"<{len(ks)}i"
         body = b"".join((struct.pack(fmt, *map(len, ks)), struct.pack(fmt, *map(len, vs)),
                          b"".join(ks), b"".join(vs)))
         os.write(fd, struct.pack("<ii", len(body), len(ks)) + body)
         os.fdatasync(fd)
 
-    el, lat = timed_calls([lambda s=s: write(s) for s in range(0, n, CHUNK)])
+    fd = create("log.bin")
+    el, lat = timed_calls([lambda s=s: write(fd, s) for s in range(0, n, CHUNK)])
     os.close(fd)
+    out["produce"], out["latency"] = n / el, lat
+    fd = create("log-100k.bin")
+    el, _ = timed_calls([lambda s=s: write(fd, s, BIG) for s in range(0, n, BIG)])
+    os.close(fd)
+    out["produce_100k"] = n / el
+    fds = [create(f"log-t{i}.bin") for i in range(THREADS)]
+    t0 = time.perf_counter()
+    in_threads([[lambda s=s, fd=fd: write(fd, s) for s in q] for fd, q in zip(fds, quarters(n))])
+    out["produce_4threads"] = n / (time.perf_counter() - t0)
+    for fd in fds:
+        os.close(fd)
     t = time.perf_counter()
     with open(path, "rb") as f:
         buf = f.read()
@@ -213,8 +271,8 @@ def run_file(d: str, keys: list[bytes], vals: list[bytes]) -> dict[str, Any]:
             q += ln
         got += len(list(zip(ks, vs)))
         p += 8 + blen
-    rd = got / (time.perf_counter() - t)
-    return {"produce": n / el, "latency": lat, "read": rd}
+    out["read"] = got / (time.perf_counter() - t)
+    return out
 
 
 def fdatasync_ms(d: str, count: int = 200) -> float:
@@ -268,44 +326,65 @@ def main() -> None:
                               "stores": {}}
     for name, _ in STORES:
         row = {k: med(name, k) for k in ("produce", "produce_batch", "produce_arrow",
-                                          "produce_arrow_100k", "read", "read_arrow",
-                                          "read_arrow_batch_us", "cpu_us")}
+                                          "produce_arrow_100k", "produce_100k", "produce_4threads",
+                                          "read", "read_arrow", "read_arrow_batch_us", "cpu_us")}
         row.update({"p50_ms": lat(name, 0.5), "p99_ms": lat(name, 0.99),
                     "p999_ms": lat(name, 0.999)})
         report["stores"][name] = {k: v for k, v in row.items() if v is not None}
+    s = report["stores"]
+    # rivven over the plain file at the same fdatasync cadence (ratios of the medians)
+    report["rivven_vs_file"] = {k: s["rivven"][k] / s["file"][f] for k, f in (
+        ("produce", "produce"), ("produce_batch", "produce"), ("produce_arrow", "produce"),
+        ("produce_arrow_100k", "produce_100k"), ("produce_4threads", "produce_4threads"))}
+    report["threads_vs_one"] = {name: s[name]["produce_4threads"] / s[name]["produce"]
+                                for name in ("rivven", "file")}
     if a.json:
         print(json.dumps(report, indent=2))
         return
-    s = report["stores"]
     print(f"{n:,} records (10-byte key, 100-byte value), calls of {CHUNK}, median of {a.rounds} "
           f"interleaved rounds; fdatasync of 110 KB here: {sync_ms:.2f} ms")
-    print(f"{'':34}{'rivven':>12}{'LMDB':>12}{'SQLite':>12}{'file':>12}{'rivven/LMDB':>13}")
+    print(f"{'':34}{'rivven':>12}{'LMDB':>12}{'SQLite':>12}{'file':>12}{'rivven/LMDB':>13}"
+          f"{'rivven/file':>13}")
 
-    def line(label: str, key: str, fmt: str = "{:>12,.0f}", lmdb_key: str | None = None) -> None:
-        cells = []
-        for name in ("rivven", "lmdb", "sqlite", "file"):
-            v = s[name].get(key if name == "rivven" or lmdb_key is None else lmdb_key)
-            if lmdb_key is not None and name in ("sqlite", "file"):
-                v = None  # (their figure is on the plain produce/read line)
+    def line(label: str, key: str, fmt: str = "{:>12,.0f}", lmdb_key: str | None = None,
+             file_key: str | None = None, shown: tuple[str, ...] = ("lmdb", "sqlite", "file")) -> None:
+        # lmdb_key / file_key: the peer's figure rivven's is set against (default: the same key;
+        # "" for none); shown: the peers whose cell is printed (a plain figure the row is set
+        # against is printed on its own line, and repeated only in LMDB's column)
+        peer = {"lmdb": key if lmdb_key is None else lmdb_key, "sqlite": key}
+        peer["file"] = peer["lmdb"] if file_key is None else file_key
+        cells = [fmt.format(s["rivven"][key])]
+        for name in ("lmdb", "sqlite", "file"):
+            v = s[name].get(peer[name]) if name in shown else None
             cells.append(fmt.format(v) if v is not None else f"{'-':>12}")
-        ratio = ""
-        rv, lv = s["rivven"].get(key), s["lmdb"].get(lmdb_key or key)
-        if rv and lv:
-            ratio = f"{(lv / rv if key.endswith('_ms') else rv / lv):>12.2f}x"
-        print(f"{label:34}{''.join(cells)}{ratio}")
+        ratios = ""
+        for name in ("lmdb", "file"):
+            rv, pv = s["rivven"].get(key), s[name].get(peer[name])
+            ratios += f"{(pv / rv if key.endswith('_ms') else rv / pv):>12.2f}x" if rv and pv \
+                else f"{'-':>13}"
+        print(f"{label:34}{''.join(cells)}{ratios}")
 
+    plain = ("lmdb",)  # (set against the plain produce / read of LMDB and the file)
     line("produce, durable (rec/s)", "produce")
-    line("produce_batch, durable", "produce_batch", lmdb_key="produce")
-    line("produce_arrow 1000 rows, durable", "produce_arrow", lmdb_key="produce")
-    line("produce_arrow 100k rows, durable", "produce_arrow_100k", lmdb_key="produce")
+    line("produce_batch, durable", "produce_batch", lmdb_key="produce", shown=plain)
+    line("produce_arrow 1000 rows, durable", "produce_arrow", lmdb_key="produce", shown=plain)
+    line("produce_arrow 100k rows, durable", "produce_arrow_100k", lmdb_key="produce",
+         file_key="produce_100k", shown=("lmdb", "file"))
+    line(f"produce {THREADS} threads, durable", "produce_4threads", lmdb_key="",
+         file_key="produce_4threads", shown=("file",))
     line("read: Python records (rec/s)", "read")
-    line("read_arrow 100k (rec/s)", "read_arrow", lmdb_key="read")
+    line("read_arrow 100k (rec/s)", "read_arrow", lmdb_key="read", shown=plain)
     line("latency p50 (ms)", "p50_ms", "{:>12.3f}")
     line("latency p99 (ms)", "p99_ms", "{:>12.3f}")
     line("latency p999 (ms)", "p999_ms", "{:>12.3f}")
     print(f"{'read_arrow per batch (us)':34}{s['rivven']['read_arrow_batch_us']:>12.1f}")
     print(f"{'produce CPU/call, wal.sync=none':34}{s['rivven']['cpu_us']:>10.0f}us")
-    print("(latency ratio: LMDB's over rivven's, so above 1 means rivven is faster)")
+    tv = report["threads_vs_one"]
+    print(f"{f'produce {THREADS} threads / 1 thread':34}{tv['rivven']:>11.2f}x{'':24}"
+          f"{tv['file']:>11.2f}x")
+    print("(latency ratios: the peer's over rivven's, so above 1 means rivven is faster)")
+    print(f"({THREADS} threads: rivven to {THREADS} partitions of one topic, the file to {THREADS} "
+          "files, each thread a quarter of the records)")
 
 
 if __name__ == "__main__":
