@@ -12,6 +12,7 @@ May import: ``engine.fs``, ``engine.format`` and the base modules.
 - ``damage``: damage in a segment's log, the next intact batch past it, refusing it
 - ``segment_set``: a partition's segments in offset order; roll; delete the oldest
 - ``checkpoint``: ``.checkpoint``, the recovery point and log start offset, sealed
+- ``durable_end``: ``.end``, the durable end every reader stops at (mapped, not fsynced)
 - ``swap``: the one segment-replacement protocol (``.cleaned`` -> ``.swap`` -> final)
 - ``txn_index``: ``.txnindex``, the aborted transactions of a segment
 - ``snapshot_files``: ``<offset>.snapshot``, the producer-state snapshots (their bytes are
