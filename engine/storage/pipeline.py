@@ -278,12 +278,12 @@ class AppendPipeline:
         seg = None
         pos = 0
         if wal is not None and 0 <= log.direct_bytes <= len(buf) and not control \
-                and not self.pending and log.wal_sync == "always":
+                and log.wal_sync == "always" and (not self.pending or self.pending[-1].seg):
             # written once, straight to the segment: fdatasynced there by its owner (finish),
-            # then accounted and published (a batch logged before it would have to reach the
-            # segment first: with one in flight, this one takes the WAL too)
+            # then accounted and published. A batch in the WAL pending before it would have
+            # to reach the segment first: then this one takes the WAL too (None)
             seg, pos = self._write_direct(buf, base, batch)
-        elif wal is not None:  # a failed write raises: no offsets used, nothing logged
+        if seg is None and wal is not None:  # a failed write raises: no offsets, nothing logged
             wal_end = wal.append_batch(log.topic_id, log.partition, log.topic, buf,
                                        batch.last_offset_delta + 1)
         if header is not None:
@@ -298,15 +298,27 @@ class AppendPipeline:
             wal.listeners.add(self)
         return entry
 
-    def _write_direct(self, buf: bytearray, base: int, batch: EncodedBatch) -> tuple[Segment, int]:
-        """(mutex and flock held, nothing pending.) Write a batch to the segment's end, not
-        yet accounted: no reader sees it until its fdatasync (``_sync_direct``) and the
-        publication after it. A failed write raises with nothing written."""
-        seg = self._maybe_roll(len(buf), batch.last_offset_delta + 1)
-        if base != seg.next_offset:
-            raise StorageError(f"{self.log.topic}-{self.log.partition}: batch at offset {base} "
-                               f"does not follow the log end {seg.next_offset}")
-        pos = seg.size
+    def _write_direct(self, buf: bytearray, base: int, batch: EncodedBatch
+                      ) -> tuple[Segment | None, int]:
+        """(mutex and flock held; nothing pending, or only direct appends.) Write a batch to
+        the segment's end, not yet accounted: no reader sees it until its fdatasync
+        (``_sync_direct``) and the publication after it. A failed write raises with nothing
+        written; (None, 0) when it would follow direct appends in flight across a roll."""
+        count = batch.last_offset_delta + 1
+        if self.pending:  # right after the direct appends in flight, in the same segment
+            last = self.pending[-1]
+            seg = last.seg
+            pos = last.pos + len(last.buf)
+            if seg is not self.segs.active or self._must_roll(
+                    seg, pos - seg.size + len(buf), base + count - seg.next_offset,
+                    len(self.pending)):
+                return None, 0
+        else:
+            seg = self._maybe_roll(len(buf), count)
+            if base != seg.next_offset:
+                raise StorageError(f"{self.log.topic}-{self.log.partition}: batch at offset "
+                                   f"{base} does not follow the log end {seg.next_offset}")
+            pos = seg.size
         try:
             seg.write(buf, pos)
         except StorageError:
@@ -319,8 +331,13 @@ class AppendPipeline:
         return seg, pos
 
     def _sync_direct(self, entry: _Entry) -> None:
-        """(no mutex.) fdatasync a direct append's segment, then account and publish it
-        (``_drain``); a failed fsync cuts it off the file again and fails it."""
+        """(no mutex.) fdatasync a direct append's segment: it covers every direct append
+        written so far (the batches of one produce call, say); then account and publish
+        them (``_drain``). A failed fsync cuts them off the file again and fails them."""
+        with self.cond:
+            if entry.synced:
+                return  # another owner's fsync covered it
+            upto = self.pending[-1].seq  # (direct ones in flight are the pending list's tail)
         error: BaseException | None = None
         try:
             entry.seg.sync()  # type: ignore[union-attr]
@@ -328,11 +345,19 @@ class AppendPipeline:
             error = e
         failpoint("append.direct.after_sync")  # (crash tests: durable, not yet published)
         with self.cond:
-            if error is not None:
-                self._undo(entry.seg, entry.pos)  # type: ignore[arg-type]
-                entry.error = error if isinstance(error, Exception) else StorageError(
-                    "append interrupted")
-            entry.synced = True
+            cut = False
+            for e in self.pending:
+                if e.seg is None or e.synced:
+                    continue
+                if e.seq > upto:
+                    break
+                if error is not None:
+                    if not cut:
+                        self._undo(e.seg, e.pos)
+                        cut = True
+                    e.error = error if isinstance(error, Exception) else StorageError(
+                        "append interrupted")
+                e.synced = True
             self._drain()
         if error is not None and not isinstance(error, Exception):
             raise error
@@ -562,9 +587,11 @@ class AppendPipeline:
 
     @staticmethod
     def _undo(seg: Segment, pos: int) -> None:
-        # Not acknowledged: cut what may have reached the file so no reader ever sees it.
+        # Not acknowledged: cut what may have reached the file so no reader ever sees it
+        # (never past its end: a truncate there would grow it).
         try:
-            os.ftruncate(seg.fd, pos)
+            if os.fstat(seg.fd).st_size > pos:
+                os.ftruncate(seg.fd, pos)
         except OSError:
             pass  # the next writer's refresh truncates the torn tail instead
 

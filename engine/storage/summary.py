@@ -2,9 +2,9 @@
 
 ``rivven topic list`` on 10,000 partitions cannot afford an open per partition (its lock,
 segment set, indexes, tier view, producer state: ~0.3 ms). ``quick_offsets`` lists the
-directory, reads ``.checkpoint`` and the durable end ``.end``; without one it opens the last
-``.log`` alone and reads the batch headers past the checkpoint's position (or past the last
-offset index entry): a handful of syscalls.
+directory, reads ``.checkpoint``, opens the last ``.log`` alone and reads the batch headers
+past the checkpoint's position (or past the last offset index entry) up to the durable end
+(``.end``): a handful of syscalls.
 Anything out of the ordinary — a tier manifest, swap or write debris, a checkpoint that does
 not agree, a header that does not parse — answers None, and the caller opens the partition
 the full way (engine.storage.partitions.peek), which knows every rule.
@@ -55,11 +55,10 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
             return None
     log_start = point["log_start_offset"] if point is not None else 0
     pub = durable_end.read_published(directory) if filenames.DURABLE_END in names else None
-    if pub is not None:  # what the writer published: no header to read
-        if pub[0] > active or (pub[0] == active and pub[1] > size):
-            return None  # rolled since the listing, or cut since the publication
-        end = pub[2] if pub[0] == active else active  # (just rolled: nothing new visible)
-        return min(max(log_start, bases[0]), end), end
+    if pub is not None:  # no further than the durable end, as every reader
+        if pub[0] > active:
+            return None  # rolled since the listing
+        size = min(size, pub[1]) if pub[0] == active else 0
     pos, end = _resume(directory, active, point, size)
     if pos < size:  # (bytes past the checkpoint: read their headers)
         try:
@@ -67,7 +66,7 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
         except OSError:
             return None
         try:
-            scanned = _scan(fd, pos, end, os.fstat(fd).st_size)
+            scanned = _scan(fd, pos, end, min(size, os.fstat(fd).st_size))
         except (CorruptRecordError, OSError):
             return None
         finally:
