@@ -34,6 +34,7 @@ from ..format.records import HEADER_SIZE, read_header
 from ..fs import durable, guard
 from ..fs.locks import DEFAULT_WAIT, LockWait, flocked
 from ..segments import checkpoint, filenames, gaps, snapshot_files, swap, txn_index
+from ..segments.durable_end import DurableEnd
 from ..segments.segment import Segment
 from .results import CutOut, Reindexed, SegmentRepair
 from .segment_check import CUTTABLE, Finding, SegmentReport, whole_batch_size
@@ -290,6 +291,11 @@ def _cut_out(pdir: str, rows: list[SegmentRepair], reports: Mapping[str, Segment
             seg.close()
         Segment(pdir, end, writable=True, create=True).close()
         durable.fsync_dir(pdir)
+        published = DurableEnd(pdir, writable=True)  # readers follow the roll by it
+        try:
+            published.publish(end, 0, end)
+        finally:
+            published.close()
         failpoint("repair-rolled")
     work = os.path.join(staging, f"repair-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     guard.make_path(work)
