@@ -203,14 +203,21 @@ class Tracker:
 
     def __init__(self, directory: str) -> None:
         self.dir = directory
+        self._path = path(directory)
         self._stamp: tuple[int, int, int] | None = None
         self._rng: Ranges = ()
         self.error: DamagedMetadata | None = None
 
     def current(self) -> Ranges:
-        try:
-            st = os.stat(path(self.dir))
-        except FileNotFoundError:
+        # (most partitions have none: access answers that without an exception, which costs
+        # more than the syscall; every append that takes the flock looks)
+        st = None
+        if os.access(self._path, os.F_OK):
+            try:
+                st = os.stat(self._path)
+            except FileNotFoundError:
+                pass  # (deleted meanwhile)
+        if st is None:
             self._stamp, self._rng, self.error = None, (), None
             return ()
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)

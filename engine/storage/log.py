@@ -171,13 +171,16 @@ class PartitionLog:
         engine.storage.budget); every later use opens them again. A reader (or a maintenance
         pass) holding a segment keeps that segment's descriptors until it lets go of it:
         the log continues on a copy. Skipped (False) while an append is in flight or another
-        thread holds the mutex. Nothing is lost: what an append wrote is in the page cache,
+        thread holds the mutex (a flock kept between appends is let go). Nothing is lost:
+        what an append wrote is in the page cache,
         and a checkpoint reopens the files to fsync them."""
         if not self.mutex.acquire(blocking=False):
             return False
         try:
-            if self.lock.held or not self.pipeline.idle():
+            if not self.pipeline.idle():
                 return False
+            if self.lock.held:  # kept between appends (FlockHolds): let go of it now
+                self.lock.release()
             self.segs.release()
             self.lock.release_fd()
             return True

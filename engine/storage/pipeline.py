@@ -142,14 +142,17 @@ class AppendPipeline:
         """Assign offsets to ``batch`` and store it durably; returns its base offset."""
         return self.finish(self.start(batch))
 
-    def start(self, batch: EncodedBatch, enter: bool = True, durable: bool = False) -> _Entry:
+    def start(self, batch: EncodedBatch, enter: bool = True, durable: bool = False,
+              direct: bool = True) -> _Entry:
         """The first half of ``append``: offsets assigned, the WAL record written. Every
         entry started must be given to ``finish`` (engine.storage.log.append_each starts the
         batches of several partitions, then finishes them: one WAL fsync for all; it counts
         itself in the engine's FlockHolds once, ``enter=False``). ``durable``: whatever
         ``wal.sync`` says, the batch reaches the segment (and readers) only once its WAL
         bytes are fdatasynced, and ``finish`` waits for that (a transaction's markers: one
-        seen in a segment is durable, so a retry or a recovery can trust it)."""
+        seen in a segment is durable, so a retry or a recovery can trust it). ``direct``: a
+        batch of ``append.direct.bytes`` or more may skip the WAL (append_each of several
+        partitions: no, they share one WAL fsync)."""
         holds = self.log.holds if enter else None
         if holds is not None:
             holds.enter()
@@ -161,7 +164,7 @@ class AppendPipeline:
                     raise StorageError(f"{log.topic}-{log.partition} was closed; open it again")
                 self._active.append(None)
                 try:
-                    entry = self._log(batch)
+                    entry = self._log(batch, direct)
                     if durable and log.wal is not None:
                         entry.durable = True
                     if log.wal is None or log.wal_sync != "always":
@@ -217,7 +220,7 @@ class AppendPipeline:
             raise entry.error
         return entry.base
 
-    def _log(self, batch: EncodedBatch) -> _Entry:
+    def _log(self, batch: EncodedBatch, direct: bool = True) -> _Entry:
         """(mutex held.) Take the flock if needed, assign offsets, write the WAL record."""
         log = self.log
         lock = self.lock
@@ -277,7 +280,7 @@ class AppendPipeline:
         wal = log.wal
         seg = None
         pos = 0
-        if wal is not None and 0 <= log.direct_bytes <= len(buf) and not control \
+        if direct and wal is not None and 0 <= log.direct_bytes <= len(buf) and not control \
                 and log.wal_sync == "always" and (not self.pending or self.pending[-1].seg):
             # written once, straight to the segment: fdatasynced there by its owner (finish),
             # then accounted and published. A batch in the WAL pending before it would have

@@ -88,8 +88,8 @@ def _flock_free(data_dir: str, topic: str, partition: int) -> bool:
 
 
 def test_idle_partition_flock_is_kept_only_while_the_engine_appends_elsewhere(data_dir):
-    # a partition whose appends are done keeps its flock while other threads of the engine
-    # append (FlockHolds), at most IDLE_HOLD_S; once nobody appends, every flock is free
+    # a partition whose appends are done keeps its flock (FlockHolds) at most IDLE_HOLD_S,
+    # whether other threads of the engine append or not; then every flock is free
     import threading
 
     from engine.storage.holds import IDLE_HOLD_S
@@ -119,7 +119,15 @@ def test_idle_partition_flock_is_kept_only_while_the_engine_appends_elsewhere(da
         finally:
             stop.set()
             th.join()
-        # nothing appends any more: no flock is kept
-        assert _flock_free(data_dir, "t", 0) and _flock_free(data_dir, "t", 1)
+        # nothing appends any more: every flock is free within about IDLE_HOLD_S
+        free_soon(data_dir, IDLE_HOLD_S, 0, 1)
         assert eng.produce_batch("t", [b"w"], partition=0) == [(0, 2)]
-        assert _flock_free(data_dir, "t", 0)
+        free_soon(data_dir, IDLE_HOLD_S, 0)
+
+
+def free_soon(data_dir, idle_s, *partitions):
+    deadline = time.monotonic() + idle_s + 2.0  # (a busy machine may run the reaper late)
+    for p in partitions:
+        while not _flock_free(data_dir, "t", p):
+            assert time.monotonic() < deadline, f"partition {p} kept its flock"
+            time.sleep(0.001)
