@@ -172,8 +172,8 @@ class PartitionLog:
         pass) holding a segment keeps that segment's descriptors until it lets go of it:
         the log continues on a copy. Skipped (False) while an append is in flight or another
         thread holds the mutex (a flock kept between appends is let go). Nothing is lost:
-        what an append wrote is in the page cache,
-        and a checkpoint reopens the files to fsync them."""
+        what an append wrote is in the page cache, and a checkpoint reopens the files to
+        fsync them."""
         if not self.mutex.acquire(blocking=False):
             return False
         try:
