@@ -11,4 +11,5 @@ May import: ``engine.format`` (its CRC32C) and the base modules.
 - ``framelog``: append-only files of CRC-framed records: framing, the streamed scan with its
   torn-tail and damage rules, the append that cuts a torn tail
 - ``locks``: flock helpers and bounded lock waits (``LockWait``, ``acquire``)
+- ``prealloc``: blocks reserved past a file's end without growing it (fallocate KEEP_SIZE)
 """

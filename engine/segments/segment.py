@@ -34,7 +34,7 @@ from ..format.records import (
     crc_intact,
     read_header,
 )
-from ..fs import guard
+from ..fs import guard, prealloc
 from ..progress import Progress
 from . import filenames
 from .batch_scan import PLAIN_ONLY as PLAIN_ONLY  # (storage.reader)
@@ -44,6 +44,7 @@ from .damage import Damage, header_at, next_intact
 from .index import OffsetIndex, TimeIndex, max_entries
 
 SCAN_REPORT_BYTES = 64 << 20  # a scan at least this long reports progress
+RESERVE_CHUNK = 8 << 20  # blocks reserved ahead of direct appends (fs.prealloc)
 
 
 class Segment(BatchScan):
@@ -84,6 +85,7 @@ class Segment(BatchScan):
         self.loaded = False
         self.needs_repair = False
         self.durable = 0  # bytes known fsynced (from the checkpoint), set by load
+        self.reserved = 0  # blocks allocated up to here (direct appends: fs.prealloc)
         self.cuts: list[dict] = []  # damaged tails this process cut (see _cuttable)
         self.progress: Progress | None = None
         # damaged batches found inside the log, by position (``damage_at``), and a damaged
@@ -387,6 +389,25 @@ class Segment(BatchScan):
         total = sum(map(len, buffers))
         if n < total:  # a short write: the rest the slow way
             self.write(memoryview(b"".join(buffers))[n:], position + n)
+
+    def reserve(self, end: int, limit: int) -> None:
+        """(flock held.) Have blocks allocated up to ``end`` before a direct append writes
+        there, a chunk ahead (never past ``limit``, the segment's size limit): its fdatasync
+        then commits no block allocation. The file's size is untouched."""
+        if end <= self.reserved:
+            return
+        start = max(self.reserved, self.size)
+        upto = max(end, min(start + RESERVE_CHUNK, limit))
+        self.reserved = upto if prealloc.reserve(self.fd, start, upto - start) else 1 << 62
+
+    def release_reserve(self) -> None:
+        """(flock held.) Give back the blocks reserved past the end (the segment is sealed)."""
+        if self.reserved > self.size or self.reserved == 0:
+            try:
+                prealloc.release(self.fd)
+            except OSError:
+                pass  # (only space: the blocks stay allocated)
+        self.reserved = 0
 
     def sync(self) -> None:
         try:

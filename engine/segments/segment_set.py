@@ -259,6 +259,7 @@ class SegmentSet:
     def roll(self) -> Segment:
         """Seal the active segment (fsync log and indexes) and start a new one at the end."""
         old = self.active
+        old.release_reserve()  # (a sealed segment keeps no blocks past its end)
         old.sync_all()
         new = Segment(self.dir, old.next_offset, True, create=True)
         new.index_interval = self.index_interval()

@@ -322,6 +322,7 @@ class AppendPipeline:
                 raise StorageError(f"{self.log.topic}-{self.log.partition}: batch at offset "
                                    f"{base} does not follow the log end {seg.next_offset}")
             pos = seg.size
+        seg.reserve(pos + len(buf), self.log.config.segment_bytes)
         try:
             seg.write(buf, pos)
         except StorageError:
