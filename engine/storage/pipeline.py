@@ -350,18 +350,18 @@ class AppendPipeline:
         failpoint("append.direct.after_sync")  # (crash tests: durable, not yet published)
         with self.cond:
             cut = False
-            for e in self.pending:
-                if e.seg is None or e.synced:
+            for p in self.pending:
+                if p.seg is None or p.synced:
                     continue
-                if e.seq > upto:
+                if p.seq > upto:
                     break
                 if error is not None:
                     if not cut:
-                        self._undo(e.seg, e.pos)
+                        self._undo(p.seg, p.pos)
                         cut = True
-                    e.error = error if isinstance(error, Exception) else StorageError(
+                    p.error = error if isinstance(error, Exception) else StorageError(
                         "append interrupted")
-                e.synced = True
+                p.synced = True
             self._drain()
         if error is not None and not isinstance(error, Exception):
             raise error

@@ -172,3 +172,31 @@ def test_a_direct_append_reserves_blocks_ahead_and_a_roll_gives_them_back(data_d
             st = os.stat(filenames.path(_pdir(data_dir), base, filenames.LOG))
             assert st.st_blocks * 512 < st.st_size + (64 << 10)
         assert len(eng.read("t", 0, 0, 20000)) == 13000
+
+
+def test_a_failed_fsync_of_a_direct_append_leaves_nothing_behind(data_dir, monkeypatch):
+    from engine.errors import StorageError
+
+    with Engine.open(data_dir) as eng:
+        eng.create_topic("t")
+        eng.produce("t", BIG)
+        size = os.path.getsize(_log(data_dir))
+        real = os.fdatasync
+        failed = []
+
+        def eio(fd):
+            if os.readlink(f"/proc/self/fd/{fd}").endswith(".log") and not failed:
+                failed.append(fd)
+                raise OSError(5, "Input/output error")
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", eio)
+        with pytest.raises(StorageError):
+            eng.produce("t", BIG)
+        monkeypatch.undo()
+        assert failed and os.path.getsize(_log(data_dir)) == size  # cut off the file again
+        assert durable_end.read_published(_pdir(data_dir))[1:] == (size, 1000)
+        with Engine.open(data_dir, read_only=True) as reader:
+            assert len(reader.read("t", 0, 0, 5000)) == 1000
+        assert eng.produce("t", BIG)[0] == (0, 1000)  # the offsets it would have had
+        assert len(eng.read("t", 0, 0, 5000)) == 2000
