@@ -25,6 +25,7 @@ import mmap
 import os
 import struct
 
+from ..errors import StorageError
 from ..format import crc
 from ..fs import guard
 from . import filenames
@@ -88,19 +89,24 @@ class DurableEnd:
         self._got: Published | None = None
 
     def _map(self) -> bool:
+        writable = self.writable
         try:
-            if self.writable:
-                fd = guard.open_file(self.path, os.O_RDWR | os.O_CREAT)
-            else:
+            try:
+                fd = guard.open_file(self.path, os.O_RDWR | os.O_CREAT) if writable else \
+                    os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            except PermissionError:
+                if not writable:
+                    raise
+                writable = False  # (a reader that may not write here: it only reads it)
                 fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             return False
         try:
             if os.fstat(fd).st_size < SIZE:
-                if not self.writable:
+                if not writable:
                     return False  # (being created: the next look maps it)
                 os.ftruncate(fd, SIZE)
-            self.mm = mmap.mmap(fd, SIZE, access=mmap.ACCESS_WRITE if self.writable
+            self.mm = mmap.mmap(fd, SIZE, access=mmap.ACCESS_WRITE if writable
                                 else mmap.ACCESS_READ)
         finally:
             os.close(fd)
@@ -135,13 +141,18 @@ class DurableEnd:
         copy, then its twin (a kill between them leaves one whole)."""
         if self.last == (base, position, next_offset) and self.mm is not None:
             return
-        if self.mm is None:
-            self._map()
+        if self.mm is None and not self._map():
+            raise StorageError(f"{self.path} could not be made: its partition is gone (the "
+                               "topic deleted?)")
         self.count += 1
         rec = encode(base, position, next_offset, self.count)
         mm = self.mm
-        mm[0:RECORD.size] = rec  # type: ignore[index]
-        mm[RECORD.size:SIZE] = rec  # type: ignore[index]
+        try:
+            mm[0:RECORD.size] = rec  # type: ignore[index]
+            mm[RECORD.size:SIZE] = rec  # type: ignore[index]
+        except TypeError:  # (mapped read-only: this process may not write the file)
+            raise StorageError(f"{self.path} cannot be written by this process; give it "
+                               "the data dir's owner and mode") from None
         self.last = self._got = (base, position, next_offset)
         self._raw = rec
 
