@@ -433,7 +433,10 @@ class AppendPipeline:
         if not pending and wal is not None:
             wal.listeners.discard(self)
         if settled:
-            self.segs.publish()  # readers in every process may read them now
+            try:
+                self.segs.publish()  # readers in every process may read them now
+            except (RivvenError, OSError):
+                pass  # (the partition went: nobody reads it; never the WAL syncer's error)
             if self._waiters:
                 self.cond.notify_all()
 
