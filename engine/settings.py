@@ -109,23 +109,23 @@ def _bool(name: str, text: str) -> bool:
 
 
 def _direct(text: str) -> int:
-    if text.strip() == "-1":
-        return -1
-    try:
-        return _int("append.direct.bytes", text, 0)
-    except InvalidConfig:
-        raise InvalidConfig(f"invalid append.direct.bytes {text!r}: must be an integer >= 0 "
-                            "(bytes), or -1 to log every batch in the WAL") from None
+    return _or_minus_one("append.direct.bytes", text, 0,
+                         "(bytes), or -1 to log every batch in the WAL")
 
 
 def _lock_timeout(text: str) -> int:
+    return _or_minus_one("lock.timeout.ms", text, 1, "(milliseconds), or -1 to wait for ever")
+
+
+def _or_minus_one(name: str, text: str, lo: int, meaning: str) -> int:
+    """An integer >= ``lo``, or -1 (its ``meaning`` says what each is)."""
     if text.strip() == "-1":
         return -1
     try:
-        return _int("lock.timeout.ms", text, 1)
+        return _int(name, text, lo)
     except InvalidConfig:
-        raise InvalidConfig(f"invalid lock.timeout.ms {text!r}: must be an integer >= 1 "
-                            "(milliseconds), or -1 to wait for ever") from None
+        raise InvalidConfig(f"invalid {name} {text!r}: must be an integer >= {lo} "
+                            f"{meaning}") from None
 
 
 def _int(name: str, text: str, lo: int) -> int:
