@@ -401,12 +401,12 @@ class Segment(BatchScan):
         self.reserved = upto if prealloc.reserve(self.fd, start, upto - start) else 1 << 62
 
     def release_reserve(self) -> None:
-        """(flock held.) Give back the blocks reserved past the end (the segment is sealed)."""
-        if self.reserved > self.size or self.reserved == 0:
-            try:
-                prealloc.release(self.fd)
-            except OSError:
-                pass  # (only space: the blocks stay allocated)
+        """(flock held.) Give back the blocks reserved past the end (the segment is sealed;
+        another process, or one killed, may have reserved them: the file says)."""
+        try:
+            prealloc.release(self.fd)
+        except OSError:
+            pass  # (only space: the blocks stay allocated)
         self.reserved = 0
 
     def sync(self) -> None:

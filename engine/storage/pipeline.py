@@ -478,29 +478,28 @@ class AppendPipeline:
             self._undo(seg, pos)
             run[0].error = err
             return False
-        hot = log.hot
         for e in run:
-            b = e.batch
-            n = len(e.buf)
-            seg.appended(pos, e.base, n, e.base + b.last_offset_delta + 1, b.max_timestamp)
-            if hot is not None:
-                hot.add(log, e.base, e.base + b.last_offset_delta + 1, pos, e.buf,
-                        owned=e.buf is b.buf)
-            pos += n
-            self._count(e)
+            self._account(e, seg, pos)
+            pos += len(e.buf)
             pending.popleft()
             e.done = True
             self._done_seq = e.seq
         return True
 
     def _account(self, e: _Entry, seg: Segment, pos: int) -> None:
-        """(mutex held.) A direct append's bytes are durable in ``seg`` at ``pos``."""
+        """(mutex held.) An entry's bytes are in ``seg`` at ``pos`` (and durable)."""
         b = e.batch
-        end = e.base + b.last_offset_delta + 1
-        seg.appended(pos, e.base, len(e.buf), end, b.max_timestamp)
-        if self.log.hot is not None:
-            self.log.hot.add(self.log, e.base, end, pos, e.buf, owned=e.buf is b.buf)
+        self._landed(seg, pos, e.buf, e.base, e.base + b.last_offset_delta + 1,
+                     b.max_timestamp, e.buf is b.buf)
         self._count(e)
+
+    def _landed(self, seg: Segment, pos: int, buf: bytes | bytearray, base: int, end: int,
+                max_ts: int, owned: bool) -> None:
+        """(mutex held.) A batch written at ``pos`` of ``seg``: its size, next offset and
+        index entries, and the hot cache."""
+        seg.appended(pos, base, len(buf), end, max_ts)
+        if self.log.hot is not None:
+            self.log.hot.add(self.log, base, end, pos, buf, owned=owned)
 
     def _count(self, e: _Entry) -> None:
         """(mutex held.) A batch in its segment: acknowledged once its owner returns."""
@@ -588,9 +587,7 @@ class AppendPipeline:
         except StorageError:
             self._undo(seg, pos)
             raise
-        seg.appended(pos, base, len(buf), base + last_delta + 1, max_ts)
-        if log.hot is not None:
-            log.hot.add(log, base, base + last_delta + 1, pos, buf, owned=owned)
+        self._landed(seg, pos, buf, base, base + last_delta + 1, max_ts, owned)
 
     @staticmethod
     def _undo(seg: Segment, pos: int) -> None:
