@@ -13,7 +13,8 @@ protocols of ``ports``.
 - a partition: ``log`` (``PartitionLog``, the only object that writes its files) composed of
   ``partition_lock``, ``loader`` (returns a ``LoadedLog``), ``log_start``, ``pipeline``
   (through ``AppendOwner``) with ``holds``, ``reader`` (through ``ReadSource``),
-  ``tier_view``; the files themselves are ``engine.segments``'
+  ``tier_view``, ``sealing``, ``key_usage`` (the data key versions its segments use); the
+  files themselves are ``engine.segments``'
 - ``ports``: what the layers above hand a log; ``partitions``: the logs an engine has open;
   ``budget``: the file descriptors they may hold; ``finder``: ``LogFinder``, the logs of
   topics by name (what the services above storage are handed)

@@ -48,7 +48,7 @@ from ..segments.segment_set import SegmentSet
 from ..segments.swap import SwapRefused
 from ..segments.tier_manifest import ColdSegment, Home
 from ..segments.txn_index import AbortedTxn
-from . import loader, log_start, reader
+from . import key_usage, loader, log_start, reader
 from .append_each import append_each  # (imported from here too: txn.markers, produce.path)
 from .budget import FileBudget
 from .config import TopicConfig
@@ -283,32 +283,8 @@ class PartitionLog:
         return self.segs.sealed(base)
 
     def key_usage(self, cache: dict | None = None) -> list[dict[str, Any]]:
-        """Per segment, cold ones first, oldest first: ``base_offset``, ``next_offset``,
-        ``tier`` (local, cold), ``bytes`` and ``key_bytes``, the bytes of its data batches
-        per data key version (0: plaintext; markers left out). Local segments' headers are
-        read (no body); cold ones' come from the tier manifest. ``cache`` (a dict the caller
-        keeps) remembers what was read of each file: a second call reads only what was
-        appended since, or a file that was replaced."""
-        rows = [{"base_offset": e.base_offset, "next_offset": e.next_offset, "tier": "cold",
-                 "bytes": e.bytes, "key_bytes": e.key_usage()} for e in self.cold_entries()]
-        segs = self.all_segments()
-        end = self.end_offset()
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1].base if i + 1 < len(segs) else end
-            size = seg.size
-            ino = os.fstat(seg.fd).st_ino
-            seen = cache.get(seg.path) if cache is not None else None
-            if seen is not None and seen[0] == ino and seen[1] <= size:
-                found = dict(seen[2])
-                for v, n in seg.key_bytes(seen[1], size).items():
-                    found[v] = found.get(v, 0) + n
-            else:
-                found = seg.key_bytes(0, size)
-            if cache is not None:
-                cache[seg.path] = (ino, size, found)
-            rows.append({"base_offset": seg.base, "next_offset": nxt, "tier": "local",
-                         "bytes": size, "key_bytes": found})
-        return rows
+        """The data key versions its segments use (engine.storage.key_usage)."""
+        return key_usage.rows(self, cache)
 
     def segment_max_timestamp(self, seg: Segment) -> int:
         if not seg.loaded:
