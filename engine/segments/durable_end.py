@@ -165,6 +165,16 @@ class DurableEnd:
             self.mm = None
 
 
+def visible(pub: Published | None, base: int) -> int | None:
+    """How many bytes of the segment at ``base`` a reader may read by the publication
+    ``pub``: all of a sealed one (fsynced when it was sealed: None, its file size), up to the
+    position in the active one, nothing of one newer than the publication (just rolled; a
+    reader keeps what its index vouches for). None too when nothing is published."""
+    if pub is None or pub[0] > base:
+        return None
+    return pub[1] if pub[0] == base else 0
+
+
 def read_published(directory: str) -> Published | None:
     """The published end of a partition directory, read once (the Spark source's driver)."""
     try:

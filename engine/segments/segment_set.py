@@ -18,7 +18,7 @@ from ..failpoint import failpoint
 from ..fs import durable
 from ..progress import Progress
 from . import checkpoint, filenames
-from .durable_end import DurableEnd, Published
+from .durable_end import DurableEnd, Published, visible
 from .segment import Segment
 
 SEALED_KEPT = 4  # sealed segments a partition keeps open (the engine's file budget bounds the rest)
@@ -134,8 +134,7 @@ class SegmentSet:
         if repair:
             act.load(repair=True, checkpoint=self.checkpoint())
         else:
-            pub = self.end.read()
-            act.load(repair=False, limit=None if pub is None else self._visible(act, pub))
+            act.load(repair=False, limit=visible(self.end.read(), act.base))
 
     # ---------------------------------------------------------------- the checkpoint
     def checkpoint(self, active: Segment | None = None) -> dict | None:
@@ -191,7 +190,8 @@ class SegmentSet:
                 return False  # nothing published past what is known: no syscall at all
         shrank = False
         size = act.file_size()
-        limit = size if pub is None else min(size, self._visible(act, pub))
+        limit = visible(pub, act.base)
+        limit = size if limit is None else min(size, limit)
         if limit != act.size or act.tail_damage is not None:
             shrank = size < act.size
             act.catch_up(repair, end=None if repair else limit)
@@ -203,21 +203,11 @@ class SegmentSet:
             if repair:
                 act.load(repair=True, checkpoint=self.checkpoint(act))
             else:
-                act.load(repair=False, limit=None if pub is None else self._visible(act, pub))
+                act.load(repair=False, limit=visible(pub, act.base))
             self.active = act
         if repair:
             self.publish_rebuilt()
         return shrank
-
-    @staticmethod
-    def _visible(seg: Segment, pub: Published) -> int:
-        """How much of ``seg`` a reader may read by the published end ``pub``: all of a
-        sealed one (fsynced when it was sealed), up to the position in the active one, and
-        nothing past its index of one newer than the publication (just rolled)."""
-        base, position, _ = pub
-        if base > seg.base:
-            return 1 << 62
-        return position if base == seg.base else 0
 
     def publish(self) -> None:
         """(flock held, the active segment's accounted bytes durable, or visible before

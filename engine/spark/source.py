@@ -87,8 +87,9 @@ def splits_for(data_dir: str, topic: str, partitions: list[int] | None,
                 break
             path = filenames.path(pdir, base, filenames.LOG)
             size = os.path.getsize(path)
-            if pub is not None and base >= pub[0]:
-                size = min(size, pub[1] if base == pub[0] else 0)
+            limit = durable_end.visible(pub, base)
+            if limit is not None:
+                size = min(size, limit)
             cuts = [0]
             if size > split_bytes:  # cut at index entries (batch starts) near each split_bytes
                 idx = OffsetIndex(filenames.path(pdir, base, filenames.INDEX), writable=False,

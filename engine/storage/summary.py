@@ -58,7 +58,7 @@ def quick_offsets(directory: str) -> tuple[int, int] | None:
     if pub is not None:  # no further than the durable end, as every reader
         if pub[0] > active:
             return None  # rolled since the listing
-        size = min(size, pub[1]) if pub[0] == active else 0
+        size = min(size, durable_end.visible(pub, active) or 0)
     pos, end = _resume(directory, active, point, size)
     if pos < size:  # (bytes past the checkpoint: read their headers)
         try:
