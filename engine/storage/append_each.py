@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 from ..failpoint import failpoint
 from ..format.records import EncodedBatch
-from .holds import FlockHolds
 from .pipeline import AppendPipeline
 
 
@@ -20,8 +19,6 @@ class Appends(Protocol):
     def topic(self) -> str: ...
     @property
     def partition(self) -> int: ...
-    @property
-    def holds(self) -> FlockHolds | None: ...
     @property
     def pipeline(self) -> AppendPipeline: ...
 
@@ -43,48 +40,39 @@ def append_each(items: Sequence[tuple[Appends, EncodedBatch]], durable: bool = F
     each batch's own error is put there instead (its base offset left 0) and the others go
     on (``rivven serve``'s Produce: each partition answered on its own)."""
     order = sorted(range(len(items)), key=lambda i: (items[i][0].topic, items[i][0].partition))
-    # one caller appending: counted once in each FlockHolds (as one append is), so a flock
-    # is kept only while other threads append, not while this call finishes its others
-    holds = list({id(h): h for h in (log.holds for log, _ in items) if h is not None}.values())
-    for h in holds:
-        h.enter()
     # several partitions: their batches share one WAL fsync, where direct appends would pay
     # one fsync each, in turn (docs/DURABILITY.md, "Direct appends")
     direct = len({id(log) for log, _ in items}) == 1
-    try:
-        started: list[tuple[int, Any]] = []
-        error: BaseException | None = None
-        for i in order:
-            log, batch = items[i]
-            try:
-                started.append((i, log.pipeline.start(batch, enter=False, durable=durable,
-                                                      direct=direct)))
-            except Exception as e:
-                if errors is None:
-                    error = e  # (raised once the others are finished)
-                    break
-                errors[i] = e
-            except BaseException as e:  # noqa: BLE001 - raised once the others are finished
-                error = e
+    started: list[tuple[int, Any]] = []
+    error: BaseException | None = None
+    for i in order:
+        log, batch = items[i]
+        try:
+            started.append((i, log.pipeline.start(batch, durable=durable,
+                                                  direct=direct)))
+        except Exception as e:
+            if errors is None:
+                error = e  # (raised once the others are finished)
                 break
-            failpoint("append.each_logged")
-        bases = [0] * len(items)
-        for i, entry in started:
-            log = items[i][0]
-            try:
-                bases[i] = log.pipeline.finish(entry, leave=False)  # (one fsync: all)
-                if done is not None:
-                    done.append(bases[i])
-            except Exception as e:
-                if errors is None:
-                    error = error or e  # (the first error is raised below)
-                else:
-                    errors[i] = e
-            except BaseException as e:  # noqa: BLE001 - the first error is raised below
-                error = error or e
-    finally:
-        for h in holds:
-            h.leave()
+            errors[i] = e
+        except BaseException as e:  # noqa: BLE001 - raised once the others are finished
+            error = e
+            break
+        failpoint("append.each_logged")
+    bases = [0] * len(items)
+    for i, entry in started:
+        log = items[i][0]
+        try:
+            bases[i] = log.pipeline.finish(entry)  # (one fsync: all)
+            if done is not None:
+                done.append(bases[i])
+        except Exception as e:
+            if errors is None:
+                error = error or e  # (the first error is raised below)
+            else:
+                errors[i] = e
+        except BaseException as e:  # noqa: BLE001 - the first error is raised below
+            error = error or e
     if error is not None:
         raise error
     return bases

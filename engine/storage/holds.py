@@ -1,4 +1,4 @@
-"""Partition flocks an engine keeps between appends while it appends elsewhere."""
+"""Partition flocks an engine keeps between appends, until they have been idle a while."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import time
 from typing import Any
 
 HOLD_S = 0.05  # longest the append pipeline keeps the partition flock under constant load
-IDLE_HOLD_S = 0.02  # longest an idle partition keeps it while the engine appends elsewhere
+IDLE_HOLD_S = 0.02  # longest an idle partition keeps it
 
 
 class FlockHolds:
-    """Partition flocks an engine keeps between appends while it appends elsewhere.
+    """Partition flocks an engine keeps between appends, until they have been idle a while.
 
     Taking and dropping a partition's flock costs five syscalls per append (flock twice,
     the liveness and size checks, the next-segment probe) and about 25 us of a 1000-record
@@ -24,16 +24,12 @@ class FlockHolds:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.active = 0  # threads inside PartitionLog.append
         self.idle: dict[Any, float] = {}  # flock kept while idle: since (monotonic)
         self.reaper: threading.Thread | None = None
 
-    def enter(self) -> None:
-        with self.lock:
-            self.active += 1
-
-    def keep(self, log: Any) -> bool:
-        """(``log``'s mutex held, its pipeline idle, its flock held.) Keep the flock?"""
+    def keep(self, log: Any) -> None:
+        """(``log``'s mutex held, its pipeline idle, its flock held.) Keep the flock until it
+        has been idle IDLE_HOLD_S."""
         with self.lock:
             self.idle.pop(log, None)  # (re-inserted: the dict stays in time order)
             self.idle[log] = time.monotonic()
@@ -41,11 +37,6 @@ class FlockHolds:
                 self.reaper = threading.Thread(target=self._reap, daemon=True,
                                                name="rivven-flock-holds")
                 self.reaper.start()
-            return True
-
-    def leave(self) -> None:
-        with self.lock:  # (kept flocks are the reaper's to drop, once idle for IDLE_HOLD_S)
-            self.active -= 1
 
     def _drop(self, logs: list[Any], since: float) -> None:
         busy = [log for log in logs if not log.release_idle()]

@@ -10,8 +10,8 @@ no reader ever sees a record a crash could take away.
 
 The partition flock is taken by the first append and kept while appends are in flight (at
 most about HOLD_S under constant load, so other processes get their turn); the in-memory log
-end is authoritative meanwhile. With ``holds``, an idle pipeline keeps it too while the engine
-appends to other partitions (engine.storage.holds).
+end is authoritative meanwhile. With ``holds``, an idle pipeline keeps it too, until it has
+been idle IDLE_HOLD_S (engine.storage.holds).
 """
 
 from __future__ import annotations
@@ -142,53 +142,35 @@ class AppendPipeline:
         """Assign offsets to ``batch`` and store it durably; returns its base offset."""
         return self.finish(self.start(batch))
 
-    def start(self, batch: EncodedBatch, enter: bool = True, durable: bool = False,
-              direct: bool = True) -> _Entry:
+    def start(self, batch: EncodedBatch, durable: bool = False, direct: bool = True) -> _Entry:
         """The first half of ``append``: offsets assigned, the WAL record written. Every
         entry started must be given to ``finish`` (engine.storage.log.append_each starts the
-        batches of several partitions, then finishes them: one WAL fsync for all; it counts
-        itself in the engine's FlockHolds once, ``enter=False``). ``durable``: whatever
+        batches of several partitions, then finishes them: one WAL fsync for all). ``durable``: whatever
         ``wal.sync`` says, the batch reaches the segment (and readers) only once its WAL
         bytes are fdatasynced, and ``finish`` waits for that (a transaction's markers: one
         seen in a segment is durable, so a retry or a recovery can trust it). ``direct``: a
         batch of ``append.direct.bytes`` or more may skip the WAL (append_each of several
         partitions: no, they share one WAL fsync)."""
-        holds = self.log.holds if enter else None
-        if holds is not None:
-            holds.enter()
-        cond = self.cond
         log = self.log
-        try:
-            with cond:
-                if self.closed:
-                    raise StorageError(f"{log.topic}-{log.partition} was closed; open it again")
-                self._active.append(None)
-                try:
-                    entry = self._log(batch, direct)
-                    if durable and log.wal is not None:
-                        entry.durable = True
-                    if log.wal is None or log.wal_sync != "always":
-                        self._drain()  # no WAL fsync to wait for
-                except BaseException:
-                    self._active.pop()
-                    self._maybe_release()
-                    raise
-        except BaseException:
-            if holds is not None:
-                holds.leave()
-            raise
+        with self.cond:
+            if self.closed:
+                raise StorageError(f"{log.topic}-{log.partition} was closed; open it again")
+            self._active.append(None)
+            try:
+                entry = self._log(batch, direct)
+                if durable and log.wal is not None:
+                    entry.durable = True
+                if log.wal is None or log.wal_sync != "always":
+                    self._drain()  # no WAL fsync to wait for
+            except BaseException:
+                self._active.pop()
+                self._maybe_release()
+                raise
         return entry
 
-    def finish(self, entry: _Entry, leave: bool = True) -> int:
+    def finish(self, entry: _Entry) -> int:
         """The second half of ``append``: wait until the entry's WAL bytes are durable and it
         is in the segment; returns its base offset."""
-        try:
-            return self._finish(entry)
-        finally:
-            if leave and self.log.holds is not None:
-                self.log.holds.leave()
-
-    def _finish(self, entry: _Entry) -> int:
         cond = self.cond
         log = self.log
         error: BaseException | None = None
@@ -530,7 +512,8 @@ class AppendPipeline:
         """(mutex held.) Drop the flock once nobody appends and nothing is in flight."""
         if self.lock.held and not self._active and not self.pending:
             holds = self.log.holds
-            if holds is not None and not self._broken and holds.keep(self):
+            if holds is not None and not self._broken:
+                holds.keep(self)
                 return
             self.lock.release()
 
