@@ -398,6 +398,7 @@ class Segment(BatchScan):
             return
         start = max(self.reserved, self.size)
         upto = max(end, min(start + RESERVE_CHUNK, limit))
+        # (refused: never asked again for this segment, its appends allocate as they go)
         self.reserved = upto if prealloc.reserve(self.fd, start, upto - start) else 1 << 62
 
     def release_reserve(self) -> None:

@@ -500,18 +500,8 @@ def json_encodable(shape: st.Shape) -> Convert | None:
     if kind == "text":
         return _from_json_text
     if kind == "struct":
-        convs = [(k, c) for k, sub in shape[1].items() if (c := json_encodable(sub)) is not None]
-        if not convs:
-            return None
-
-        def obj(v: Any) -> Any:
-            if isinstance(v, dict):
-                v = dict(v)
-                for name, c in convs:
-                    if v.get(name) is not None:
-                        v[name] = c(v[name])
-            return v
-        return obj
+        return _fields([(k, c) for k, sub in shape[1].items()
+                        if (c := json_encodable(sub)) is not None])
     if kind in ("array", "map"):
         one = json_encodable(shape[1])
         return None if one is None else (_each_item if kind == "array" else _each_value)(one)
